@@ -1,0 +1,40 @@
+# dpframe -- `make demo` (set up + main job) and `make test` (set up + test suite).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test lint format bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/dpframe demo --out out/demo
+
+# pytest exits 5 when it collected no test: that is a failure too.
+test: setup
+	$(BIN)/ruff check dpframe tests benchmarks examples
+	$(BIN)/python -m pytest; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+lint: setup
+	$(BIN)/ruff check dpframe tests benchmarks examples
+	$(BIN)/ruff format --check dpframe tests benchmarks examples
+
+format: setup
+	$(BIN)/ruff format dpframe tests benchmarks examples
+	$(BIN)/ruff check --fix dpframe tests benchmarks examples
+
+bench: setup
+	$(BIN)/python benchmarks/bench_random.py
+	$(BIN)/python benchmarks/bench_discrete_laplace.py
+	$(BIN)/python benchmarks/bench_grouped_release.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -1,0 +1,78 @@
+"""dpframe: differential privacy for polars.
+
+Importing dpframe registers the ``.dp`` namespace (and its unambiguous alias ``.dpf``)
+on polars expressions, DataFrames and LazyFrames. The typed functions below are the API
+proper; the namespaces are thin veneers over them.
+
+Examples
+--------
+>>> import polars as pl, dpframe
+>>> with dpframe.Accountant(epsilon=1.0) as acct:
+...     out = pl.DataFrame({"m": [3.5, 4.1]}).with_columns(
+...         pl.col("m").dpf.laplace(epsilon=0.5, sensitivity=0.1, composition="parallel")
+...     )
+>>> acct.remaining.epsilon
+0.5
+"""
+
+from __future__ import annotations
+
+from dpframe import agg, sensitivity
+from dpframe.accountant import Accountant, Budget, Charge, LedgerEntry, current_accountant
+from dpframe.column import ColumnRelease, laplace, pending_releases
+from dpframe.errors import (
+    BudgetExceededError,
+    DPFrameError,
+    InvalidDataError,
+    InvalidParameterError,
+    LedgerMismatchError,
+    MissingMarginsError,
+    NamespaceConflictWarning,
+    NoAccountantError,
+    ReleaseReuseError,
+    UnsafeSeedWarning,
+)
+from dpframe.grouped import GroupBy, GroupedRelease, group_by
+from dpframe.io import Provenance, read_parquet, read_provenance, write_parquet
+from dpframe.namespace import register_namespace
+from dpframe.random import RandomSource
+from dpframe.summary import summarize
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Accountant",
+    "Budget",
+    "BudgetExceededError",
+    "Charge",
+    "ColumnRelease",
+    "DPFrameError",
+    "GroupBy",
+    "GroupedRelease",
+    "InvalidDataError",
+    "InvalidParameterError",
+    "LedgerEntry",
+    "LedgerMismatchError",
+    "MissingMarginsError",
+    "NamespaceConflictWarning",
+    "NoAccountantError",
+    "Provenance",
+    "RandomSource",
+    "ReleaseReuseError",
+    "UnsafeSeedWarning",
+    "__version__",
+    "agg",
+    "current_accountant",
+    "group_by",
+    "laplace",
+    "pending_releases",
+    "read_parquet",
+    "read_provenance",
+    "register_namespace",
+    "sensitivity",
+    "summarize",
+    "write_parquet",
+]
+
+register_namespace("dpf", force=True)
+register_namespace("dp")

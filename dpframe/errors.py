@@ -1,0 +1,91 @@
+"""Exception and warning classes raised by dpframe.
+
+Every error names the argument (or column) at fault and says how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceededError",
+    "DPFrameError",
+    "InvalidDataError",
+    "InvalidParameterError",
+    "LedgerMismatchError",
+    "MissingMarginsError",
+    "NamespaceConflictWarning",
+    "NoAccountantError",
+    "ReleaseReuseError",
+    "UnsafeSeedWarning",
+]
+
+
+class DPFrameError(Exception):
+    """Base class of every dpframe error."""
+
+
+class InvalidParameterError(DPFrameError, ValueError):
+    """A parameter has a bad value or type (the message names it and the fix)."""
+
+
+class InvalidDataError(DPFrameError, ValueError):
+    """The data itself cannot be released as asked (nulls, NaN, wrong dtype, unknown keys)."""
+
+
+class BudgetExceededError(DPFrameError):
+    """A release would spend more privacy budget than remains.
+
+    Raised by the accountant *before* any noise is drawn; nothing is charged.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        budget_epsilon: float = float("nan"),
+        budget_delta: float = float("nan"),
+        spent_epsilon: float = float("nan"),
+        spent_delta: float = float("nan"),
+        requested_epsilon: float = float("nan"),
+        requested_delta: float = float("nan"),
+    ) -> None:
+        # polars re-raises an exception from inside a query as type(exc)(message): keep a
+        # positional message so that works.
+        self.budget_epsilon = budget_epsilon
+        self.budget_delta = budget_delta
+        self.spent_epsilon = spent_epsilon
+        self.spent_delta = spent_delta
+        self.requested_epsilon = requested_epsilon
+        self.requested_delta = requested_delta
+        if message is None:
+            message = (
+                f"privacy budget exceeded: budget epsilon={budget_epsilon:g}, "
+                f"delta={budget_delta:g}; already spent epsilon={spent_epsilon:g}, "
+                f"delta={spent_delta:g}; this release requests epsilon={requested_epsilon:g}, "
+                f"delta={requested_delta:g}. Nothing was charged and no noise was drawn. "
+                "Lower the release's epsilon/delta or use an accountant with a larger budget."
+            )
+        super().__init__(message)
+
+
+class LedgerMismatchError(DPFrameError):
+    """A ledger file was opened with another budget or neighbour relation than it was made with."""
+
+
+class NoAccountantError(DPFrameError):
+    """A release was asked for without an accountant to charge."""
+
+
+class ReleaseReuseError(DPFrameError):
+    """A release that has already materialised was asked to produce fresh noise."""
+
+
+class MissingMarginsError(DPFrameError, ValueError):
+    """A grouped release has no public key frame, so empty groups would vanish silently."""
+
+
+class UnsafeSeedWarning(UserWarning):
+    """A seeded (reproducible) random source is in use: its output is not safe to publish."""
+
+
+class NamespaceConflictWarning(UserWarning):
+    """Another package already owns the ``dp`` namespace on polars objects."""

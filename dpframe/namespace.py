@@ -1,0 +1,148 @@
+"""Thin polars adapters: the ``.dp`` (and ``.dpf``) namespaces. No maths here.
+
+``import dpframe`` registers the namespaces on ``pl.Expr``, ``pl.DataFrame`` and
+``pl.LazyFrame`` under two names:
+
+* ``.dpf`` -- always dpframe's (unambiguous; use it in library code);
+* ``.dp`` -- dpframe's unless another package (OpenDP registers ``pl.Expr.dp``) took it
+  first. Then dpframe leaves it alone and warns (:class:`NamespaceConflictWarning`);
+  call :func:`register_namespace` ``("dp", force=True)`` to take it. A package imported
+  *after* dpframe that registers ``dp`` takes it over (polars warns): ``.dpf`` is
+  never ambiguous.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dpframe.accountant import Accountant
+from dpframe.column import laplace
+from dpframe.errors import NamespaceConflictWarning
+from dpframe.grouped import GroupBy, group_by
+from dpframe.io import write_parquet
+from dpframe.random import RandomSource
+
+__all__ = ["DataFrameDP", "ExprDP", "LazyFrameDP", "register_namespace"]
+
+
+class ExprDP:
+    """``pl.col(...).dp``: releases on a column of statistics."""
+
+    def __init__(self, expr: pl.Expr) -> None:
+        self._expr = expr
+
+    def laplace(
+        self,
+        *,
+        epsilon: float,
+        sensitivity: float,
+        composition: str,
+        public_groups: bool = False,
+        granularity: float | None = None,
+        accountant: Accountant | None = None,
+        seed: int | RandomSource | None = None,
+    ) -> pl.Expr:
+        """Laplace release of this column of statistics; see :func:`dpframe.laplace`."""
+        return laplace(
+            self._expr,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            composition=composition,
+            public_groups=public_groups,
+            granularity=granularity,
+            accountant=accountant,
+            seed=seed,
+        )
+
+
+class _FrameDP:
+    def __init__(self, frame: pl.DataFrame | pl.LazyFrame) -> None:
+        self._frame = frame
+
+    def group_by(
+        self,
+        keys: str | Sequence[str],
+        *,
+        margins: pl.DataFrame | None,
+        unknown_keys: str = "error",
+        accountant: Accountant | None = None,
+        seed: int | RandomSource | None = None,
+    ) -> GroupBy:
+        """Grouped release over public keys; see :func:`dpframe.group_by`."""
+        return group_by(
+            self._frame,
+            keys,
+            margins=margins,
+            unknown_keys=unknown_keys,
+            accountant=accountant,
+            seed=seed,
+        )
+
+    def write_parquet(
+        self, path: str | os.PathLike[str], *, ledger: Any, spec: dict[str, Any] | None = None
+    ) -> Path:
+        """Atomic Parquet write with provenance; see :func:`dpframe.write_parquet`."""
+        return write_parquet(self._frame, path, ledger=ledger, spec=spec)
+
+
+class DataFrameDP(_FrameDP):
+    """``df.dp``: grouped releases and Parquet with provenance."""
+
+
+class LazyFrameDP(_FrameDP):
+    """``lf.dp``: grouped releases and Parquet with provenance."""
+
+
+_TARGETS: tuple[tuple[type, type, Any], ...] = (
+    (pl.Expr, ExprDP, pl.api.register_expr_namespace),
+    (pl.DataFrame, DataFrameDP, pl.api.register_dataframe_namespace),
+    (pl.LazyFrame, LazyFrameDP, pl.api.register_lazyframe_namespace),
+)
+
+
+def _owner(cls: type, name: str) -> str | None:
+    ns = getattr(cls, name, None)
+    return None if ns is None else getattr(ns, "__module__", "?")
+
+
+def register_namespace(name: str = "dp", *, force: bool = False) -> bool:
+    """Register dpframe's namespaces on polars objects under ``name``.
+
+    Returns ``True`` if dpframe now owns ``name`` everywhere. If another package owns
+    it and ``force`` is false, nothing is replaced and a
+    :class:`~dpframe.errors.NamespaceConflictWarning` says how to choose.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.register_namespace("dpf")
+    True
+    """
+    taken = {
+        cls.__name__: owner
+        for cls, _, _ in _TARGETS
+        if (owner := _owner(cls, name)) is not None and not owner.startswith("dpframe")
+    }
+    if taken and not force:
+        owners = ", ".join(f"pl.{k}.{name} from {v}" for k, v in taken.items())
+        warnings.warn(
+            f"{owners} already registered: dpframe leaves .{name} to it. dpframe's namespace "
+            f"is always at .dpf; to take .{name} call dpframe.register_namespace({name!r}, "
+            "force=True)",
+            NamespaceConflictWarning,
+            stacklevel=2,
+        )
+        return False
+    for cls, ns_class, register in _TARGETS:
+        if _owner(cls, name) == ns_class.__module__:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # polars' "overriding" warning
+            register(name)(ns_class)
+    return True

@@ -1,0 +1,120 @@
+"""The random source of every mechanism: cryptographically secure unless seeded.
+
+By default each call of :meth:`RandomSource.generator` returns a numpy
+:class:`~numpy.random.Generator` over ``randomgen.AESCounter`` (AES-128 in counter
+mode, hardware-accelerated where the CPU has AES-NI) keyed afresh with 128 bits from
+``os.urandom``. AES-CTR with a secret key is a cryptographically secure generator, and
+it runs at numpy speed (see ``benchmarks/bench_random.py``).
+
+A polars UDF that runs once per streaming morsel must call ``generator()`` inside the
+function, once per call: each call gets an independent key, so no two morsels repeat
+noise.
+
+With ``seed=`` the keys are derived deterministically from the seed (each
+``generator()`` call takes the next child of a :class:`numpy.random.SeedSequence`), so a
+run can be reproduced. **A seeded source is not safe for publication**: anyone who
+knows or guesses the seed can subtract the noise. It exists for tests and research, and
+using it emits :class:`~dpframe.errors.UnsafeSeedWarning`.
+
+Mechanisms draw integers (``Generator.integers``) wherever an exact discrete sampler
+needs them; see :mod:`dpframe.mechanisms.discrete`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from numbers import Integral
+from typing import TYPE_CHECKING
+
+from dpframe.errors import InvalidParameterError, UnsafeSeedWarning
+
+if TYPE_CHECKING:  # numpy is imported on first use: `import dpframe` stays fast
+    import numpy as np
+
+__all__ = ["RandomSource", "as_source", "secure_generator"]
+
+
+def _aes_generator(key: int) -> np.random.Generator:
+    import numpy as np
+    from randomgen import AESCounter
+
+    return np.random.Generator(AESCounter(key=key))
+
+
+def secure_generator() -> np.random.Generator:
+    """A fresh generator over AES-128-CTR keyed with 128 bits of OS entropy.
+
+    Examples
+    --------
+    >>> from dpframe.random import secure_generator
+    >>> x = secure_generator().integers(0, 10, size=3)
+    """
+    return _aes_generator(int.from_bytes(os.urandom(16), "little"))
+
+
+class RandomSource:
+    """Where a release draws its noise from.
+
+    Parameters
+    ----------
+    seed : int or None, default None
+        ``None`` (the default) gives a cryptographically secure source keyed from
+        OS entropy at every :meth:`generator` call. An integer makes the sequence of
+        generators reproducible -- **unsafe for publication** (tests and research only).
+
+    Examples
+    --------
+    >>> from dpframe.random import RandomSource
+    >>> rng = RandomSource().generator()
+    >>> rng.integers(0, 2**32, size=2).shape
+    (2,)
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)):
+            raise InvalidParameterError(
+                f"seed must be None (secure, the default) or an int, got {seed!r}"
+            )
+        if seed is not None and seed < 0:
+            raise InvalidParameterError(f"seed must be a non-negative int, got {seed!r}")
+        self._seed = None if seed is None else int(seed)
+        self._lock = threading.Lock()
+        if seed is None:
+            self._seq = None
+        else:
+            import numpy as np
+
+            self._seq = np.random.SeedSequence(self._seed)
+        if seed is not None:
+            warnings.warn(
+                f"dpframe random source seeded with seed={seed}: the noise is reproducible "
+                "and therefore NOT safe for publication; omit seed= for a real release",
+                UnsafeSeedWarning,
+                stacklevel=2,
+            )
+
+    @property
+    def seeded(self) -> bool:
+        """True if this source was given a seed (reproducible, unsafe to publish)."""
+        return self._seed is not None
+
+    def generator(self) -> np.random.Generator:
+        """A new, independent generator; call once per release or per polars batch."""
+        if self._seq is None:
+            return secure_generator()
+        with self._lock:
+            (child,) = self._seq.spawn(1)
+        key = int.from_bytes(child.generate_state(4, "uint32").tobytes(), "little")
+        return _aes_generator(key)
+
+    def __repr__(self) -> str:
+        return "RandomSource(secure)" if self._seed is None else f"RandomSource(seed={self._seed})"
+
+
+def as_source(random: RandomSource | int | None) -> RandomSource:
+    """Accept a RandomSource, a seed, or None (secure) wherever a mechanism takes ``seed=``."""
+    if isinstance(random, RandomSource):
+        return random
+    return RandomSource(random)

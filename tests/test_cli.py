@@ -1,0 +1,41 @@
+import polars as pl
+from typer.testing import CliRunner
+
+import dpframe
+from dpframe.cli import app
+
+runner = CliRunner()
+
+
+def test_demo_end_to_end(tmp_path):
+    out = tmp_path / "demo"
+    res = runner.invoke(app, ["demo", "--out", str(out), "--rows", "20000"])
+    assert res.exit_code == 0, res.output
+    assert "Plan" in res.output and "Ledger" in res.output
+    for name in ("survey.parquet", "grouped.parquet", "means.parquet", "ledger.json"):
+        assert (out / name).exists()
+    ledger = dpframe.Accountant.open(out / "ledger.json")
+    assert ledger.spent.epsilon == 0.9 and len(ledger.ledger) == 3
+    grouped = pl.read_parquet(out / "grouped.parquet")
+    assert grouped.height == 18  # 6 regions x 3 age bands, the empty "Islands" included
+    prov = dpframe.read_provenance(out / "grouped.parquet")
+    assert prov.epsilon == 0.7  # count 0.3 + income sum 0.4
+    assert dpframe.read_provenance(out / "means.parquet").entries == ledger.ledger[-1:]
+
+
+def test_demo_replaces_previous_output(tmp_path):
+    out = tmp_path / "demo"
+    for _ in range(2):  # a fresh ledger each run: the second run is not over budget
+        res = runner.invoke(app, ["demo", "--out", str(out), "--rows", "2000"])
+        assert res.exit_code == 0, res.output
+
+
+def test_ledger_show(tmp_path):
+    out = tmp_path / "demo"
+    runner.invoke(app, ["demo", "--out", str(out), "--rows", "2000"])
+    res = runner.invoke(app, ["ledger", "show", str(out / "ledger.json")])
+    assert res.exit_code == 0 and "spent epsilon=0.9" in res.output
+    res = runner.invoke(app, ["ledger", "show", str(out / "grouped.parquet")])
+    assert res.exit_code == 0 and "Provenance" in res.output
+    res = runner.invoke(app, ["ledger", "show", str(out / "missing.json")])
+    assert res.exit_code == 2
