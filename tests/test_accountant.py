@@ -175,3 +175,25 @@ def test_two_processes_never_overspend_a_shared_ledger(tmp_path):
     final = Accountant.open(path)
     assert successes == 3 == len(final.ledger)  # floor(1 / 0.3) releases fit, no more
     assert final.spent.epsilon <= 1.0
+
+
+def test_concurrent_processes_lose_no_update(tmp_path):
+    """Many small charges from two processes: every success is in the ledger, none extra.
+
+    A lost update (two writers reading the same ledger) would leave fewer entries than
+    successes; an overspend more than floor(1 / 0.03) = 33 successes.
+    """
+    path = str(tmp_path / "ledger.json")
+    Accountant.open(path, epsilon=1.0)
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_spend_many, args=(path, 30, 0.03, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    successes = out.get() + out.get()
+    final = Accountant.open(path)
+    assert successes == 33 == len(final.ledger)
+    assert final.remaining.epsilon == pytest.approx(0.01, abs=0)

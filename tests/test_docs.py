@@ -1,0 +1,32 @@
+"""The docs' code blocks and the examples run as they are."""
+
+import re
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted((ROOT / "docs").glob("*.md"))  # README's snippet reads the user's own files
+
+
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
+
+
+BLOCKS = [(p, i, code) for p in DOCS for i, code in enumerate(python_blocks(p))]
+
+
+@pytest.mark.parametrize(
+    ("path", "index", "code"), BLOCKS, ids=[f"{p.name}-{i}" for p, i, _ in BLOCKS]
+)
+def test_doc_block_runs(path, index, code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, f"{path.name}[{index}]", "exec"), {"__name__": "__doc__"})
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
+def test_example_runs(script, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(script), str(tmp_path / "out")])
+    runpy.run_path(str(script), run_name="__main__")
