@@ -35,6 +35,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_random.py
 	$(BIN)/python benchmarks/bench_discrete_laplace.py
 	$(BIN)/python benchmarks/bench_grouped_release.py
+	$(BIN)/python benchmarks/bench_import.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -13,7 +13,8 @@ repeat builds a new release with a fresh accountant: a release collects once.
 
 Peak memory (``ru_maxrss``) is measured in a fresh subprocess per path and run, so the
 paths cannot contaminate each other; the table shows the peak and the part above the
-subprocess's peak before the query (interpreter + imports + margins).
+subprocess's peak before the query (interpreter + imports + margins; the release's
+figure includes its lazy import of ``randomgen``).
 
 Timings on a shared machine are noisy: read the ratios, not the absolute times. Nothing
 here asserts a timing or a memory figure.
@@ -107,13 +108,22 @@ def child(path_name: str, data: Path, groups: int) -> None:
     print(f"{before:.1f} {after:.1f} {out.height}")
 
 
+# Linux carries a process's peak RSS over into a child it spawns (ru_maxrss survives
+# fork/vfork + exec), so a child started from this (large) process would report at least
+# our own peak. A tiny launcher process in between gives the child a clean floor.
+_LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+
+
 def measure_memory(path_name: str, data: Path, groups: int, runs: int) -> tuple[float, float]:
     """Lowest peak RSS over ``runs`` fresh subprocesses: (peak, peak above the pre-query peak)."""
     best_peak = best_delta = float("inf")
     for _ in range(runs):
-        cmd = [sys.executable, __file__, "--child", path_name, "--data", str(data)]
+        cmd = [sys.executable, "-c", _LAUNCHER, sys.executable, __file__, "--child", path_name]
         res = subprocess.run(
-            [*cmd, "--groups", str(groups)], capture_output=True, text=True, check=True
+            [*cmd, "--data", str(data), "--groups", str(groups)],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         before, after, _ = res.stdout.split()
         best_peak = min(best_peak, float(after))
