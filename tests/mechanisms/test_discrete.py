@@ -184,6 +184,20 @@ def test_exp_minus_one_table_is_exact() -> None:
     assert Fraction(int(decided.sum()), table.size) == p_success
 
 
+@pytest.mark.parametrize(("first_round", "seed"), [(2, 9), (discrete._EXP1_LAST_ROUND + 1, 10)])
+def test_exp_minus_one_rounds_continuation(first_round: int, seed: int) -> None:
+    # Runs that reached round j (A_1 .. A_{j-1} all 1) succeed with probability
+    # P(K odd | K >= j) = (j-1)! * sum_{odd K >= j} (1/(K-1)! - 1/K!); j = 2 is
+    # plain Bernoulli(exp(-1)), j = 9 is the table's undecided entry w = 0.
+    first_odd = first_round if first_round % 2 == 1 else first_round + 1
+    p_stop = {
+        k: Fraction(1, math.factorial(k - 1)) - Fraction(1, math.factorial(k)) for k in range(2, 60)
+    }
+    p = float(math.factorial(first_round - 1) * sum(p_stop[k] for k in range(first_odd, 60, 2)))
+    draws = discrete._bernoulli_exp_minus_one_rounds(N_BERNOULLI, first_round, make_rng(seed))
+    assert abs(draws.mean() - p) <= Z_BOUND * math.sqrt(p * (1 - p) / N_BERNOULLI)
+
+
 # ---------------------------------------------------------------------------
 # sample_discrete_laplace: distribution
 # ---------------------------------------------------------------------------
