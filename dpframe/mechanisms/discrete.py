@@ -72,6 +72,8 @@ __all__ = [
     "discrete_laplace_variance",
     "sample_bernoulli_exp",
     "sample_discrete_laplace",
+    "sample_geometric",
+    "sample_truncated_discrete_laplace",
 ]
 
 #: Largest allowed numerator / denominator of a rational parameter.
@@ -295,9 +297,18 @@ def sample_bernoulli_exp(
     num_arr = _validate_int(num, "num", 0)
     den_arr = _validate_int(den, "den", 1)
     rng = _validate_rng(rng)
-    shape = _output_shape(None, num_arr.shape, den_arr.shape)
+    shape = _output_shape(None, num=num_arr.shape, den=den_arr.shape)
     nums = np.broadcast_to(num_arr, shape).ravel()
     dens = _flat_param(den_arr, shape)
+    return _bernoulli_exp(nums, dens, rng).reshape(shape)
+
+
+def _bernoulli_exp(nums: np.ndarray, dens: _IntParam, rng: np.random.Generator) -> np.ndarray:
+    """Unvalidated core of :func:`sample_bernoulli_exp` on flat int64 arrays.
+
+    ``nums >= 0`` may exceed ``2**31`` (the integer part is drawn as repeated
+    ``Bernoulli(exp(-1))`` trials); ``1 <= dens <= 2**31``.
+    """
     whole, frac = np.divmod(nums, dens)
     result = np.ones(nums.shape[0], dtype=bool)
 
@@ -314,7 +325,7 @@ def sample_bernoulli_exp(
     # Fractional part (exp(-0) = 1 needs no draw), only for survivors.
     pending = np.flatnonzero(result & (frac > 0))
     result[pending] = _bernoulli_exp_fraction(frac[pending], _take(dens, pending), rng)
-    return result.reshape(shape)
+    return result
 
 
 # ---------------------------------------------------------------------------
@@ -323,10 +334,10 @@ def sample_bernoulli_exp(
 
 
 def _output_shape(
-    size: int | tuple[int, ...] | None, num_shape: tuple[int, ...], den_shape: tuple[int, ...]
+    size: int | tuple[int, ...] | None, **param_shapes: tuple[int, ...]
 ) -> tuple[int, ...]:
     """Shape of the output: ``size`` if given, else the broadcast parameter shape."""
-    shapes = [num_shape, den_shape]
+    shapes = list(param_shapes.values())
     if size is not None:
         shapes.append(tuple(int(d) for d in np.atleast_1d(size)))
     try:
@@ -336,7 +347,8 @@ def _output_shape(
     if broadcast is None or (size is not None and broadcast != shapes[-1]):
         target = "each other" if size is None else f"size {shapes[-1]}"
         raise InvalidParameterError(
-            f"num (shape {num_shape}) and den (shape {den_shape}) cannot be broadcast to {target}"
+            " and ".join(f"{k} (shape {v})" for k, v in param_shapes.items())
+            + f" cannot be broadcast to {target}"
         )
     return broadcast
 
@@ -427,7 +439,7 @@ def sample_discrete_laplace(
     num_arr = _validate_int(num, "num", 1)
     den_arr = _validate_int(den, "den", 1)
     rng = secure_generator() if rng is None else _validate_rng(rng)
-    shape = _output_shape(size, num_arr.shape, den_arr.shape)
+    shape = _output_shape(size, num=num_arr.shape, den=den_arr.shape)
     t = _flat_param(num_arr, shape)
     s = _flat_param(den_arr, shape)
 
@@ -439,6 +451,204 @@ def sample_discrete_laplace(
         pending = pending[~accepted]
         t, s = _take(t, ~accepted), _take(s, ~accepted)
     return out.reshape(shape)
+
+
+# ---------------------------------------------------------------------------
+# Geometric and truncated discrete Laplace (exact, no unbounded rejection)
+# ---------------------------------------------------------------------------
+
+
+def _geometric(t: _IntParam, s: _IntParam, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` exact draws with ``P(Y = y)`` proportional to ``exp(-y s / t)``, ``y >= 0``.
+
+    The first steps of Algorithm 2: ``U`` uniform on ``{0..t-1}`` kept with
+    probability ``exp(-U/t)``, ``V ~ Geometric(1 - exp(-1))``, ``X = U + tV`` is
+    geometric with ratio ``exp(-1/t)`` and ``floor(X / s)`` with ratio ``exp(-s/t)``.
+    """
+    out = np.empty(count, dtype=np.int64)
+    pending = np.arange(count)
+    while pending.size:
+        u = rng.integers(0, t, size=pending.size, dtype=np.int64)
+        d = _bernoulli_exp_fraction(u, t, rng)
+        v = _geometric_exp_minus_one(int(d.sum()), rng)
+        if v.size:
+            _check_factor(int(v.max()))
+        out[pending[d]] = (u[d] + _take(t, d) * v) // _take(s, d)
+        pending, t, s = pending[~d], _take(t, ~d), _take(s, ~d)
+    return out
+
+
+def sample_geometric(
+    num: npt.ArrayLike,
+    den: npt.ArrayLike,
+    size: int | tuple[int, ...] | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Exact geometric draws: ``P(Y = y)`` proportional to ``exp(-y * den / num)``, ``y >= 0``.
+
+    Examples
+    --------
+    >>> rng = np.random.Generator(np.random.PCG64(0))
+    >>> y = sample_geometric(10, 1, size=100_000, rng=rng)  # ratio exp(-1/10)
+    >>> bool(abs(y.mean() - 1 / np.expm1(0.1)) < 0.2)
+    True
+    """
+    num_arr = _validate_int(num, "num", 1)
+    den_arr = _validate_int(den, "den", 1)
+    rng = secure_generator() if rng is None else _validate_rng(rng)
+    shape = _output_shape(size, num=num_arr.shape, den=den_arr.shape)
+    t, s = _flat_param(num_arr, shape), _flat_param(den_arr, shape)
+    return _geometric(t, s, math.prod(shape), rng).reshape(shape)
+
+
+def _truncated_geometric(
+    k_max: np.ndarray, t: _IntParam, s: _IntParam, rng: np.random.Generator
+) -> np.ndarray:
+    """Exact draws with ``P(Y = y)`` proportional to ``exp(-y s / t)`` on ``{0..k_max}``.
+
+    ``k_max`` is a float array of integer values or ``+inf``. Two exact strategies,
+    each accepting with probability >= 1/2, chosen per sample:
+
+    * ``exp(-(k_max + 1) s / t) <= 1/2``: a geometric draw, rejected if ``> k_max``;
+    * otherwise (nearly flat): ``Y`` uniform on ``{0..k_max}``, kept with probability
+      ``exp(-Y s / t)`` (>= ``exp(-k_max s / t) > 1/2``).
+
+    The choice uses floating point, but only decides which exact method runs.
+    """
+    n = k_max.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    tf = np.asarray(t, dtype=np.float64)
+    sf = np.asarray(s, dtype=np.float64)
+    flat = np.isfinite(k_max) & ((k_max + 1.0) * sf / tf < math.log(2.0))
+    pending = np.arange(n)
+    while pending.size:
+        t_p, s_p, k_p = _take(t, pending), _take(s, pending), k_max[pending]
+        f = flat[pending]
+        y = np.empty(pending.size, dtype=np.int64)
+        ok = np.empty(pending.size, dtype=bool)
+        if (~f).any():
+            g = _geometric(_take(t_p, ~f), _take(s_p, ~f), int((~f).sum()), rng)
+            y[~f] = g
+            ok[~f] = g <= k_p[~f]
+        if f.any():
+            kf = k_p[f].astype(np.int64)
+            u = rng.integers(0, kf + 1, dtype=np.int64)
+            y[f] = u
+            ok[f] = _bernoulli_exp(u * _take(s_p, f), _take(t_p, f), rng)
+        out[pending[ok]] = y[ok]
+        pending = pending[~ok]
+    return out
+
+
+def sample_truncated_discrete_laplace(
+    lower: npt.ArrayLike,
+    upper: npt.ArrayLike,
+    num: npt.ArrayLike,
+    den: npt.ArrayLike,
+    size: int | tuple[int, ...] | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Exact discrete Laplace draws conditioned on ``lower <= Z <= upper``.
+
+    ``P(Z = z)`` is proportional to ``exp(-|z| * den / num)`` for integers ``z`` in
+    ``[lower, upper]``. No rejection loop can run long: the interval may lie far
+    from 0 (then ``Z`` is ``lower`` plus a truncated geometric, or ``upper`` minus
+    one) and may be tiny relative to the scale (then a flat proposal is used).
+
+    Parameters
+    ----------
+    lower, upper : array_like of float
+        Integer-valued bounds, ``lower <= upper``; ``-inf`` / ``+inf`` allowed.
+    num, den : int or array_like of int
+        The scale ``num / den`` (integers in ``[1, 2**31]``).
+    size : int or tuple of int, optional
+        Output shape; default the broadcast shape of the arguments.
+    rng : numpy.random.Generator, optional
+        Default :func:`dpframe.random.secure_generator`.
+
+    Examples
+    --------
+    >>> rng = np.random.Generator(np.random.PCG64(0))
+    >>> z = sample_truncated_discrete_laplace(1000, 1010, 5, 1, size=1000, rng=rng)
+    >>> int(z.min()) >= 1000 and int(z.max()) <= 1010
+    True
+    """
+    lo_arr = np.asarray(lower, dtype=np.float64)
+    hi_arr = np.asarray(upper, dtype=np.float64)
+    for name, arr in (("lower", lo_arr), ("upper", hi_arr)):
+        finite = arr[np.isfinite(arr)]
+        if np.isnan(arr).any() or not np.array_equal(finite, np.rint(finite)):
+            raise InvalidParameterError(f"{name} must hold integers or +-inf, got {arr!r}")
+        if finite.size and np.abs(finite).max() >= 2.0**62:
+            raise InvalidParameterError(f"{name} must be below 2**62 in absolute value")
+    num_arr = _validate_int(num, "num", 1)
+    den_arr = _validate_int(den, "den", 1)
+    rng = secure_generator() if rng is None else _validate_rng(rng)
+    shape = _output_shape(
+        size, lower=lo_arr.shape, upper=hi_arr.shape, num=num_arr.shape, den=den_arr.shape
+    )
+    lo = np.broadcast_to(lo_arr, shape).ravel()
+    hi = np.broadcast_to(hi_arr, shape).ravel()
+    if (lo > hi).any() or (lo == np.inf).any() or (hi == -np.inf).any():
+        raise InvalidParameterError("lower must be <= upper, with a non-empty integer range")
+    t, s = _flat_param(num_arr, shape), _flat_param(den_arr, shape)
+    out = np.empty(lo.shape[0], dtype=np.int64)
+
+    right = lo > 0  # interval entirely above 0: lower + truncated geometric
+    if right.any():
+        idx = np.flatnonzero(right)
+        y = _truncated_geometric(hi[idx] - lo[idx], _take(t, idx), _take(s, idx), rng)
+        out[idx] = lo[idx].astype(np.int64) + y
+    left = hi < 0  # entirely below 0: upper - truncated geometric
+    if left.any():
+        idx = np.flatnonzero(left)
+        y = _truncated_geometric(hi[idx] - lo[idx], _take(t, idx), _take(s, idx), rng)
+        out[idx] = hi[idx].astype(np.int64) - y
+    middle = np.flatnonzero(~right & ~left)  # lower <= 0 <= upper
+    if middle.size:
+        out[middle] = _two_sided(lo[middle], hi[middle], _take(t, middle), _take(s, middle), rng)
+    return out.reshape(shape)
+
+
+def _two_sided(
+    lo: np.ndarray, hi: np.ndarray, t: _IntParam, s: _IntParam, rng: np.random.Generator
+) -> np.ndarray:
+    """Truncated discrete Laplace on ``[lo, hi]`` with ``lo <= 0 <= hi``.
+
+    Propose from the symmetric law on ``[-L, L]``, ``L = max(-lo, hi)``, and reject
+    outside ``[lo, hi]``: the interval holds one whole side and 0, so it keeps at
+    least half of that law's mass. The symmetric law is drawn as a discrete Laplace
+    rejected outside ``[-L, L]`` when that tail is <= 1/2, else (nearly flat) as a
+    uniform on ``[-L, L]`` kept with probability ``exp(-|z| s / t)`` (>= 1/4).
+    """
+    n = lo.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    half_width = np.maximum(-lo, hi)
+    tf = np.asarray(t, dtype=np.float64)
+    sf = np.asarray(s, dtype=np.float64)
+    beta = np.exp(-sf / tf)
+    tail = 2.0 * np.exp(-(half_width + 1.0) * sf / tf) / (1.0 + beta)
+    flat = np.isfinite(half_width) & (tail > 0.5)
+    pending = np.arange(n)
+    while pending.size:
+        t_p, s_p, f = _take(t, pending), _take(s, pending), flat[pending]
+        z = np.empty(pending.size, dtype=np.int64)
+        ok = np.ones(pending.size, dtype=bool)
+        if (~f).any():
+            idx = np.flatnonzero(~f)
+            acc, zz = _discrete_laplace_round(_take(t_p, idx), _take(s_p, idx), idx.size, rng)
+            ok[idx[~acc]] = False
+            z[idx[acc]] = zz
+        if f.any():
+            idx = np.flatnonzero(f)
+            width = half_width[pending[idx]].astype(np.int64)
+            zz = rng.integers(-width, width + 1, dtype=np.int64)
+            z[idx] = zz
+            ok[idx] = _bernoulli_exp(np.abs(zz) * _take(s_p, idx), _take(t_p, idx), rng)
+        ok &= (z >= lo[pending]) & (z <= hi[pending])
+        out[pending[ok]] = z[ok]
+        pending = pending[~ok]
+    return out
 
 
 # ---------------------------------------------------------------------------
