@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dpframe import agg, sensitivity
 from dpframe.accountant import Accountant, Budget, Charge, LedgerEntry, current_accountant
-from dpframe.column import ColumnRelease, laplace, pending_releases
+from dpframe.column import ColumnRelease, laplace, pending_releases, truncated_laplace
 from dpframe.errors import (
     BudgetExceededError,
     DPFrameError,
@@ -71,6 +71,7 @@ __all__ = [
     "register_namespace",
     "sensitivity",
     "summarize",
+    "truncated_laplace",
     "write_parquet",
 ]
 

@@ -22,9 +22,11 @@ release materialises, exactly once":
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 import uuid
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +52,8 @@ if TYPE_CHECKING:  # numpy and the kernels are imported on first use: `import dp
 
     import numpy as np
 
-    from dpframe.mechanisms.laplace import LaplaceCalibration
 
-__all__ = ["ColumnRelease", "laplace", "pending_releases"]
+__all__ = ["ColumnRelease", "laplace", "pending_releases", "truncated_laplace"]
 
 _PENDING: weakref.WeakSet[ColumnRelease] = weakref.WeakSet()
 _PENDING_LOCK = threading.Lock()
@@ -74,26 +75,29 @@ def _fingerprint(values: np.ndarray) -> str:
 
 
 class ColumnRelease:
-    """One Laplace release of a column of statistics (the callable polars runs).
+    """One release of a column of statistics (the callable polars runs).
 
-    Not built directly: use :func:`laplace` or ``pl.col(...).dp.laplace(...)``.
+    Not built directly: use :func:`laplace`, :func:`truncated_laplace` or the
+    ``.dp`` namespace. ``calibrate(epsilon_row)`` returns the per-row calibration of
+    the mechanism (anything with ``scale``, ``privacy_loss``, ``error()``,
+    ``details()``, ``check()`` and ``release()``).
     """
-
-    mechanism = "laplace"
 
     def __init__(
         self,
         *,
+        mechanism: str,
         epsilon: float,
         sensitivity: float,
         composition: str,
         public_groups: bool,
-        granularity: float | None,
+        calibrate: Callable[[float], Any],
         accountant: Accountant | None,
         random: RandomSource,
         column: str | None,
     ) -> None:
         self.id = uuid.uuid4().hex
+        self.mechanism = mechanism
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self.composition = check_choice("composition", composition, COMPOSITIONS)
@@ -102,45 +106,43 @@ class ColumnRelease:
                 f"public_groups must be True or False, got {public_groups!r}"
             )
         self.public_groups = public_groups
-        self.granularity = granularity
+        self._calibrate = calibrate
         self.accountant = accountant
         self.random = random
         self.column = column
         self.entry: LedgerEntry | None = None
         self._memo: _Memo | None = None
         self._lock = threading.Lock()
-        if granularity is not None:  # validate now, not at collect time
-            from dpframe.mechanisms.laplace import calibrate_laplace
-
-            calibrate_laplace(self.epsilon, self.sensitivity, granularity)
+        calibrate(self.epsilon)  # validate the mechanism's parameters now, not at collect time
         with _PENDING_LOCK:
             _PENDING.add(self)
 
     # -- calibration ------------------------------------------------------------------
 
-    def row_multiplier(self) -> int:
-        """How many rows one record can change (parallel) -- 2 when it can switch group."""
+    def rows_touched(self, n_rows: int) -> int:
+        """How many rows one record can change.
+
+        ``"sequential"``: all ``n_rows`` (they describe the same records).
+        ``"parallel"``: one -- or two under ``"substitute"`` unless ``public_groups``,
+        since a changed record may leave one group and join another.
+        """
         if self.composition == "sequential":
-            return 1
+            return max(n_rows, 1)
         neighbours = self.accountant.neighbours if self.accountant else "substitute"
         return 2 if neighbours == "substitute" and not self.public_groups else 1
 
-    def calibration(self, n_rows: int) -> LaplaceCalibration:
-        """The grid-Laplace calibration for a column of ``n_rows`` statistics.
+    def calibration(self, n_rows: int) -> Any:
+        """Per-row calibration: each row gets ``epsilon / rows_touched`` (losses add up)."""
+        return self._calibrate(self.epsilon / self.rows_touched(n_rows))
 
-        ``"parallel"``: each row is a statistic of a disjoint group; scale
-        ``k * sensitivity / epsilon`` with ``k = 2`` under ``"substitute"`` unless
-        ``public_groups`` (a record that changes may leave one group and join another).
-        ``"sequential"``: the rows are statistics of the same records; the l1
-        sensitivity is ``n_rows * sensitivity``.
+    def charge(self, n_rows: int) -> float:
+        """Epsilon charged: ``epsilon``, or the mechanism's true loss if larger.
+
+        The true loss exceeds ``epsilon`` only for ``calibration="paper"`` truncation;
+        it is rounded *up* to 9 decimals.
         """
-        from dpframe.mechanisms.laplace import calibrate_laplace
-
-        if self.composition == "parallel":
-            total = self.row_multiplier() * self.sensitivity
-        else:
-            total = max(n_rows, 1) * self.sensitivity
-        return calibrate_laplace(self.epsilon, total, self.granularity)
+        loss = self.calibration(n_rows).privacy_loss * self.rows_touched(n_rows)
+        return self.epsilon if loss <= self.epsilon else math.ceil(loss * 1e9) / 1e9
 
     @property
     def materialised(self) -> bool:
@@ -156,7 +158,7 @@ class ColumnRelease:
             "column": self.column,
             "mechanism": self.mechanism,
             "composition": self.composition,
-            "epsilon": self.epsilon,
+            "epsilon": self.charge(n_rows or 1) if known else self.epsilon,
             "delta": 0.0,
             "sensitivity": self.sensitivity,
             "scale": cal.scale if cal else None,
@@ -168,8 +170,6 @@ class ColumnRelease:
 
     def __call__(self, series: pl.Series) -> pl.Series:
         import numpy as np
-
-        from dpframe.mechanisms.laplace import check_values, release_laplace
 
         name = series.name
         if not series.dtype.is_numeric():
@@ -209,24 +209,24 @@ class ColumnRelease:
                     "accountant=..."
                 )
             cal = self.calibration(values.size)
-            check_values(values, cal)  # refuse bad values before anything is charged
+            cal.check(values)  # refuse bad values before anything is charged
             self.entry = self.accountant.spend(
-                self.epsilon,
+                self.charge(values.size),
                 0.0,
                 mechanism=self.mechanism,
                 columns=[name],
                 scale=cal.scale,
                 composition=self.composition,
                 details={
-                    "sensitivity": self.sensitivity,
+                    **cal.details(),
                     "rows": int(values.size),
-                    "granularity": cal.granularity,
-                    "epsilon_used": float(cal.epsilon_used),
+                    "rows_touched": self.rows_touched(values.size),
+                    "epsilon_requested": self.epsilon,
                     "public_groups": self.public_groups,
                     "seeded": self.random.seeded,
                 },
             )
-            noisy = release_laplace(values, cal, self.random.generator())
+            noisy = cal.release(values, self.random.generator())
             out = pl.Series(name, noisy, dtype=pl.Float64)
             self._memo = _Memo(fp, out)
             with _PENDING_LOCK:
@@ -289,24 +289,130 @@ def laplace(
     """
     if isinstance(expr, str):
         expr = pl.col(expr)
-    if not isinstance(expr, pl.Expr):
-        raise InvalidParameterError(
-            f"expr must be a polars expression or a column name, got {type(expr).__name__}"
+    sens = check_positive("sensitivity", sensitivity)
+
+    def calibrate(epsilon_row: float) -> Any:
+        from dpframe.mechanisms.laplace import calibrate_laplace
+
+        return calibrate_laplace(epsilon_row, sens, granularity)
+
+    return _release_expr(
+        expr,
+        ColumnRelease(
+            mechanism="laplace",
+            epsilon=epsilon,
+            sensitivity=sens,
+            composition=composition,
+            public_groups=public_groups,
+            calibrate=calibrate,
+            accountant=_resolve_accountant(accountant),
+            random=as_source(seed),
+            column=_output_name(expr),
+        ),
+    )
+
+
+def truncated_laplace(
+    expr: pl.Expr | str,
+    epsilon: float,
+    lower: float | None,
+    upper: float | None,
+    sensitivity: float,
+    *,
+    method: str = "truncated",
+    calibration: str = "exact",
+    composition: str,
+    public_groups: bool = False,
+    granularity: float | None = None,
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> pl.Expr:
+    """Release a column of bounded statistics, keeping every value inside its bounds.
+
+    Parameters
+    ----------
+    expr : polars.Expr or str
+        The column of exact statistics. Values outside ``[lower, upper]`` are clipped
+        to the bounds before noise (a statistic's bounds are part of its definition).
+    epsilon : float
+        Privacy cost (> 0), charged once.
+    lower, upper : float or None
+        Public bounds of the statistic; ``None`` (or an infinity) for a one-sided bound.
+    sensitivity : float
+        l1 sensitivity of one row's statistic (see :mod:`dpframe.sensitivity`).
+    method : {"truncated", "bit"}, default "truncated"
+        Condition the noise on the bounds, or clamp it to them (point masses at the
+        bounds; less bias, Liu 2019 Prop. 1).
+    calibration : {"exact", "paper"}, default "exact"
+        ``"exact"`` makes truncation exactly ``epsilon``-DP (more noise than
+        ``sensitivity / epsilon``); ``"paper"`` uses ``sensitivity / epsilon`` as the
+        paper does and charges the true, larger loss. BIT is exact either way.
+    composition : {"parallel", "sequential"}
+        As in :func:`laplace`. There is no default.
+    public_groups, granularity, accountant, seed
+        As in :func:`laplace`.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> props = pl.DataFrame({"share": [0.02, 0.5, 0.97]})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     out = props.with_columns(
+    ...         pl.col("share").dp.truncated_laplace(
+    ...             1.0, 0.0, 1.0, 0.01, composition="parallel", public_groups=True
+    ...         )
+    ...     )
+    >>> bool(out["share"].is_between(0, 1).all())
+    True
+    """
+    if isinstance(expr, str):
+        expr = pl.col(expr)
+    sens = check_positive("sensitivity", sensitivity)
+
+    def calibrate(epsilon_row: float) -> Any:
+        from dpframe.mechanisms.bounded import calibrate_bounded
+
+        return calibrate_bounded(
+            epsilon_row,
+            sens,
+            lower,
+            upper,
+            method=method,
+            calibration=calibration,
+            granularity=granularity,
         )
+
+    name = "truncated_laplace" if method == "truncated" else "bit_laplace"
+    return _release_expr(
+        expr,
+        ColumnRelease(
+            mechanism=name,
+            epsilon=epsilon,
+            sensitivity=sens,
+            composition=composition,
+            public_groups=public_groups,
+            calibrate=calibrate,
+            accountant=_resolve_accountant(accountant),
+            random=as_source(seed),
+            column=_output_name(expr),
+        ),
+    )
+
+
+def _resolve_accountant(accountant: Accountant | None) -> Accountant | None:
     if accountant is not None and not isinstance(accountant, Accountant):
         raise InvalidParameterError(
             f"accountant must be a dpframe.Accountant, got {type(accountant).__name__}"
         )
-    release = ColumnRelease(
-        epsilon=epsilon,
-        sensitivity=sensitivity,
-        composition=composition,
-        public_groups=public_groups,
-        granularity=granularity,
-        accountant=accountant or current_accountant(),
-        random=as_source(seed),
-        column=_output_name(expr),
-    )
+    return accountant or current_accountant()
+
+
+def _release_expr(expr: pl.Expr, release: ColumnRelease) -> pl.Expr:
+    if not isinstance(expr, pl.Expr):
+        raise InvalidParameterError(
+            f"expr must be a polars expression or a column name, got {type(expr).__name__}"
+        )
+    # not elementwise: polars evaluates the whole column at once, never per morsel
     return expr.map_batches(release, return_dtype=pl.Float64, is_elementwise=False)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.accountant import Accountant
-from dpframe.column import laplace
+from dpframe.column import laplace, truncated_laplace
 from dpframe.errors import NamespaceConflictWarning
 from dpframe.grouped import GroupBy, group_by
 from dpframe.io import write_parquet
@@ -53,6 +53,37 @@ class ExprDP:
             self._expr,
             epsilon=epsilon,
             sensitivity=sensitivity,
+            composition=composition,
+            public_groups=public_groups,
+            granularity=granularity,
+            accountant=accountant,
+            seed=seed,
+        )
+
+    def truncated_laplace(
+        self,
+        epsilon: float,
+        lower: float | None,
+        upper: float | None,
+        sensitivity: float,
+        *,
+        method: str = "truncated",
+        calibration: str = "exact",
+        composition: str,
+        public_groups: bool = False,
+        granularity: float | None = None,
+        accountant: Accountant | None = None,
+        seed: int | RandomSource | None = None,
+    ) -> pl.Expr:
+        """Bounded release of this column; see :func:`dpframe.truncated_laplace`."""
+        return truncated_laplace(
+            self._expr,
+            epsilon,
+            lower,
+            upper,
+            sensitivity,
+            method=method,
+            calibration=calibration,
             composition=composition,
             public_groups=public_groups,
             granularity=granularity,

@@ -132,8 +132,11 @@ def _sizes(sizes: Any) -> list[int]:
         )
     out = [
         _count(
-            f"sizes[{i}]", s, 2, "every group needs two records to contribute to a pooled "
-            "estimate; merge or drop smaller groups"
+            f"sizes[{i}]",
+            s,
+            2,
+            "every group needs two records to contribute to a pooled "
+            "estimate; merge or drop smaller groups",
         )
         for i, s in enumerate(sizes)
     ]
@@ -262,7 +265,7 @@ def histogram_proportions(n: int, neighbours: str = "substitute") -> float:
 
 
 def variance(lower: float, upper: float, n: int, neighbours: str = "substitute") -> float:
-    """l1 sensitivity of the sample variance (divisor ``n - 1``) of ``n`` values in ``[lower, upper]``.
+    """l1 sensitivity of the sample variance (divisor ``n - 1``) of ``n`` values in the bounds.
 
     Parameters
     ----------

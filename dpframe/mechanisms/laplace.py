@@ -116,6 +116,27 @@ class LaplaceCalibration:
         k = discrete_laplace_quantile_abs(level, float(self.noise_scale_fraction))
         return float(k * self.granularity)
 
+    @property
+    def privacy_loss(self) -> float:
+        """The mechanism's exact epsilon: ``epsilon_used`` (<= ``epsilon``)."""
+        return float(self.epsilon_used)
+
+    def details(self) -> dict[str, object]:
+        """Facts for the ledger."""
+        return {
+            "sensitivity": self.sensitivity,
+            "granularity": self.granularity,
+            "privacy_loss": self.privacy_loss,
+        }
+
+    def check(self, values: np.ndarray) -> np.ndarray:
+        """See :func:`check_values`."""
+        return check_values(values, self)
+
+    def release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """See :func:`release_laplace`."""
+        return release_laplace(values, self, rng)
+
 
 def calibrate_laplace(
     epsilon: float,
