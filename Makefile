@@ -36,6 +36,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_discrete_laplace.py
 	$(BIN)/python benchmarks/bench_grouped_release.py
 	$(BIN)/python benchmarks/bench_import.py
+	$(BIN)/python benchmarks/bench_bounded.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache
