@@ -12,7 +12,7 @@ Conventions shared by every function below (see ``docs/sensitivity.md``):
   ``D'`` is ``D`` with one record removed (size ``n - 1``) *or* one record added
   (size ``n + 1``), and the value returned bounds ``|f(D) - f(D')|`` over both. For
   the mean, proportions, variance and covariance the removal dominates (so ``n`` is
-  also the size of the larger dataset of the pair); for a pooled variance over many
+  also the size of the larger dataset of the pair); for pooled statistics over many
   small groups adding a record can dominate.
 * A statistic undefined on the neighbour (the mean of no records, the sample variance
   or covariance of one record) is taken to be a fixed value: any value inside the
@@ -498,7 +498,8 @@ def pooled_covariance(
         * add_remove: ``Rxy`` times the largest over groups ``j`` of
           ``(1 - 1/n_j + (G - g(n_j))/(N - 1)) / N`` (removal) and
           ``(n_j/(n_j + 1) + (G - g(n_j))/N) / (N + 1)`` (addition), with
-          ``g(m) = floor(m/2) ceil(m/2)/m`` and ``G = sum_j g(n_j)``. The supplement's
+          ``g(m) = floor(m/2) ceil(m/2)/m`` and ``G = sum_j g(n_j)`` (with one group of
+          two, ``N = 1``, the removal term is ``(1 - 1/n_j) / N``). The supplement's
           closed form is a valid but looser upper bound.
 
     Notes

@@ -15,11 +15,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
-from dpframe import sensitivity as S
+from dpframe import sensitivity as sens
 from dpframe.errors import InvalidParameterError
 
 RELATIONS = ("substitute", "add_remove")
@@ -141,7 +141,7 @@ def grid(lower: float, upper: float, points: int = 5) -> list[float]:
 
 
 def mean_stat(values: Sequence[float]) -> Callable[[Counts], float]:
-    @lru_cache(maxsize=None)
+    @cache
     def stat(c: Counts) -> float:
         return math.fsum(k * v for k, v in zip(c, values, strict=True)) / sum(c)
 
@@ -151,7 +151,7 @@ def mean_stat(values: Sequence[float]) -> Callable[[Counts], float]:
 def cross_sum(xs: Sequence[float], ys: Sequence[float]) -> Callable[[Counts], float]:
     """Centred sum of cross products (sum of squares when xs is ys) of a multiset of pairs."""
 
-    @lru_cache(maxsize=None)
+    @cache
     def ss(c: Counts) -> float:
         m = sum(c)
         mx = math.fsum(k * x for k, x in zip(c, xs, strict=True)) / m
@@ -164,7 +164,7 @@ def cross_sum(xs: Sequence[float], ys: Sequence[float]) -> Callable[[Counts], fl
 def sample_stat(ss: Callable[[Counts], float]) -> Callable[[Counts], float]:
     """Sample variance/covariance (divisor m - 1); 0 for a single record (the convention)."""
 
-    @lru_cache(maxsize=None)
+    @cache
     def stat(c: Counts) -> float:
         m = sum(c)
         return ss(c) / (m - 1) if m > 1 else 0.0
@@ -183,14 +183,14 @@ NS = range(3, 7)
 @pytest.mark.parametrize("n", NS)
 def test_mean(n, lower, upper, relation):
     brute, _ = brute_single(mean_stat(grid(lower, upper)), 5, n, relation)
-    assert_tight(brute, S.mean(lower, upper, n, relation))
+    assert_tight(brute, sens.mean(lower, upper, n, relation))
 
 
 @pytest.mark.parametrize("relation", RELATIONS)
 @pytest.mark.parametrize("n", NS)
 def test_proportion(n, relation):
     brute, _ = brute_single(mean_stat([0.0, 1.0]), 2, n, relation)
-    assert_tight(brute, S.proportion(n, relation))
+    assert_tight(brute, sens.proportion(n, relation))
 
 
 def proportions_stat(c: Counts) -> tuple[float, ...]:
@@ -206,7 +206,7 @@ def l1(a: Sequence[float], b: Sequence[float]) -> float:
 @pytest.mark.parametrize("n", NS)
 def test_histogram_proportions(n, categories, relation):
     brute, _ = brute_single(proportions_stat, categories, n, relation, dist=l1)
-    assert_tight(brute, S.histogram_proportions(n, relation))
+    assert_tight(brute, sens.histogram_proportions(n, relation))
     if relation == "add_remove":  # the supplement's 1/n is half the true value
         assert brute == pytest.approx(2 * (1 / n))
 
@@ -216,7 +216,7 @@ def test_histogram_proportions_supplement_counterexample():
     change = l1(proportions_stat((1, 2)), proportions_stat((0, 2)))
     assert change == pytest.approx(2 / 3)
     assert change > 1 / 3
-    assert S.histogram_proportions(3, "add_remove") == pytest.approx(change)
+    assert sens.histogram_proportions(3, "add_remove") == pytest.approx(change)
 
 
 @pytest.mark.parametrize("relation", RELATIONS)
@@ -225,7 +225,7 @@ def test_histogram_proportions_supplement_counterexample():
 def test_variance(n, lower, upper, relation):
     values = grid(lower, upper)
     brute, _ = brute_single(sample_stat(cross_sum(values, values)), 5, n, relation)
-    assert_tight(brute, S.variance(lower, upper, n, relation))
+    assert_tight(brute, sens.variance(lower, upper, n, relation))
 
 
 COV_BOUNDS = [((-1.0, 3.0), (0.0, 2.0)), ((-2.0, 2.0), (-2.0, 2.0))]
@@ -242,7 +242,7 @@ def pair_grid(bx, by, points: int = 3) -> tuple[list[float], list[float]]:
 def test_covariance(n, bx, by, relation):
     xs, ys = pair_grid(bx, by)  # the 3 x 3 grid {L, mid, U}^2
     brute, _ = brute_single(sample_stat(cross_sum(xs, ys)), len(xs), n, relation)
-    assert_tight(brute, S.covariance(*bx, *by, n, relation))
+    assert_tight(brute, sens.covariance(*bx, *by, n, relation))
 
 
 # ---------------------------------------------------------------------- pooled statistics
@@ -253,13 +253,13 @@ CASES = [("substitute", "public"), ("substitute", "private"), ("add_remove", "pu
 
 def supplement_pooled(sizes: Sequence[int], relation: str, covariance: bool) -> float:
     """The supplement's exact (not the 'approximated') values, sections 4-5, unit bounds."""
-    n, J = sum(sizes), len(sizes)
-    N = n - J
+    n, n_groups = sum(sizes), len(sizes)
+    dof = n - n_groups
     if relation == "substitute":
-        return (1 - 1 / max(sizes)) / N
+        return (1 - 1 / max(sizes)) / dof
     if covariance:
-        return (1 + n / (4 * (N - 1)) - 1 / math.sqrt(N - 1)) / N
-    return (1 - 1 / max(sizes)) / N if n > 2 * J else (n - 1) / (n * (n - 2))
+        return (1 + n / (4 * (dof - 1)) - 1 / math.sqrt(dof - 1)) / dof
+    return (1 - 1 / max(sizes)) / dof if n > 2 * n_groups else (n - 1) / (n * (n - 2))
 
 
 @pytest.mark.parametrize(("relation", "membership"), CASES)
@@ -268,7 +268,7 @@ def test_pooled_variance(sizes, relation, membership):
     lower, upper = -1.0, 3.0
     values = grid(lower, upper)
     brute, _ = brute_pooled(cross_sum(values, values), 5, sizes, relation, membership)
-    formula = S.pooled_variance(lower, upper, sizes, relation, membership)
+    formula = sens.pooled_variance(lower, upper, sizes, relation, membership)
     assert_tight(brute, formula)
     supplement = (upper - lower) ** 2 * supplement_pooled(sizes, relation, covariance=False)
     if membership == "private":
@@ -289,7 +289,7 @@ def test_pooled_covariance(sizes, relation, membership, bx, by):
     xs = [bx[0], bx[0], bx[1], bx[1], (bx[0] + bx[1]) / 2]
     ys = [by[0], by[1], by[0], by[1], (by[0] + by[1]) / 2]
     brute, _ = brute_pooled(cross_sum(xs, ys), 5, sizes, relation, membership)
-    formula = S.pooled_covariance(*bx, *by, sizes, relation, membership)
+    formula = sens.pooled_covariance(*bx, *by, sizes, relation, membership)
     assert_tight(brute, formula)
     area = (bx[1] - bx[0]) * (by[1] - by[0])
     supplement = area * supplement_pooled(sizes, relation, covariance=True)
@@ -309,8 +309,8 @@ def test_pooled_covariance(sizes, relation, membership, bx, by):
 def test_pooled_membership_irrelevant_under_add_remove():
     for sizes in [(2, 2), (3, 5, 2), (7,)]:
         for f in (
-            lambda m, s=sizes: S.pooled_variance(0, 1, s, "add_remove", m),
-            lambda m, s=sizes: S.pooled_covariance(0, 1, 0, 1, s, "add_remove", m),
+            lambda m, s=sizes: sens.pooled_variance(0, 1, s, "add_remove", m),
+            lambda m, s=sizes: sens.pooled_covariance(0, 1, 0, 1, s, "add_remove", m),
         ):
             assert f("public") == f("private")
 
@@ -321,10 +321,10 @@ def test_pooled_three_groups_on_bounds(sizes, relation, membership):
     """J = 3 on the bounds only: {L, U} for the variance, the four corners for the covariance."""
     ss = cross_sum([-1.0, 3.0], [-1.0, 3.0])
     brute, _ = brute_pooled(ss, 2, sizes, relation, membership)
-    assert_tight(brute, S.pooled_variance(-1, 3, sizes, relation, membership))
+    assert_tight(brute, sens.pooled_variance(-1, 3, sizes, relation, membership))
     sp = cross_sum([-1.0, -1.0, 3.0, 3.0], [0.0, 2.0, 0.0, 2.0])
     brute, _ = brute_pooled(sp, 4, sizes, relation, membership)
-    assert_tight(brute, S.pooled_covariance(-1, 3, 0, 2, sizes, relation, membership))
+    assert_tight(brute, sens.pooled_covariance(-1, 3, 0, 2, sizes, relation, membership))
 
 
 @pytest.mark.parametrize(
@@ -338,10 +338,10 @@ def test_pooled_variance_add_remove_many_small_groups(sizes, supplement_ratio):
     """Adding a record to the largest group dominates when N + 1 > n_max^2."""
     ss = cross_sum([-1.0, 3.0], [-1.0, 3.0])
     brute, (groups, changes) = brute_pooled(ss, 2, sizes, "add_remove", "public")
-    formula = S.pooled_variance(-1, 3, sizes, "add_remove")
+    formula = sens.pooled_variance(-1, 3, sizes, "add_remove")
     assert_tight(brute, formula)
-    N = sum(sizes) - len(sizes)
-    assert formula == pytest.approx(16 * max(sizes) / (max(sizes) + 1) / (N + 1))
+    dof = sum(sizes) - len(sizes)
+    assert formula == pytest.approx(16 * max(sizes) / (max(sizes) + 1) / (dof + 1))
     supplement = 16 * supplement_pooled(sizes, "add_remove", covariance=False)
     assert brute / supplement == pytest.approx(supplement_ratio, abs=1e-4)
     # the maximising pair adds a record (every group constant, the new value at the other bound)
@@ -365,14 +365,13 @@ def test_pooled_variance_add_remove_against_all_four_extremes():
         [(3,) + (2,) * J for J in range(0, 30)],
         [(2, 500), (40, 3, 3, 3), (7,) * 12],
     ):
-        n, J = sum(sizes), len(sizes)
-        N, G = n - J, sum(map(g, sizes))
-        candidates = [G / (N * (N + 1))]
+        dof, spread = sum(sizes) - len(sizes), sum(map(g, sizes))
+        candidates = [spread / (dof * (dof + 1))]
         for s in sizes:
-            candidates += [(1 - 1 / s) / N, s / (s + 1) / (N + 1)]
-            if N > 1:
-                candidates.append((G - g(s) + g(s - 1)) / ((N - 1) * N))
-        got = S.pooled_variance(0, 1, sizes, "add_remove")
+            candidates += [(1 - 1 / s) / dof, s / (s + 1) / (dof + 1)]
+            if dof > 1:
+                candidates.append((spread - g(s) + g(s - 1)) / ((dof - 1) * dof))
+        got = sens.pooled_variance(0, 1, sizes, "add_remove")
         assert got == pytest.approx(max(candidates), rel=REL), sizes
 
 
@@ -381,9 +380,9 @@ def test_pooled_covariance_add_remove_addition_can_dominate():
     lo, hi = -1.0, 3.0
     anti = [(lo, hi), (lo, hi), (hi, lo)]  # |SP| = g(3) R^2, the most a group of 3 holds
     d = [[(lo, lo)] * 3] + [list(anti) for _ in range(7)]
-    d2 = [[(lo, lo)] * 3 + [(hi, hi)]] + d[1:]
+    d2 = [[(lo, lo)] * 3 + [(hi, hi)], *d[1:]]
     change = abs(pooled(d)[1] - pooled(d2)[1])
-    formula = S.pooled_covariance(lo, hi, lo, hi, [3] * 8, "add_remove")
+    formula = sens.pooled_covariance(lo, hi, lo, hi, [3] * 8, "add_remove")
     assert change == pytest.approx(formula, rel=REL)
     removal = 16 * (1 - 1 / 3 + 7 * (2 / 3) / 15) / 16  # best removal, N = 16
     assert change / removal == pytest.approx(1.0027, abs=1e-4)
@@ -410,7 +409,7 @@ def test_documented_counterexamples():
     change = abs(pooled(d)[0] - pooled(d2)[0])
     assert change == pytest.approx(16 / 3)
     assert change > 16 * supplement_pooled((2, 2), "substitute", False)  # 4
-    assert change == pytest.approx(S.pooled_variance(lo, hi, [2, 2], membership="private"))
+    assert change == pytest.approx(sens.pooled_variance(lo, hi, [2, 2], membership="private"))
     # pooled covariance, private membership: (3, 3) leaves group 1, joins group 2 as (3, -1)
     d = [[(lo, lo), (hi, hi)], [(lo, hi), (lo, hi)]]
     d2 = [[(lo, lo)], [(lo, hi), (lo, hi), (hi, lo)]]
@@ -418,17 +417,17 @@ def test_documented_counterexamples():
     assert change == pytest.approx(28 / 3)
     assert change / (16 * supplement_pooled((2, 2), "substitute", True)) == pytest.approx(7 / 3)
     assert change == pytest.approx(
-        S.pooled_covariance(lo, hi, lo, hi, [2, 2], membership="private")
+        sens.pooled_covariance(lo, hi, lo, hi, [2, 2], membership="private")
     )
     # pooled variance, add/remove, six groups of two at -1; add a 3 to one of them
     d = [[(lo, 0)] * 2 for _ in range(6)]
-    d2 = [[(lo, 0)] * 2 + [(hi, 0)]] + d[1:]
+    d2 = [[(lo, 0)] * 2 + [(hi, 0)], *d[1:]]
     change = abs(pooled(d)[0] - pooled(d2)[0])
     assert change == pytest.approx(16 * 2 / 21)
     assert change > 16 * 11 / 120
     # sizes (3, 2, ..., 2) with J = 8: n = 17 > 2J, yet adding beats (1 - 1/n_max)/N
     d = [[(lo, 0)] * 3] + [[(lo, 0)] * 2 for _ in range(7)]
-    d2 = [[(lo, 0)] * 3 + [(hi, 0)]] + d[1:]
+    d2 = [[(lo, 0)] * 3 + [(hi, 0)], *d[1:]]
     change = abs(pooled(d)[0] - pooled(d2)[0])
     assert change == pytest.approx(16 * 3 / 40)
     assert change > 16 * (2 / 3) / 9
@@ -441,11 +440,11 @@ def test_documented_counterexamples():
 @pytest.mark.parametrize("n", range(2, 40))
 def test_pooled_with_one_group_is_the_plain_statistic(n, relation):
     for membership in ("public", "private"):
-        assert S.pooled_variance(-1, 3, [n], relation, membership) == pytest.approx(
-            S.variance(-1, 3, n, relation)
+        assert sens.pooled_variance(-1, 3, [n], relation, membership) == pytest.approx(
+            sens.variance(-1, 3, n, relation)
         )
-        assert S.pooled_covariance(-1, 3, 0, 2, [n], relation, membership) == pytest.approx(
-            S.covariance(-1, 3, 0, 2, n, relation)
+        assert sens.pooled_covariance(-1, 3, 0, 2, [n], relation, membership) == pytest.approx(
+            sens.covariance(-1, 3, 0, 2, n, relation)
         )
 
 
@@ -453,8 +452,8 @@ def test_pooled_with_one_group_is_the_plain_statistic(n, relation):
 def test_private_membership_never_below_public(relation):
     for sizes in [(2, 2), (2, 9), (5, 5, 5), (2, 3, 50), (100, 2)]:
         for f in (
-            lambda m, s=sizes: S.pooled_variance(0, 1, s, relation, m),
-            lambda m, s=sizes: S.pooled_covariance(0, 1, 0, 1, s, relation, m),
+            lambda m, s=sizes: sens.pooled_variance(0, 1, s, relation, m),
+            lambda m, s=sizes: sens.pooled_covariance(0, 1, 0, 1, s, relation, m),
         ):
             assert f("private") >= f("public")
 
@@ -462,69 +461,71 @@ def test_private_membership_never_below_public(relation):
 def test_size_free_upper_bounds():
     """R^2/N bounds every pooled variance value, 2 Rxy/N every pooled covariance value."""
     for sizes in [(2, 2), (2,) * 30, (3, 4, 5), (2, 1000), (50, 50, 2), (3,), (9,)]:
-        N = sum(sizes) - len(sizes)
+        dof = sum(sizes) - len(sizes)
         for relation, membership in CASES:
-            assert S.pooled_variance(0, 1, sizes, relation, membership) <= 1 / N
-            assert S.pooled_covariance(0, 1, 0, 1, sizes, relation, membership) <= 2 / N
+            assert sens.pooled_variance(0, 1, sizes, relation, membership) <= 1 / dof
+            assert sens.pooled_covariance(0, 1, 0, 1, sizes, relation, membership) <= 2 / dof
 
 
 def test_supplement_pooled_covariance_add_remove_is_an_upper_bound():
     # exact / supplement, e.g. (3, 3): 0.963, (10, 10): 0.996, (50, 50, 50): 0.981,
     # (2, 200): 0.843
     for sizes in [(2, 2), (3, 3), (2, 5), (10, 10), (4, 4, 4), (50, 50, 50), (2, 200)]:
-        exact = S.pooled_covariance(0, 1, 0, 1, sizes, "add_remove")
+        exact = sens.pooled_covariance(0, 1, 0, 1, sizes, "add_remove")
         assert exact <= supplement_pooled(sizes, "add_remove", True) * (1 + REL)
 
 
 def test_returns_floats_and_scales():
-    assert isinstance(S.mean(0, 1, 3), float)
-    assert isinstance(S.variance(0, 1, 3), float)
-    assert S.variance(0, 10, 5) == pytest.approx(100 * S.variance(0, 1, 5))
-    assert S.pooled_covariance(0, 2, 0, 5, [3, 4], "add_remove") == pytest.approx(
-        10 * S.pooled_covariance(0, 1, 0, 1, [3, 4], "add_remove")
+    assert isinstance(sens.mean(0, 1, 3), float)
+    assert isinstance(sens.variance(0, 1, 3), float)
+    assert sens.variance(0, 10, 5) == pytest.approx(100 * sens.variance(0, 1, 5))
+    assert sens.pooled_covariance(0, 2, 0, 5, [3, 4], "add_remove") == pytest.approx(
+        10 * sens.pooled_covariance(0, 1, 0, 1, [3, 4], "add_remove")
     )
     # numpy integers and tuples are accepted as sizes
     np = pytest.importorskip("numpy")
-    assert S.pooled_variance(0, 1, np.array([3, 4])) == S.pooled_variance(0, 1, (3, 4))
-    assert S.mean(0, 1, np.int64(4)) == 0.25
+    assert sens.pooled_variance(0, 1, np.array([3, 4])) == sens.pooled_variance(0, 1, (3, 4))
+    assert sens.mean(0, 1, np.int64(4)) == 0.25
 
 
 # ------------------------------------------------------------------------------ validation
 
 BAD = [
-    (lambda: S.mean(1, 1, 3), "lower must be < upper"),
-    (lambda: S.mean(3, -1, 3), "lower must be < upper"),
-    (lambda: S.mean(float("nan"), 1, 3), "lower must be finite"),
-    (lambda: S.mean(0, float("inf"), 3), "upper must be finite"),
-    (lambda: S.mean(0, "1", 3), "upper must be a real number"),
-    (lambda: S.mean(0, 1, 0), "n must be >= 1"),
-    (lambda: S.mean(0, 1, 2.0), "n must be an integer"),
-    (lambda: S.mean(0, 1, True), "n must be an integer"),
-    (lambda: S.mean(0, 1, 3, "swap"), "neighbours must be one of"),
-    (lambda: S.proportion(0), "n must be >= 1"),
-    (lambda: S.histogram_proportions(-2), "n must be >= 1"),
-    (lambda: S.histogram_proportions(3, "bounded"), "neighbours must be one of"),
-    (lambda: S.variance(0, 1, 1), "n must be >= 2"),
-    (lambda: S.variance(-1e308, 1e308, 3), "overflows"),
-    (lambda: S.variance(0, 1e200, 3), "overflows"),
-    (lambda: S.covariance(0, 1, 2, 2, 3), "lower_y must be < upper_y"),
-    (lambda: S.covariance(1, 0, 0, 2, 3), "lower_x must be < upper_x"),
-    (lambda: S.covariance(0, 1, 0, 1, 1), "n must be >= 2"),
-    (lambda: S.pooled_variance(0, 1, [3, 1]), "sizes[1] must be >= 2"),
-    (lambda: S.pooled_variance(0, 1, [3, 2.5]), "sizes[1] must be an integer"),
-    (lambda: S.pooled_variance(0, 1, []), "at least one group"),
-    (lambda: S.pooled_variance(0, 1, 5), "sizes must be a sequence"),
-    (lambda: S.pooled_variance(0, 1, "23"), "sizes must be a sequence"),
-    (lambda: S.pooled_variance(0, 1, {3, 4}), "sizes must be a sequence"),
-    (lambda: S.pooled_variance(0, 1, [3, 4], membership="hidden"), "membership must be one"),
-    (lambda: S.pooled_variance(0, 1, [3, 4], "replace"), "neighbours must be one of"),
-    (lambda: S.pooled_covariance(0, 1, 0, -1, [3, 4]), "lower_y must be < upper_y"),
-    (lambda: S.pooled_covariance(0, 1, 0, 1, [2, 0]), "sizes[1] must be >= 2"),
-    (lambda: S.pooled_covariance(0, 1, 0, 1, [2], membership=None), "membership must be"),
+    (lambda: sens.mean(1, 1, 3), "lower must be < upper"),
+    (lambda: sens.mean(3, -1, 3), "lower must be < upper"),
+    (lambda: sens.mean(float("nan"), 1, 3), "lower must be finite"),
+    (lambda: sens.mean(0, float("inf"), 3), "upper must be finite"),
+    (lambda: sens.mean(0, "1", 3), "upper must be a real number"),
+    (lambda: sens.mean(0, 1, 0), "n must be >= 1"),
+    (lambda: sens.mean(0, 1, 2.0), "n must be an integer"),
+    (lambda: sens.mean(0, 1, True), "n must be an integer"),
+    (lambda: sens.mean(0, 1, 3, "swap"), "neighbours must be one of"),
+    (lambda: sens.proportion(0), "n must be >= 1"),
+    (lambda: sens.histogram_proportions(-2), "n must be >= 1"),
+    (lambda: sens.histogram_proportions(3, "bounded"), "neighbours must be one of"),
+    (lambda: sens.variance(0, 1, 1), "n must be >= 2"),
+    (lambda: sens.variance(-1e308, 1e308, 3), "overflows"),
+    (lambda: sens.variance(0, 1e200, 3), "overflows"),
+    (lambda: sens.covariance(0, 1, 2, 2, 3), "lower_y must be < upper_y"),
+    (lambda: sens.covariance(1, 0, 0, 2, 3), "lower_x must be < upper_x"),
+    (lambda: sens.covariance(0, 1, 0, 1, 1), "n must be >= 2"),
+    (lambda: sens.pooled_variance(0, 1, [3, 1]), "sizes[1] must be >= 2"),
+    (lambda: sens.pooled_variance(0, 1, [3, 2.5]), "sizes[1] must be an integer"),
+    (lambda: sens.pooled_variance(0, 1, []), "at least one group"),
+    (lambda: sens.pooled_variance(0, 1, 5), "sizes must be a sequence"),
+    (lambda: sens.pooled_variance(0, 1, "23"), "sizes must be a sequence"),
+    (lambda: sens.pooled_variance(0, 1, {3, 4}), "sizes must be a sequence"),
+    (lambda: sens.pooled_variance(0, 1, [3, 4], membership="hidden"), "membership must be one"),
+    (lambda: sens.pooled_variance(0, 1, [3, 4], "replace"), "neighbours must be one of"),
+    (lambda: sens.pooled_covariance(0, 1, 0, -1, [3, 4]), "lower_y must be < upper_y"),
+    (lambda: sens.pooled_covariance(0, 1, 0, 1, [2, 0]), "sizes[1] must be >= 2"),
+    (lambda: sens.pooled_covariance(0, 1, 0, 1, [2], membership=None), "membership must be"),
 ]
 
 
 @pytest.mark.parametrize(("call", "message"), BAD, ids=[m for _, m in BAD])
 def test_bad_input_is_named(call, message):
-    with pytest.raises(InvalidParameterError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(
+        InvalidParameterError, match=message.replace("[", r"\[").replace("]", r"\]")
+    ):
         call()
