@@ -47,15 +47,17 @@ regularized lower incomplete gamma function) carry all the moments:
 
 Numerical stability
 -------------------
-The printed forms of eqs (6), (7), (9), (10) subtract numbers close to 1 (or close to
-``lam``) when ``lam >> c1 - c0`` and lose up to all their digits (eq. (6) loses about
-``2 log10(lam/(c1 - c0))`` digits). The forms above never subtract nearly equal
-quantities: ``P_2``, ``P_3`` are evaluated by their power series for ``x < 2`` (all
-terms positive) and as ``1 - Q_k`` beyond; the bias numerators use the exact identity
+The printed forms of eqs (6), (7) subtract numbers close to 1 (or close to ``lam``) when
+``lam >> c1 - c0``: eq. (6) loses about ``2 log10(lam/(c1 - c0))`` of its 16 digits, eq. (7)
+about ``log10(lam/(c1 - c0))``, and the MSEs written as ``2 lam**2 - ...`` lose all of them
+(the one-sided eqs (9), (10) have no such cancellation). The forms above never subtract
+nearly equal quantities: ``P_2``, ``P_3`` are evaluated by their power series for ``x < 2``
+(all terms positive) and as ``1 - Q_k`` beyond; the bias numerators use the exact identity
 ``(1+A) e^-A - (1+B) e^-B = e^-A (A P_1(B-A) + P_2(B-A))`` with ``B - A`` computed from
-the bounds directly; the mean of an out-of-bounds ``s`` is anchored at the nearest
-bound; variances are computed from centred quantities. CDFs and inverse CDFs work
-with ``expm1``/``log1p``/``logaddexp`` and pick the tail (lower or upper) whose
+the bounds directly; the mean of an out-of-bounds ``s`` is anchored at the nearest bound;
+a variance is ``E U**2 - (E U)**2`` of the standardized law relative to its anchor (``s``
+inside, the nearest bound outside), which loses at most a factor ~4. CDFs and inverse CDFs
+work with ``expm1``/``log1p``/``logaddexp`` and pick the tail (lower or upper) whose
 probability is small, so they stay accurate for ``s`` far outside the bounds, ``s`` on a
 bound, and ``lam`` tiny or huge relative to ``c1 - c0``. Valid whenever ``(c1-c0)/lam``
 and ``lam**2`` are representable doubles.
@@ -575,6 +577,7 @@ def truncated_laplace_cdf(
         f = np.where(p.below, f_below, np.where(p.above, f_above, f_in))
         f = np.where(p.unbounded, f_lap, f)
         f = np.where(xv < p.c0, 0.0, np.where(xv >= p.c1, 1.0, np.clip(f, 0.0, 1.0)))
+        f = np.where(np.isneginf(xv), 0.0, f)  # also when lower = -inf
         f = np.where(np.isnan(xv), np.nan, f)
     return _out(f)
 
