@@ -1,25 +1,307 @@
-"""Statistics for grouped releases: ``dpframe.group_by(...).agg(agg.count(...), agg.sum(...))``.
+"""Statistics of a grouped release: what each computes exactly, and how it is noised.
 
-Each statistic carries its own epsilon; the statistics of one release compose
-sequentially (their epsilons add up), and each is released over disjoint groups
-(parallel composition across groups).
+Used as ``dpframe.group_by(frame, keys, margins=...).agg(agg.count(...), agg.mean(...))``.
+The statistics of one release compose sequentially (their epsilons add up); each is
+released over disjoint groups (parallel composition across groups).
+
+Group sizes are private unless the margins declare them (``group_by(..., sizes="n")``):
+
+* **private sizes** (default): a mean is released as a noisy sum over a noisy count
+  (epsilon split evenly between them; the ratio is clipped to the bounds), a variance
+  from noisy sums of ``x``, ``x**2`` and a noisy count (epsilon split in three);
+* **public sizes**: a mean, proportion or variance is released directly with the
+  bounded mechanism (truncated or BIT, :mod:`dpframe.mechanisms.bounded`), with the
+  sensitivity of each group's own size and the output bounds of Liu (2019), Table 1.
+  A group whose public size is 0 (or 1, for a variance) is released as null.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from dpframe._validation import check_epsilon, check_real
-from dpframe.errors import InvalidParameterError
-from dpframe.grouped import Statistic
+import polars as pl
 
-__all__ = ["Statistic", "count", "sum"]
+from dpframe import sensitivity as sens
+from dpframe._validation import check_choice, check_epsilon, check_real
+from dpframe.errors import InvalidDataError, InvalidParameterError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Plan", "Statistic", "count", "mean", "proportion", "sum", "var"]
+
+METHODS = ("truncated", "bit")
+CALIBRATIONS = ("exact", "paper")
+
+
+@dataclass
+class Plan:
+    """How one statistic will be released: its cost and noise, known before any data."""
+
+    statistic: Statistic
+    mechanism: str
+    epsilon: float  # charged
+    sensitivity: float  # the largest over the groups
+    scale: float  # the largest over the groups
+    error95: float  # the largest over the groups
+    details: dict[str, Any]
+    check: Callable[[pl.DataFrame], None]
+    release: Callable[[pl.DataFrame, np.random.Generator], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One noisy per-group statistic (build it with the functions of this module)."""
+
+    kind: str  # count, sum, mean, proportion, var
+    name: str
+    epsilon: float
+    column: str | None = None
+    lower: float | None = None
+    upper: float | None = None
+    method: str = "truncated"
+    calibration: str = "exact"
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def part(self, what: str) -> str:
+        """Column name of one exact aggregate of this statistic, e.g. ``"age_mean:sum"``."""
+        return f"{self.name}:{what}"
+
+    def value(self) -> pl.Expr:
+        """The record-level value, cast and clipped to the bounds."""
+        x = pl.col(self.column).cast(pl.Float64)
+        return x if self.kind == "proportion" else x.clip(self.lower, self.upper)
+
+    def exact_exprs(self, public_sizes: bool) -> list[pl.Expr]:
+        """The exact aggregates the statistic needs (computed by polars)."""
+        n = pl.len().cast(pl.Float64).alias(self.part("n"))
+        if self.kind == "count":
+            return [n]
+        x = self.value()
+        if self.kind == "sum":
+            return [x.sum().alias(self.part("sum"))]
+        if public_sizes:
+            if self.kind == "var":
+                return [x.var(ddof=1).alias(self.part("var"))]
+            return [x.mean().alias(self.part("mean"))]
+        parts = [x.sum().alias(self.part("sum")), n]
+        if self.kind == "var":
+            parts.append((x * x).sum().alias(self.part("sumsq")))
+        return parts
+
+    def check_schema(self, schema: pl.Schema) -> None:
+        """Refuse missing or mistyped source columns (before anything runs)."""
+        if self.column is None:
+            return
+        if self.column not in schema:
+            raise InvalidParameterError(
+                f"column {self.column!r} of statistic {self.name!r} is not in the frame"
+            )
+        dtype = schema[self.column]
+        if self.kind == "proportion":
+            if dtype != pl.Boolean:
+                raise InvalidDataError(
+                    f"column {self.column!r} has dtype {dtype}; a proportion needs a Boolean "
+                    f"column (e.g. pl.col({self.column!r}) == value)"
+                )
+        elif not dtype.is_numeric():
+            raise InvalidDataError(
+                f"column {self.column!r} has dtype {dtype}; a {self.kind} needs a numeric "
+                f"column (cast it with pl.col({self.column!r}).cast(pl.Float64))"
+            )
+
+    def bad_values(self, schema: pl.Schema) -> pl.Expr | None:
+        """Count of null / NaN / infinite source values, or None if there is no column."""
+        if self.column is None:
+            return None
+        col = pl.col(self.column)
+        bad = col.is_null()
+        if schema[self.column].is_float():
+            bad = bad | col.is_nan() | col.is_infinite()
+        return bad.sum().alias(f"__bad__{self.column}")
+
+    def plan(self, neighbours: str, sizes: np.ndarray | None) -> Plan:
+        """Cost and noise of this statistic; ``sizes`` are the public group sizes if any."""
+        if self.kind in ("count", "sum"):
+            return _plan_laplace_part(self, neighbours)
+        if sizes is None:
+            return _plan_private_sizes(self, neighbours)
+        return _plan_public_sizes(self, sizes)
+
+
+# -- plans ------------------------------------------------------------------------------
+
+
+def _laplace(epsilon: float, sensitivity: float, counts: bool = False) -> Any:
+    from dpframe.mechanisms.laplace import calibrate_laplace
+
+    if counts:  # counts are integers: a grid of 1, no rounding, integer noise
+        return calibrate_laplace(epsilon, sensitivity, 1.0, values_on_grid=True)
+    return calibrate_laplace(epsilon, sensitivity)
+
+
+def _sum_sensitivity(stat: Statistic, neighbours: str, squared: bool = False) -> float:
+    lo, hi = stat.lower, stat.upper
+    if squared:
+        lo, hi = (0.0 if lo < 0 < hi else min(lo * lo, hi * hi)), max(lo * lo, hi * hi)
+    return sens.grouped_sum(lo, hi, neighbours)
+
+
+def _plan_laplace_part(stat: Statistic, neighbours: str) -> Plan:
+    is_count = stat.kind == "count"
+    delta = sens.histogram_counts(neighbours) if is_count else _sum_sensitivity(stat, neighbours)
+    cal = _laplace(stat.epsilon, delta, counts=is_count)
+    column = stat.part("n" if is_count else "sum")
+    return Plan(
+        statistic=stat,
+        mechanism="laplace",
+        epsilon=stat.epsilon,
+        sensitivity=delta,
+        scale=cal.scale,
+        error95=cal.error(0.95),
+        details=cal.details(),
+        check=lambda exact: cal.check(exact[column].to_numpy()),
+        release=lambda exact, rng: cal.release(exact[column].to_numpy(), rng),
+    )
+
+
+def _plan_private_sizes(stat: Statistic, neighbours: str) -> Plan:
+    """Mean, proportion or variance from noisy sums and a noisy count (post-processing)."""
+    import numpy as np
+
+    lo, hi = (0.0, 1.0) if stat.kind == "proportion" else (stat.lower, stat.upper)
+    parts = ["sum", "n"] + (["sumsq"] if stat.kind == "var" else [])
+    share = stat.epsilon / len(parts)
+    cals = {
+        "sum": _laplace(share, sens.grouped_sum(lo, hi, neighbours)),
+        "n": _laplace(share, sens.histogram_counts(neighbours), counts=True),
+    }
+    if stat.kind == "var":
+        cals["sumsq"] = _laplace(share, _sum_sensitivity(stat, neighbours, squared=True))
+
+    def check(exact: pl.DataFrame) -> None:
+        for p, cal in cals.items():
+            cal.check(exact[stat.part(p)].to_numpy())
+
+    def release(exact: pl.DataFrame, rng: np.random.Generator) -> np.ndarray:
+        noisy = {p: cal.release(exact[stat.part(p)].to_numpy(), rng) for p, cal in cals.items()}
+        if stat.kind != "var":
+            n = np.maximum(noisy["n"], 1.0)
+            return np.clip(noisy["sum"] / n, lo, hi)
+        n = np.maximum(noisy["n"], 2.0)
+        var = (noisy["sumsq"] - noisy["sum"] ** 2 / n) / (n - 1)
+        return np.clip(var, 0.0, n * (hi - lo) ** 2 / (4 * (n - 1)))
+
+    name = "laplace_ratio" if stat.kind != "var" else "laplace_moments"
+    return Plan(
+        statistic=stat,
+        mechanism=name,
+        epsilon=stat.epsilon,
+        sensitivity=max(c.sensitivity for c in cals.values()),
+        scale=max(c.scale for c in cals.values()),
+        error95=math.nan,  # a ratio's error depends on the group's size
+        details={
+            "sizes": "private",
+            "parts": {p: {**c.details(), "epsilon": share} for p, c in cals.items()},
+        },
+        check=check,
+        release=release,
+    )
+
+
+def _plan_public_sizes(stat: Statistic, sizes: np.ndarray) -> Plan:
+    """Bounded mechanism per group, with the sensitivity of the group's public size."""
+    import numpy as np
+
+    from dpframe.mechanisms.bounded import calibrate_bounded
+
+    lo, hi = (0.0, 1.0) if stat.kind == "proportion" else (stat.lower, stat.upper)
+    r = hi - lo
+    minimum = 2 if stat.kind == "var" else 1
+    cals: dict[int, Any] = {}
+    for n in np.unique(sizes):
+        n = int(n)
+        if n < minimum:
+            continue
+        if stat.kind == "var":
+            delta = sens.variance(lo, hi, n, "substitute")
+            bounds = (0.0, n * r * r / (4 * (n - 1)))
+        else:
+            delta = sens.mean(lo, hi, n, "substitute")
+            bounds = (lo, hi)
+        cals[n] = calibrate_bounded(
+            stat.epsilon,
+            delta,
+            *bounds,
+            method=stat.method,
+            calibration=stat.calibration,
+        )
+    if not cals:
+        raise InvalidParameterError(
+            f"statistic {stat.name!r}: every group's public size is below {minimum}; "
+            "there is nothing to release"
+        )
+    column = stat.part("var" if stat.kind == "var" else "mean")
+
+    def check(exact: pl.DataFrame) -> None:
+        values = exact[column].to_numpy()
+        for n, cal in cals.items():
+            cal.check(values[sizes == n])
+
+    def release(exact: pl.DataFrame, rng: np.random.Generator) -> np.ndarray:
+        values = exact[column].to_numpy()
+        out = np.full(values.shape, np.nan)
+        for n, cal in cals.items():
+            rows = sizes == n
+            out[rows] = cal.release(values[rows], rng)
+        return out
+
+    charged = max(c.epsilon_charged for c in cals.values())
+    mech = "truncated_laplace" if stat.method == "truncated" else "bit_laplace"
+    return Plan(
+        statistic=stat,
+        mechanism=mech,
+        epsilon=charged,
+        sensitivity=max(c.sensitivity for c in cals.values()),
+        scale=max(c.scale for c in cals.values()),
+        error95=max(c.error(0.95) for c in cals.values()),
+        details={
+            "sizes": "public",
+            "method": stat.method,
+            "calibration": stat.calibration,
+            "epsilon_requested": stat.epsilon,
+            "privacy_loss": max(c.privacy_loss for c in cals.values()),
+            "scale_min": min(c.scale for c in cals.values()),
+            "distinct_sizes": len(cals),
+        },
+        check=check,
+        release=release,
+    )
+
+
+# -- constructors -----------------------------------------------------------------------
 
 
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not name:
         raise InvalidParameterError(f"name must be a non-empty string, got {name!r}")
     return name
+
+
+def _check_column(column: Any) -> str:
+    if not isinstance(column, str):
+        raise InvalidParameterError(f"column must be a column name, got {column!r}")
+    return column
+
+
+def _check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
+    lo, hi = check_real("lower", lower), check_real("upper", upper)
+    if not lo < hi:
+        raise InvalidParameterError(f"lower must be < upper, got lower={lo!r}, upper={hi!r}")
+    return lo, hi
 
 
 def count(*, epsilon: float, name: str = "count") -> Statistic:
@@ -45,16 +327,106 @@ def sum(
     >>> dpframe.agg.sum("income", lower=0, upper=100_000, epsilon=0.5).name
     'income_sum'
     """
-    if not isinstance(column, str):
-        raise InvalidParameterError(f"column must be a column name, got {column!r}")
-    lo, hi = check_real("lower", lower), check_real("upper", upper)
-    if not lo < hi:
-        raise InvalidParameterError(f"lower must be < upper, got lower={lo!r}, upper={hi!r}")
+    column = _check_column(column)
+    lo, hi = _check_bounds(lower, upper)
+    name = _check_name(name or f"{column}_sum")
+    return Statistic("sum", name, check_epsilon(epsilon), column, lo, hi)
+
+
+def mean(
+    column: str,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    method: str = "truncated",
+    calibration: str = "exact",
+    name: str | None = None,
+) -> Statistic:
+    """The per-group mean of ``column`` (values clipped to ``[lower, upper]``).
+
+    With public group sizes it is released by the bounded mechanism (``method``,
+    ``calibration`` as in :func:`dpframe.truncated_laplace`); otherwise as a noisy sum
+    over a noisy count, clipped to the bounds.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.mean("age", lower=18, upper=90, epsilon=0.5).name
+    'age_mean'
+    """
+    column = _check_column(column)
+    lo, hi = _check_bounds(lower, upper)
     return Statistic(
-        "sum",
-        _check_name(name or f"{column}_sum"),
+        "mean",
+        _check_name(name or f"{column}_mean"),
         check_epsilon(epsilon),
-        column=column,
-        lower=lo,
-        upper=hi,
+        column,
+        lo,
+        hi,
+        check_choice("method", method, METHODS),
+        check_choice("calibration", calibration, CALIBRATIONS),
+    )
+
+
+def proportion(
+    column: str,
+    *,
+    epsilon: float,
+    method: str = "truncated",
+    calibration: str = "exact",
+    name: str | None = None,
+) -> Statistic:
+    """The per-group share of records where the Boolean ``column`` is true, in [0, 1].
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.proportion("employed", epsilon=0.5).name
+    'employed_proportion'
+    """
+    column = _check_column(column)
+    return Statistic(
+        "proportion",
+        _check_name(name or f"{column}_proportion"),
+        check_epsilon(epsilon),
+        column,
+        0.0,
+        1.0,
+        check_choice("method", method, METHODS),
+        check_choice("calibration", calibration, CALIBRATIONS),
+    )
+
+
+def var(
+    column: str,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    method: str = "truncated",
+    calibration: str = "exact",
+    name: str | None = None,
+) -> Statistic:
+    """The per-group sample variance (divisor n - 1) of ``column`` clipped to the bounds.
+
+    Released inside ``[0, n (upper - lower)**2 / (4 (n - 1))]`` (Liu 2019, Table 1).
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.var("score", lower=0, upper=10, epsilon=0.5).name
+    'score_var'
+    """
+    column = _check_column(column)
+    lo, hi = _check_bounds(lower, upper)
+    return Statistic(
+        "var",
+        _check_name(name or f"{column}_var"),
+        check_epsilon(epsilon),
+        column,
+        lo,
+        hi,
+        check_choice("method", method, METHODS),
+        check_choice("calibration", calibration, CALIBRATIONS),
     )

@@ -17,17 +17,17 @@ The result is cached: collecting again returns the identical frame, never fresh 
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dpframe import sensitivity as sens
 from dpframe.accountant import Accountant, Charge, LedgerEntry, current_accountant
+from dpframe.agg import Statistic
 from dpframe.errors import (
     InvalidDataError,
     InvalidParameterError,
@@ -36,46 +36,10 @@ from dpframe.errors import (
 )
 from dpframe.random import RandomSource, as_source
 
-if TYPE_CHECKING:  # the kernels (and numpy) are imported on first use
-    from dpframe.mechanisms.laplace import LaplaceCalibration
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["GroupBy", "GroupedRelease", "Statistic", "group_by"]
-
-
-@dataclass(frozen=True)
-class Statistic:
-    """One noisy per-group statistic of a grouped release (see :mod:`dpframe.agg`)."""
-
-    kind: str  # "count" or "sum"
-    name: str
-    epsilon: float
-    column: str | None = None
-    lower: float | None = None
-    upper: float | None = None
-
-    def sensitivity(self, neighbours: str) -> float:
-        """l1 sensitivity of the vector of this statistic over the groups."""
-        if self.kind == "count":
-            return sens.histogram_counts(neighbours)
-        return sens.grouped_sum(self.lower, self.upper, neighbours)  # type: ignore[arg-type]
-
-    def calibration(self, neighbours: str) -> LaplaceCalibration:
-        """Counts use a grid of 1 (integer noise); sums the default grid."""
-        from dpframe.mechanisms.laplace import calibrate_laplace
-
-        if self.kind == "count":
-            return calibrate_laplace(
-                self.epsilon, self.sensitivity(neighbours), 1.0, values_on_grid=True
-            )
-        return calibrate_laplace(self.epsilon, self.sensitivity(neighbours))
-
-    def exact_expr(self) -> pl.Expr:
-        """The exact aggregate, as a polars expression (values clipped to the bounds)."""
-        if self.kind == "count":
-            return pl.len().cast(pl.Float64).alias(self.name)
-        return (
-            pl.col(self.column).cast(pl.Float64).clip(self.lower, self.upper).sum().alias(self.name)
-        )
 
 
 class GroupBy:
@@ -87,6 +51,7 @@ class GroupBy:
         keys: str | Sequence[str],
         *,
         margins: pl.DataFrame | None,
+        sizes: str | None = None,
         unknown_keys: str = "error",
         accountant: Accountant | None = None,
         seed: int | RandomSource | None = None,
@@ -115,6 +80,7 @@ class GroupBy:
         missing = [k for k in self.keys if k not in margins.columns]
         if missing:
             raise InvalidParameterError(f"margins lacks key column(s) {missing}; add them")
+        self.sizes = _public_sizes(margins, sizes, self.keys)
         margins = margins.select(self.keys)
         if margins.height == 0:
             raise InvalidParameterError("margins has no rows: there is no group to release")
@@ -133,6 +99,13 @@ class GroupBy:
         self.unknown_keys = unknown_keys
         self.accountant = accountant or current_accountant()
         self.random = as_source(seed)
+        acct = self.accountant
+        if self.sizes is not None and acct is not None and acct.neighbours == "add_remove":
+            raise InvalidParameterError(
+                "sizes: group sizes cannot be public under neighbours='add_remove' (a "
+                "neighbouring dataset has one record more or less); drop sizes= or use "
+                "an accountant with neighbours='substitute'"
+            )
 
     def agg(self, *statistics: Statistic) -> GroupedRelease:
         """Declare the noisy statistics (from :mod:`dpframe.agg`); nothing runs yet."""
@@ -156,6 +129,25 @@ class GroupBy:
         return GroupedRelease(self, stats)
 
 
+def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> Any:
+    """The public group sizes named by ``sizes`` in the margins, as an int64 array."""
+    if sizes is None:
+        return None
+    if not isinstance(sizes, str) or sizes not in margins.columns:
+        raise InvalidParameterError(
+            f"sizes must name a column of margins holding each group's public size; "
+            f"{sizes!r} is not one of {margins.columns}"
+        )
+    if sizes in keys:
+        raise InvalidParameterError(f"sizes={sizes!r} is a key column; name the size column")
+    col = margins[sizes]
+    if not col.dtype.is_integer() or col.null_count() or (col < 0).any():
+        raise InvalidParameterError(
+            f"sizes column {sizes!r} must hold non-negative integers with no nulls"
+        )
+    return col.cast(pl.Int64).to_numpy()
+
+
 class GroupedRelease:
     """A grouped release: summarize it for free, collect it once (charged once)."""
 
@@ -166,6 +158,7 @@ class GroupedRelease:
         self.ledger: tuple[LedgerEntry, ...] = ()
         self._result: pl.DataFrame | None = None
         self._lock = threading.Lock()
+        self.plans = [s.plan(self.neighbours, grouping.sizes) for s in statistics]
 
     @property
     def neighbours(self) -> str:
@@ -176,71 +169,62 @@ class GroupedRelease:
         """Every statistic's mechanism, epsilon, sensitivity, noise scale and 95% error.
 
         Computed from the spec alone: no data is read, no budget spent, no noise drawn.
+        For per-group sizes the sensitivity, scale and error are the largest over the
+        groups; ``error95`` is null for ratios of noisy sums and counts.
         """
-        rows = []
-        for s in self.statistics:
-            cal = s.calibration(self.neighbours)
-            rows.append(
-                {
-                    "statistic": s.name,
-                    "kind": s.kind,
-                    "column": s.column,
-                    "mechanism": "laplace",
-                    "composition": "parallel",
-                    "epsilon": s.epsilon,
-                    "sensitivity": s.sensitivity(self.neighbours),
-                    "scale": cal.scale,
-                    "error95": cal.error(0.95),
-                    "groups": self.grouping.margins.height,
-                }
-            )
-        return pl.DataFrame(rows)
+        rows = [
+            {
+                "statistic": p.statistic.name,
+                "kind": p.statistic.kind,
+                "column": p.statistic.column,
+                "mechanism": p.mechanism,
+                "composition": "parallel",
+                "epsilon": p.epsilon,
+                "sensitivity": p.sensitivity,
+                "scale": p.scale,
+                "error95": None if math.isnan(p.error95) else p.error95,
+                "groups": self.grouping.margins.height,
+            }
+            for p in self.plans
+        ]
+        return pl.DataFrame(rows, schema_overrides={"column": pl.String, "error95": pl.Float64})
 
     @property
     def epsilon(self) -> float:
-        """Total epsilon of the release (its statistics compose sequentially)."""
-        return float(sum(Fraction(repr(s.epsilon)) for s in self.statistics))
+        """Total epsilon charged by the release (its statistics compose sequentially)."""
+        return float(sum(Fraction(repr(p.epsilon)) for p in self.plans))
 
     def exact_aggregates(self, engine: str = "auto") -> pl.DataFrame:
-        """The exact aggregates joined onto the margins (confidential: for checks, not release)."""
+        """The exact aggregates joined onto the margins (confidential: for checks, not release).
+
+        One column per part of each statistic, named ``"<statistic>:<part>"`` (``n``,
+        ``sum``, ``sumsq``, ``mean``, ``var``).
+        """
         g = self.grouping
         schema = g.frame.collect_schema()
         missing = [c for c in g.keys if c not in schema]
         if missing:
             raise InvalidParameterError(f"keys {missing} are not columns of the frame")
-        exprs: list[pl.Expr] = []
-        checks: list[pl.Expr] = []
-        for s in self.statistics:
-            exprs.append(s.exact_expr())
-            if s.kind == "sum":
-                if s.column not in schema:
-                    raise InvalidParameterError(
-                        f"column {s.column!r} of {s.name!r} is not in the frame"
-                    )
-                dtype = schema[s.column]
-                if not dtype.is_numeric():
-                    raise InvalidDataError(
-                        f"column {s.column!r} has dtype {dtype}; a sum needs a numeric column "
-                        f"(cast it with pl.col({s.column!r}).cast(pl.Float64))"
-                    )
-                bad = pl.col(s.column).is_null()
-                if dtype.is_float():
-                    bad = bad | pl.col(s.column).is_nan() | pl.col(s.column).is_infinite()
-                checks.append(bad.sum().alias(f"__bad_{s.column}"))
         for k in g.keys:
             if schema[k] != g.margins.schema[k]:
                 raise InvalidParameterError(
                     f"key {k!r} has dtype {schema[k]} in the frame but {g.margins.schema[k]} in "
                     f"margins; cast margins with pl.col({k!r}).cast(...)"
                 )
-        agg = g.frame.group_by(g.keys).agg([pl.len().alias("__rows"), *exprs, *checks])
+        public = g.sizes is not None
+        exprs: dict[str, pl.Expr] = {}
+        for s in self.statistics:
+            s.check_schema(schema)
+            for e in (*s.exact_exprs(public), s.bad_values(schema)):
+                if e is not None:
+                    exprs.setdefault(e.meta.output_name(), e)
+        agg = g.frame.group_by(g.keys).agg(pl.len().alias("__rows"), *exprs.values())
         agg = agg.collect(engine=engine)
-        for c in checks:
-            col = c.meta.output_name()
+        for col in (c for c in agg.columns if c.startswith("__bad__")):
             nbad = agg[col].sum()
             if nbad:
                 raise InvalidDataError(
-                    f"column {col.removeprefix('__bad_')!r} has {nbad} null, NaN or infinite "
+                    f"column {col.removeprefix('__bad__')!r} has {nbad} null, NaN or infinite "
                     "value(s); fill or drop them before the release (nothing was charged)"
                 )
         unknown = agg.join(g.margins, on=g.keys, how="anti", nulls_equal=True)
@@ -250,11 +234,21 @@ class GroupedRelease:
                 "that are not in margins; add those groups to margins or pass "
                 "unknown_keys='drop' (nothing was charged)"
             )
-        names = [s.name for s in self.statistics]
+        parts = [c for c in agg.columns if ":" in c]  # "<statistic>:<part>"
         joined = g.margins.join(
-            agg.select([*g.keys, *names]), on=g.keys, how="left", nulls_equal=True
+            agg.select([*g.keys, "__rows", *parts]), on=g.keys, how="left", nulls_equal=True
         )
-        return joined.with_columns(pl.col(names).fill_null(0.0))
+        if public:
+            rows = joined["__rows"].fill_null(0).to_numpy()
+            wrong = (rows != g.sizes).sum()
+            if wrong:
+                raise InvalidDataError(
+                    f"{wrong} group(s) have a size in the data different from the public size "
+                    "declared in margins; the sensitivities assume the declared sizes, so fix "
+                    "the margins or drop sizes= (nothing was charged)"
+                )
+        fill = [c for c in parts if not c.endswith((":mean", ":var"))]  # sums, counts: 0
+        return joined.drop("__rows").with_columns(pl.col(fill).fill_null(0.0))
 
     def collect(self, engine: str = "auto") -> pl.DataFrame:
         """Run the release: exact aggregates, one atomic charge, then noise. Cached.
@@ -267,10 +261,9 @@ class GroupedRelease:
         Returns
         -------
         polars.DataFrame
-            The margins' keys and one released Float64 column per statistic.
+            The margins' keys and one released Float64 column per statistic (null for a
+            group whose public size is too small for the statistic).
         """
-        from dpframe.mechanisms.laplace import check_values, release_laplace
-
         with self._lock:
             if self._result is not None:
                 return self._result
@@ -281,40 +274,37 @@ class GroupedRelease:
                     "`with accountant:` or pass accountant=... to group_by"
                 )
             exact = self.exact_aggregates(engine)
-            cals = {s.name: s.calibration(acct.neighbours) for s in self.statistics}
-            for s in self.statistics:  # refuse bad values before anything is charged
-                check_values(exact[s.name].to_numpy(), cals[s.name])
+            for p in self.plans:  # refuse bad values before anything is charged
+                p.check(exact)
             charges = [
                 Charge(
-                    epsilon=s.epsilon,
-                    mechanism="laplace",
-                    columns=(s.name,),
-                    scale=cals[s.name].scale,
+                    epsilon=p.epsilon,
+                    mechanism=p.mechanism,
+                    columns=(p.statistic.name,),
+                    scale=p.scale,
                     composition="parallel",
                     details={
-                        "statistic": s.kind,
-                        "source_column": s.column,
-                        "lower": s.lower,
-                        "upper": s.upper,
+                        **p.details,
+                        "statistic": p.statistic.kind,
+                        "source_column": p.statistic.column,
+                        "lower": p.statistic.lower,
+                        "upper": p.statistic.upper,
                         "keys": self.grouping.keys,
                         "groups": exact.height,
-                        "sensitivity": s.sensitivity(acct.neighbours),
-                        "granularity": cals[s.name].granularity,
-                        "epsilon_used": float(cals[s.name].epsilon_used),
+                        "sensitivity": p.sensitivity,
                         "seeded": self.grouping.random.seeded,
                     },
                 )
-                for s in self.statistics
+                for p in self.plans
             ]
             self.ledger = acct.spend_all(charges, note=f"grouped release {self.id[:8]}")
             rng = self.grouping.random.generator()
-            noisy = {
-                s.name: release_laplace(exact[s.name].to_numpy(), cals[s.name], rng)
-                for s in self.statistics
-            }
-            self._result = exact.select(self.grouping.keys).with_columns(
-                [pl.Series(name, values, dtype=pl.Float64) for name, values in noisy.items()]
-            )
+            released = [
+                pl.Series(p.statistic.name, p.release(exact, rng), dtype=pl.Float64)
+                for p in self.plans
+            ]
+            self._result = exact.select(self.grouping.keys).with_columns(released)
+            self._result = self._result.with_columns(pl.col(pl.Float64).fill_nan(None))
             return self._result
 
 
@@ -323,6 +313,7 @@ def group_by(
     keys: str | Sequence[str],
     *,
     margins: pl.DataFrame | None,
+    sizes: str | None = None,
     unknown_keys: str = "error",
     accountant: Accountant | None = None,
     seed: int | RandomSource | None = None,
@@ -338,6 +329,11 @@ def group_by(
     margins : polars.DataFrame
         The public frame of every group's keys, one row per group. Groups absent from
         the data are released (from an exact 0); without margins the release refuses.
+    sizes : str, optional
+        A column of ``margins`` holding each group's *public* size. Then means,
+        proportions and variances are released directly by the bounded mechanism with
+        the sensitivity of each group's size; the data's sizes must match (else the
+        release refuses). Without it, sizes are private (see :mod:`dpframe.agg`).
     unknown_keys : {"error", "drop"}, default "error"
         What to do with records whose keys are not in ``margins``.
     accountant : Accountant, optional
@@ -360,5 +356,11 @@ def group_by(
     (['region', 'count', 'income_sum'], 3, 1.0)
     """
     return GroupBy(
-        frame, keys, margins=margins, unknown_keys=unknown_keys, accountant=accountant, seed=seed
+        frame,
+        keys,
+        margins=margins,
+        sizes=sizes,
+        unknown_keys=unknown_keys,
+        accountant=accountant,
+        seed=seed,
     )

@@ -84,8 +84,8 @@ def test_exact_aggregates_fill_zero_and_clip():
         dpframe.agg.sum("x", lower=0, upper=5, epsilon=0.5),
     )
     exact = rel.exact_aggregates()
-    assert exact["count"].to_list() == [2.0, 1.0, 0.0]
-    assert exact["x_sum"].to_list() == [6.0, 0.0, 0.0]  # 1 + clip(20) ; clip(-3) ; empty
+    assert exact["count:n"].to_list() == [2.0, 1.0, 0.0]
+    assert exact["x_sum:sum"].to_list() == [6.0, 0.0, 0.0]  # 1 + clip(20) ; clip(-3) ; empty
 
 
 def test_sensitivities_follow_the_neighbour_relation():
@@ -159,7 +159,7 @@ def test_unknown_keys_error_or_drop():
         release(df, margins, acct).collect()
     assert acct.ledger == ()
     rel = release(df, margins, acct, unknown_keys="drop")
-    assert rel.exact_aggregates()["count"].to_list() == [1.0, 1.0]
+    assert rel.exact_aggregates()["count:n"].to_list() == [1.0, 1.0]
 
 
 @pytest.mark.parametrize(
