@@ -88,18 +88,22 @@ class ColumnRelease:
         *,
         mechanism: str,
         epsilon: float,
-        sensitivity: float,
+        sensitivity: float | None,
         composition: str,
         public_groups: bool,
-        calibrate: Callable[[float], Any],
+        calibrate: Callable[..., Any],
         accountant: Accountant | None,
         random: RandomSource,
         column: str | None,
+        row_params: tuple[str, ...] = (),
     ) -> None:
         self.id = uuid.uuid4().hex
         self.mechanism = mechanism
         self.epsilon = check_epsilon(epsilon)
-        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.row_params = row_params
+        self.sensitivity = (
+            None if sensitivity is None else check_positive("sensitivity", sensitivity)
+        )
         self.composition = check_choice("composition", composition, COMPOSITIONS)
         if not isinstance(public_groups, bool):
             raise InvalidParameterError(
@@ -113,7 +117,8 @@ class ColumnRelease:
         self.entry: LedgerEntry | None = None
         self._memo: _Memo | None = None
         self._lock = threading.Lock()
-        calibrate(self.epsilon)  # validate the mechanism's parameters now, not at collect time
+        if not row_params:  # validate the mechanism's parameters now, not at collect time
+            calibrate(self.epsilon)
         with _PENDING_LOCK:
             _PENDING.add(self)
 
@@ -131,17 +136,19 @@ class ColumnRelease:
         neighbours = self.accountant.neighbours if self.accountant else "substitute"
         return 2 if neighbours == "substitute" and not self.public_groups else 1
 
-    def calibration(self, n_rows: int) -> Any:
+    def calibration(self, n_rows: int, **row_values: float) -> Any:
         """Per-row calibration: each row gets ``epsilon / rows_touched`` (losses add up)."""
-        return self._calibrate(self.epsilon / self.rows_touched(n_rows))
+        return self._calibrate(self.epsilon / self.rows_touched(n_rows), **row_values)
 
-    def charge(self, n_rows: int) -> float:
+    def charge(self, n_rows: int, calibrations: list[Any] | None = None) -> float:
         """Epsilon charged: ``epsilon``, or the mechanism's true loss if larger.
 
-        The true loss exceeds ``epsilon`` only for ``calibration="paper"`` truncation;
-        it is rounded *up* to 9 decimals.
+        The true loss is the worst row's loss times the rows one record can change; it
+        exceeds ``epsilon`` only for ``calibration="paper"`` truncation, and is then
+        rounded *up* to 9 decimals.
         """
-        loss = self.calibration(n_rows).privacy_loss * self.rows_touched(n_rows)
+        cals = calibrations or [self.calibration(n_rows)]
+        loss = max(c.privacy_loss for c in cals) * self.rows_touched(n_rows)
         return self.epsilon if loss <= self.epsilon else math.ceil(loss * 1e9) / 1e9
 
     @property
@@ -151,7 +158,7 @@ class ColumnRelease:
 
     def summary(self, n_rows: int | None = None) -> dict[str, Any]:
         """Mechanism, epsilon, scale and 95% error, computed without drawing noise."""
-        known = self.composition == "parallel" or n_rows is not None
+        known = not self.row_params and (self.composition == "parallel" or n_rows is not None)
         cal = self.calibration(n_rows or 1) if known else None
         return {
             "release": self.id,
@@ -171,26 +178,19 @@ class ColumnRelease:
     def __call__(self, series: pl.Series) -> pl.Series:
         import numpy as np
 
-        name = series.name
-        if not series.dtype.is_numeric():
-            raise InvalidDataError(
-                f"column {name!r} has dtype {series.dtype}; .dp.laplace needs a numeric "
-                f"column of statistics: cast it with pl.col({name!r}).cast(pl.Float64)"
-            )
-        if series.null_count():
-            raise InvalidDataError(
-                f"column {name!r} has {series.null_count()} null(s); a statistic to release "
-                "must be known: fill or drop them before .dp.laplace"
-            )
-        values = series.cast(pl.Float64).to_numpy()
-        if not np.isfinite(values).all():
-            raise InvalidDataError(
-                f"column {name!r} has NaN or infinite values; a statistic to release must be "
-                "finite: fix them before .dp.laplace"
-            )
+        if series.dtype == pl.Struct:  # the statistic and its per-row parameters
+            fields = series.struct.unnest()
+            value, params = fields["value"], {k: fields[k] for k in self.row_params}
+        else:
+            value, params = series, {}
+        name = self.column or series.name
+        values = _numeric(value, name, "a statistic to release")
+        arrays = {
+            k: _numeric(v, k, "a per-row parameter", allow_inf=True) for k, v in params.items()
+        }
         if values.size == 0:
             return pl.Series(name, [], dtype=pl.Float64)
-        fp = _fingerprint(values)
+        fp = _fingerprint(np.stack([values, *arrays.values()]))
         with self._lock:
             if self._memo is not None:
                 if self._memo.fingerprint == fp:
@@ -200,25 +200,30 @@ class ColumnRelease:
                     "evaluating it on other values would draw fresh noise without a charge. "
                     "If polars is calling it once per group (inside group_by().agg()), use "
                     "dpframe.group_by(frame, keys, margins=...) instead; for a new release, "
-                    "build a new .dp.laplace expression"
+                    "build a new .dp expression"
                 )
             if self.accountant is None:
                 raise NoAccountantError(
-                    f".dp.laplace on column {name!r} was built with no accountant, so it "
-                    "cannot be charged: build it inside `with accountant:` or pass "
+                    f".dp.{self.mechanism} on column {name!r} was built with no accountant, "
+                    "so it cannot be charged: build it inside `with accountant:` or pass "
                     "accountant=..."
                 )
-            cal = self.calibration(values.size)
-            cal.check(values)  # refuse bad values before anything is charged
+            groups = self._calibrate_rows(values.size, arrays)
+            for cal, rows in groups:  # refuse bad values before anything is charged
+                cal.check(values[rows])
+            cals = [cal for cal, _ in groups]
             self.entry = self.accountant.spend(
-                self.charge(values.size),
+                self.charge(values.size, cals),
                 0.0,
                 mechanism=self.mechanism,
                 columns=[name],
-                scale=cal.scale,
+                scale=max(c.scale for c in cals),
                 composition=self.composition,
                 details={
-                    **cal.details(),
+                    **cals[0].details(),
+                    "privacy_loss": max(c.privacy_loss for c in cals),
+                    "scale_min": min(c.scale for c in cals),
+                    "per_row_parameters": list(self.row_params),
                     "rows": int(values.size),
                     "rows_touched": self.rows_touched(values.size),
                     "epsilon_requested": self.epsilon,
@@ -226,12 +231,55 @@ class ColumnRelease:
                     "seeded": self.random.seeded,
                 },
             )
-            noisy = cal.release(values, self.random.generator())
+            rng = self.random.generator()
+            noisy = np.empty(values.size)
+            for cal, rows in groups:
+                noisy[rows] = cal.release(values[rows], rng)
             out = pl.Series(name, noisy, dtype=pl.Float64)
             self._memo = _Memo(fp, out)
             with _PENDING_LOCK:
                 _PENDING.discard(self)
             return out
+
+    def _calibrate_rows(self, n_rows: int, arrays: dict[str, Any]) -> list[tuple[Any, Any]]:
+        """One calibration per distinct combination of per-row parameters, with its rows."""
+        import numpy as np
+
+        if not arrays:
+            return [(self.calibration(n_rows), np.arange(n_rows))]
+        table = np.stack(list(arrays.values()), axis=1)
+        unique, inverse = np.unique(table, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        return [
+            (
+                self.calibration(n_rows, **dict(zip(arrays, map(float, row), strict=True))),
+                np.flatnonzero(inverse == i),
+            )
+            for i, row in enumerate(unique)
+        ]
+
+
+def _numeric(series: pl.Series, name: str, what: str, allow_inf: bool = False) -> Any:
+    """A numeric Series as a float array, refusing nulls, NaN (and infinities)."""
+    import numpy as np
+
+    if not series.dtype.is_numeric():
+        raise InvalidDataError(
+            f"column {name!r} has dtype {series.dtype}; {what} must be numeric: cast it "
+            f"with pl.col({name!r}).cast(pl.Float64)"
+        )
+    if series.null_count():
+        raise InvalidDataError(
+            f"column {name!r} has {series.null_count()} null(s); {what} must be known: "
+            "fill or drop them first"
+        )
+    values = series.cast(pl.Float64).to_numpy()
+    bad = np.isnan(values) if allow_inf else ~np.isfinite(values)
+    if bad.any():
+        raise InvalidDataError(
+            f"column {name!r} has NaN or infinite values; {what} must be finite: fix them first"
+        )
+    return values
 
 
 def laplace(
@@ -315,9 +363,9 @@ def laplace(
 def truncated_laplace(
     expr: pl.Expr | str,
     epsilon: float,
-    lower: float | None,
-    upper: float | None,
-    sensitivity: float,
+    lower: float | pl.Expr | None,
+    upper: float | pl.Expr | None,
+    sensitivity: float | pl.Expr,
     *,
     method: str = "truncated",
     calibration: str = "exact",
@@ -336,10 +384,14 @@ def truncated_laplace(
         to the bounds before noise (a statistic's bounds are part of its definition).
     epsilon : float
         Privacy cost (> 0), charged once.
-    lower, upper : float or None
-        Public bounds of the statistic; ``None`` (or an infinity) for a one-sided bound.
-    sensitivity : float
-        l1 sensitivity of one row's statistic (see :mod:`dpframe.sensitivity`).
+    lower, upper : float, None or polars.Expr
+        Public bounds of the statistic; ``None`` (or an infinity) for a one-sided bound;
+        an expression for per-row bounds (e.g. ``pl.col("max_share")``).
+    sensitivity : float or polars.Expr
+        l1 sensitivity of one row's statistic (see :mod:`dpframe.sensitivity`); an
+        expression for per-row sensitivities (e.g. ``1 / pl.col("n")`` for proportions
+        of groups of public sizes ``n``). Per-row parameters must be *public*: they set
+        the noise, so they must not be computed from the confidential data.
     method : {"truncated", "bit"}, default "truncated"
         Condition the noise on the bounds, or clamp it to them (point masses at the
         bounds; less bias, Liu 2019 Prop. 1).
@@ -367,36 +419,48 @@ def truncated_laplace(
     """
     if isinstance(expr, str):
         expr = pl.col(expr)
-    sens = check_positive("sensitivity", sensitivity)
+    fixed = {"lower": lower, "upper": upper, "sensitivity": sensitivity}
+    per_row = {k: v for k, v in fixed.items() if isinstance(v, pl.Expr)}
+    fixed = {k: v for k, v in fixed.items() if k not in per_row}
+    if "sensitivity" in fixed:
+        fixed["sensitivity"] = check_positive("sensitivity", fixed["sensitivity"])
 
-    def calibrate(epsilon_row: float) -> Any:
+    def calibrate(epsilon_row: float, **row: float) -> Any:
         from dpframe.mechanisms.bounded import calibrate_bounded
 
+        params = {**fixed, **row}
         return calibrate_bounded(
             epsilon_row,
-            sens,
-            lower,
-            upper,
+            params["sensitivity"],
+            params["lower"],
+            params["upper"],
             method=method,
             calibration=calibration,
             granularity=granularity,
         )
 
     name = "truncated_laplace" if method == "truncated" else "bit_laplace"
-    return _release_expr(
-        expr,
-        ColumnRelease(
-            mechanism=name,
-            epsilon=epsilon,
-            sensitivity=sens,
-            composition=composition,
-            public_groups=public_groups,
-            calibrate=calibrate,
-            accountant=_resolve_accountant(accountant),
-            random=as_source(seed),
-            column=_output_name(expr),
-        ),
+    release = ColumnRelease(
+        mechanism=name,
+        epsilon=epsilon,
+        sensitivity=fixed.get("sensitivity"),
+        composition=composition,
+        public_groups=public_groups,
+        calibrate=calibrate,
+        accountant=_resolve_accountant(accountant),
+        random=as_source(seed),
+        column=_output_name(expr),
+        row_params=tuple(per_row),
     )
+    if not per_row:
+        return _release_expr(expr, release)
+    if not isinstance(expr, pl.Expr):
+        raise InvalidParameterError(
+            f"expr must be a polars expression or a column name, got {type(expr).__name__}"
+        )
+    packed = pl.struct(expr.alias("value"), *[e.alias(k) for k, e in per_row.items()])
+    out = packed.map_batches(release, return_dtype=pl.Float64, is_elementwise=False)
+    return out.alias(release.column) if release.column else out
 
 
 def _resolve_accountant(accountant: Accountant | None) -> Accountant | None:

@@ -63,9 +63,9 @@ class ExprDP:
     def truncated_laplace(
         self,
         epsilon: float,
-        lower: float | None,
-        upper: float | None,
-        sensitivity: float,
+        lower: float | pl.Expr | None,
+        upper: float | pl.Expr | None,
+        sensitivity: float | pl.Expr,
         *,
         method: str = "truncated",
         calibration: str = "exact",

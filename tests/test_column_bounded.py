@@ -119,3 +119,53 @@ def test_nan_statistic_refused_before_charging():
     with pytest.raises(InvalidDataError, match="NaN"):
         pl.DataFrame({"p": [0.5, float("nan")]}).with_columns(bounded(accountant=acct))
     assert acct.ledger == ()
+
+
+def test_per_row_bounds_and_sensitivities():
+    """Proportions of groups of public sizes n: sensitivity 1/n per row, bounds per row."""
+    acct = Accountant(epsilon=1.0)
+    df = pl.DataFrame(
+        {
+            "p": [0.1, 0.5, 0.9, 0.5],
+            "n": [100, 100, 1000, 10],
+            "cap": [1.0, 1.0, 1.0, 0.6],
+        }
+    )
+    out = df.with_columns(
+        pl.col("p").dp.truncated_laplace(
+            1.0,
+            0.0,
+            pl.col("cap"),
+            1 / pl.col("n"),
+            composition="parallel",
+            public_groups=True,
+            accountant=acct,
+        )
+    )
+    assert out.columns == ["p", "n", "cap"]
+    assert (out["p"] >= 0).all() and (out["p"] <= out["cap"]).all()
+    entry = acct.ledger[0]
+    # the largest scale belongs to the smallest group (n = 10, bounds [0, 0.6])
+    assert entry.scale == pytest.approx(calibrate_bounded(1.0, 0.1, 0.0, 0.6).scale)
+    assert entry.details["scale_min"] == pytest.approx(calibrate_bounded(1.0, 1e-3, 0, 1).scale)
+    assert entry.epsilon == 1.0
+    assert entry.details["per_row_parameters"] == ["upper", "sensitivity"]
+
+
+def test_per_row_parameters_are_validated_at_run_time():
+    acct = Accountant(epsilon=1.0)
+    df = pl.DataFrame({"p": [0.5, 0.5], "n": [10, None]})
+    with pytest.raises(InvalidDataError, match="null"):
+        df.with_columns(
+            pl.col("p").dp.truncated_laplace(
+                1.0, 0, 1, 1 / pl.col("n"), composition="parallel", accountant=acct
+            )
+        )
+    df = pl.DataFrame({"p": [0.5], "lo": [2.0]})
+    with pytest.raises(InvalidParameterError, match="lower"):
+        df.with_columns(
+            pl.col("p").dp.truncated_laplace(
+                1.0, pl.col("lo"), 1.0, 0.1, composition="parallel", accountant=acct
+            )
+        )
+    assert acct.ledger == ()
