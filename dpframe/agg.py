@@ -304,6 +304,31 @@ def _check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
     return lo, hi
 
 
+def _bounded(
+    kind: str,
+    column: Any,
+    lower: Any,
+    upper: Any,
+    epsilon: Any,
+    method: Any,
+    calibration: Any,
+    name: Any,
+) -> Statistic:
+    """A mean, proportion or variance statistic, its arguments checked."""
+    column = _check_column(column)
+    lo, hi = _check_bounds(lower, upper)
+    return Statistic(
+        kind,
+        _check_name(name or f"{column}_{kind}"),
+        check_epsilon(epsilon),
+        column,
+        lo,
+        hi,
+        check_choice("method", method, METHODS),
+        check_choice("calibration", calibration, CALIBRATIONS),
+    )
+
+
 def count(*, epsilon: float, name: str = "count") -> Statistic:
     """The number of records per group, released with integer Laplace noise.
 
@@ -355,18 +380,7 @@ def mean(
     >>> dpframe.agg.mean("age", lower=18, upper=90, epsilon=0.5).name
     'age_mean'
     """
-    column = _check_column(column)
-    lo, hi = _check_bounds(lower, upper)
-    return Statistic(
-        "mean",
-        _check_name(name or f"{column}_mean"),
-        check_epsilon(epsilon),
-        column,
-        lo,
-        hi,
-        check_choice("method", method, METHODS),
-        check_choice("calibration", calibration, CALIBRATIONS),
-    )
+    return _bounded("mean", column, lower, upper, epsilon, method, calibration, name)
 
 
 def proportion(
@@ -385,17 +399,7 @@ def proportion(
     >>> dpframe.agg.proportion("employed", epsilon=0.5).name
     'employed_proportion'
     """
-    column = _check_column(column)
-    return Statistic(
-        "proportion",
-        _check_name(name or f"{column}_proportion"),
-        check_epsilon(epsilon),
-        column,
-        0.0,
-        1.0,
-        check_choice("method", method, METHODS),
-        check_choice("calibration", calibration, CALIBRATIONS),
-    )
+    return _bounded("proportion", column, 0.0, 1.0, epsilon, method, calibration, name)
 
 
 def var(
@@ -418,15 +422,4 @@ def var(
     >>> dpframe.agg.var("score", lower=0, upper=10, epsilon=0.5).name
     'score_var'
     """
-    column = _check_column(column)
-    lo, hi = _check_bounds(lower, upper)
-    return Statistic(
-        "var",
-        _check_name(name or f"{column}_var"),
-        check_epsilon(epsilon),
-        column,
-        lo,
-        hi,
-        check_choice("method", method, METHODS),
-        check_choice("calibration", calibration, CALIBRATIONS),
-    )
+    return _bounded("var", column, lower, upper, epsilon, method, calibration, name)

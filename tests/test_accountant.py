@@ -161,18 +161,23 @@ def _spend_many(path: str, n: int, eps: float, out: mp.Queue) -> None:
     out.put(ok)
 
 
-def test_two_processes_never_overspend_a_shared_ledger(tmp_path):
-    path = str(tmp_path / "ledger.json")
+def _race(path: str, attempts: int, eps: float) -> int:
+    """Two processes each try ``attempts`` charges of ``eps``; total successes."""
     Accountant.open(path, epsilon=1.0)
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_spend_many, args=(path, 10, 0.3, out)) for _ in range(2)]
+    procs = [ctx.Process(target=_spend_many, args=(path, attempts, eps, out)) for _ in range(2)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(timeout=120)
         assert p.exitcode == 0
-    successes = out.get() + out.get()
+    return out.get() + out.get()
+
+
+def test_two_processes_never_overspend_a_shared_ledger(tmp_path):
+    path = str(tmp_path / "ledger.json")
+    successes = _race(path, 10, 0.3)
     final = Accountant.open(path)
     assert successes == 3 == len(final.ledger)  # floor(1 / 0.3) releases fit, no more
     assert final.spent.epsilon <= 1.0
@@ -185,16 +190,7 @@ def test_concurrent_processes_lose_no_update(tmp_path):
     successes; an overspend more than floor(1 / 0.03) = 33 successes.
     """
     path = str(tmp_path / "ledger.json")
-    Accountant.open(path, epsilon=1.0)
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_spend_many, args=(path, 30, 0.03, out)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=120)
-        assert p.exitcode == 0
-    successes = out.get() + out.get()
+    successes = _race(path, 30, 0.03)
     final = Accountant.open(path)
     assert successes == 33 == len(final.ledger)
     assert final.remaining.epsilon == pytest.approx(0.01, abs=0)

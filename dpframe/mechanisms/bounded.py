@@ -260,8 +260,7 @@ class BoundedCalibration:
         num, den = self.gamma.denominator, self.gamma.numerator  # scale = 1 / gamma
         lo, hi = self.grid_lower, self.grid_upper
         if self.method == "bit":
-            y = m + sample_discrete_laplace(num, den, size=m.shape, rng=rng)
-            y = np.clip(y, lo if math.isfinite(lo) else None, hi if math.isfinite(hi) else None)
+            y = _clamp(m + sample_discrete_laplace(num, den, size=m.shape, rng=rng), lo, hi)
         else:
             z = sample_truncated_discrete_laplace(lo - m, hi - m, num, den, rng=rng)
             y = m + z
@@ -386,19 +385,35 @@ def truncated_laplace_scale(
     ).scale
 
 
-def _sampling_grid(scale: float, lo: float, hi: float, granularity: float | None) -> tuple:
+def _sampling_grid(
+    loc: Any,
+    scale: float,
+    lower: float | None,
+    upper: float | None,
+    size: int | tuple[int, ...] | None,
+    granularity: float | None,
+) -> tuple[float, Fraction, float, float, np.ndarray]:
+    """Grid step, noise exponent, grid bounds and the locations' grid indices."""
+    lo, hi = _bounds(lower, upper)
     lam = check_positive("scale", scale)
-    g = (
-        _granularity(lam, lo, hi)
-        if granularity is None
-        else check_positive("granularity", granularity)
-    )
-    gamma = _dyadic_floor(g / lam) if g / lam >= 2.0**-_GAMMA_BITS else None
-    if gamma is None:
+    if granularity is None:
+        g = _granularity(lam, lo, hi)
+    else:
+        g = check_positive("granularity", granularity)
+    if g / lam < 2.0**-_GAMMA_BITS:
         raise InvalidParameterError("scale is too large for the grid; pass a coarser granularity")
+    gamma = _dyadic_floor(g / lam)
     a = math.ceil(lo / g) if math.isfinite(lo) else -math.inf
     b = math.floor(hi / g) if math.isfinite(hi) else math.inf
-    return g, gamma, a, b
+    m = np.rint(np.asarray(loc, dtype=np.float64) / g)
+    if size is not None:
+        m = np.broadcast_to(m, size)
+    return g, gamma, a, b, m
+
+
+def _clamp(y: np.ndarray, a: float, b: float) -> np.ndarray:
+    """Clamp grid indices to ``[a, b]`` (either may be infinite)."""
+    return np.clip(y, a if math.isfinite(a) else None, b if math.isfinite(b) else None)
 
 
 def sample_truncated_laplace(
@@ -425,11 +440,7 @@ def sample_truncated_laplace(
     >>> bool(x.min() >= 0 and x.max() <= 1)
     True
     """
-    lo, hi = _bounds(lower, upper)
-    g, gamma, a, b = _sampling_grid(scale, lo, hi, granularity)
-    m = np.rint(np.asarray(loc, dtype=np.float64) / g)
-    if size is not None:
-        m = np.broadcast_to(m, size)
+    g, gamma, a, b, m = _sampling_grid(loc, scale, lower, upper, size, granularity)
     z = sample_truncated_discrete_laplace(a - m, b - m, gamma.denominator, gamma.numerator, rng=rng)
     return (m + z) * g
 
@@ -453,11 +464,6 @@ def sample_bit_laplace(
     >>> bool((x == 0).mean() > 0.4)  # a point mass of 1/2 at the lower bound
     True
     """
-    lo, hi = _bounds(lower, upper)
-    g, gamma, a, b = _sampling_grid(scale, lo, hi, granularity)
-    m = np.rint(np.asarray(loc, dtype=np.float64) / g)
-    if size is not None:
-        m = np.broadcast_to(m, size)
+    g, gamma, a, b, m = _sampling_grid(loc, scale, lower, upper, size, granularity)
     z = sample_discrete_laplace(gamma.denominator, gamma.numerator, size=m.shape, rng=rng)
-    y = np.clip(m + z, a if math.isfinite(a) else None, b if math.isfinite(b) else None)
-    return y * g
+    return _clamp(m + z, a, b) * g

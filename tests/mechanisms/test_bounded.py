@@ -106,7 +106,7 @@ def test_truncated_sampler_matches_exact_law(loc, scale, lo, hi):
     assert x.min() >= lo and x.max() <= hi
     from dpframe.mechanisms.bounded import _sampling_grid
 
-    _, gamma, a, b = _sampling_grid(scale, lo, hi, g)
+    _, gamma, a, b, _ = _sampling_grid(loc, scale, lo, hi, None, g)
     ys, p = exact_truncated_pmf(round(loc / g), a, b, float(gamma))
     observed = np.bincount((x / g).astype(np.int64) - a, minlength=ys.size)
     keep = p * n >= 5
