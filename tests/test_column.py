@@ -82,9 +82,7 @@ def test_per_group_evaluation_inside_agg_is_refused():
     df = pl.DataFrame({"g": [1, 1, 2, 2], "x": [1.0, 2.0, 3.0, 4.0]})
     with acct, pytest.raises(ReleaseReuseError, match="group_by"):
         df.group_by("g").agg(
-            pl.col("x")
-            .mean()
-            .dp.laplace(epsilon=1.0, sensitivity=1.0, composition="parallel")
+            pl.col("x").mean().dp.laplace(epsilon=1.0, sensitivity=1.0, composition="parallel")
         )
     assert len(acct.ledger) <= 1  # at most the first group's evaluation was charged
 
