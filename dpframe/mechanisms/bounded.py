@@ -43,6 +43,7 @@ import numpy as np
 from dpframe._validation import check_choice, check_epsilon, check_positive
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.discrete import (
+    _truncated_discrete_laplace,
     discrete_laplace_quantile_abs,
     sample_discrete_laplace,
     sample_truncated_discrete_laplace,
@@ -261,8 +262,10 @@ class BoundedCalibration:
         lo, hi = self.grid_lower, self.grid_upper
         if self.method == "bit":
             y = _clamp(m + sample_discrete_laplace(num, den, size=m.shape, rng=rng), lo, hi)
-        else:
-            z = sample_truncated_discrete_laplace(lo - m, hi - m, num, den, rng=rng)
+        else:  # inputs already validated: the sampler's unchecked core
+            z = _truncated_discrete_laplace(
+                (lo - m).astype(np.float64), (hi - m).astype(np.float64), num, den, rng
+            )
             y = m + z
         return y.astype(np.float64) * self.granularity
 

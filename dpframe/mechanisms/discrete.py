@@ -592,22 +592,36 @@ def sample_truncated_discrete_laplace(
     if (lo > hi).any() or (lo == np.inf).any() or (hi == -np.inf).any():
         raise InvalidParameterError("lower must be <= upper, with a non-empty integer range")
     t, s = _flat_param(num_arr, shape), _flat_param(den_arr, shape)
+    return _truncated_discrete_laplace(lo, hi, t, s, rng).reshape(shape)
+
+
+def _truncated_discrete_laplace(
+    lo: np.ndarray, hi: np.ndarray, t: _IntParam, s: _IntParam, rng: np.random.Generator
+) -> np.ndarray:
+    """Unvalidated core of :func:`sample_truncated_discrete_laplace` on flat arrays.
+
+    ``lo <= hi`` are float arrays of integer values (or infinities), ``t``, ``s`` the
+    scale ``t / s`` as ints or int64 arrays of the same length.
+    """
     out = np.empty(lo.shape[0], dtype=np.int64)
 
-    right = lo > 0  # interval entirely above 0: lower + truncated geometric
+    right = lo >= 0  # interval within [0, inf): lower + truncated geometric
     if right.any():
         idx = np.flatnonzero(right)
         y = _truncated_geometric(hi[idx] - lo[idx], _take(t, idx), _take(s, idx), rng)
         out[idx] = lo[idx].astype(np.int64) + y
-    left = hi < 0  # entirely below 0: upper - truncated geometric
+    left = (hi <= 0) & ~right  # within (-inf, 0]: upper - truncated geometric
     if left.any():
         idx = np.flatnonzero(left)
         y = _truncated_geometric(hi[idx] - lo[idx], _take(t, idx), _take(s, idx), rng)
         out[idx] = hi[idx].astype(np.int64) - y
-    middle = np.flatnonzero(~right & ~left)  # lower <= 0 <= upper
-    if middle.size:
-        out[middle] = _two_sided(lo[middle], hi[middle], _take(t, middle), _take(s, middle), rng)
-    return out.reshape(shape)
+    middle = ~right & ~left  # lower <= 0 <= upper
+    if middle.all():
+        out[:] = _two_sided(lo, hi, t, s, rng)
+    elif middle.any():
+        idx = np.flatnonzero(middle)
+        out[idx] = _two_sided(lo[idx], hi[idx], _take(t, idx), _take(s, idx), rng)
+    return out
 
 
 def _two_sided(
@@ -629,6 +643,19 @@ def _two_sided(
     beta = np.exp(-sf / tf)
     tail = 2.0 * np.exp(-(half_width + 1.0) * sf / tf) / (1.0 + beta)
     flat = np.isfinite(half_width) & (tail > 0.5)
+    if not flat.any():  # the common case: a discrete Laplace draw, kept inside [lo, hi]
+        pending = np.arange(n)
+        t_p, s_p, lo_p, hi_p = t, s, lo, hi
+        while pending.size:
+            acc, z = _discrete_laplace_round(t_p, s_p, pending.size, rng)
+            keep = (z >= lo_p[acc]) & (z <= hi_p[acc])
+            done = np.flatnonzero(acc)[keep]
+            out[pending[done]] = z[keep]
+            left = np.ones(pending.size, dtype=bool)
+            left[done] = False
+            pending = pending[left]
+            t_p, s_p, lo_p, hi_p = _take(t_p, left), _take(s_p, left), lo_p[left], hi_p[left]
+        return out
     pending = np.arange(n)
     while pending.size:
         t_p, s_p, f = _take(t, pending), _take(s, pending), flat[pending]
