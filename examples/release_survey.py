@@ -1,11 +1,11 @@
 """Publish counts and income sums by region from a Parquet file, with a shared ledger.
 
-Run: .venv/bin/python examples/release_survey.py [output-folder]
+Run: .venv/bin/python examples/release_survey.py [output-folder] [--quick]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -15,10 +15,10 @@ import dpframe
 from dpframe.datasets import REGIONS, synthetic_survey
 
 
-def main(folder: Path) -> None:
+def main(folder: Path, rows: int = 100_000) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "survey.parquet"
-    synthetic_survey(100_000).write_parquet(source)  # the confidential input
+    synthetic_survey(rows).write_parquet(source)  # the confidential input
 
     regions = pl.DataFrame({"region": pl.Series(REGIONS, dtype=pl.Enum(REGIONS))})
     ledger = folder / "ledger.json"
@@ -48,4 +48,8 @@ def main(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp()))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path, default=Path(tempfile.mkdtemp()))
+    parser.add_argument("--quick", action="store_true", help="10,000 respondents")
+    args = parser.parse_args()
+    main(args.out, rows=10_000 if args.quick else 100_000)

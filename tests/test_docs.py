@@ -1,4 +1,4 @@
-"""The docs' code blocks and the examples run as they are."""
+"""The docs' code blocks and the examples run as they are (examples with --quick)."""
 
 import re
 import runpy
@@ -28,5 +28,5 @@ def test_doc_block_runs(path, index, code, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
 def test_example_runs(script, tmp_path, monkeypatch):
-    monkeypatch.setattr(sys, "argv", [str(script), str(tmp_path / "out")])
+    monkeypatch.setattr(sys, "argv", [str(script), str(tmp_path / "out"), "--quick"])
     runpy.run_path(str(script), run_name="__main__")
