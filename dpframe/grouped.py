@@ -120,11 +120,11 @@ class GroupBy:
                     f"agg() takes dpframe.agg statistics, got {type(s).__name__}: use "
                     "dpframe.agg.count(...) or dpframe.agg.sum(...)"
                 )
-        names = [s.name for s in stats]
+        names = [out for s in stats for out in s.outputs()]
         clash = sorted({n for n in names if names.count(n) > 1 or n in self.keys})
         if clash:
             raise InvalidParameterError(
-                f"statistic names {clash} repeat or clash with keys; pass name="
+                f"output columns {clash} repeat or clash with keys; pass name="
             )
         return GroupedRelease(self, stats)
 
@@ -215,9 +215,8 @@ class GroupedRelease:
         exprs: dict[str, pl.Expr] = {}
         for s in self.statistics:
             s.check_schema(schema)
-            for e in (*s.exact_exprs(public), s.bad_values(schema)):
-                if e is not None:
-                    exprs.setdefault(e.meta.output_name(), e)
+            for e in (*s.exact_exprs(public), *s.bad_values(schema)):
+                exprs.setdefault(e.meta.output_name(), e)
         agg = g.frame.group_by(g.keys).agg(pl.len().alias("__rows"), *exprs.values())
         agg = agg.collect(engine=engine)
         for col in (c for c in agg.columns if c.startswith("__bad__")):
@@ -280,7 +279,7 @@ class GroupedRelease:
                 Charge(
                     epsilon=p.epsilon,
                     mechanism=p.mechanism,
-                    columns=(p.statistic.name,),
+                    columns=tuple(p.statistic.outputs()),
                     scale=p.scale,
                     composition="parallel",
                     details={
@@ -300,8 +299,9 @@ class GroupedRelease:
             self.ledger = acct.spend_all(charges, note=f"grouped release {self.id[:8]}")
             rng = self.grouping.random.generator()
             released = [
-                pl.Series(p.statistic.name, p.release(exact, rng), dtype=pl.Float64)
+                pl.Series(name, values, dtype=pl.Float64)
                 for p in self.plans
+                for name, values in p.release(exact, rng).items()
             ]
             self._result = exact.select(self.grouping.keys).with_columns(released)
             self._result = self._result.with_columns(pl.col(pl.Float64).fill_nan(None))

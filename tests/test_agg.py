@@ -155,3 +155,60 @@ def test_bad_statistic_parameters(make, name):
 def test_bad_sizes_column(sizes):
     with pytest.raises(InvalidParameterError, match="sizes"):
         grouped(survey(), Accountant(epsilon=1.0), dpframe.agg.count(epsilon=1), sizes=sizes)
+
+
+def correlated(groups=100, n=200, r=0.7, seed=5):
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((groups * n, 2))
+    x = z[:, 0]
+    y = r * z[:, 0] + np.sqrt(1 - r * r) * z[:, 1]
+    return pl.DataFrame({"g": np.repeat(np.arange(groups), n), "x": x, "y": 1.5 * y})
+
+
+COV = {"lower_x": -3, "upper_x": 3, "lower_y": -4.5, "upper_y": 4.5}
+
+
+@pytest.mark.parametrize("sizes", ["n", None])
+def test_cov_outputs_respect_table_1_bounds(sizes):
+    df = correlated()
+    m = margins(100, 200) if sizes else margins(100, 200).drop("n")
+    acct = Accountant(epsilon=1.0)
+    stat = dpframe.agg.cov("x", "y", epsilon=1.0, **COV)
+    out = grouped(df, acct, stat, sizes=sizes, m=m).collect()
+    assert out.columns == ["g", "x_y_var_x", "x_y_var_y", "x_y_cov", "x_y_corr"]
+    vx, vy, c, r = (out[col].to_numpy() for col in out.columns[1:])
+    assert (vx >= 0).all() and (vx <= 200 * 36 / (4 * 199)).all()
+    assert (vy >= 0).all() and (vy <= 200 * 81 / (4 * 199)).all()
+    assert (np.abs(c) <= np.sqrt(vx * vy) + 1e-12).all()
+    assert (np.abs(r[~np.isnan(r)]) <= 1).all()  # null where a released variance is 0
+    assert len(acct.ledger) == 1 and acct.ledger[0].columns == tuple(out.columns[1:])
+    assert acct.spent.epsilon == 1.0
+
+
+def test_cov_public_sizes_is_unbiased_far_from_the_bounds():
+    """BIT at ε = 30 over 100 groups of 200: variances ~1 and ~2.25 and covariance ~1.05 sit
+    many noise scales away from their bounds, so the bias is negligible (e^-16 scales) and
+    the mean released-minus-exact difference is within 4 SE = 4 sqrt(2) λ / sqrt(100)."""
+    df = correlated(r=0.7)
+    acct = Accountant(epsilon=30.0)
+    stat = dpframe.agg.cov("x", "y", epsilon=30.0, method="bit", **COV)
+    out = grouped(df, acct, stat, m=margins(100, 200)).collect().sort("g")
+    exact = (
+        df.group_by("g").agg(pl.col("x").var().alias("vx"), pl.cov("x", "y").alias("c")).sort("g")
+    )
+    lam_var = calibrate_bounded(10.0, 0.18, 0.0, 200 * 36 / (4 * 199), method="bit").scale
+    lam_cov = calibrate_bounded(10.0, 0.27, -1.5, 1.5, method="bit").scale  # bounds: no effect
+    for released, truth, lam in (
+        (out["x_y_var_x"], exact["vx"], lam_var),
+        (out["x_y_cov"], exact["c"], lam_cov),
+    ):
+        diff = released.to_numpy() - truth.to_numpy()
+        assert abs(diff.mean()) < 4 * np.sqrt(2) * lam / np.sqrt(diff.size)
+    assert out["x_y_corr"].null_count() == 0
+
+
+def test_cov_refuses_paper_truncation_and_same_column():
+    with pytest.raises(InvalidParameterError, match="paper"):
+        dpframe.agg.cov("x", "y", epsilon=1.0, calibration="paper", **COV)
+    with pytest.raises(InvalidParameterError, match="different"):
+        dpframe.agg.cov("x", "x", epsilon=1.0, **COV)
