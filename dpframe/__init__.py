@@ -32,6 +32,7 @@ from dpframe.errors import (
     ReleaseReuseError,
     UnsafeSeedWarning,
 )
+from dpframe.frame_releases import FrameRelease, covariance_matrix, proportions
 from dpframe.grouped import GroupBy, GroupedRelease, group_by
 from dpframe.io import Provenance, read_parquet, read_provenance, write_parquet
 from dpframe.namespace import register_namespace
@@ -47,6 +48,7 @@ __all__ = [
     "Charge",
     "ColumnRelease",
     "DPFrameError",
+    "FrameRelease",
     "GroupBy",
     "GroupedRelease",
     "InvalidDataError",
@@ -62,10 +64,12 @@ __all__ = [
     "UnsafeSeedWarning",
     "__version__",
     "agg",
+    "covariance_matrix",
     "current_accountant",
     "group_by",
     "laplace",
     "pending_releases",
+    "proportions",
     "read_parquet",
     "read_provenance",
     "register_namespace",

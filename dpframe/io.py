@@ -54,12 +54,13 @@ class Provenance:
 def _entries_of(ledger: Any) -> tuple[tuple[LedgerEntry, ...], str | None]:
     """Ledger entries (and neighbour relation) from an accountant, a release or a list."""
     from dpframe.column import ColumnRelease
+    from dpframe.frame_releases import FrameRelease
     from dpframe.grouped import GroupedRelease
 
     neighbours = None
     if isinstance(ledger, Accountant):
         entries, neighbours = ledger.ledger, ledger.neighbours
-    elif isinstance(ledger, GroupedRelease):
+    elif isinstance(ledger, GroupedRelease | FrameRelease):
         entries = ledger.ledger
     elif isinstance(ledger, ColumnRelease):
         entries = () if ledger.entry is None else (ledger.entry,)

@@ -24,6 +24,7 @@ import polars as pl
 from dpframe.accountant import Accountant
 from dpframe.column import laplace, truncated_laplace
 from dpframe.errors import NamespaceConflictWarning
+from dpframe.frame_releases import FrameRelease, covariance_matrix, proportions
 from dpframe.grouped import GroupBy, group_by
 from dpframe.io import write_parquet
 from dpframe.random import RandomSource
@@ -116,6 +117,16 @@ class _FrameDP:
             accountant=accountant,
             seed=seed,
         )
+
+    def covariance_matrix(
+        self, columns: Sequence[str], bounds: Sequence[tuple[float, float]], **kwargs: Any
+    ) -> FrameRelease:
+        """Covariance-matrix release; see :func:`dpframe.covariance_matrix`."""
+        return covariance_matrix(self._frame, columns, bounds, **kwargs)
+
+    def proportions(self, column: str, **kwargs: Any) -> FrameRelease:
+        """Proportion-vector release; see :func:`dpframe.proportions`."""
+        return proportions(self._frame, column, **kwargs)
 
     def write_parquet(
         self, path: str | os.PathLike[str], *, ledger: Any, spec: dict[str, Any] | None = None
