@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint format bench clean
+.PHONY: setup demo test lint format bench bench-opendp-env clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ bench: setup
 	$(BIN)/python benchmarks/bench_grouped_release.py
 	$(BIN)/python benchmarks/bench_import.py
 	$(BIN)/python benchmarks/bench_bounded.py
+	$(BIN)/python benchmarks/bench_grouped_mean.py
+
+# OpenDP pins polars 1.x, so bench_grouped_mean.py runs it in a venv of its own.
+bench-opendp-env:
+	$(PYTHON) -m venv $(HOME)/.cache/dpframe-bench/opendp-venv
+	$(HOME)/.cache/dpframe-bench/opendp-venv/bin/pip install --quiet "opendp[polars]==0.16.0"
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache
