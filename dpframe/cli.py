@@ -48,12 +48,13 @@ def demo(
         result.plan,
         ["statistic", "mechanism", "epsilon", "sensitivity", "scale", "error95", "groups"],
     )
-    _print_frame("Released: counts and income sums by region x age band", result.grouped_release)
-    _print_frame("Released: national mean scores", result.means_release)
+    _print_frame("Released: counts and mean incomes by region x age band", result.grouped_release)
+    _print_frame("Released: national mean scores (truncated to [0, 10])", result.means_release)
+    _print_frame("Released: share of each age band", result.shares_release)
     _print_ledger(result.ledger)
     typer.echo(
         f"outputs in {result.folder}/: {result.grouped.name}, {result.means.name}, "
-        f"{result.ledger.name} (confidential input: {result.survey.name})"
+        f"{result.shares.name}, {result.ledger.name} (confidential input: {result.survey.name})"
     )
 
 

@@ -2,9 +2,15 @@
 
 Run it with ``dpframe demo`` (or ``make demo``). It writes the confidential survey to
 Parquet, opens a persistent ledger, shows the plan (cost and expected error) without
-spending, releases grouped counts and income sums over public margins (streaming from
-the Parquet file) and the national mean scores, writes the released tables to Parquet
-with their ledger in the metadata, and reads the provenance back.
+spending, then releases, all from the Parquet file:
+
+* counts and mean incomes by region x age band, over public margins (streaming; the
+  region "Islands" has no respondent and is released all the same);
+* the national mean scores, kept inside [0, 10] by the truncated Laplace mechanism;
+* the share of each age band, summing to 1;
+
+writes the released tables to Parquet with their ledger entries in the metadata, and
+leaves the ledger file next to them.
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ class DemoResult:
     ledger: Path
     grouped: Path
     means: Path
+    shares: Path
     plan: pl.DataFrame
     grouped_release: pl.DataFrame
     means_release: pl.DataFrame
+    shares_release: pl.DataFrame
     accountant: dpframe.Accountant
 
 
@@ -66,7 +74,7 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000) -> DemoResult:
             pl.scan_parquet(survey_path), ["region", "age_band"], margins=margins
         ).agg(
             dpframe.agg.count(epsilon=0.3),
-            dpframe.agg.sum("income", lower=0, upper=200_000, epsilon=0.4),
+            dpframe.agg.mean("income", lower=0, upper=200_000, epsilon=0.3),
         )
         plan = grouped.summarize()
         grouped_out = grouped.collect(engine="streaming")
@@ -75,23 +83,31 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000) -> DemoResult:
             pl.col("satisfaction").clip(0, 10).mean(), pl.col("trust").clip(0, 10).mean()
         )
         scores = exact_means.unpivot(variable_name="score", value_name="mean")
-        means_expr = pl.col("mean").dp.laplace(
-            epsilon=0.2,
-            sensitivity=10.0 / n_public,  # a mean of n values in [0, 10], n public
+        means_expr = pl.col("mean").dp.truncated_laplace(
+            0.2,  # epsilon
+            0.0,  # the scores' bounds: a released mean stays inside them
+            10.0,
+            dpframe.sensitivity.mean(0, 10, n_public),  # n is public
             composition="sequential",  # both means describe the same respondents
         )
         means_out = scores.with_columns(means_expr).collect()
+        shares = dpframe.proportions(
+            pl.scan_parquet(survey_path), "age_band", epsilon=0.1, n=n_public
+        )
 
     grouped_path = dpframe.write_parquet(grouped_out, folder / "grouped.parquet", ledger=grouped)
-    means_path = dpframe.write_parquet(means_out, folder / "means.parquet", ledger=acct.ledger[-1:])
+    means_path = dpframe.write_parquet(means_out, folder / "means.parquet", ledger=acct.ledger[2:3])
+    shares_path = dpframe.write_parquet(shares.frame, folder / "shares.parquet", ledger=shares)
     return DemoResult(
         folder=folder,
         survey=survey_path,
         ledger=folder / "ledger.json",
         grouped=grouped_path,
         means=means_path,
+        shares=shares_path,
         plan=plan,
         grouped_release=grouped_out,
         means_release=means_out,
+        shares_release=shares.frame,
         accountant=acct,
     )

@@ -1,4 +1,5 @@
 import polars as pl
+import pytest
 from typer.testing import CliRunner
 
 import dpframe
@@ -12,15 +13,20 @@ def test_demo_end_to_end(tmp_path):
     res = runner.invoke(app, ["demo", "--out", str(out), "--rows", "20000"])
     assert res.exit_code == 0, res.output
     assert "Plan" in res.output and "Ledger" in res.output
-    for name in ("survey.parquet", "grouped.parquet", "means.parquet", "ledger.json"):
-        assert (out / name).exists()
+    for name in ("survey", "grouped", "means", "shares"):
+        assert (out / f"{name}.parquet").exists()
     ledger = dpframe.Accountant.open(out / "ledger.json")
-    assert ledger.spent.epsilon == 0.9 and len(ledger.ledger) == 3
+    assert ledger.spent.epsilon == 0.9 and len(ledger.ledger) == 4
     grouped = pl.read_parquet(out / "grouped.parquet")
     assert grouped.height == 18  # 6 regions x 3 age bands, the empty "Islands" included
+    assert grouped["income_mean"].is_between(0, 200_000).all()
     prov = dpframe.read_provenance(out / "grouped.parquet")
-    assert prov.epsilon == 0.7  # count 0.3 + income sum 0.4
-    assert dpframe.read_provenance(out / "means.parquet").entries == ledger.ledger[-1:]
+    assert prov.epsilon == 0.6  # count 0.3 + mean income 0.3
+    means = dpframe.read_provenance(out / "means.parquet")
+    assert [e.mechanism for e in means.entries] == ["truncated_laplace"]
+    assert pl.read_parquet(out / "means.parquet")["mean"].is_between(0, 10).all()
+    shares = pl.read_parquet(out / "shares.parquet")["proportion"]
+    assert shares.sum() == pytest.approx(1.0) and shares.is_between(0, 1).all()
 
 
 def test_demo_replaces_previous_output(tmp_path):
