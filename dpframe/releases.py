@@ -46,7 +46,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 from numbers import Integral, Real
 from typing import Any
 
@@ -60,7 +59,8 @@ from dpframe.mechanisms.bounded import (
     CALIBRATIONS,
     METHODS,
     BoundedCalibration,
-    grid_truncated_privacy_loss,
+    component_loss,
+    solve_gamma,
 )
 from dpframe.random import secure_generator
 
@@ -87,9 +87,6 @@ REPAIRS = (None, "higham", "clip")
 #: Eigenvalue floor of ``repair="clip"`` (relative to a unit diagonal).
 CLIP_FLOOR = 1e-8
 GRID_STEPS = 1024  # default grid: min(sensitivity, width) / 1024, rounded down to 2**k
-_GAMMA_BITS = 30  # gamma = den / 2**30 (as in dpframe.mechanisms.bounded)
-_GAMMA_MAX = 2**31  # the exact sampler takes den <= 2**31, i.e. gamma <= 2
-_MARGIN = 1e-12  # relative margin kept below epsilon against float rounding
 
 ChargeHook = Callable[[list[Charge]], Any]
 
@@ -428,50 +425,6 @@ def _pow2_floor(x: float) -> float:
     return math.ldexp(1.0, math.floor(math.log2(x)))
 
 
-def _dyadic_floor(x: float) -> Fraction:
-    """Largest ``k / 2**30 <= x``, capped at 2 (a smaller gamma only adds noise)."""
-    den = min(math.floor(x * 2**_GAMMA_BITS), _GAMMA_MAX)
-    if den < 1:
-        raise InvalidParameterError(
-            f"epsilon is too small for the grid (gamma={x!r} per grid step); pass a larger "
-            "epsilon or a coarser granularity"
-        )
-    return Fraction(den, 2**_GAMMA_BITS)
-
-
-def _component_loss(method: str, gamma: float, d: float, width: float) -> float:
-    """Worst-case loss of one component whose grid index moves by ``d`` steps (any real d)."""
-    if method == "bit":
-        return gamma * d
-    return grid_truncated_privacy_loss(gamma, d, width)
-
-
-@lru_cache(maxsize=4096)
-def _solve_gamma(method: str, target: float, d: float, width: float) -> Fraction:
-    """Largest dyadic ``gamma <= 2`` with ``f(gamma, d, width) <= target (1 - 1e-12)``."""
-    goal = target * (1.0 - _MARGIN)
-    if method == "bit":
-        return _dyadic_floor(goal / d)
-    lo, hi = 0.0, min(2.0, goal / min(d, width))  # f >= gamma min(d, width)
-    if _component_loss(method, hi, d, width) <= goal:
-        lo = hi
-    else:
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if _component_loss(method, mid, d, width) <= goal:
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= lo * 2.0**-40:
-                break
-    gamma = _dyadic_floor(lo)
-    while _component_loss(method, float(gamma), d, width) > goal:
-        gamma = Fraction(gamma.numerator - max(1, gamma.numerator >> 20), gamma.denominator)
-        if gamma <= 0:
-            raise InvalidParameterError("cannot calibrate: epsilon is too small for this grid")
-    return gamma
-
-
 def _grid_width(lower: float, upper: float, g: float) -> int:
     return math.floor(upper / g) - math.ceil(lower / g)
 
@@ -528,17 +481,17 @@ class _Plan:
         target = self.epsilon / self.k
         if self.method == "bit" or self.calibration == "paper":
             # the paper's lambda = l1 / epsilon on the grid (= BIT's exact calibration)
-            return _solve_gamma("bit", target, self.d_star, math.inf)
+            return solve_gamma("bit", target, self.d_star, math.inf)
         if self.per_component:  # each changed component eps/k-DP for its own width
-            return _solve_gamma("truncated", target, self.d_star, float(width))
+            return solve_gamma("truncated", target, self.d_star, float(width))
         # joint bound: one gamma for the widest interval (the loss grows with the width)
-        return _solve_gamma("truncated", target, self.d_star, float(self.width_max))
+        return solve_gamma("truncated", target, self.d_star, float(self.width_max))
 
     @property
     def privacy_loss(self) -> float:
         """Worst case over the possible bounds (the widest): ``k f(d*)``."""
         w = self.width_max
-        return self.k * _component_loss(self.method, float(self.gamma(w)), self.d_star, w)
+        return self.k * component_loss(self.method, float(self.gamma(w)), self.d_star, w)
 
     @property
     def epsilon_charged(self) -> float:
@@ -573,7 +526,7 @@ class _Plan:
             granularity=g,
             sensitivity_units=self.d_units,
             gamma=gamma,
-            privacy_loss=_component_loss(self.method, float(gamma), self.d_units, width),
+            privacy_loss=component_loss(self.method, float(gamma), self.d_units, width),
             extra={"scheme": self.scheme, "max_changed": self.k},
         )
 

@@ -15,10 +15,9 @@ from scipy.special import logsumexp
 from dpframe import sensitivity as sens
 from dpframe.accountant import Accountant
 from dpframe.errors import BudgetExceededError, InvalidParameterError
-from dpframe.mechanisms.bounded import calibrate_bounded, grid_truncated_privacy_loss
+from dpframe.mechanisms.bounded import calibrate_bounded, grid_truncated_privacy_loss, solve_gamma
 from dpframe.releases import (
     _plan,
-    _solve_gamma,
     _split_epsilon,
     clip_correlation,
     combine_synthesis,
@@ -916,6 +915,6 @@ def test_solver_is_monotone_and_safe():
     """The solved gamma never loses more than asked, and cached results are reused."""
     for d, width in [(3.0, 40.0), (1.5, 10.0), (1025.0, 1e5)]:
         for target in (0.01, 0.5, 2.0):
-            gamma = float(_solve_gamma("truncated", target, d, width))
+            gamma = float(solve_gamma("truncated", target, d, width))
             assert grid_truncated_privacy_loss(gamma, d, width) <= target
             assert grid_truncated_privacy_loss(gamma * 1.001, d, width) > target * 0.99

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -52,9 +53,11 @@ from dpframe.mechanisms.discrete import (
 __all__ = [
     "BoundedCalibration",
     "calibrate_bounded",
+    "component_loss",
     "grid_truncated_privacy_loss",
     "sample_bit_laplace",
     "sample_truncated_laplace",
+    "solve_gamma",
     "truncated_laplace_privacy_loss",
     "truncated_laplace_scale",
 ]
@@ -63,6 +66,7 @@ METHODS = ("truncated", "bit")
 CALIBRATIONS = ("exact", "paper")
 GRID_STEPS = 1024
 _GAMMA_BITS = 30  # gamma = den / 2**30, so the sampler's num = 2**30 <= 2**31
+_MARGIN = 1e-12  # relative margin kept below epsilon against float rounding
 
 
 def _bounds(lower: float | None, upper: float | None) -> tuple[float, float]:
@@ -84,15 +88,13 @@ def _granularity(reference: float, lower: float, upper: float) -> float:
 
 
 def _dyadic_floor(x: float) -> Fraction:
-    """Largest ``k / 2**30 <= x`` (at least ``1 / 2**30``)."""
-    den = math.floor(x * 2**_GAMMA_BITS)
+    """Largest ``k / 2**30 <= x``, capped at 2 (the sampler's limit; less only adds noise)."""
+    den = min(math.floor(x * 2**_GAMMA_BITS), 2**31)
     if den < 1:
         raise InvalidParameterError(
-            f"the noise is too large for the grid (gamma={x!r} per step); use a coarser "
-            "granularity or a larger epsilon"
+            f"epsilon is too small for the grid (the noise exponent is {x!r} per grid step); "
+            "pass a larger epsilon or a coarser granularity"
         )
-    if den > 2**31:
-        raise InvalidParameterError(f"gamma={x!r} per grid step is too large; use a finer grid")
     return Fraction(den, 2**_GAMMA_BITS)
 
 
@@ -332,7 +334,7 @@ def calibrate_bounded(
         gamma = plain
         loss = grid_truncated_privacy_loss(float(gamma), units, width)
     else:
-        gamma = _solve_truncated_gamma(eps, units, width)
+        gamma = solve_gamma("truncated", eps, float(units), float(width))
         loss = grid_truncated_privacy_loss(float(gamma), units, width)
     return BoundedCalibration(
         method=method,
@@ -348,21 +350,41 @@ def calibrate_bounded(
     )
 
 
-def _solve_truncated_gamma(eps: float, units: int, width: float) -> Fraction:
-    """The largest dyadic gamma whose exact truncated loss is <= eps (bisection)."""
-    d = min(units, width)
-    lo_g, hi_g = 0.0, eps / d  # loss(gamma) >= d gamma, so the answer is below eps / d
-    for _ in range(200):
-        mid = 0.5 * (lo_g + hi_g)
-        if grid_truncated_privacy_loss(mid, units, width) <= eps:
-            lo_g = mid
-        else:
-            hi_g = mid
-        if hi_g - lo_g <= lo_g * 2.0**-40:
-            break
-    gamma = _dyadic_floor(lo_g)
-    # guard the float evaluation: keep a relative margin far above its rounding error
-    while grid_truncated_privacy_loss(float(gamma), units, width) > eps * (1 - 1e-12):
+def component_loss(method: str, gamma: float, d: float, width: float) -> float:
+    """Worst-case loss of one statistic whose grid index moves by ``d`` steps.
+
+    ``d * gamma`` for BIT (post-processing of the Laplace mechanism); the exact truncated
+    loss :func:`grid_truncated_privacy_loss` otherwise.
+    """
+    if method == "bit":
+        return gamma * d
+    return grid_truncated_privacy_loss(gamma, d, width)
+
+
+@lru_cache(maxsize=4096)
+def solve_gamma(method: str, target: float, d: float, width: float) -> Fraction:
+    """The largest dyadic ``gamma`` (<= 2) whose loss is <= ``target`` (bisection).
+
+    A relative margin of 1e-12 keeps the float evaluation of the loss, whose rounding
+    error is far smaller, on the safe side.
+    """
+    goal = target * (1.0 - _MARGIN)
+    if method == "bit":
+        return _dyadic_floor(goal / d)
+    lo, hi = 0.0, min(2.0, goal / min(d, width))  # loss >= gamma * min(d, width)
+    if component_loss(method, hi, d, width) <= goal:
+        lo = hi
+    else:
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if component_loss(method, mid, d, width) <= goal:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= lo * 2.0**-40:
+                break
+    gamma = _dyadic_floor(lo)
+    while component_loss(method, float(gamma), d, width) > goal:
         gamma = Fraction(gamma.numerator - max(1, gamma.numerator >> 20), gamma.denominator)
         if gamma <= 0:
             raise InvalidParameterError("cannot calibrate: epsilon is too small for this grid")
