@@ -29,6 +29,7 @@ from dpframe.errors import (
     MissingMarginsError,
     NamespaceConflictWarning,
     NoAccountantError,
+    ReleaseNotArmedError,
     ReleaseReuseError,
     UnsafeSeedWarning,
 )
@@ -37,6 +38,7 @@ from dpframe.grouped import GroupBy, GroupedRelease, group_by
 from dpframe.io import Provenance, read_parquet, read_provenance, write_parquet
 from dpframe.namespace import register_namespace
 from dpframe.random import RandomSource
+from dpframe.rowwise import collect, last_run, sink_parquet
 from dpframe.summary import summarize
 
 __version__ = "0.1.0"
@@ -60,24 +62,39 @@ __all__ = [
     "NoAccountantError",
     "Provenance",
     "RandomSource",
+    "ReleaseNotArmedError",
     "ReleaseReuseError",
     "UnsafeSeedWarning",
     "__version__",
     "agg",
+    "collect",
     "covariance_matrix",
     "current_accountant",
     "group_by",
     "laplace",
+    "last_run",
     "pending_releases",
+    "pram",
     "proportions",
     "read_parquet",
     "read_provenance",
     "register_namespace",
     "sensitivity",
+    "sink_parquet",
     "summarize",
     "truncated_laplace",
     "write_parquet",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # dpframe.pram needs numpy and the PRAM kernels: load it on first use
+    if name == "pram":
+        import importlib
+
+        return importlib.import_module("dpframe.pram")
+    raise AttributeError(f"module 'dpframe' has no attribute {name!r}")
+
 
 register_namespace("dpf", force=True)
 register_namespace("dp")

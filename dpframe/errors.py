@@ -14,6 +14,7 @@ __all__ = [
     "MissingMarginsError",
     "NamespaceConflictWarning",
     "NoAccountantError",
+    "ReleaseNotArmedError",
     "ReleaseReuseError",
     "UnsafeSeedWarning",
 ]
@@ -77,6 +78,14 @@ class NoAccountantError(DPFrameError):
 
 class ReleaseReuseError(DPFrameError):
     """A release that has already materialised was asked to produce fresh noise."""
+
+
+class ReleaseNotArmedError(DPFrameError):
+    """A row-wise release (``.dp.pram``) was evaluated outside a dpframe runner.
+
+    Row-wise releases are charged once per run of :func:`dpframe.collect` /
+    :func:`dpframe.sink_parquet`; a plain ``collect()`` cannot be charged, so it refuses.
+    """
 
 
 class MissingMarginsError(DPFrameError, ValueError):

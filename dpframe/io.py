@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ class Provenance:
     written: str
     dpframe_version: str
     neighbours: str | None
+    #: PRAM designs by released column (for :func:`dpframe.pram.estimate`)
+    pram_designs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def epsilon(self) -> float:
@@ -79,7 +81,10 @@ def _entries_of(ledger: Any) -> tuple[tuple[LedgerEntry, ...], str | None]:
 
 
 def _provenance_json(
-    entries: Sequence[LedgerEntry], neighbours: str | None, spec: dict[str, Any] | None
+    entries: Sequence[LedgerEntry],
+    neighbours: str | None,
+    spec: dict[str, Any] | None,
+    designs: dict[str, Any] | None = None,
 ) -> str:
     from dpframe import __version__
 
@@ -92,6 +97,8 @@ def _provenance_json(
         "entries": [e.to_dict() for e in entries],
         "spec": spec,
     }
+    if designs:
+        doc["pram_designs"] = designs
     return json.dumps(doc)
 
 
@@ -181,6 +188,7 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
         written=doc["written"],
         dpframe_version=doc["dpframe_version"],
         neighbours=doc.get("neighbours"),
+        pram_designs=doc.get("pram_designs", {}),
     )
 
 

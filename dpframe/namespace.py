@@ -28,6 +28,7 @@ from dpframe.frame_releases import FrameRelease, covariance_matrix, proportions
 from dpframe.grouped import GroupBy, group_by
 from dpframe.io import write_parquet
 from dpframe.random import RandomSource
+from dpframe.rowwise import collect, sink_parquet
 
 __all__ = ["DataFrameDP", "ExprDP", "LazyFrameDP", "register_namespace"]
 
@@ -92,6 +93,37 @@ class ExprDP:
             seed=seed,
         )
 
+    def pram(
+        self,
+        epsilon: float | None = None,
+        *,
+        categories: Sequence[Any] | None = None,
+        prior: Any = "uniform",
+        matrix: Any = None,
+        diagonal: str = "optimal",
+        prior_share: float = 0.1,
+        accountant: Accountant | None = None,
+        seed: int | RandomSource | None = None,
+    ) -> pl.Expr:
+        """Post-randomize this categorical column; see :func:`dpframe.pram.apply`.
+
+        A row-wise release: run the query with :func:`dpframe.collect`,
+        :func:`dpframe.sink_parquet`, ``lf.dpf.collect()`` or ``df.dpf.with_columns()``.
+        """
+        from dpframe.pram import apply
+
+        return apply(
+            self._expr,
+            epsilon,
+            categories=categories,
+            prior=prior,
+            matrix=matrix,
+            diagonal=diagonal,
+            prior_share=prior_share,
+            accountant=accountant,
+            seed=seed,
+        )
+
 
 class _FrameDP:
     def __init__(self, frame: pl.DataFrame | pl.LazyFrame) -> None:
@@ -136,11 +168,36 @@ class _FrameDP:
 
 
 class DataFrameDP(_FrameDP):
-    """``df.dp``: grouped releases and Parquet with provenance."""
+    """``df.dp``: grouped releases, row-wise releases and Parquet with provenance."""
+
+    def with_columns(self, *exprs: Any, **named: Any) -> pl.DataFrame:
+        """``df.with_columns(...)`` run by :func:`dpframe.collect` (for ``.dp.pram``)."""
+        return collect(self._frame.lazy().with_columns(*exprs, **named))
+
+    def select(self, *exprs: Any, **named: Any) -> pl.DataFrame:
+        """``df.select(...)`` run by :func:`dpframe.collect` (for ``.dp.pram``)."""
+        return collect(self._frame.lazy().select(*exprs, **named))
 
 
 class LazyFrameDP(_FrameDP):
-    """``lf.dp``: grouped releases and Parquet with provenance."""
+    """``lf.dp``: grouped releases, row-wise runners and Parquet with provenance."""
+
+    def collect(self, *, validate: bool = True, **collect_kwargs: Any) -> pl.DataFrame:
+        """Run the query, charging its row-wise releases once; see :func:`dpframe.collect`."""
+        return collect(self._frame, validate=validate, **collect_kwargs)
+
+    def sink_parquet(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        spec: dict[str, Any] | None = None,
+        compression: str = "zstd",
+        validate: bool = True,
+    ) -> Path:
+        """Stream to Parquet with provenance; see :func:`dpframe.sink_parquet`."""
+        return sink_parquet(
+            self._frame, path, spec=spec, compression=compression, validate=validate
+        )
 
 
 _TARGETS: tuple[tuple[type, type, Any], ...] = (
