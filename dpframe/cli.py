@@ -51,10 +51,12 @@ def demo(
     _print_frame("Released: counts and mean incomes by region x age band", result.grouped_release)
     _print_frame("Released: national mean scores (truncated to [0, 10])", result.means_release)
     _print_frame("Released: share of each age band", result.shares_release)
+    _print_frame("Estimated from the PRAM'd microdata alone: region shares", result.region_estimate)
     _print_ledger(result.ledger)
     typer.echo(
         f"outputs in {result.folder}/: {result.grouped.name}, {result.means.name}, "
-        f"{result.shares.name}, {result.ledger.name} (confidential input: {result.survey.name})"
+        f"{result.shares.name}, {result.microdata.name}, {result.ledger.name} "
+        f"(confidential input: {result.survey.name})"
     )
 
 

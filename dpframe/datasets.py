@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import polars as pl
 
-__all__ = ["REGIONS", "synthetic_survey"]
+__all__ = ["AGE_BANDS", "CENSUS_REGION_SHARES", "REGIONS", "synthetic_survey"]
 
 #: The public list of regions. "Islands" has no respondent in the survey, to show that a
 #: grouped release over public margins keeps groups that are empty in the data.
 REGIONS = ("North", "South", "East", "West", "Centre", "Islands")
 AGE_BANDS = ("18-34", "35-54", "55+")
+#: Public region shares from an (imaginary) earlier census: a prior PRAM may use freely.
+CENSUS_REGION_SHARES = {
+    "North": 0.28,
+    "South": 0.26,
+    "East": 0.2,
+    "West": 0.15,
+    "Centre": 0.1,
+    "Islands": 0.01,
+}
 
 
 def synthetic_survey(n: int = 200_000, seed: int = 20261122) -> pl.DataFrame:
