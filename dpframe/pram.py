@@ -232,6 +232,8 @@ class PramRelease:
     ) -> None:
         self.id = uuid.uuid4().hex
         self.column = column
+        if categories is None and isinstance(prior, Mapping):
+            categories = _check_categories(list(prior))  # a public prior names them
         self.categories = categories
         self.diagonal = check_choice("diagonal", diagonal, DIAGONALS)
         self.accountant = accountant
@@ -550,8 +552,8 @@ def apply(
         with ``matrix=``: then the matrix's own epsilon is charged.
     categories : list of str or int, optional
         Every possible value, in a fixed order. Required unless the column is an Enum
-        (whose categories are used). Never taken from the data: the set of values
-        present is itself private.
+        (whose categories are used) or ``prior`` is a dict (whose keys are). Never taken
+        from the data: the set of values present is itself private.
     prior : "uniform", "dp", dict or array, default "uniform"
         The category distribution ``p`` the matrix is optimised for. ``"uniform"``
         gives symmetric k-ary randomized response (safe: uses nothing about the data).
