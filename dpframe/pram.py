@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import threading
 import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -82,6 +83,7 @@ __all__ = [
 ]
 
 PRIOR_KINDS = ("uniform", "dp")
+_RELEASES: weakref.WeakSet[PramRelease] = weakref.WeakSet()
 
 
 # ---------------------------------------------------------------------------
@@ -285,6 +287,22 @@ class PramRelease:
             raise InvalidParameterError(_ADD_REMOVE)
         if categories is not None and prior != "dp":
             self._sampler_for(categories)  # validate the prior and design now
+        _RELEASES.add(self)
+
+    def summary(self) -> dict[str, Any]:
+        """What one run of this release costs and does, without reading data."""
+        info: dict[str, Any] = {
+            "release": self.id,
+            "column": self.column,
+            "mechanism": "pram",
+            "composition": "parallel",
+            "epsilon": self.epsilon,
+            "delta": 0.0,
+            "sensitivity": None,
+            "scale": None,
+            "error95": None,
+        }
+        return info
 
     @property
     def row_wise(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import polars as pl
@@ -34,7 +35,8 @@ def summarize(obj: Accountant | GroupedRelease) -> pl.DataFrame:
     obj : Accountant or GroupedRelease
         An accountant lists the column releases built for it and not yet collected
         (``scale``/``error95`` are null for a sequential release, whose sensitivity
-        depends on its row count); a grouped release lists its statistics.
+        depends on its row count), and its PRAM releases (``mechanism="pram"``), which
+        are charged at every run; a grouped release lists its statistics.
 
     Examples
     --------
@@ -52,6 +54,11 @@ def summarize(obj: Accountant | GroupedRelease) -> pl.DataFrame:
         for r in pending_releases(obj):
             s = r.summary()
             rows.append({k: s[k] for k in _SCHEMA})
+        pram = sys.modules.get("dpframe.pram")  # loaded only if PRAM releases were built
+        for r in list(pram._RELEASES) if pram else []:
+            if r.accountant is obj:  # charged at every run of a dpframe runner
+                s = r.summary()
+                rows.append({k: s[k] for k in _SCHEMA})
         return pl.DataFrame(rows, schema=_SCHEMA)
     raise InvalidParameterError(
         f"summarize takes an Accountant or a GroupedRelease, got {type(obj).__name__}"

@@ -385,3 +385,12 @@ def test_end_to_end_likelihood_ratio_audit():
             assert np.all(log_ratio - 4.5 * se <= eps), (i, j, log_ratio, se)
             worst = max(worst, float((log_ratio + 4.5 * se).max()))
     assert worst >= eps  # k-RR's ratio e^eps is attained (not a needlessly noisy design)
+
+
+def test_summarize_lists_pram_releases_without_spending():
+    acct = dpframe.Accountant(epsilon=2.0)
+    expr = pl.col("e").dp.pram(0.5, accountant=acct, categories=CATS)
+    table = dpframe.summarize(acct)
+    assert table.select("column", "mechanism", "epsilon").rows() == [("e", "pram", 0.5)]
+    assert acct.ledger == ()
+    del expr
