@@ -38,6 +38,8 @@ bench: setup
 	$(BIN)/python benchmarks/bench_import.py
 	$(BIN)/python benchmarks/bench_bounded.py
 	$(BIN)/python benchmarks/bench_grouped_mean.py
+	$(BIN)/python benchmarks/bench_pram.py
+	$(BIN)/python benchmarks/bench_pram_stream.py
 
 # OpenDP pins polars 1.x, so bench_grouped_mean.py runs it in a venv of its own.
 bench-opendp-env:

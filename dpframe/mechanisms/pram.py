@@ -59,6 +59,7 @@ __all__ = [
     "check_matrix",
     "design",
     "estimate",
+    "krr",
     "mutual_information",
     "project_simplex",
     "randomize",
@@ -76,7 +77,7 @@ MIN_EPSILON = 1e-9
 MI_RTOL = 1e-12
 _ROW_SUM_TOL = 1e-12
 _LOG_ERR = 3e-14  # bound on the float error of log(num) - log(den) for int64 ratios
-_CHUNK = 1 << 16  # records per block in the samplers (keeps temporaries in cache)
+_CHUNK = 1 << 15  # records per block in the samplers (scratch in cache, < malloc trim)
 _MAX_NODES = 200_000
 _REPS = 16  # representative multiplicity vectors per node
 _PER_ROW_MAX = 64  # per-vector bounds only at nodes with at most this many vectors
@@ -122,7 +123,10 @@ def _pram_mi(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``I(X; Z)`` of PRAM designs ``q`` (shape ``(..., S)``) for ``X ~ p``, in nats.
 
     Written as ``sum_x p_x KL(M_x || m)`` with ``KL = sum_z m_z h(M_xz / m_z)`` (every
-    term non-negative, so no cancellation). Cost ``O(S * distinct(q))`` per design.
+    term non-negative). Row ``x`` needs ``sum_{z != x} m_z h(r_x / m_z)``: it is taken
+    from exclusive prefix and suffix sums over ``z`` (one pair per distinct ``r``), never
+    as a total minus the own term, which would cancel when the own term dominates (a
+    prior concentrated on one category). Cost ``O(S * distinct(q))`` per design.
     """
     q = np.asarray(q, dtype=np.float64)
     s = p.shape[-1]
@@ -130,10 +134,17 @@ def _pram_mi(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     r2 = (1.0 - q2) / (s - 1)
     m2 = p * (q2 - r2) + (p * r2).sum(-1, keepdims=True)
     out = np.empty(q2.shape[0])
+    zero = np.zeros(1)
     for i in range(q2.shape[0]):
         levels, inverse = np.unique(r2[i], return_inverse=True)
-        total = np.array([_mh(rv, m2[i]).sum() for rv in levels])
-        row = _mh(q2[i], m2[i]) - _mh(r2[i], m2[i]) + total[inverse]
+        others = np.empty(s)
+        for j, rv in enumerate(levels):
+            terms = _mh(rv, m2[i])
+            before = np.concatenate([zero, np.cumsum(terms[:-1])])  # sum over z < x
+            after = np.concatenate([np.cumsum(terms[::-1])[::-1][1:], zero])  # z > x
+            rows = inverse == j
+            others[rows] = before[rows] + after[rows]
+        row = _mh(q2[i], m2[i]) + others
         out[i] = (p * row).sum()
     return out.reshape(q.shape[:-1]) if q.ndim > 1 else out[0]
 
@@ -199,7 +210,10 @@ def _feasible_sorted(t1: float, t2: float, b2: float, b1: float, s: int, a: floa
     ok = ok and a * (s - 1) * b1 + b2 >= 1 - tol
     if s >= 3:
         ok = ok and a * t1 - b1 <= (a - 1) + a * tol
-    return ok and b1 >= lo - tol and t1 <= 1 + tol
+    # q >= 1/S is checked to a *relative* 1e-13: at tiny epsilon v_-alpha sits only
+    # about epsilon (S - 1) / S**2 below 1/S, inside any absolute tolerance
+    low_ok = b1 >= lo * (1 - 1e-13) if lo > 0 else b1 >= -tol
+    return ok and low_ok and t1 <= 1 + tol
 
 
 def vertex_families(
@@ -878,7 +892,9 @@ def _pram_int_epsilon(c: np.ndarray, b: int, s: int) -> float:
     return float(_log_ratio(hi, lo).max())
 
 
-def _round_pram(q: np.ndarray, epsilon: float) -> tuple[np.ndarray, int, float]:
+def _round_pram(
+    q: np.ndarray, epsilon: float, *, at_least_uniform: bool = False
+) -> tuple[np.ndarray, int, float]:
     """Integers ``c`` with ``q_k ~ 1 - c_k / 2**b`` whose exact ε is <= ``epsilon``.
 
     First ``q`` is rounded towards ``1/S`` coordinate-wise; if the rounded matrix is not
@@ -895,6 +911,8 @@ def _round_pram(q: np.ndarray, epsilon: float) -> tuple[np.ndarray, int, float]:
         x = (1.0 - qt) * scale
         c = np.where(qt > 1.0 / s, np.ceil(x), np.where(qt < 1.0 / s, np.floor(x), np.rint(x)))
         c = np.clip(c, 1, scale - 1).astype(np.int64)
+        if at_least_uniform:  # keep q = 1 - c / 2**b >= 1/S exactly: c <= 2**b (S-1) / S
+            c = np.minimum(c, ((s - 1) << b) // s)
         eps = _pram_int_epsilon(c, b, s) + _LOG_ERR
         if eps <= epsilon:
             return c, b, eps
@@ -1000,7 +1018,7 @@ def check_matrix(matrix: npt.ArrayLike) -> float:
             f"{sums[bad[0]]!r}"
         )
     hi, lo = m.max(axis=0), m.min(axis=0)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(hi == 0, 0.0, np.log(hi) - np.log(lo))
     return float(ratios.max())
 
@@ -1070,32 +1088,96 @@ class PramSampler:
         return out
 
     def randomize(self, codes: npt.ArrayLike, rng: np.random.Generator | None = None):
-        """Release ``codes`` (any integer array of categories); same shape and dtype."""
-        arr = _check_codes(codes, self.n_categories)
-        gen = _validate_rng(rng)
+        """Release ``codes`` (any integer array of categories); same shape and dtype.
+
+        The dtype is kept when it can hold ``S - 1``; otherwise (e.g. ``uint8`` codes
+        with ``S > 256``) the result gets the smallest integer dtype holding both.
+        Works in blocks of ``_CHUNK`` records written straight into the result, with
+        scratch buffers allocated once per call: a call allocates its result, the
+        scratch and one draw array per block (small enough for malloc to reuse, so no
+        page faults per block). Codes are range-checked block by block; a bad one
+        raises :func:`_check_codes`'s error for the whole input (the generator may
+        have been advanced by the blocks before it, nothing else).
+        """
+        s = self.n_categories
+        arr = np.asarray(codes)
+        if arr.dtype.kind not in "iu":
+            _check_codes(arr, s)  # raises
+        try:
+            gen = _validate_rng(rng)
+        except InvalidParameterError:
+            _check_codes(arr, s)  # bad codes are reported first
+            raise
+        dtype = arr.dtype
+        if np.iinfo(dtype).max < s - 1:
+            dtype = np.promote_types(dtype, np.min_scalar_type(s - 1))
         flat = arr.ravel()
-        out = np.empty(flat.size, dtype=np.int64)
-        run = self._pram_block if self.kind == "pram" else self._alias_block
-        for start in range(0, flat.size, _CHUNK):
-            block = flat[start : start + _CHUNK].astype(np.int64, copy=False)
-            out[start : start + block.size] = run(block, gen)
-        return out.reshape(arr.shape).astype(arr.dtype, copy=False)
+        n = flat.size
+        out = np.empty(n, dtype=dtype)
+        m = min(n, _CHUNK)
+        grid = self.kind == "pram"
+        work = [np.empty(m, np.int64) for _ in range(2 if grid else 3)]
+        work.append(np.empty(m, np.bool_))
+        c64 = None if arr.dtype == np.int64 else np.empty(m, np.int64)
+        run = self._pram_block if grid else self._alias_block
+        signed = arr.dtype.kind == "i"
+        for start in range(0, n, _CHUNK):
+            c = flat[start : start + _CHUNK]
+            k = c.size
+            if (signed and c.min() < 0) or c.max() >= s:
+                _check_codes(arr, s)  # raises, naming the range of the whole input
+            if c64 is not None:
+                c = c64[:k]
+                np.copyto(c, flat[start : start + k], casting="unsafe")  # in [0, S)
+            run(c, gen, out[start : start + k], [w[:k] for w in work])
+        return out.reshape(arr.shape)
 
-    def _pram_block(self, c: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _pram_block(
+        self, c: np.ndarray, rng: np.random.Generator, out: np.ndarray, work: list[np.ndarray]
+    ) -> None:
+        """Release int64 codes ``c`` in ``[0, S)`` into ``out``; ``work``: 2 int64, 1 bool.
+
+        ``U`` uniform on ``[0, (S-1) 2**b)`` is ``hi 2**b + low`` with ``hi`` uniform on
+        ``[0, S-1)`` and ``low`` on ``[0, 2**b)``, independent. The record moves iff
+        ``low < c_k`` (probability ``c_k / 2**b``), to ``hi + (hi >= k)``: uniform on the
+        other ``S - 1`` categories. Every step is an exact integer operation.
+        """
         s, b = self.n_categories, self.bits
+        hi, ck, move = work
         u = rng.integers(0, (s - 1) << b, size=c.size, dtype=np.int64)
-        move = (u & ((1 << b) - 1)) < self.table[c]
-        u >>= b
-        u += u >= c
-        return np.where(move, u, c)
+        np.right_shift(u, b, out=hi)
+        np.bitwise_and(u, (1 << b) - 1, out=u)  # low
+        np.take(self.table, c, out=ck, mode="clip")  # c in [0, S): clip never acts
+        np.less(u, ck, out=move)
+        np.greater_equal(hi, c, out=u)  # u is free: 0/1 skip over the record's own k
+        np.add(hi, u, out=hi)  # target
+        # out = move ? target : c, as c + move * (target - c) (no branch, no temporary)
+        np.subtract(hi, c, out=hi)
+        np.multiply(hi, move, out=hi)
+        np.add(hi, c, out=out, casting="unsafe")  # values in [0, S) fit out's dtype
 
-    def _alias_block(self, c: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _alias_block(
+        self, c: np.ndarray, rng: np.random.Generator, out: np.ndarray, work: list[np.ndarray]
+    ) -> None:
+        """Alias-sample int64 codes ``c`` into ``out``; ``work``: 3 int64, 1 bool.
+
+        ``U`` uniform on ``[0, S 2**b)``: ``col = U >> b`` is a uniform column, and the
+        record gets ``col`` iff ``U mod 2**b < thr[k, col]``, else ``alias[k, col]``.
+        """
         s, b = self.n_categories, self.bits
+        col, cell, t, keep = work
         u = rng.integers(0, s << b, size=c.size, dtype=np.int64)
-        col = u >> b
-        cell = c * s + col
-        keep = (u & ((1 << b) - 1)) < self.table.ravel()[cell]
-        return np.where(keep, col, self.alias.ravel()[cell])
+        np.right_shift(u, b, out=col)
+        np.bitwise_and(u, (1 << b) - 1, out=u)  # low
+        np.multiply(c, s, out=cell)
+        np.add(cell, col, out=cell)  # k * S + col, in [0, S^2): clip never acts
+        np.take(self.table.ravel(), cell, out=t, mode="clip")
+        np.less(u, t, out=keep)
+        np.take(self.alias.ravel(), cell, out=t, mode="clip")
+        # out = keep ? col : alias, as alias + keep * (col - alias)
+        np.subtract(col, t, out=col)
+        np.multiply(col, keep, out=col)
+        np.add(col, t, out=out, casting="unsafe")  # values in [0, S) fit out's dtype
 
 
 def _pram_matrix(q: np.ndarray) -> np.ndarray:
@@ -1206,7 +1288,9 @@ def randomize(
     Returns
     -------
     ndarray
-        Released codes, same shape and dtype as ``codes``.
+        Released codes, same shape as ``codes``; same dtype, unless that dtype cannot
+        hold ``S - 1`` (e.g. ``uint8`` with ``S = 300``): then the smallest integer dtype
+        that can.
 
     Examples
     --------
@@ -1358,7 +1442,7 @@ def design(p: npt.ArrayLike, epsilon: float, *, diagonal: str = "optimal") -> Pr
     check_choice("diagonal", diagonal, DIAGONALS)
     best = _optimise(pv, math.exp(eps), diagonal)
     vertex = np.asarray(best.q)
-    c, b, eps_r = _round_pram(vertex, eps)
+    c, b, eps_r = _round_pram(vertex, eps, at_least_uniform=diagonal == "dominant")
     q = 1.0 - c.astype(np.float64) / float(1 << b)
     mi = float(_pram_mi(pv, q))
     for arr in (pv, q, vertex, c):
@@ -1373,6 +1457,43 @@ def design(p: npt.ArrayLike, epsilon: float, *, diagonal: str = "optimal") -> Pr
         vertex_q=vertex,
         levels=best.vals,
         level_counts=best.counts,
+        bits=b,
+        move_numerators=c,
+    )
+
+
+def krr(n_categories: int, epsilon: float) -> PramDesign:
+    """Symmetric k-ary randomized response: ``q_k = e^ε / (e^ε + S - 1)`` for every k.
+
+    The design for a uniform prior (it is MI-optimal there; see docs/pram-design.md),
+    built directly, without the search, for any ``epsilon > 0``. Its ``p`` is uniform.
+
+    Examples
+    --------
+    >>> d = krr(4, math.log(3))
+    >>> round(float(d.q[0]), 12), d.epsilon_actual <= math.log(3)
+    (0.5, True)
+    """
+    s = _check_s(n_categories)
+    eps = check_epsilon(epsilon)
+    a = math.exp(min(eps, 700.0))
+    vertex = np.full(s, a / (a + s - 1))
+    c, b, eps_r = _round_pram(vertex, eps)
+    q = 1.0 - c.astype(np.float64) / float(1 << b)
+    pv = np.full(s, 1.0 / s)
+    mi = float(_pram_mi(pv, q))
+    for arr in (pv, q, vertex, c):
+        arr.setflags(write=False)
+    return PramDesign(
+        p=pv,
+        epsilon=eps,
+        q=q,
+        mutual_information=mi,
+        epsilon_actual=eps_r,
+        diagonal="optimal",
+        vertex_q=vertex,
+        levels=(float(vertex[0]),),
+        level_counts=(s,),
         bits=b,
         move_numerators=c,
     )
