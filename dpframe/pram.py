@@ -258,14 +258,17 @@ class PramRelease:
             self.matrix = matrix
             self.matrix_sampler = sampler(matrix)
             actual = self.matrix_sampler.epsilon_actual
+            charged = math.ceil(actual * 1e9) / 1e9 if actual > 0 else 1e-9  # rounded up
             if epsilon is None:
-                epsilon = math.ceil(actual * 1e9) / 1e9 if actual > 0 else 1e-9
+                epsilon = charged
             elif actual > check_epsilon(epsilon) * (1 + 1e-12):
                 raise InvalidParameterError(
                     f"matrix gives epsilon = {actual:.12g} (max over columns of log(max_i "
                     f"M_ij / min_i M_ij)), more than epsilon={epsilon!r}; raise epsilon or "
                     "flatten the matrix"
                 )
+            elif actual > epsilon:  # within the certificate's float allowance: charge it
+                epsilon = charged
             if categories is not None and len(categories) != self.matrix_sampler.n_categories:
                 raise InvalidParameterError(
                     f"matrix is {self.matrix_sampler.n_categories}x"

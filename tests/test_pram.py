@@ -394,3 +394,15 @@ def test_summarize_lists_pram_releases_without_spending():
     assert table.select("column", "mechanism", "epsilon").rows() == [("e", "pram", 0.5)]
     assert acct.ledger == ()
     del expr
+
+
+def test_matrix_charge_never_below_its_certified_epsilon():
+    m = np.array([[0.6, 0.2, 0.2], [0.2, 0.6, 0.2], [0.2, 0.2, 0.6]])  # form (8): log 3
+    actual = pram.sampler(m).epsilon_actual  # certified bound, a hair above log 3
+    with dpframe.Accountant(epsilon=2.0) as acct:
+        dpframe.collect(
+            pl.LazyFrame({"x": [0, 1, 2]}).select(
+                pl.col("x").dp.pram(math.log(3), matrix=m, categories=[0, 1, 2])
+            )
+        )
+    assert acct.ledger[0].epsilon >= actual

@@ -71,7 +71,7 @@ DIAGONALS = ("optimal", "dominant")
 KINDS = ("counts", "codes")
 #: Largest epsilon accepted by :func:`design` (see docs/pram-design.md, "Limits").
 MAX_EPSILON = 12.0
-#: Smallest epsilon accepted by :func:`design` (the MI is then about 1e-18 nats).
+#: Smallest epsilon accepted by :func:`design` (the MI is then at most (e^ε - 1)^2 ~ 1e-18 nats).
 MIN_EPSILON = 1e-9
 #: Relative tolerance of the optimiser (MI values closer than this are ties).
 MI_RTOL = 1e-12
@@ -226,8 +226,9 @@ def vertex_families(
     (``e^ε (S-1) t_S + t_{S-1} >= 1``); C, largest against smallest (``e^ε t1 - t_S <=
     e^ε - 1``, only for ``S >= 3``); and with ``diagonal="dominant"`` the bound
     ``q >= 1/S``. So a vertex has at most three distinct values, each pinned by a
-    subset of these equations; which subset applies depends only on whether the
-    largest and smallest values are repeated.
+    subset of these equations; which subset applies depends on whether the largest and
+    smallest values are repeated, whether there is a middle value, and (for the two
+    largest) on whether ``e^ε`` is above or below ``S - 1``.
 
     Parameters
     ----------
@@ -1239,9 +1240,11 @@ def sampler(design_or_matrix: PramDesign | PramSampler | npt.ArrayLike) -> PramS
     """The exact sampler of a design or of a user matrix (validated by :func:`check_matrix`).
 
     A matrix of PRAM form (8) (equal off-diagonal entries in each row) gets the fast
-    grid sampler, rounded so that its exact ``ε`` does not exceed the matrix's own;
-    any other matrix gets the alias sampler, whose exact ``ε`` after rounding is
-    reported in ``epsilon_actual`` (within ~1e-15 relative of the input's).
+    grid sampler, rounded so that its exact ``ε`` does not exceed the matrix's own plus
+    ``3e-14`` (the allowance the certificate makes for float logarithms); any other
+    matrix gets the alias sampler. Either way ``epsilon_actual`` is a certified upper
+    bound on the exact ``ε`` of the rounded matrix that is sampled (it exceeds the
+    input's by about ``3e-14``).
 
     Examples
     --------
