@@ -71,6 +71,7 @@ __all__ = [
     "check_matrix",
     "design",
     "design_from_dict",
+    "dominance_cost",
     "dp_prior",
     "estimate",
     "estimate_grouped",
@@ -191,7 +192,7 @@ def design_from_dict(d: Mapping[str, Any]) -> PramDesign:
 
 
 def _design_dict(d: PramDesign, cats: tuple[Any, ...], prior: str) -> dict[str, Any]:
-    return {
+    out = {
         "categories": list(cats),
         "q": [float(v) for v in d.q],
         "bits": int(d.bits),
@@ -203,6 +204,26 @@ def _design_dict(d: PramDesign, cats: tuple[Any, ...], prior: str) -> dict[str, 
         "prior_p": [float(v) for v in d.p],
         "vertex_q": [float(v) for v in d.vertex_q],
     }
+    if d.diagonal == "dominant":  # what q >= 1/S costs, for the record
+        out["mutual_information_unconstrained"] = dominance_cost(d)["unconstrained"]
+    return out
+
+
+def dominance_cost(d: PramDesign) -> dict[str, float]:
+    """Mutual information of a design next to the unconstrained optimum for its prior.
+
+    For a ``diagonal="dominant"`` design this is what ``q >= 1/S`` costs.
+
+    Examples
+    --------
+    >>> p = np.array([0.6871, 0.2992, 0.0001, 0.0136, 0.0]); p /= p.sum()
+    >>> cost = dominance_cost(design(p, 0.5, diagonal="dominant"))
+    >>> round(cost["unconstrained"], 5), round(cost["this"], 5), round(cost["share_lost"], 3)
+    (0.01382, 0.01251, 0.094)
+    """
+    free = design(d.p, d.epsilon) if d.epsilon <= 12 else krr(d.q.size, d.epsilon)
+    this, best = float(d.mutual_information), float(free.mutual_information)
+    return {"this": this, "unconstrained": best, "share_lost": 1 - this / best if best else 0.0}
 
 
 # ---------------------------------------------------------------------------

@@ -406,3 +406,15 @@ def test_matrix_charge_never_below_its_certified_epsilon():
             )
         )
     assert acct.ledger[0].epsilon >= actual
+
+
+def test_dominant_design_records_its_mutual_information_cost():
+    prior = [0.6871, 0.2992, 0.0001, 0.0136, 0.0]
+    with dpframe.Accountant(epsilon=1.0) as acct:
+        dpframe.collect(
+            _frame(100).lazy().select(pl.col("e").dp.pram(0.5, prior=prior, diagonal="dominant"))
+        )
+    rec = acct.ledger[0].details["design"]
+    free = pram.design(np.array(prior) / sum(prior), 0.5)
+    assert rec["mutual_information_unconstrained"] == pytest.approx(free.mutual_information)
+    assert rec["mutual_information"] < rec["mutual_information_unconstrained"]
