@@ -1,0 +1,21 @@
+"""Disclosure risk from homogeneity attack (DR-HA) in sanitized frequency tables.
+
+Liu & Zhao (``drha-homogeneity-attack.txt``): after a frequency table over
+quasi-identifier cells x sensitive attribute Y is sanitized (``n~ = n + e``), how likely
+is a cell to *look* homogeneous in Y with a value its records really have, so that an
+attacker who knows someone's quasi-identifiers learns their Y? DR-HA is an
+*assessment*: it reads the confidential table, spends no budget, and its outputs are
+for the data owner -- they are labelled so.
+
+Layout (pure numpy kernels; polars adapters in :mod:`dpframe.risk.frame`):
+
+* :mod:`dpframe.risk.noise` -- the count mechanisms (Laplace, Gaussian (ε, δ)-DP,
+  Gaussian (ε, δ)-pDP, analytic Gaussian) and their noise CDFs;
+* :mod:`dpframe.risk.measures` -- the five measures per cell (local, expected,
+  shrinkage, marginal, marginal shrinkage), exact, plus the paper's closed forms;
+* :mod:`dpframe.risk.priors` -- empirical-Bayes Dirichlet hyperparameters and
+  zero-truncated cell-size models;
+* :mod:`dpframe.risk.simulate` -- Monte-Carlo DR-HA for any count mechanism;
+* :mod:`dpframe.risk.choose` -- the largest ε whose DR-HA stays under a target, and
+  the utility (TVD of low-order marginals) it leaves.
+"""
