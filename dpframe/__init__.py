@@ -79,6 +79,7 @@ __all__ = [
     "read_parquet",
     "read_provenance",
     "register_namespace",
+    "risk",
     "sensitivity",
     "sink_parquet",
     "summarize",
@@ -88,11 +89,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # dpframe.pram needs numpy and the PRAM kernels: load it on first use
-    if name == "pram":
+    # dpframe.pram and dpframe.risk need numpy and their kernels: load them on first use
+    if name in ("pram", "risk"):
         import importlib
 
-        return importlib.import_module("dpframe.pram")
+        return importlib.import_module(f"dpframe.{name}")
     raise AttributeError(f"module 'dpframe' has no attribute {name!r}")
 
 

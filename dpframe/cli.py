@@ -60,6 +60,105 @@ def demo(
     )
 
 
+@app.command()
+def risk(
+    data: Annotated[
+        str,
+        typer.Argument(
+            help="A CSV or Parquet file, or a shipped table: bankruptcy, bankruptcy_ff, adult."
+        ),
+    ],
+    qids: Annotated[
+        str | None, typer.Option(help="Quasi-identifier columns, comma-separated.")
+    ] = None,
+    sensitive: Annotated[str | None, typer.Option(help="The sensitive attribute Y.")] = None,
+    levels: Annotated[
+        str | None, typer.Option(help="Every level of Y, comma-separated (K; not from the data).")
+    ] = None,
+    count: Annotated[str | None, typer.Option(help="Column of record counts (a table).")] = None,
+    mechanism: Annotated[
+        list[str] | None,
+        typer.Option(help="laplace, gaussian, gaussian_pdp, analytic_gaussian (repeatable)."),
+    ] = None,
+    measure: Annotated[
+        list[str] | None,
+        typer.Option(help="local, expected, shrinkage, marginal, marginal_shrinkage (repeatable)."),
+    ] = None,
+    delta: Annotated[float, typer.Option(help="delta for the Gaussian mechanisms.")] = 1e-5,
+    eps_min: Annotated[float, typer.Option(help="Smallest epsilon of the grid.")] = 1e-3,
+    eps_max: Annotated[float, typer.Option(help="Largest epsilon of the grid.")] = 100.0,
+    points: Annotated[int, typer.Option(help="Grid points (log-spaced).")] = 101,
+    show: Annotated[int, typer.Option(help="Epsilon values to print (log-spaced subset).")] = 6,
+    plot: Annotated[Path | None, typer.Option(help="Write the S-curves here (PNG).")] = None,
+    csv: Annotated[Path | None, typer.Option(help="Write the full table here (CSV).")] = None,
+) -> None:
+    """Disclosure risk from homogeneity attack (DR-HA) of a frequency table, for an epsilon grid.
+
+    An assessment of CONFIDENTIAL data for the data owner: it spends no budget and its
+    output is not for publication.
+
+    Examples: dpframe risk bankruptcy_ff --plot risk.png;
+    dpframe risk survey.parquet --qids age,sex --sensitive diagnosis --levels a,b,c
+    """
+    import numpy as np
+    import polars as pl
+
+    from dpframe.datasets import DRHA_TABLES, drha_table
+    from dpframe.errors import DPFrameError
+    from dpframe.risk.frame import ASSESSMENT, drha
+
+    try:
+        if data in DRHA_TABLES:
+            t = drha_table(data)
+            frame, q, y, lv, cnt = t.frame, list(t.qids), t.sensitive, list(t.levels), t.count
+        else:
+            path = Path(data)
+            if not path.exists():
+                typer.echo(
+                    f"error: {data} is neither a file nor one of {sorted(DRHA_TABLES)}", err=True
+                )
+                raise typer.Exit(2)
+            frame = pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path)
+            if not qids or not sensitive:
+                typer.echo("error: --qids and --sensitive are required for a file", err=True)
+                raise typer.Exit(2)
+            q, y, cnt = qids.split(","), sensitive, count
+            lv = levels.split(",") if levels else None
+        mechs = mechanism or ["laplace", "gaussian_pdp"]
+        grid = np.logspace(np.log10(eps_min), np.log10(eps_max), points)
+        tables = []
+        for mech in mechs:
+            eps = grid[grid < 1] if mech == "gaussian" else grid
+            tables.append(
+                drha(
+                    frame,
+                    q,
+                    y,
+                    epsilon=eps,
+                    delta=delta,
+                    mechanism=mech,
+                    measure=measure or ["local", "expected"],
+                    levels=lv,
+                    count=cnt,
+                )
+            )
+        table = pl.concat(tables)
+    except DPFrameError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    shown = grid[np.unique(np.linspace(0, grid.size - 1, show).round().astype(int))]
+    view = table.filter(pl.col("epsilon").is_in(shown.tolist())).drop("assessment")
+    _print_frame(f"DR-HA of {data} ({ASSESSMENT})", view)
+    if csv:
+        table.write_csv(csv)
+        typer.echo(f"table written to {csv}")
+    if plot:
+        from dpframe.risk.plot import plot_risk
+
+        plot_risk(table, plot, title=f"DR-HA of {data}")
+        typer.echo(f"plot written to {plot}")
+
+
 def _print_ledger(path: Path) -> None:
     import dpframe
 

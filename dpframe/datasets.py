@@ -6,9 +6,20 @@ It is synthetic (no real person is in it), so its seed is no secret.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from importlib import resources
+
 import polars as pl
 
-__all__ = ["AGE_BANDS", "CENSUS_REGION_SHARES", "REGIONS", "synthetic_survey"]
+__all__ = [
+    "AGE_BANDS",
+    "CENSUS_REGION_SHARES",
+    "DRHA_TABLES",
+    "REGIONS",
+    "DRHAData",
+    "drha_table",
+    "synthetic_survey",
+]
 
 #: The public list of regions. "Islands" has no respondent in the survey, to show that a
 #: grouped release over public margins keeps groups that are empty in the data.
@@ -60,3 +71,59 @@ def synthetic_survey(n: int = 200_000, seed: int = 20261122) -> pl.DataFrame:
             "trust": trust,
         }
     )
+
+
+@dataclass(frozen=True)
+class DRHAData:
+    """A shipped DR-HA frequency table: one row per QID x Y combination, with a count."""
+
+    name: str
+    frame: pl.DataFrame
+    qids: tuple[str, ...]
+    sensitive: str
+    levels: tuple[str, ...]
+    count: str = "count"
+
+
+#: name -> (file, QIDs, sensitive attribute, its levels); see dpframe/data/drha/README.md
+DRHA_TABLES = {
+    "bankruptcy": ("bankcount.csv", ("IR", "MR", "FF", "CR", "CO", "OR"), "class", ("B", "NB")),
+    "bankruptcy_ff": ("FFcount.csv", ("IR", "MR", "OR", "CR", "CO"), "FF", ("A", "N", "P")),
+    "adult": (
+        "adultcount.csv",
+        ("age", "relationship", "education", "race", "sex", "hours-per-week"),
+        "income",
+        ("<=50K", ">50K"),
+    ),
+}
+
+
+def drha_table(name: str) -> DRHAData:
+    """Load one of the DR-HA paper's tables (shipped with dpframe, MIT licence).
+
+    ``"bankruptcy"`` (N = 103 cells, all homogeneous, K = 2), ``"bankruptcy_ff"`` (the
+    paper's subset: 78 cells, 54 homogeneous, K = 3) or ``"adult"`` (5,009 QID cells,
+    965 heterogeneous; the paper treats its 5,974 rows as cells). The sensitive
+    attribute is an Enum of its levels; Adult's leading spaces are stripped.
+
+    Examples
+    --------
+    >>> from dpframe.datasets import drha_table
+    >>> t = drha_table("bankruptcy")
+    >>> t.frame.height, t.frame["count"].sum(), t.levels
+    (103, 250, ('B', 'NB'))
+    """
+    if name not in DRHA_TABLES:
+        raise ValueError(f"name must be one of {sorted(DRHA_TABLES)}, got {name!r}")
+    file, qids, sensitive, levels = DRHA_TABLES[name]
+    path = resources.files("dpframe").joinpath("data", "drha", file)
+    with resources.as_file(path) as p:
+        raw = pl.read_csv(p, infer_schema_length=0)  # all strings; the count is cast below
+    cols = raw.columns
+    frame = raw.rename({cols[-1]: "count"}).with_columns(
+        pl.col(c).str.strip_chars() for c in cols[:-1]
+    )
+    frame = frame.with_columns(
+        pl.col("count").cast(pl.Int64), pl.col(sensitive).cast(pl.Enum(list(levels)))
+    )
+    return DRHAData(name, frame, qids, sensitive, levels)

@@ -124,6 +124,40 @@ class ExprDP:
             seed=seed,
         )
 
+    def drha(
+        self,
+        *,
+        epsilon: float,
+        levels: Sequence[Any] | None = None,
+        delta: float | None = None,
+        mechanism: str = "laplace",
+        measure: str = "local",
+        sensitivity: float = 1.0,
+        alpha: Any = None,
+        size_model: Any = None,
+        scenario8: str = "conservative",
+        method: str = "exact",
+    ) -> pl.Expr:
+        """Per-cell DR-HA in ``group_by(qids).agg(...)``; see :func:`dpframe.risk.frame.drha_expr`.
+
+        An assessment of the confidential data: spends no budget, not for publication.
+        """
+        from dpframe.risk.frame import drha_expr
+
+        return drha_expr(
+            self._expr,
+            epsilon=epsilon,
+            levels=levels,
+            delta=delta,
+            mechanism=mechanism,
+            measure=measure,
+            sensitivity=sensitivity,
+            alpha=alpha,
+            size_model=size_model,
+            scenario8=scenario8,
+            method=method,
+        )
+
 
 class _FrameDP:
     def __init__(self, frame: pl.DataFrame | pl.LazyFrame) -> None:
@@ -159,6 +193,17 @@ class _FrameDP:
     def proportions(self, column: str, **kwargs: Any) -> FrameRelease:
         """Proportion-vector release; see :func:`dpframe.proportions`."""
         return proportions(self._frame, column, **kwargs)
+
+    def drha(
+        self, *, qids: Sequence[str] | str, sensitive: str, epsilon: Any, **kwargs: Any
+    ) -> pl.DataFrame:
+        """DR-HA table for an ε grid; see :func:`dpframe.risk.frame.drha`.
+
+        An assessment of the confidential data: spends no budget, not for publication.
+        """
+        from dpframe.risk.frame import drha
+
+        return drha(self._frame, qids, sensitive, epsilon=epsilon, **kwargs)
 
     def write_parquet(
         self, path: str | os.PathLike[str], *, ledger: Any, spec: dict[str, Any] | None = None
