@@ -15,7 +15,44 @@ Layout (pure numpy kernels; polars adapters in :mod:`dpframe.risk.frame`):
   shrinkage, marginal, marginal shrinkage), exact, plus the paper's closed forms;
 * :mod:`dpframe.risk.priors` -- empirical-Bayes Dirichlet hyperparameters and
   zero-truncated cell-size models;
-* :mod:`dpframe.risk.simulate` -- Monte-Carlo DR-HA for any count mechanism;
+* :mod:`dpframe.risk.montecarlo` -- Monte-Carlo DR-HA for any count mechanism
+  (:func:`simulate`);
 * :mod:`dpframe.risk.choose` -- the largest ε whose DR-HA stays under a target, and
   the utility (TVD of low-order marginals) it leaves.
 """
+
+from dpframe.risk import choose, frame, measures, montecarlo, noise, priors
+from dpframe.risk.choose import EpsilonChoice, choose_epsilon, marginal_tvd
+from dpframe.risk.frame import ASSESSMENT, CellTable, cell_table, drha, drha_cells, drha_expr
+from dpframe.risk.measures import MEASURES, CellRisk, cell_risk
+from dpframe.risk.montecarlo import Simulation, simulate
+from dpframe.risk.noise import MECHANISMS, noise_scale, table_sensitivity
+from dpframe.risk.priors import dirichlet_eb, fit_size_model
+
+__all__ = [
+    "ASSESSMENT",
+    "MEASURES",
+    "MECHANISMS",
+    "CellRisk",
+    "CellTable",
+    "EpsilonChoice",
+    "Simulation",
+    "cell_risk",
+    "cell_table",
+    "choose",
+    "choose_epsilon",
+    "dirichlet_eb",
+    "drha",
+    "drha_cells",
+    "drha_expr",
+    "fit_size_model",
+    "frame",
+    "marginal_tvd",
+    "measures",
+    "montecarlo",
+    "noise",
+    "noise_scale",
+    "priors",
+    "simulate",
+    "table_sensitivity",
+]
