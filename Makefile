@@ -40,6 +40,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_grouped_mean.py
 	$(BIN)/python benchmarks/bench_pram.py
 	$(BIN)/python benchmarks/bench_pram_stream.py
+	$(BIN)/python benchmarks/bench_drha.py
 
 # OpenDP pins polars 1.x, so bench_grouped_mean.py runs it in a venv of its own.
 bench-opendp-env:
