@@ -158,9 +158,20 @@ def cell_table(
     return CellTable(keys=cells, counts=counts, levels=lv)
 
 
-def _sensitivity(mechanism: str, sensitivity: float | None, neighbours: str | None) -> float:
+def _sensitivity(
+    mechanism: str, sensitivity: float | None, neighbours: str | None, accountant: Any = None
+) -> float:
+    from dpframe.accountant import Accountant
     from dpframe.risk.noise import table_sensitivity
 
+    if accountant is not None:
+        if not isinstance(accountant, Accountant):
+            raise InvalidParameterError(
+                f"accountant must be a dpframe.Accountant, got {type(accountant).__name__}"
+            )
+        if neighbours is not None:
+            raise InvalidParameterError("pass neighbours= or accountant=, not both")
+        neighbours = accountant.neighbours  # read only: DR-HA spends nothing
     if neighbours is not None:
         check_choice("neighbours", neighbours, _NEIGHBOURS)
         if sensitivity is not None:
@@ -218,6 +229,7 @@ def drha(
     count: str | None = None,
     sensitivity: float | None = None,
     neighbours: str | None = None,
+    accountant: Any = None,
     alpha: Any = "eb",
     size_model: Any = "poisson",
     scenario8: str = "conservative",
@@ -245,6 +257,8 @@ def drha(
         Of the table (l1 for Laplace, l2 for the Gaussians). Default 1, as in the paper.
     neighbours : {"substitute", "add_remove"}, optional
         Derive the sensitivity from the neighbour relation instead (2 / √2, or 1).
+    accountant : Accountant, optional
+        Take the neighbour relation from it (nothing is charged: DR-HA spends no budget).
     alpha : "eb" or array_like, default "eb"
         Dirichlet prior for the shrinkage measures (empirical Bayes by default).
     size_model : "poisson", "negbin" or SizeModel, default "poisson"
@@ -281,7 +295,7 @@ def drha(
                 mechanism=mech,
                 epsilon=eps,
                 delta=d,
-                sensitivity=_sensitivity(mech, sensitivity, neighbours),
+                sensitivity=_sensitivity(mech, sensitivity, neighbours, accountant),
                 measure=meas,
                 alpha=a,
                 size_model=sm,
@@ -318,6 +332,7 @@ def drha_cells(
     count: str | None = None,
     sensitivity: float | None = None,
     neighbours: str | None = None,
+    accountant: Any = None,
     alpha: Any = "eb",
     size_model: Any = "poisson",
     scenario8: str = "conservative",
@@ -341,7 +356,7 @@ def drha_cells(
         mechanism=mechanism,
         epsilon=np.array([float(epsilon)]),
         delta=delta,
-        sensitivity=_sensitivity(mechanism, sensitivity, neighbours),
+        sensitivity=_sensitivity(mechanism, sensitivity, neighbours, accountant),
         measure=measure,
         alpha=a,
         size_model=sm,

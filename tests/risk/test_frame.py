@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-import dpframe  # noqa: F401  (registers .dp)
+import dpframe
 from dpframe.cli import app
 from dpframe.datasets import drha_table
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -108,6 +108,10 @@ def test_neighbours_set_the_table_sensitivity():
     assert sub["risk"].item() == pytest.approx(half["risk"].item())  # Δ = 2 at ε = 1
     assert one["risk"].item() > sub["risk"].item()
     assert table_sensitivity("gaussian_pdp", "substitute") == pytest.approx(2**0.5)
+    acct = dpframe.Accountant(epsilon=1.0, neighbours="substitute")
+    via = drha(df, "q", "y", epsilon=[1.0], levels=["a", "b"], weighted=False, accountant=acct)
+    assert via["risk"].item() == pytest.approx(sub["risk"].item())
+    assert acct.ledger == ()  # DR-HA spends nothing
     with pytest.raises(InvalidParameterError, match="not both"):
         drha(
             df, "q", "y", epsilon=[1.0], levels=["a", "b"], sensitivity=1.0, neighbours="add_remove"
