@@ -508,11 +508,12 @@ def _paper_hom_het(
         t = 1.0 / scale[None, :]
         l0 = 1.0 - 0.5 * np.exp(-0.5 * t)
         hom = l0 ** (k - 1) * (1.0 - 0.5 * np.exp((0.5 - nn) * t))
-        het = (
-            l0 ** (k - 2)
-            * 0.5
-            * (np.exp(-0.5 * t) + np.exp((1.5 - nn) * t) - np.exp((1.0 - nn) * t))
-        )
+        with np.errstate(over="ignore", invalid="ignore"):  # n = 1 overflows; masked below
+            het = (
+                l0 ** (k - 2)
+                * 0.5
+                * (np.exp(-0.5 * t) + np.exp((1.5 - nn) * t) - np.exp((1.0 - nn) * t))
+            )
     else:
         s = np.sqrt(2.0) * scale[None, :]
         g0 = erfc(-0.5 / s)  # 1 + erf(0.5/s)
