@@ -632,7 +632,7 @@ def apply(
     ...         pl.col("tenure").dp.pram(1.0, categories=["own", "rent", "other"])
     ...     )
     ...     out = dpframe.collect(q)
-    >>> sorted(set(out["tenure"])) <= ["other", "own", "rent"], acct.spent.epsilon
+    >>> set(out["tenure"]) <= {"own", "rent", "other"}, acct.spent.epsilon
     (True, 1.0)
     """
     if isinstance(expr, str):
