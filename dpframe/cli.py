@@ -60,6 +60,130 @@ def demo(
     )
 
 
+EXIT_OVERSPEND = 1
+EXIT_INVALID = 2
+EXIT_CHECK_FAILED = 3
+
+
+def _load(spec_path: Path):
+    from dpframe.errors import DPFrameError
+    from dpframe.release import load_spec
+
+    try:
+        return load_spec(spec_path)
+    except DPFrameError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+
+
+def _print_plan(the_plan) -> None:
+    _print_frame(
+        "Plan (no budget spent, no noise drawn)",
+        the_plan.rows,
+        ["release", "kind", "statistic", "mechanism", "epsilon", "delta", "scale", "error95"],
+    )
+    typer.echo(the_plan.summary())
+
+
+@app.command()
+def plan(
+    spec: Annotated[Path, typer.Argument(help="The release spec (TOML).")],
+) -> None:
+    """Show every release of a spec with its mechanism, epsilon, scale and 95% error.
+
+    Spends nothing and draws no noise. Exit code 1 if the plan overspends the ledger,
+    2 if the spec is invalid.
+
+    Example: dpframe plan release.toml
+    """
+    from dpframe.errors import DPFrameError
+    from dpframe.release import plan as make_plan
+
+    loaded = _load(spec)
+    try:
+        the_plan = make_plan(loaded)
+    except DPFrameError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    _print_plan(the_plan)
+    if not the_plan.fits:
+        raise typer.Exit(EXIT_OVERSPEND)
+
+
+@app.command()
+def release(
+    spec: Annotated[Path, typer.Argument(help="The release spec (TOML).")],
+    data_docs: Annotated[
+        bool, typer.Option(help="Also write Great Expectations Data Docs.")
+    ] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Charge the ledger, sanitize, write Parquet with provenance, check, publish.
+
+    Exit codes: 0 published; 1 the plan overspends (nothing spent or written); 2 invalid
+    spec or data; 3 an expectation failed (nothing published; staged outputs kept under
+    .failed-<run>/ in the output folder).
+
+    Example: dpframe release release.toml
+    """
+    from dpframe.errors import BudgetExceededError, DPFrameError
+    from dpframe.release import CheckFailedError
+    from dpframe.release import plan as make_plan
+    from dpframe.release import release as run_release
+
+    loaded = _load(spec)
+    try:
+        the_plan = make_plan(loaded)
+        _print_plan(the_plan)
+        if not the_plan.fits:
+            raise typer.Exit(EXIT_OVERSPEND)
+        result = run_release(loaded, progress=progress, data_docs=data_docs)
+    except CheckFailedError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_CHECK_FAILED) from None
+    except BudgetExceededError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_OVERSPEND) from None
+    except DPFrameError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    for c in result.checks:
+        typer.echo(f"check {c.release}: {c.n_expectations} expectations passed")
+    typer.echo(
+        f"published {len(result.outputs)} release(s) to {result.folder}/ "
+        f"(epsilon {result.epsilon:g}): " + ", ".join(p.name for p in result.outputs.values())
+    )
+
+
+@app.command()
+def check(
+    spec: Annotated[Path, typer.Argument(help="The release spec (TOML).")],
+    data_docs: Annotated[
+        bool, typer.Option(help="Also write Great Expectations Data Docs.")
+    ] = False,
+) -> None:
+    """Validate published outputs against the expectation suite built from the spec.
+
+    Exit code 3 if an expectation fails, 2 if outputs are missing or the spec is invalid.
+
+    Example: dpframe check release.toml
+    """
+    from dpframe.errors import DPFrameError
+    from dpframe.release import check as run_check
+
+    loaded = _load(spec)
+    try:
+        results = run_check(loaded, data_docs=data_docs)
+    except DPFrameError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    failed = [r for r in results if not r.success]
+    for r in results:
+        typer.echo(r.report())
+    if failed:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
 @app.command()
 def risk(
     data: Annotated[

@@ -1,0 +1,324 @@
+"""``release`` and ``check``: run a spec's releases, validate them, publish atomically.
+
+``release(spec)``:
+
+1. plans the spec and refuses (spending nothing) if it would overspend the ledger;
+2. opens the persistent ledger and runs every release, each charged before its noise
+   (grouped statistics streamed from the input, PRAM'd microdata streamed Parquet to
+   Parquet), writing each released table to a *staging* folder inside the output folder,
+   with its ledger entries and the resolved spec in the Parquet metadata;
+3. builds the Great Expectations suite of every release *from the spec* and validates the
+   released tables (:mod:`dpframe.release.checks`);
+4. publishes: moves the staged files (tables, suites, validation results) into the output
+   folder. If an expectation fails, nothing is published: the staged files stay under
+   ``.failed-<run>/`` for inspection and :class:`CheckFailedError` is raised. If anything
+   else fails, the staging folder is removed. Either way, budget charged for releases that
+   had already drawn noise stays spent (their noise exists); nothing else is charged.
+
+Post-processing applied before the checks (it costs no privacy): released counts, and
+sums of values with a lower bound >= 0, are clamped at 0 (``nonnegative = true``, the
+default); a grouped covariance is clamped into ``±sqrt(var_x var_y)`` of its released
+variances.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dpframe.accountant import Accountant, LedgerEntry
+from dpframe.errors import BudgetExceededError, DPFrameError
+from dpframe.release.plan import Plan, input_rows, plan
+from dpframe.release.spec import (
+    CovarianceSpec,
+    GroupedSpec,
+    PramSpec,
+    ProportionsSpec,
+    Spec,
+)
+
+__all__ = ["CheckFailedError", "ReleaseResult", "check", "release"]
+
+
+class CheckFailedError(DPFrameError):
+    """A released table failed its expectation suite; nothing was published."""
+
+
+@dataclass
+class ReleaseResult:
+    """What a release run produced."""
+
+    plan: Plan
+    outputs: dict[str, Path] = field(default_factory=dict)
+    entries: list[LedgerEntry] = field(default_factory=list)
+    checks: list[Any] = field(default_factory=list)
+    folder: Path | None = None
+
+    @property
+    def epsilon(self) -> float:
+        return float(sum(e.epsilon for e in self.entries))
+
+
+# ---------------------------------------------------------------------------
+# one release each
+# ---------------------------------------------------------------------------
+
+
+def _postprocess_grouped(r: GroupedSpec, frame: pl.DataFrame) -> pl.DataFrame:
+    from dpframe.release.build import statistic
+
+    exprs = []
+    for s in r.statistics:
+        stat = statistic(s)
+        sign_known = s.stat == "count" or (s.stat == "sum" and (s.lower or 0) >= 0)
+        if r.nonnegative and sign_known:
+            exprs.append(pl.col(stat.name).clip(lower_bound=0.0))
+        elif s.stat == "cov":
+            vx, vy, cv, _ = stat.outputs()
+            bound = (pl.col(vx).clip(lower_bound=0.0) * pl.col(vy).clip(lower_bound=0.0)).sqrt()
+            exprs.append(pl.col(cv).clip(-bound, bound))
+    return frame.with_columns(exprs) if exprs else frame
+
+
+def _run_grouped(spec: Spec, r: GroupedSpec, lf: pl.LazyFrame, acct: Accountant, seed: Any):
+    import dpframe
+    from dpframe.release.build import statistic
+
+    margins = spec.margins_frame(r.margins)
+    release = dpframe.group_by(
+        lf, r.by, margins=margins, sizes=spec.margins[r.margins].sizes, accountant=acct, seed=seed
+    ).agg(*[statistic(s) for s in r.statistics])
+    frame = _postprocess_grouped(r, release.collect(engine="streaming"))
+    return frame, list(release.ledger), margins
+
+
+def _run_frame_release(
+    spec: Spec,
+    r: ProportionsSpec | CovarianceSpec,
+    lf: pl.LazyFrame,
+    acct: Accountant,
+    seed: Any,
+    n: int,
+):
+    import dpframe
+
+    size = r.n if r.n is not None else n
+    if isinstance(r, ProportionsSpec):
+        rel = dpframe.proportions(
+            lf,
+            r.column,
+            epsilon=r.epsilon,
+            n=size,
+            categories=r.categories,
+            strategy=r.strategy,
+            method=r.method,
+            accountant=acct,
+            seed=seed,
+        )
+    else:
+        rel = dpframe.covariance_matrix(
+            lf,
+            r.columns,
+            [tuple(b) for b in r.bounds],
+            epsilon=r.epsilon,
+            n=size,
+            method=r.method,
+            repair=r.repair,
+            accountant=acct,
+            seed=seed,
+        )
+    return rel.frame, list(rel.ledger)
+
+
+def _pram_summary(path: Path, columns: list[str]) -> pl.DataFrame:
+    """The distinct released values of each PRAM'd column (streamed from the file).
+
+    Checking values-in-set and no-nulls on the distinct values is the same as on every
+    row, without loading a larger-than-memory file into pandas.
+    """
+    lf = pl.scan_parquet(path)
+    parts = [lf.select(pl.col(c).unique()).collect(engine="streaming") for c in columns]
+    height = max(p.height for p in parts)
+    return pl.DataFrame(
+        [p.to_series().extend_constant(p.to_series()[0], height - p.height) for p in parts]
+    )
+
+
+def _run_pram(
+    spec: Spec, r: PramSpec, lf: pl.LazyFrame, acct: Accountant, seed: Any, path: Path
+) -> tuple[list[LedgerEntry], pl.DataFrame]:
+    import dpframe
+
+    exprs = [
+        pl.col(c.column).dp.pram(
+            c.epsilon,
+            categories=c.categories,
+            prior=c.prior,
+            diagonal=c.diagonal,
+            accountant=acct,
+            seed=seed,
+        )
+        for c in r.columns
+    ]
+    dpframe.sink_parquet(lf.select(exprs), path, spec=spec.to_dict())
+    entries = list(dpframe.last_run().entries)
+    return entries, _pram_summary(path, [c.column for c in r.columns])
+
+
+# ---------------------------------------------------------------------------
+# the runner
+# ---------------------------------------------------------------------------
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from rich.progress import Progress
+
+    return Progress(transient=True)
+
+
+def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> ReleaseResult:
+    """Run every release of ``spec``: charge, sanitize, write, check, publish.
+
+    Raises
+    ------
+    BudgetExceededError
+        If the plan overspends the ledger (nothing is spent or written).
+    CheckFailedError
+        If a released table fails its expectations (nothing is published; the staged
+        outputs stay under ``<output>/.failed-<run>/``).
+    """
+    from dpframe.io import write_parquet
+    from dpframe.random import RandomSource
+
+    the_plan = plan(spec)
+    if not the_plan.fits:
+        raise BudgetExceededError(
+            f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "
+            "and nothing was written."
+        )
+    out = spec.resolve(spec.output.folder)
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:12]
+    staging = out / f".staging-{run_id}"
+    staging.mkdir()
+    acct = Accountant.open(
+        spec.resolve(spec.privacy.ledger),
+        epsilon=spec.privacy.budget.epsilon,
+        delta=spec.privacy.budget.delta,
+        neighbours=spec.privacy.neighbours,
+    )
+    seed = RandomSource(spec.privacy.seed) if spec.privacy.seed is not None else None
+    result = ReleaseResult(plan=the_plan, folder=out)
+    lf = spec.lazy_input()
+    staged: list[tuple[Any, pl.DataFrame, dict[str, Any]]] = []
+    try:
+        n = the_plan.input_rows
+        with _progress(progress) as bar:
+            task = bar.add_task("releasing", total=len(spec.release)) if bar else None
+            for r in spec.release:
+                path = staging / f"{r.name}.parquet"
+                if bar:
+                    bar.update(task, description=f"releasing {r.name}")
+                if isinstance(r, GroupedSpec):
+                    frame, entries, margins = _run_grouped(spec, r, lf, acct, seed)
+                    write_parquet(frame, path, ledger=entries, spec=spec.to_dict())
+                    staged.append((r, frame, {"margins": margins}))
+                elif isinstance(r, PramSpec):
+                    n = input_rows(spec, lf) if n is None else n
+                    entries, summary = _run_pram(spec, r, lf, acct, seed, path)
+                    staged.append((r, summary, {"input_rows": None}))
+                else:
+                    n = input_rows(spec, lf) if n is None else n
+                    frame, entries = _run_frame_release(spec, r, lf, acct, seed, n)
+                    write_parquet(frame, path, ledger=entries, spec=spec.to_dict())
+                    staged.append((r, frame, {}))
+                result.entries.extend(entries)
+                result.outputs[r.name] = out / path.name
+                if bar:
+                    bar.advance(task)
+        result.checks = _check_staged(staged, staging, n, data_docs)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    failed = [c for c in result.checks if not c.success]
+    if failed:
+        kept = out / f".failed-{run_id}"
+        os.replace(staging, kept)
+        report = "\n".join(c.report() for c in failed)
+        raise CheckFailedError(
+            f"{len(failed)} release(s) failed their expectations; nothing was published "
+            f"(staged outputs kept in {kept}):\n{report}"
+        )
+    for f in sorted(staging.iterdir()):
+        os.replace(f, out / f.name)
+    staging.rmdir()
+    return result
+
+
+def _check_staged(
+    staged: list[tuple[Any, pl.DataFrame, dict[str, Any]]],
+    folder: Path,
+    n: int | None,
+    data_docs: bool,
+) -> list[Any]:
+    from dpframe.release.checks import check_release, save_check
+
+    results = []
+    for r, frame, extra in staged:
+        kwargs = dict(extra)
+        if isinstance(r, PramSpec):
+            kwargs["input_rows"] = None  # checked from the file's metadata below
+        res = check_release(r, frame, **kwargs)
+        if isinstance(r, PramSpec) and n is not None:
+            rows = pl.scan_parquet(folder / f"{r.name}.parquet").select(pl.len()).collect().item()
+            if rows != n:
+                res = _with_failure(res, f"row count: {rows} released rows for {n} input rows")
+        save_check(res, folder, data_docs=data_docs)
+        results.append(res)
+    return results
+
+
+def _with_failure(res: Any, message: str) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(res, success=False, failures=[*res.failures, message])
+
+
+def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
+    """Validate the published outputs of ``spec`` again (the ``dpframe check`` command).
+
+    Reads each release's Parquet file from the output folder, rebuilds its suite from the
+    spec, validates, and saves the suite and the result next to the file.
+    """
+    from dpframe.release.checks import check_release, save_check
+
+    out = spec.resolve(spec.output.folder)
+    results = []
+    n = None
+    for r in spec.release:
+        path = out / f"{r.name}.parquet"
+        if not path.exists():
+            raise DPFrameError(f"release {r.name!r}: {path} does not exist (run release first)")
+        if isinstance(r, PramSpec):
+            frame = _pram_summary(path, [c.column for c in r.columns])
+            res = check_release(r, frame, input_rows=None)
+            n = input_rows(spec) if n is None else n
+            rows = pl.scan_parquet(path).select(pl.len()).collect().item()
+            if rows != n:
+                res = _with_failure(res, f"row count: {rows} released rows for {n} input rows")
+        else:
+            frame = pl.read_parquet(path)
+            extra = {"margins": spec.margins_frame(r.margins)} if isinstance(r, GroupedSpec) else {}
+            res = check_release(r, frame, **extra)
+        save_check(res, out, data_docs=data_docs)
+        results.append(res)
+    return results
