@@ -36,27 +36,34 @@ def demo(
     ),
     rows: Annotated[int, typer.Option(help="Respondents in the synthetic survey.")] = 200_000,
 ) -> None:
-    """Run the end-to-end demo release on the shipped synthetic survey.
+    """Run the end-to-end demo: plan, release, check and risk on data dpframe ships.
 
     Example: dpframe demo --out out/demo
     """
     from dpframe.demo import run_demo
 
-    result = run_demo(out, n=rows)
+    result = run_demo(out, n=rows, progress=True)
+    _print_plan(result.plan)
+    for c in result.checks:
+        typer.echo(f"check {c.release}: {c.n_expectations} expectations passed")
     _print_frame(
-        "Plan (no budget spent, no noise drawn)",
-        result.plan,
-        ["statistic", "mechanism", "epsilon", "sensitivity", "scale", "error95", "groups"],
+        "Released: counts, mean incomes, satisfaction-trust covariance by region x age band",
+        result.released["by_region"].head(6),
     )
-    _print_frame("Released: counts and mean incomes by region x age band", result.grouped_release)
-    _print_frame("Released: national mean scores (truncated to [0, 10])", result.means_release)
-    _print_frame("Released: share of each age band", result.shares_release)
+    _print_frame("Released: share of each age band", result.released["age_shares"])
+    _print_frame("Released: covariance matrix of the scores", result.released["scores_cov"])
     _print_frame("Estimated from the PRAM'd microdata alone: region shares", result.region_estimate)
+    _print_frame(
+        "DR-HA of the Bankruptcy subset (assessment of confidential data, no budget spent)",
+        result.risk.drop("assessment"),
+    )
     _print_ledger(result.ledger)
+    files = ", ".join(f"released/{p.name}" for p in result.outputs.values())
     typer.echo(
-        f"outputs in {result.folder}/: {result.grouped.name}, {result.means.name}, "
-        f"{result.shares.name}, {result.microdata.name}, {result.ledger.name} "
-        f"(confidential input: {result.survey.name})"
+        f"outputs in {result.folder}/: {files} (each with .suite.json and .validation.json), "
+        f"{result.ledger.name}, {result.spec.name}"
+        + (f", {result.risk_plot.name}" if result.risk_plot else "")
+        + f" (confidential input: {result.survey.name})"
     )
 
 

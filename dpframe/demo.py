@@ -1,142 +1,136 @@
-"""The demo job: a small end-to-end release on the shipped synthetic survey.
+"""The demo job: a release spec run end to end on data dpframe ships.
 
-Run it with ``dpframe demo`` (or ``make demo``). It writes the confidential survey to
-Parquet, opens a persistent ledger, shows the plan (cost and expected error) without
-spending, then releases, all from the Parquet file:
+Run it with ``dpframe demo`` (or ``make demo``). In ``out`` it writes the confidential
+synthetic survey to Parquet and the release spec (``release.toml``, a copy of
+``dpframe/data/demo_release.toml``), then:
 
-* counts and mean incomes by region x age band, over public margins (streaming; the
-  region "Islands" has no respondent and is released all the same);
-* the national mean scores, kept inside [0, 10] by the truncated Laplace mechanism;
-* the share of each age band, summing to 1;
-* PRAM'd microdata: every respondent's region and age band post-randomized
-  (``.dp.pram``, streamed from Parquet to Parquet), and the region shares estimated
-  back from that file alone (its provenance carries the PRAM designs);
-
-writes the released tables to Parquet with their ledger entries in the metadata, and
-leaves the ledger file next to them.
+1. **plan** -- every release with its mechanism, ε, scale and 95% error, nothing spent;
+2. **release** -- charges the ledger (``ledger.json``), sanitizes (grouped counts, mean
+   incomes and the satisfaction-trust covariance by region x age band over public
+   margins; PRAM'd microdata of region and age band, streamed Parquet to Parquet; the
+   age-band shares; the covariance matrix of the two scores), writes each table to
+   ``released/`` with its ledger entries and the spec in the Parquet metadata;
+3. **check** -- validates every released table against a Great Expectations suite built
+   from the spec (suites and results are saved next to the tables); nothing is
+   published unless every expectation holds;
+4. **risk** -- the DR-HA of a frequency table (the DR-HA paper's Bankruptcy subset,
+   shipped) for an ε grid, with its S-curves (an assessment: no budget spent).
 """
 
 from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import polars as pl
-
-import dpframe
-from dpframe.datasets import AGE_BANDS, CENSUS_REGION_SHARES, REGIONS, synthetic_survey
 
 __all__ = ["DemoResult", "run_demo"]
 
 
 @dataclass(frozen=True)
 class DemoResult:
-    """Where the demo wrote its outputs, and what it spent."""
+    """Where the demo wrote its outputs, and what it did."""
 
     folder: Path
     survey: Path
+    spec: Path
     ledger: Path
-    grouped: Path
-    means: Path
-    shares: Path
-    microdata: Path
-    plan: pl.DataFrame
-    grouped_release: pl.DataFrame
-    means_release: pl.DataFrame
-    shares_release: pl.DataFrame
+    outputs: dict[str, Path]
+    plan: Any
+    checks: list[Any]
+    released: dict[str, pl.DataFrame]
     region_estimate: pl.DataFrame
-    accountant: dpframe.Accountant
+    risk: pl.DataFrame
+    risk_plot: Path | None
+    epsilon_spent: float
 
 
-def run_demo(out: str | Path = "out/demo", n: int = 200_000) -> DemoResult:
-    """Run the demo release into ``out`` (replaced if it exists) and return its outputs.
+def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = False) -> DemoResult:
+    """Run the demo into ``out`` (replaced if it exists) and return what it produced.
 
     Examples
     --------
     >>> import tempfile
     >>> result = run_demo(tempfile.mkdtemp() + "/demo", n=5_000)
-    >>> round(result.accountant.spent.epsilon, 6)
-    1.9
+    >>> round(result.epsilon_spent, 6), sorted(result.outputs)
+    (1.8, ['age_shares', 'by_region', 'microdata', 'scores_cov'])
     """
+    import numpy as np
+
+    import dpframe
+    from dpframe.datasets import drha_table, synthetic_survey
+    from dpframe.release import load_spec, plan, release
+    from dpframe.risk import drha
+
     folder = Path(out)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-
     survey_path = folder / "survey.parquet"  # the confidential input
-    survey = synthetic_survey(n)
-    survey.write_parquet(survey_path)
-    n_public = survey.height  # the survey's size is published with it: public
+    synthetic_survey(n).write_parquet(survey_path)
+    spec_path = folder / "release.toml"
+    template = resources.files("dpframe").joinpath("data", "demo_release.toml")
+    spec_path.write_text(template.read_text())
 
-    acct = dpframe.Accountant.open(folder / "ledger.json", epsilon=2.0)
-    margins = pl.DataFrame({"region": pl.Series(REGIONS, dtype=pl.Enum(REGIONS))}).join(
-        pl.DataFrame({"age_band": pl.Series(AGE_BANDS, dtype=pl.Enum(AGE_BANDS))}), how="cross"
-    )
-
-    with acct:
-        grouped = dpframe.group_by(
-            pl.scan_parquet(survey_path), ["region", "age_band"], margins=margins
-        ).agg(
-            dpframe.agg.count(epsilon=0.3),
-            dpframe.agg.mean("income", lower=0, upper=200_000, epsilon=0.3),
-        )
-        plan = grouped.summarize()
-        grouped_out = grouped.collect(engine="streaming")
-
-        exact_means = pl.scan_parquet(survey_path).select(
-            pl.col("satisfaction").clip(0, 10).mean(), pl.col("trust").clip(0, 10).mean()
-        )
-        scores = exact_means.unpivot(variable_name="score", value_name="mean")
-        means_expr = pl.col("mean").dp.truncated_laplace(
-            0.2,  # epsilon
-            0.0,  # the scores' bounds: a released mean stays inside them
-            10.0,
-            dpframe.sensitivity.mean(0, 10, n_public),  # n is public
-            composition="sequential",  # both means describe the same respondents
-        )
-        means_out = scores.with_columns(means_expr).collect()
-        shares = dpframe.proportions(
-            pl.scan_parquet(survey_path), "age_band", epsilon=0.1, n=n_public
-        )
-
-        # microdata: only post-randomized columns leave; region's matrix is optimised for
-        # the public census shares, age band's is k-ary randomized response
-        microdata_path = dpframe.sink_parquet(
-            pl.scan_parquet(survey_path).select(
-                pl.col("region").dp.pram(0.5, prior=CENSUS_REGION_SHARES),
-                pl.col("age_band").dp.pram(0.5),
-            ),
-            folder / "microdata.parquet",
-        )
-    provenance = dpframe.read_provenance(microdata_path)
-    estimate = dpframe.pram.estimate(
-        pl.read_parquet(microdata_path)["region"], provenance.pram_designs["region"]
-    )
+    spec = load_spec(spec_path)
+    the_plan = plan(spec)
+    result = release(spec, progress=progress)
+    released = {
+        name: pl.read_parquet(p) for name, p in result.outputs.items() if name != "microdata"
+    }
+    microdata = result.outputs["microdata"]
+    design = dpframe.read_provenance(microdata).pram_designs["region"]
+    est = dpframe.pram.estimate(pl.read_parquet(microdata)["region"], design)
     region_estimate = pl.DataFrame(
         {
-            "region": list(REGIONS),
-            "estimated_share": estimate.p_simplex,
-            "unbiased": estimate.p_hat,
-            "standard_error": estimate.standard_errors,
+            "region": design["categories"],
+            "estimated_share": est.p_simplex,
+            "unbiased": est.p_hat,
+            "standard_error": est.standard_errors,
         }
     )
 
-    grouped_path = dpframe.write_parquet(grouped_out, folder / "grouped.parquet", ledger=grouped)
-    means_path = dpframe.write_parquet(means_out, folder / "means.parquet", ledger=acct.ledger[2:3])
-    shares_path = dpframe.write_parquet(shares.frame, folder / "shares.parquet", ledger=shares)
+    t = drha_table("bankruptcy_ff")
+    risk = drha(
+        t.frame,
+        t.qids,
+        t.sensitive,
+        count=t.count,
+        epsilon=[0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 100.0],
+        mechanism=["laplace"],
+        measure=["local"],
+    )
+    risk_plot: Path | None = folder / "risk.png"
+    try:
+        from dpframe.risk.plot import plot_risk
+
+        grid = drha(
+            t.frame,
+            t.qids,
+            t.sensitive,
+            count=t.count,
+            epsilon=np.logspace(-3, 2, 51),
+            mechanism=["laplace", "gaussian_pdp"],
+            delta=1e-3,
+            measure=["local", "expected"],
+        )
+        plot_risk(grid, risk_plot, title="DR-HA of the Bankruptcy subset (assessment)")
+    except dpframe.InvalidParameterError:  # matplotlib missing: the plot is optional
+        risk_plot = None
     return DemoResult(
         folder=folder,
         survey=survey_path,
-        ledger=folder / "ledger.json",
-        grouped=grouped_path,
-        means=means_path,
-        shares=shares_path,
-        microdata=microdata_path,
-        plan=plan,
-        grouped_release=grouped_out,
-        means_release=means_out,
-        shares_release=shares.frame,
+        spec=spec_path,
+        ledger=spec.resolve(spec.privacy.ledger),
+        outputs=result.outputs,
+        plan=the_plan,
+        checks=result.checks,
+        released=released,
         region_estimate=region_estimate,
-        accountant=acct,
+        risk=risk,
+        risk_plot=risk_plot,
+        epsilon_spent=result.epsilon,
     )

@@ -12,27 +12,30 @@ def test_demo_end_to_end(tmp_path):
     out = tmp_path / "demo"
     res = runner.invoke(app, ["demo", "--out", str(out), "--rows", "20000"])
     assert res.exit_code == 0, res.output
-    assert "Plan" in res.output and "Ledger" in res.output
-    for name in ("survey", "grouped", "means", "shares", "microdata"):
-        assert (out / f"{name}.parquet").exists()
+    assert "Plan" in res.output and "Ledger" in res.output and "DR-HA" in res.output
+    released = out / "released"
+    for name in ("by_region", "microdata", "age_shares", "scores_cov"):
+        assert (released / f"{name}.parquet").exists()
+        assert (released / f"{name}.suite.json").exists()
+        assert (released / f"{name}.validation.json").exists()
+    assert not list(released.glob(".staging-*")) and not list(released.glob(".failed-*"))
     ledger = dpframe.Accountant.open(out / "ledger.json")
-    assert ledger.spent.epsilon == 1.9 and len(ledger.ledger) == 6
-    grouped = pl.read_parquet(out / "grouped.parquet")
+    assert ledger.spent.epsilon == pytest.approx(1.8) and len(ledger.ledger) == 9
+    grouped = pl.read_parquet(released / "by_region.parquet")
     assert grouped.height == 18  # 6 regions x 3 age bands, the empty "Islands" included
     assert grouped["income_mean"].is_between(0, 200_000).all()
-    prov = dpframe.read_provenance(out / "grouped.parquet")
-    assert prov.epsilon == 0.6  # count 0.3 + mean income 0.3
-    means = dpframe.read_provenance(out / "means.parquet")
-    assert [e.mechanism for e in means.entries] == ["truncated_laplace"]
-    assert pl.read_parquet(out / "means.parquet")["mean"].is_between(0, 10).all()
-    shares = pl.read_parquet(out / "shares.parquet")["proportion"]
+    assert (grouped["count"] >= 0).all()
+    prov = dpframe.read_provenance(released / "by_region.parquet")
+    assert prov.epsilon == pytest.approx(0.8) and prov.spec["version"] == 1
+    shares = pl.read_parquet(released / "age_shares.parquet")["proportion"]
     assert shares.sum() == pytest.approx(1.0) and shares.is_between(0, 1).all()
-    micro = pl.read_parquet(out / "microdata.parquet")
+    micro = pl.read_parquet(released / "microdata.parquet")
     assert micro.columns == ["region", "age_band"] and micro.height == 20000
-    prov = dpframe.read_provenance(out / "microdata.parquet")
-    assert [e.mechanism for e in prov.entries] == ["pram", "pram"] and prov.epsilon == 1.0
+    prov = dpframe.read_provenance(released / "microdata.parquet")
+    assert [e.mechanism for e in prov.entries] == ["pram", "pram"]
+    assert prov.epsilon == pytest.approx(0.7)
     assert set(prov.pram_designs) == {"region", "age_band"}
-    assert "Estimated from the PRAM'd microdata" in res.output
+    assert (out / "risk.png").exists()
 
 
 def test_demo_replaces_previous_output(tmp_path):
@@ -46,8 +49,8 @@ def test_ledger_show(tmp_path):
     out = tmp_path / "demo"
     runner.invoke(app, ["demo", "--out", str(out), "--rows", "2000"])
     res = runner.invoke(app, ["ledger", "show", str(out / "ledger.json")])
-    assert res.exit_code == 0 and "spent epsilon=1.9" in res.output
-    res = runner.invoke(app, ["ledger", "show", str(out / "grouped.parquet")])
+    assert res.exit_code == 0 and "spent epsilon=1.8" in res.output
+    res = runner.invoke(app, ["ledger", "show", str(out / "released" / "by_region.parquet")])
     assert res.exit_code == 0 and "Provenance" in res.output
     res = runner.invoke(app, ["ledger", "show", str(out / "missing.json")])
     assert res.exit_code == 2

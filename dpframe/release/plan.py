@@ -117,8 +117,9 @@ def _row(release: str, kind: str, what: str | None, **kw: Any) -> dict[str, Any]
 def _plan_grouped(spec: Spec, r: GroupedSpec, lf: pl.LazyFrame) -> list[dict[str, Any]]:
     import dpframe
     from dpframe.release.build import statistic
+    from dpframe.release.run import margins_for
 
-    margins = spec.margins_frame(r.margins)
+    margins = margins_for(spec, r, lf)
     acct = Accountant(epsilon=1e9, neighbours=spec.privacy.neighbours)  # throwaway, unspent
     sizes = spec.margins[r.margins].sizes
     release = dpframe.group_by(lf, r.by, margins=margins, sizes=sizes, accountant=acct).agg(
