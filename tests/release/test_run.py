@@ -1,0 +1,163 @@
+"""The release runner and the CLI, end to end: outputs, provenance, checks, atomicity."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+import dpframe
+from dpframe.cli import app
+from dpframe.errors import BudgetExceededError
+from dpframe.release import CheckFailedError, check, load_spec, plan, release
+
+from .conftest import EPSILON_TOTAL, write_spec
+
+runner = CliRunner()
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_cli_release_of_a_million_rows(tmp_path):
+    spec_path = write_spec(tmp_path, rows=1_000_000)
+    res = runner.invoke(app, ["plan", str(spec_path)])
+    assert res.exit_code == 0, res.output
+    planned = plan(load_spec(spec_path)).epsilon
+    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "released"
+    names = ["by_region", "microdata", "age_shares", "scores_cov"]
+    for name in names:
+        assert (out / f"{name}.parquet").exists()
+        assert (out / f"{name}.suite.json").exists()
+        assert (out / f"{name}.validation.json").exists()
+        prov = dpframe.read_provenance(out / f"{name}.parquet")
+        assert prov.entries and prov.spec["release"][0]["name"] == "by_region"
+    assert not [f for f in _files(out) if f.startswith(".")]  # no staging left
+    ledger = dpframe.Accountant.open(tmp_path / "ledger.json")
+    assert ledger.spent.epsilon == pytest.approx(planned) == pytest.approx(EPSILON_TOTAL)
+    in_files = sum(dpframe.read_provenance(out / f"{n}.parquet").epsilon for n in names)
+    assert in_files == pytest.approx(planned)  # every charge is recorded with its output
+    assert pl.scan_parquet(out / "microdata.parquet").select(pl.len()).collect().item() == 1e6
+    res = runner.invoke(app, ["check", str(spec_path)])
+    assert res.exit_code == 0, res.output
+
+
+def test_an_overspending_spec_fails_at_plan_and_spends_nothing(tmp_path):
+    spec_path = write_spec(tmp_path, rows=2000, budget=1.0)
+    res = runner.invoke(app, ["plan", str(spec_path)])
+    assert res.exit_code == 1 and "OVERSPENDS" in res.output
+    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+    assert res.exit_code == 1
+    with pytest.raises(BudgetExceededError, match="Nothing was charged"):
+        release(load_spec(spec_path), progress=False)
+    assert not (tmp_path / "ledger.json").exists()
+    assert _files(tmp_path / "released") == []
+
+
+def test_a_crash_mid_release_leaves_no_output(tmp_path, monkeypatch):
+    spec = load_spec(write_spec(tmp_path, rows=5000))
+    import dpframe.release.run as run_mod
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(run_mod, "_run_frame_release", boom)  # the third release crashes
+    with pytest.raises(RuntimeError, match="disk full"):
+        release(spec, progress=False)
+    out = tmp_path / "released"
+    assert _files(out) == []  # nothing published, staging removed
+    spent = dpframe.Accountant.open(tmp_path / "ledger.json").spent.epsilon
+    assert spent == pytest.approx(0.8 + 1.0)  # the two releases that drew noise stay spent
+
+
+def test_a_failed_expectation_publishes_nothing(tmp_path, monkeypatch):
+    spec_path = write_spec(tmp_path, rows=5000, budget=5.0)  # room for a second attempt
+    import dpframe.release.run as run_mod
+
+    real = run_mod._run_frame_release
+
+    def corrupt(spec, r, *args):
+        frame, entries = real(spec, r, *args)
+        if r.kind == "proportions":
+            frame = frame.with_columns(pl.col("proportion") * 1.5)  # shares sum to 1.5
+        return frame, entries
+
+    monkeypatch.setattr(run_mod, "_run_frame_release", corrupt)
+    with pytest.raises(CheckFailedError, match="age_shares") as info:
+        release(load_spec(spec_path), progress=False)
+    assert "nothing was published" in str(info.value)
+    out = tmp_path / "released"
+    visible = [f for f in _files(out) if not f.startswith(".")]
+    assert visible == []
+    failed = [f for f in _files(out) if f.startswith(".failed-")]
+    assert len(failed) == 1 and "age_shares.validation.json" in _files(out / failed[0])
+    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+    assert res.exit_code == 3 and "age_shares" in res.output
+    # the failed attempts drew noise: their budget stays spent, and a third one would not fit
+    assert dpframe.Accountant.open(tmp_path / "ledger.json").spent.epsilon == pytest.approx(
+        2 * EPSILON_TOTAL
+    )
+
+
+def test_check_finds_a_tampered_output(tmp_path):
+    spec_path = write_spec(tmp_path, rows=5000)
+    spec = load_spec(spec_path)
+    release(spec, progress=False)
+    out = tmp_path / "released" / "scores_cov.parquet"
+    frame = pl.read_parquet(out)
+    tampered = frame.with_columns(
+        pl.when(pl.col("column") == "satisfaction")
+        .then(pl.lit(50.0))
+        .otherwise(pl.col("trust"))
+        .alias("trust")
+    )
+    tampered.write_parquet(out)
+    results = {r.release: r for r in check(spec)}
+    assert not results["scores_cov"].success
+    assert "scores_cov" in results["scores_cov"].report()
+    res = runner.invoke(app, ["check", str(spec_path)])
+    assert res.exit_code == 3
+
+
+def test_spec_from_python_with_a_lazyframe(tmp_path):
+    from dpframe.datasets import REGIONS, synthetic_survey
+    from dpframe.release import parse_spec
+
+    lf = synthetic_survey(4000).lazy().filter(pl.col("age") >= 18)
+    spec = parse_spec(
+        {
+            "version": 1,
+            "privacy": {"budget": {"epsilon": 1.0}, "ledger": str(tmp_path / "l.json")},
+            "output": {"folder": str(tmp_path / "out")},
+            "margins": {"r": {"values": {"region": list(REGIONS)}}},
+            "release": [
+                {
+                    "name": "counts",
+                    "kind": "grouped",
+                    "by": ["region"],
+                    "margins": "r",
+                    "statistics": [{"stat": "count", "epsilon": 0.5}],
+                }
+            ],
+        },
+        frame=lf,
+    )
+    result = release(spec, progress=False)
+    assert result.epsilon == pytest.approx(0.5)
+    assert pl.read_parquet(result.outputs["counts"]).height == len(REGIONS)
+    assert os.path.exists(tmp_path / "out" / "counts.suite.json")
+
+
+def test_invalid_spec_exit_code(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("version = 1\n[privacy]\nbudget = { epsilon = -1 }\n")
+    res = runner.invoke(app, ["plan", str(bad)])
+    assert res.exit_code == 2 and "budget.epsilon" in res.output
+    res = runner.invoke(app, ["release", str(tmp_path / "missing.toml")])
+    assert res.exit_code == 2
