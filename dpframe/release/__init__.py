@@ -1,11 +1,15 @@
 """Release jobs: a TOML spec -> plan -> release (sanitize, Parquet) -> check (GE suite).
 
-The Python API mirrors the ``dpframe`` command (``plan``, ``release``, ``check``):
+The Python API mirrors the ``dpframe`` command (``plan``, ``release``, ``check``)::
 
->>> from dpframe.release import load_spec, plan, release, check  # doctest: +SKIP
->>> spec = load_spec("release.toml")                             # doctest: +SKIP
->>> print(plan(spec).rows)                                       # doctest: +SKIP
->>> result = release(spec)                                       # doctest: +SKIP
+    from dpframe.release import check, load_spec, plan, release
+
+    spec = load_spec("release.toml")
+    print(plan(spec).rows)      # nothing spent
+    result = release(spec)      # charged, sanitized, checked, published
+    check(spec)                 # validate the published outputs again
+
+(``docs/release-python.md`` runs it end to end.)
 """
 
 from dpframe.release.plan import Plan, plan
