@@ -70,6 +70,7 @@ def demo(
 EXIT_OVERSPEND = 1
 EXIT_INVALID = 2
 EXIT_CHECK_FAILED = 3
+EXIT_FAILED = 4
 
 
 def _load(spec_path: Path):
@@ -128,8 +129,9 @@ def release(
     """Charge the ledger, sanitize, write Parquet with provenance, check, publish.
 
     Exit codes: 0 published; 1 the plan overspends (nothing spent or written); 2 invalid
-    spec or data; 3 an expectation failed (nothing published; staged outputs kept under
-    .failed-<run>/ in the output folder).
+    spec or data (found before anything is charged); 3 an expectation failed (nothing
+    published; staged outputs kept under .failed-<run>/ in the output folder); 4 any
+    other failure (nothing published).
 
     Example: dpframe release release.toml
     """
@@ -154,6 +156,14 @@ def release(
     except DPFrameError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # a crash: nothing published; charged noise stays spent
+        typer.echo(
+            f"error: the release failed ({type(exc).__name__}: {exc}); nothing was published",
+            err=True,
+        )
+        raise typer.Exit(EXIT_FAILED) from None
     for c in result.checks:
         typer.echo(f"check {c.release}: {c.n_expectations} expectations passed")
     typer.echo(

@@ -159,6 +159,7 @@ def write_parquet(
             raise InvalidParameterError(
                 f"frame must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
             )
+        os.chmod(tmp, _file_mode())  # mkstemp makes it private; the output is published
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -201,3 +202,10 @@ def read_parquet(path: str | os.PathLike[str]) -> tuple[pl.DataFrame, Provenance
     """
     provenance = read_provenance(path)
     return pl.read_parquet(path), provenance
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under the process umask (mkstemp's is always 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask

@@ -280,9 +280,17 @@ def sink_parquet(
                 return {METADATA_KEY: doc}
 
             lf.sink_parquet(tmp, metadata=metadata, compression=compression)
+        os.chmod(tmp, _file_mode())  # mkstemp makes it private; the output is published
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     return target
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under the process umask (mkstemp's is always 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask

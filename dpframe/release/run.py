@@ -44,7 +44,7 @@ from dpframe.release.spec import (
     Spec,
 )
 
-__all__ = ["CheckFailedError", "ReleaseResult", "check", "release"]
+__all__ = ["CheckFailedError", "ReleaseResult", "check", "preflight", "release"]
 
 
 class CheckFailedError(DPFrameError):
@@ -180,8 +180,60 @@ def _run_pram(
         )
         for c in r.columns
     ]
-    dpframe.sink_parquet(lf.select(exprs), path, spec=spec.to_dict())
+    # the runner's preflight already made the dry pass over this data
+    dpframe.sink_parquet(lf.select(exprs), path, spec=spec.to_dict(), validate=False)
     return list(dpframe.last_run().entries)
+
+
+# ---------------------------------------------------------------------------
+# preflight
+# ---------------------------------------------------------------------------
+
+
+def preflight(spec: Spec, lf: pl.LazyFrame | None = None) -> None:
+    """Check every release's data before any is charged (one extra read of the input).
+
+    Each release validates its own data just before its charge; run one after the other,
+    a bad value in a later release would surface after the earlier ones had spent their
+    budget. So the runner first does, for every release, the work that can fail on the
+    data -- the exact grouped aggregates and their checks, the PRAM dry pass, the
+    proportions' and covariance's inputs -- against a throwaway accountant. Nothing it
+    computes leaves this function (noise drawn for the throwaway is discarded unseen).
+    """
+    import dpframe
+    from dpframe.release.build import statistic
+    from dpframe.rowwise import _validate
+
+    lf = spec.lazy_input() if lf is None else lf
+    scratch = Accountant(epsilon=1e12, neighbours=spec.privacy.neighbours)
+    n = None
+    for r in spec.release:
+        if isinstance(r, GroupedSpec):
+            rel = dpframe.group_by(
+                lf,
+                r.by,
+                margins=margins_for(spec, r, lf),
+                sizes=spec.margins[r.margins].sizes,
+                accountant=scratch,
+            ).agg(*[statistic(s) for s in r.statistics])
+            exact = rel.exact_aggregates(engine="streaming")
+            for p in rel.plans:
+                p.check(exact)
+        elif isinstance(r, PramSpec):
+            exprs = [
+                pl.col(c.column).dp.pram(
+                    c.epsilon,
+                    categories=c.categories,
+                    prior=c.prior,
+                    diagonal=c.diagonal,
+                    accountant=scratch,
+                )
+                for c in r.columns
+            ]
+            _validate(lf.select(exprs))
+        else:
+            n = input_rows(spec, lf) if n is None else n
+            _run_frame_release(spec, r, lf, scratch, None, n)
 
 
 # ---------------------------------------------------------------------------
@@ -217,7 +269,7 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
             f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "
             "and nothing was written."
         )
-    out = spec.resolve(spec.output.folder)
+    out = spec.resolve(spec.output.folder).absolute()
     out.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:12]
     staging = out / f".staging-{run_id}"
@@ -233,6 +285,7 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
     lf = spec.lazy_input()
     staged: list[tuple[Any, pl.DataFrame, dict[str, Any]]] = []
     try:
+        preflight(spec, lf)  # data problems surface here, before anything is charged
         n = the_plan.input_rows
         with _progress(progress) as bar:
             task = bar.add_task("releasing", total=len(spec.release)) if bar else None
@@ -271,10 +324,35 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
             f"{len(failed)} release(s) failed their expectations; nothing was published "
             f"(staged outputs kept in {kept}):\n{report}"
         )
-    for f in sorted(staging.iterdir()):
-        os.replace(f, out / f.name)
-    staging.rmdir()
+    _publish(staging, out)
     return result
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move every staged entry into ``out``, replacing what a previous run published.
+
+    Files are replaced atomically one by one (``os.replace``); a folder (Data Docs) is
+    swapped in after the old one is moved aside. If a move fails, the staging folder is
+    left in place and the error says which outputs are already new.
+    """
+    moved: list[str] = []
+    try:
+        for f in sorted(staging.iterdir()):
+            target = out / f.name
+            if f.is_dir() and target.exists():
+                old = out / f".old-{f.name}-{uuid.uuid4().hex[:8]}"
+                os.replace(target, old)
+                os.replace(f, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(f, target)
+            moved.append(f.name)
+        staging.rmdir()
+    except OSError as exc:
+        raise DPFrameError(
+            f"publishing into {out} failed ({exc}); already published from this run: "
+            f"{moved or 'nothing'}; the rest is still in {staging}"
+        ) from exc
 
 
 def _check_staged(
@@ -299,7 +377,7 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     """
     from dpframe.release.checks import check_release, save_check
 
-    out = spec.resolve(spec.output.folder)
+    out = spec.resolve(spec.output.folder).absolute()
     lf = spec.lazy_input()
     results = []
     n = None

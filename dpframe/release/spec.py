@@ -300,6 +300,18 @@ class Spec(_Model):
                 raise ValueError(
                     f"release {r.name!r}: margins {r.margins!r} is not defined under [margins]"
                 )
+            if isinstance(r, GroupedSpec) and self.margins[r.margins].sizes is None:
+                chosen = [
+                    s.name or s.column or s.x
+                    for s in r.statistics
+                    if "method" in s.model_fields_set
+                ]
+                if chosen:
+                    raise ValueError(
+                        f"release {r.name!r}: method= ({chosen}) applies only with public "
+                        f"group sizes (margins.{r.margins}.sizes); without them means, "
+                        "proportions and variances are ratios of noisy sums and counts"
+                    )
             if isinstance(r, ProportionsSpec | CovarianceSpec) and (
                 self.privacy.neighbours == "add_remove"
             ):

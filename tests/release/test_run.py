@@ -64,7 +64,11 @@ def test_a_crash_mid_release_leaves_no_output(tmp_path, monkeypatch):
     spec = load_spec(write_spec(tmp_path, rows=5000))
     import dpframe.release.run as run_mod
 
-    def boom(*args, **kwargs):
+    real = run_mod._run_frame_release
+
+    def boom(spec, r, lf, acct, *args):
+        if acct.path is None:  # the preflight's throwaway accountant: let it through
+            return real(spec, r, lf, acct, *args)
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(run_mod, "_run_frame_release", boom)  # the third release crashes
@@ -161,3 +165,62 @@ def test_invalid_spec_exit_code(tmp_path):
     assert res.exit_code == 2 and "budget.epsilon" in res.output
     res = runner.invoke(app, ["release", str(tmp_path / "missing.toml")])
     assert res.exit_code == 2
+
+
+def test_bad_data_in_a_later_release_is_found_before_anything_is_charged(tmp_path):
+    spec_path = write_spec(tmp_path, rows=3000)
+    text = spec_path.read_text().replace(
+        '{ column = "age_band", epsilon = 0.5 }',
+        '{ column = "age_band", epsilon = 0.5, categories = ["18-34", "35-54"] }',
+    )
+    spec_path.write_text(text)
+    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+    assert res.exit_code == 2, res.output
+    ledger = tmp_path / "ledger.json"
+    assert not ledger.exists() or dpframe.Accountant.open(ledger).spent.epsilon == 0
+    assert [f for f in _files(tmp_path / "released") if not f.startswith(".")] == []
+
+
+def test_method_needs_public_sizes():
+    from dpframe.release import parse_spec
+    from dpframe.release.spec import SpecError
+
+    spec = {
+        "version": 1,
+        "input": {"path": "x.parquet"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.json"},
+        "margins": {"m": {"values": {"r": ["a", "b"]}}},
+        "release": [
+            {
+                "name": "g",
+                "kind": "grouped",
+                "by": ["r"],
+                "margins": "m",
+                "statistics": [
+                    {
+                        "stat": "mean",
+                        "column": "x",
+                        "lower": 0,
+                        "upper": 1,
+                        "epsilon": 0.1,
+                        "method": "bit",
+                    }
+                ],
+            }
+        ],
+    }
+    with pytest.raises(SpecError, match="public group sizes"):
+        parse_spec(spec)
+
+
+def test_published_files_are_readable_and_a_rerun_replaces_data_docs(tmp_path, monkeypatch):
+    write_spec(tmp_path, rows=3000, budget=10.0)
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):  # a relative spec path, Data Docs, twice
+        res = runner.invoke(app, ["release", "release.toml", "--no-progress", "--data-docs"])
+        assert res.exit_code == 0, res.output
+    out = tmp_path / "released"
+    assert (out / "data_docs").is_dir()
+    assert not [f for f in _files(out) if f.startswith(".")]
+    mode = (out / "by_region.parquet").stat().st_mode & 0o777
+    assert mode & 0o044  # readable by others, like any file the umask allows

@@ -1,0 +1,319 @@
+"""The release of the example spec over a large Parquet file: time and peak memory.
+
+The issue's goal: ``dpframe release`` of the example spec (``dpframe/data/demo_release.toml``:
+a grouped release of counts, mean incomes and a covariance by region x age band, PRAM'd
+microdata of two columns, the age-band shares, a 2 x 2 covariance matrix) over a 5e7-row
+Parquet file streams within 0.5 GB peak memory.
+
+The synthetic survey (``dpframe.datasets.synthetic_survey``, which materialises its rows)
+is generated in chunks of 1e6 rows, one seed per chunk, and appended to one Parquet file
+with pyarrow's ``ParquetWriter`` (one row group per chunk, or ``--row-group-size``; the
+Enum dtypes survive). The
+demo spec is copied next to it. Then, each in a fresh subprocess started through a tiny
+launcher (Linux carries a process's peak RSS into the children it spawns, so the launcher
+keeps the generator's memory out of the figures), it measures wall time and peak RSS
+(``ru_maxrss`` of the launcher's children):
+
+* ``baseline``: plain polars, streaming, doing comparable work without privacy: the
+  grouped aggregation of the grouped release (count, clipped income sum, the five sums
+  of the covariance), the sink of the two microdata columns to Parquet, the age-band
+  counts and the 2 x 2 covariance: four passes over the input (the release makes five --
+  its PRAM sink is preceded by a dry validation pass -- and reads the PRAM'd output once
+  more for its check);
+* ``plan``: ``dpframe plan spec.toml`` (reads the schema and row count only);
+* ``import GE``: ``import dpframe, great_expectations`` -- the floor the check step adds;
+* ``release``: ``dpframe release spec.toml --no-progress`` (fresh ledger each run);
+* ``release, no checks``: the same job through ``dpframe.release.release`` with the
+  check step replaced by a no-op in that subprocess (Great Expectations never imported):
+  the release's own peak.
+
+and prints the ratios to the baseline. Then (unless ``--no-steps``) ``dpframe release``
+runs once more (``--steps-runs`` times) in a subprocess that wraps every step of the
+runner (in that subprocess only; the library is not changed) to attribute the peak: for
+each step, the RSS when it starts and ends, the highest RSS sampled during it (every 5 ms)
+and ``ru_maxrss`` when it ends.
+
+The machine is shared and noisy: read the ratios; nothing here asserts anything.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_release.py [--quick] [--rows N] [--repeats N] [--no-steps]
+
+``--repeats`` (default 2) runs every path that many times, alternately; the best time and
+the lowest and highest peak are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GOAL_MIB = 0.5e9 / 2**20  # 0.5 GB
+
+LAUNCHER = r"""
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+elapsed = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB -> MiB
+print(json.dumps({"rc": p.returncode, "time": elapsed, "peak": peak,
+                  "stdout": p.stdout, "stderr": p.stderr[-3000:]}))
+"""
+
+BASELINE = r"""
+import sys
+import polars as pl
+
+src, dst = sys.argv[1], sys.argv[2]
+lf = pl.scan_parquet(src)
+s = pl.col("satisfaction").clip(0, 10)
+t = pl.col("trust").clip(0, 10)
+lf.group_by("region", "age_band").agg(
+    pl.len(),
+    pl.col("income").clip(0, 200_000).sum(),
+    s.sum().alias("s"), t.sum().alias("t"), (s * s).sum().alias("ss"),
+    (t * t).sum().alias("tt"), (s * t).sum().alias("st"),
+).collect(engine="streaming")
+lf.select("region", "age_band").sink_parquet(dst)
+lf.group_by("age_band").agg(pl.len()).collect(engine="streaming")
+lf.select(pl.cov(s, t).alias("st"), s.var().alias("ss"), t.var().alias("tt")).collect(
+    engine="streaming"
+)
+"""
+
+NO_CHECKS = r"""
+import sys
+import dpframe.release.run as run
+from dpframe.release import load_spec, release
+
+run._check_staged = lambda staged, folder, data_docs: []   # this subprocess only
+result = release(load_spec(sys.argv[1]), progress=False)
+print(f"published {len(result.outputs)} releases, epsilon {result.epsilon:g}")
+"""
+
+IMPORT_GE = "import dpframe, polars, great_expectations"
+
+STEPS = r"""
+import json, resource, sys, threading, time
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+def maxrss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+steps, stack = [], []
+sampled = [0.0]
+stop = threading.Event()
+
+def sampler():
+    while not stop.is_set():
+        r = rss()
+        if r > sampled[0]:
+            sampled[0] = r
+        time.sleep(0.005)
+
+def wrap(module, name, label, once=None):
+    real = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        if once is not None and once in sys.modules:  # record the first (real) import only
+            return real(*args, **kwargs)
+        what = label(args, kwargs) if callable(label) else label
+        outer = sampled[0]
+        sampled[0] = start = rss()
+        t = time.perf_counter()
+        stack.append(what)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            end = rss()
+            stack.pop()
+            steps.append({"step": what, "depth": len(stack), "t0": t, "start": start, "end": end,
+                          "sampled": max(sampled[0], end), "maxrss": maxrss(),
+                          "time": time.perf_counter() - t})
+            sampled[0] = max(outer, sampled[0])
+    setattr(module, name, wrapper)
+
+base = {"step": "interpreter + polars + dpframe + cli", "start": rss(), "maxrss": maxrss()}
+import dpframe, dpframe.io, dpframe.release, dpframe.release.run as run
+import dpframe.release.checks as checks
+from dpframe.cli import app
+base.update(end=rss(), maxrss=maxrss())
+threading.Thread(target=sampler, daemon=True).start()
+wrap(dpframe.release, "plan", "plan (printed by the command)")
+wrap(run, "plan", "plan (inside release)")
+wrap(run, "input_rows", "input_rows")
+wrap(run, "_run_grouped", lambda a, k: f"release {a[1].name} (grouped: aggregate + noise)")
+wrap(run, "_run_pram", lambda a, k: f"release {a[1].name} (pram: sink_parquet)")
+wrap(run, "_run_frame_release", lambda a, k: f"release {a[1].name} ({a[1].kind})")
+wrap(dpframe.io, "write_parquet", lambda a, k: f"write {a[1].name}")
+wrap(checks, "_gx", "import great_expectations", once="great_expectations")
+wrap(checks, "check_release", lambda a, k: f"check {a[0].name} ({a[0].kind})")
+wrap(checks, "save_check", lambda a, k: f"save check {a[0].release}")
+t = time.perf_counter()
+app(["release", sys.argv[1], "--no-progress"], standalone_mode=False)  # dpframe release
+stop.set()
+print(json.dumps({"base": base, "steps": steps, "time": time.perf_counter() - t,
+                  "maxrss": maxrss()}))
+"""
+
+
+def write_survey(
+    path: Path, rows: int, chunk: int = 1_000_000, row_group_size: int | None = None
+) -> None:
+    """The synthetic survey, ``chunk`` rows at a time (one seed each), to one Parquet file."""
+    import pyarrow.parquet as pq
+
+    from dpframe.datasets import synthetic_survey
+
+    writer = None
+    done = 0
+    try:
+        for i in range(-(-rows // chunk)):
+            n = min(chunk, rows - done)
+            table = synthetic_survey(n, seed=20261122 + i).to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table, row_group_size=row_group_size or chunk)
+            done += n
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def measure(cmd: list[str], cwd: Path) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, *cmd], capture_output=True, text=True, cwd=cwd
+    )
+    res = json.loads(out.stdout)
+    if res["rc"] != 0:
+        raise RuntimeError(f"{cmd} exited {res['rc']}:\n{res['stdout']}\n{res['stderr']}")
+    return res
+
+
+def fresh(folder: Path) -> None:
+    """Forget the previous run: the ledger (the spec's budget fits one run) and outputs."""
+    (folder / "ledger.json").unlink(missing_ok=True)
+    shutil.rmtree(folder / "released", ignore_errors=True)
+
+
+def steps_table(folder: Path, spec: Path) -> None:
+    fresh(folder)
+    out = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, sys.executable, "-c", STEPS, str(spec)],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+    )
+    res = json.loads(out.stdout)
+    if res["rc"] != 0:
+        raise RuntimeError(res["stderr"])
+    doc = json.loads(res["stdout"].strip().splitlines()[-1])
+    print(
+        f"\nwhere the release's memory goes (one more run, every runner step wrapped; "
+        f"{doc['time']:.1f} s, peak {doc['maxrss']:.0f} MiB; RSS in MiB):"
+    )
+    print(
+        f"{'step':<52}{'time (s)':>9}{'RSS start':>11}{'RSS end':>9}{'max in step':>13}"
+        f"{'ru_maxrss':>11}"
+    )
+    b = doc["base"]
+    print(
+        f"{b['step']:<52}{'':>9}{b['start']:>11.0f}{b['end']:>9.0f}{b['end']:>13.0f}"
+        f"{b['maxrss']:>11.0f}"
+    )
+    for s in sorted(doc["steps"], key=lambda s: s["t0"]):
+        label = "  " * s["depth"] + s["step"]
+        print(
+            f"{label:<52}{s['time']:>9.2f}{s['start']:>11.0f}{s['end']:>9.0f}"
+            f"{s['sampled']:>13.0f}{s['maxrss']:>11.0f}"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="2e6 rows")
+    ap.add_argument("--rows", type=int, default=None, help="rows (default 5e7)")
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each path (default 2)")
+    ap.add_argument(
+        "--row-group-size", type=int, default=1_000_000, help="rows per Parquet row group"
+    )
+    ap.add_argument("--no-steps", action="store_true", help="skip the per-step breakdown")
+    ap.add_argument("--steps-runs", type=int, default=1, help="per-step breakdowns to run")
+    args = ap.parse_args()
+    rows = args.rows or (2_000_000 if args.quick else 50_000_000)
+
+    import numpy as np
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    print(
+        f"numpy {np.__version__}, polars {pl.__version__}, python "
+        f"{platform.python_version()}, {os.cpu_count()} CPUs; rows={rows:,}"
+    )
+    here = Path(__file__).resolve().parents[1]
+    demo_spec = here / "dpframe" / "data" / "demo_release.toml"
+    with tempfile.TemporaryDirectory(prefix="bench-release-") as tmp:
+        folder = Path(tmp)
+        src = folder / "survey.parquet"
+        t = time.perf_counter()
+        write_survey(src, rows, row_group_size=args.row_group_size)
+        n = pl.scan_parquet(src).select(pl.len()).collect().item()
+        assert n == rows, (n, rows)
+        groups = pq.ParquetFile(src).metadata.num_row_groups
+        print(
+            f"wrote {src.name}: {src.stat().st_size / 2**20:.0f} MiB, {rows:,} rows in "
+            f"{groups} row groups, in {time.perf_counter() - t:.1f} s"
+        )
+        spec = folder / "spec.toml"
+        shutil.copy(demo_spec, spec)
+        cli = [sys.executable, "-m", "dpframe.cli"]
+        paths = {
+            "baseline": [sys.executable, "-c", BASELINE, str(src), str(folder / "copy.parquet")],
+            "plan": [*cli, "plan", str(spec)],
+            "import GE": [sys.executable, "-c", IMPORT_GE],
+            "release": [*cli, "release", str(spec), "--no-progress"],
+            "release, no checks": [sys.executable, "-c", NO_CHECKS, str(spec)],
+        }
+        results: dict[str, list[dict]] = {k: [] for k in paths}
+        for _ in range(args.repeats):
+            for name, cmd in paths.items():
+                fresh(folder)
+                results[name].append(measure(cmd, folder))
+        base_t = min(r["time"] for r in results["baseline"])
+        base_m = min(r["peak"] for r in results["baseline"])
+        print(
+            f"\n{'path':<20}{'best time (s)':>14}{'x baseline':>11}"
+            f"{'peak RSS (MiB)':>16}{'(highest)':>10}{'x baseline':>11}"
+        )
+        for name, rs in results.items():
+            bt = min(r["time"] for r in rs)
+            pk = min(r["peak"] for r in rs)
+            hi = max(r["peak"] for r in rs)
+            print(
+                f"{name:<20}{bt:>14.2f}{bt / base_t:>11.2f}{pk:>16.0f}{hi:>10.0f}"
+                f"{pk / base_m:>11.2f}"
+            )
+        rel = max(r["peak"] for r in results["release"])
+        nochk = max(r["peak"] for r in results["release, no checks"])
+        verdict = "PASS" if rel <= GOAL_MIB else "FAIL"
+        print(
+            f"\ngoal: peak RSS of the release <= 0.5 GB ({GOAL_MIB:.0f} MiB): {verdict} "
+            f"(highest {rel:.0f} MiB; without the check step {nochk:.0f} MiB; information only)"
+        )
+        if not args.no_steps:
+            for _ in range(args.steps_runs):
+                steps_table(folder, spec)
+
+
+if __name__ == "__main__":
+    main()
