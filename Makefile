@@ -41,6 +41,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_pram.py
 	$(BIN)/python benchmarks/bench_pram_stream.py
 	$(BIN)/python benchmarks/bench_drha.py
+	$(BIN)/python benchmarks/bench_release.py
 
 # OpenDP pins polars 1.x, so bench_grouped_mean.py runs it in a venv of its own.
 bench-opendp-env:
