@@ -157,6 +157,7 @@ class GroupedRelease:
         self.statistics = statistics
         self.ledger: tuple[LedgerEntry, ...] = ()
         self._result: pl.DataFrame | None = None
+        self._exact: pl.DataFrame | None = None
         self._lock = threading.Lock()
         self.plans = [s.plan(self.neighbours, grouping.sizes) for s in statistics]
 
@@ -249,6 +250,19 @@ class GroupedRelease:
         fill = [c for c in parts if not c.endswith((":mean", ":var"))]  # sums, counts: 0
         return joined.drop("__rows").with_columns(pl.col(fill).fill_null(0.0))
 
+    def prepare(self, engine: str = "auto") -> pl.DataFrame:
+        """Compute and check the exact aggregates now, charging nothing (cached for collect).
+
+        A job that runs several releases calls this on all of them first, so that bad data
+        in any of them is found before the first one is charged.
+        """
+        if self._exact is None:
+            exact = self.exact_aggregates(engine)
+            for p in self.plans:  # refuse bad values before anything is charged
+                p.check(exact)
+            self._exact = exact
+        return self._exact
+
     def collect(self, engine: str = "auto") -> pl.DataFrame:
         """Run the release: exact aggregates, one atomic charge, then noise. Cached.
 
@@ -272,9 +286,7 @@ class GroupedRelease:
                     "this grouped release was built with no accountant: build it inside "
                     "`with accountant:` or pass accountant=... to group_by"
                 )
-            exact = self.exact_aggregates(engine)
-            for p in self.plans:  # refuse bad values before anything is charged
-                p.check(exact)
+            exact = self.prepare(engine)
             charges = [
                 Charge(
                     epsilon=p.epsilon,

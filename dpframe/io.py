@@ -109,6 +109,7 @@ def write_parquet(
     ledger: Any,
     spec: dict[str, Any] | None = None,
     compression: str = "zstd",
+    neighbours: str | None = None,
 ) -> Path:
     """Write a released frame to Parquet, atomically, with its ledger in the metadata.
 
@@ -122,6 +123,9 @@ def write_parquet(
         The releases that produced ``frame`` (an accountant contributes its whole ledger).
     spec : dict, optional
         The release spec (JSON-serialisable), stored alongside.
+    neighbours : {"substitute", "add_remove"}, optional
+        The neighbour relation to record when ``ledger`` is a list of entries (an
+        accountant records its own).
 
     Returns
     -------
@@ -138,7 +142,8 @@ def write_parquet(
     >>> dpframe.read_provenance(p).epsilon
     0.5
     """
-    entries, neighbours = _entries_of(ledger)
+    entries, own = _entries_of(ledger)
+    neighbours = neighbours or own
     if spec is not None:
         try:
             json.dumps(spec)

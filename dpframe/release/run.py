@@ -114,7 +114,7 @@ def _postprocess_grouped(r: GroupedSpec, frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(exprs) if exprs else frame
 
 
-def _run_grouped(spec: Spec, r: GroupedSpec, lf: pl.LazyFrame, acct: Accountant, seed: Any):
+def _grouped_release(spec: Spec, r: GroupedSpec, lf: pl.LazyFrame, acct: Accountant, seed: Any):
     import dpframe
     from dpframe.release.build import statistic
 
@@ -122,8 +122,12 @@ def _run_grouped(spec: Spec, r: GroupedSpec, lf: pl.LazyFrame, acct: Accountant,
     release = dpframe.group_by(
         lf, r.by, margins=margins, sizes=spec.margins[r.margins].sizes, accountant=acct, seed=seed
     ).agg(*[statistic(s) for s in r.statistics])
+    return release, margins
+
+
+def _run_grouped(release: Any, r: GroupedSpec):
     frame = _postprocess_grouped(r, release.collect(engine="streaming"))
-    return frame, list(release.ledger), margins
+    return frame, list(release.ledger)
 
 
 def _run_frame_release(
@@ -190,35 +194,40 @@ def _run_pram(
 # ---------------------------------------------------------------------------
 
 
-def preflight(spec: Spec, lf: pl.LazyFrame | None = None) -> None:
-    """Check every release's data before any is charged (one extra read of the input).
+def preflight(
+    spec: Spec,
+    lf: pl.LazyFrame | None = None,
+    accountant: Accountant | None = None,
+    seed: Any = None,
+) -> dict[str, Any]:
+    """Check every release's data before any is charged.
 
     Each release validates its own data just before its charge; run one after the other,
     a bad value in a later release would surface after the earlier ones had spent their
     budget. So the runner first does, for every release, the work that can fail on the
-    data -- the exact grouped aggregates and their checks, the PRAM dry pass, the
-    proportions' and covariance's inputs -- against a throwaway accountant. Nothing it
-    computes leaves this function (noise drawn for the throwaway is discarded unseen).
+    data: the grouped releases compute and check their exact aggregates (kept, so the
+    release itself does not read the input again), PRAM makes its dry pass, and the
+    proportions and covariance releases check their inputs against a throwaway
+    accountant (what that draws is discarded unseen). Nothing is charged to
+    ``accountant``.
+
+    Returns
+    -------
+    dict
+        The prepared grouped releases, by name (bound to ``accountant``).
     """
-    import dpframe
-    from dpframe.release.build import statistic
+    import dpframe  # noqa: F401  (registers .dp)
     from dpframe.rowwise import _validate
 
     lf = spec.lazy_input() if lf is None else lf
     scratch = Accountant(epsilon=1e12, neighbours=spec.privacy.neighbours)
+    prepared: dict[str, Any] = {}
     n = None
     for r in spec.release:
         if isinstance(r, GroupedSpec):
-            rel = dpframe.group_by(
-                lf,
-                r.by,
-                margins=margins_for(spec, r, lf),
-                sizes=spec.margins[r.margins].sizes,
-                accountant=scratch,
-            ).agg(*[statistic(s) for s in r.statistics])
-            exact = rel.exact_aggregates(engine="streaming")
-            for p in rel.plans:
-                p.check(exact)
+            rel, _ = _grouped_release(spec, r, lf, accountant or scratch, seed)
+            rel.prepare(engine="streaming")
+            prepared[r.name] = rel
         elif isinstance(r, PramSpec):
             exprs = [
                 pl.col(c.column).dp.pram(
@@ -234,6 +243,7 @@ def preflight(spec: Spec, lf: pl.LazyFrame | None = None) -> None:
         else:
             n = input_rows(spec, lf) if n is None else n
             _run_frame_release(spec, r, lf, scratch, None, n)
+    return prepared
 
 
 # ---------------------------------------------------------------------------
@@ -285,7 +295,7 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
     lf = spec.lazy_input()
     staged: list[tuple[Any, pl.DataFrame, dict[str, Any]]] = []
     try:
-        preflight(spec, lf)  # data problems surface here, before anything is charged
+        prepared = preflight(spec, lf, acct, seed)  # data problems surface before any charge
         n = the_plan.input_rows
         with _progress(progress) as bar:
             task = bar.add_task("releasing", total=len(spec.release)) if bar else None
@@ -294,8 +304,15 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
                 if bar:
                     bar.update(task, description=f"releasing {r.name}")
                 if isinstance(r, GroupedSpec):
-                    frame, entries, margins = _run_grouped(spec, r, lf, acct, seed)
-                    write_parquet(frame, path, ledger=entries, spec=spec.to_dict())
+                    frame, entries = _run_grouped(prepared[r.name], r)
+                    margins = prepared[r.name].grouping.margins
+                    write_parquet(
+                        frame,
+                        path,
+                        ledger=entries,
+                        spec=spec.to_dict(),
+                        neighbours=spec.privacy.neighbours,
+                    )
                     sizes = spec.margins[r.margins].sizes
                     staged.append((r, frame, {"margins": margins, "sizes": sizes}))
                 elif isinstance(r, PramSpec):
@@ -305,7 +322,13 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
                 else:
                     n = input_rows(spec, lf) if n is None else n
                     frame, entries = _run_frame_release(spec, r, lf, acct, seed, n)
-                    write_parquet(frame, path, ledger=entries, spec=spec.to_dict())
+                    write_parquet(
+                        frame,
+                        path,
+                        ledger=entries,
+                        spec=spec.to_dict(),
+                        neighbours=spec.privacy.neighbours,
+                    )
                     staged.append((r, frame, {}))
                 result.entries.extend(entries)
                 result.outputs[r.name] = out / path.name
