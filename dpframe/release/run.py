@@ -305,7 +305,7 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
                     bar.update(task, description=f"releasing {r.name}")
                 if isinstance(r, GroupedSpec):
                     frame, entries = _run_grouped(prepared[r.name], r)
-                    margins = prepared[r.name].grouping.margins
+                    margins = margins_for(spec, r, lf)  # with its public sizes column
                     write_parquet(
                         frame,
                         path,
