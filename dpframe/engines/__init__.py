@@ -1,0 +1,6 @@
+"""Engine adapters. Every engine runs the same three steps (DESIGN.md, "Layers"):
+
+1. row-wise mechanisms over Arrow record batches (:mod:`dpframe.engines.arrow`);
+2. exact, clipped aggregates computed by the engine;
+3. the release -- noise, ledger, checks, Parquet -- once, on the driver.
+"""

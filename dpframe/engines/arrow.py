@@ -1,0 +1,144 @@
+"""Row-wise mechanisms over Arrow record batches: the engine-independent step.
+
+DESIGN.md splits every engine's work into three steps; the first, row-wise mechanisms,
+is a function over an Arrow ``RecordBatch``, so polars (``map_batches``) and Spark
+(``mapInArrow``, run on executors) call the same code. This module holds that function
+for PRAM: :func:`pram_record_batch` randomizes the declared columns of one batch.
+
+It does **not** charge anything. The caller charges the release once, on the driver,
+before the job starts (in polars, :mod:`dpframe.rowwise` does it on the first batch of a
+run); an engine may call this function once per batch, in parallel, and retry a batch
+-- only one attempt's output may be kept (Spark's output commit protocol does this). Each
+call draws from a freshly keyed generator (:meth:`RandomSource.generator`), so no two
+batches, and no two attempts, repeat noise.
+
+Examples
+--------
+>>> import pyarrow as pa
+>>> from dpframe.engines.arrow import PramColumn, pram_record_batch
+>>> from dpframe.pram import krr
+>>> col = PramColumn("region", ("N", "S", "E"), krr(3, 1.0).sampler)
+>>> batch = pa.record_batch({"region": ["N", "S", "E", "N"], "x": [1, 2, 3, 4]})
+>>> out = pram_record_batch(batch, [col])
+>>> out.schema.names, set(out["region"].to_pylist()) <= {"N", "S", "E"}
+(['region', 'x'], True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.pram import PramSampler
+from dpframe.random import RandomSource
+
+__all__ = ["PramColumn", "pram_record_batch"]
+
+
+@dataclass(frozen=True)
+class PramColumn:
+    """One column to randomize: its declared categories and the sampler of its design."""
+
+    column: str
+    categories: tuple[Any, ...]
+    sampler: PramSampler
+
+    def __post_init__(self) -> None:
+        if len(self.categories) != self.sampler.n_categories:
+            raise InvalidParameterError(
+                f"column {self.column!r}: {len(self.categories)} categories but the sampler "
+                f"has S = {self.sampler.n_categories}"
+            )
+        if len(set(self.categories)) != len(self.categories):
+            raise InvalidParameterError(f"column {self.column!r}: categories must be distinct")
+
+
+def _codes(values: pa.Array | pa.ChunkedArray, col: PramColumn) -> np.ndarray:
+    """Category codes of ``values`` (int64), or a clear error for nulls / unknown values."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if values.null_count:
+        raise InvalidDataError(
+            f"column {col.column!r} has {values.null_count} null value(s) in this batch; "
+            "PRAM needs a category for every record: fill them with a declared category"
+        )
+    value_set = pa.array(list(col.categories))
+    try:
+        if value_set.type != values.type:
+            value_set = value_set.cast(values.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise InvalidDataError(
+            f"column {col.column!r} has Arrow type {values.type}, which its categories "
+            f"({value_set.type}) do not fit"
+        ) from None
+    index = pc.index_in(values, value_set=value_set)
+    if index.null_count:
+        bad = pc.unique(pc.filter(values, pc.is_null(index))).to_pylist()[:5]
+        raise InvalidDataError(
+            f"column {col.column!r} has values outside the declared categories, e.g. {bad}; "
+            "add them to the categories or recode them"
+        )
+    return index.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def pram_record_batch(
+    batch: pa.RecordBatch,
+    columns: Sequence[PramColumn],
+    *,
+    random: RandomSource | None = None,
+) -> pa.RecordBatch:
+    """Randomize ``columns`` of one record batch; the other columns pass through unchanged.
+
+    Parameters
+    ----------
+    batch : pyarrow.RecordBatch
+        The records (one engine batch / partition chunk).
+    columns : sequence of PramColumn
+        What to randomize, each with its declared categories (in the design's order) and
+        the exact sampler of its design.
+    random : RandomSource, optional
+        Default: a secure source keyed from OS entropy for this call. A seeded source is
+        for tests only (and repeats noise across calls with equal seeds).
+
+    Returns
+    -------
+    pyarrow.RecordBatch
+        Same schema: each randomized column keeps its Arrow type.
+
+    Raises
+    ------
+    InvalidDataError
+        A null or a value outside the declared categories (nothing is randomized).
+    """
+    if not isinstance(batch, pa.RecordBatch):
+        raise InvalidParameterError(f"batch must be a pyarrow.RecordBatch, got {type(batch)}")
+    names = batch.schema.names
+    missing = [c.column for c in columns if c.column not in names]
+    if missing:
+        raise InvalidParameterError(f"columns {missing} are not in the batch ({names})")
+    codes = {c.column: _codes(batch.column(c.column), c) for c in columns}  # validate all first
+    rng = (random or RandomSource()).generator()
+    arrays = []
+    for name in names:
+        col = next((c for c in columns if c.column == name), None)
+        if col is None:
+            arrays.append(batch.column(name))
+            continue
+        released = col.sampler.randomize(codes[name], rng)
+        out_type = batch.schema.field(name).type
+        cats = pa.array(list(col.categories))
+        values = pc.take(cats, pa.array(released))
+        if pa.types.is_dictionary(out_type):
+            values = values.cast(out_type.value_type).dictionary_encode()
+        elif values.type != out_type:
+            values = values.cast(out_type)
+        arrays.append(values)
+    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
