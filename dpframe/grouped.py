@@ -220,6 +220,18 @@ class GroupedRelease:
                 exprs.setdefault(e.meta.output_name(), e)
         agg = g.frame.group_by(g.keys).agg(pl.len().alias("__rows"), *exprs.values())
         agg = agg.collect(engine=engine)
+        return self.finish_aggregates(agg)
+
+    def finish_aggregates(self, agg: pl.DataFrame) -> pl.DataFrame:
+        """The engine-independent half of :meth:`exact_aggregates`.
+
+        ``agg`` holds one row per group present in the data: the keys, ``__rows``, one
+        column per exact part (``"<statistic>:<part>"``) and ``__bad__<column>`` counts --
+        computed by polars here, or by another engine (see :mod:`dpframe.engines`). This
+        refuses bad values and unknown keys, joins the public margins (groups absent from
+        the data get exact zeros) and checks public sizes.
+        """
+        g = self.grouping
         for col in (c for c in agg.columns if c.startswith("__bad__")):
             nbad = agg[col].sum()
             if nbad:
@@ -238,7 +250,7 @@ class GroupedRelease:
         joined = g.margins.join(
             agg.select([*g.keys, "__rows", *parts]), on=g.keys, how="left", nulls_equal=True
         )
-        if public:
+        if g.sizes is not None:  # public sizes: the data must match them
             rows = joined["__rows"].fill_null(0).to_numpy()
             wrong = (rows != g.sizes).sum()
             if wrong:
@@ -249,6 +261,19 @@ class GroupedRelease:
                 )
         fill = [c for c in parts if not c.endswith((":mean", ":var"))]  # sums, counts: 0
         return joined.drop("__rows").with_columns(pl.col(fill).fill_null(0.0))
+
+    def prepare_from(self, agg: pl.DataFrame) -> pl.DataFrame:
+        """Prepare from per-group aggregates computed by another engine (charging nothing).
+
+        ``agg`` has the layout :meth:`finish_aggregates` takes; :meth:`collect` then
+        charges and draws exactly as with polars' own aggregates.
+        """
+        with self._lock:
+            exact = self.finish_aggregates(agg)
+            for p in self.plans:  # refuse bad values before anything is charged
+                p.check(exact)
+            self._exact = exact
+            return exact
 
     def prepare(self, engine: str = "auto") -> pl.DataFrame:
         """Compute and check the exact aggregates now, charging nothing (cached for collect).
