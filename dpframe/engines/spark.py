@@ -1,0 +1,285 @@
+"""Apache Spark adapter (``pip install 'dpframe[spark]'``): the same releases, on Spark.
+
+Thin on purpose: Spark computes, dpframe releases.
+
+* **Grouped statistics** -- :func:`grouped_release` builds the exact, clipped per-group
+  aggregates with Spark's ``groupBy().agg()`` (the same parts polars computes: counts,
+  clipped sums, sums of squares and products, sample variances), brings the small result
+  to the driver with ``toArrow()``, and hands it to
+  :meth:`dpframe.grouped.GroupedRelease.prepare_from`. From there the release is the
+  polars path's own code: public margins joined (empty groups released), bad values and
+  unknown keys refused before anything is charged, one atomic charge, noise drawn once on
+  the driver.
+* **PRAM** -- :func:`pram` charges every column once on the driver, *before* the job, then
+  randomizes with ``mapInArrow``: each task calls
+  :func:`dpframe.engines.arrow.pram_record_batch` on its Arrow batches, with a generator
+  keyed from the executor's OS entropy for every batch (never a public or fixed seed), so
+  no two partitions, and no retried attempt, repeat noise. Spark keeps one attempt's
+  output (its commit protocol); a retried task draws fresh noise that replaces the failed
+  attempt's, which was never published.
+
+Spark's strings carry no categories: PRAM needs them declared (never taken from data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from dpframe.errors import InvalidDataError, InvalidParameterError
+
+__all__ = ["grouped_release", "pram", "require_spark"]
+
+
+def require_spark() -> Any:
+    """Import pyspark, or explain how to install it (and that Spark needs Java)."""
+    try:
+        import pyspark
+    except ImportError:
+        raise InvalidParameterError(
+            "the Spark engine needs pyspark >= 4: pip install 'dpframe[spark]' (and Java 17+)"
+        ) from None
+    return pyspark
+
+
+def _spark_value(s: Any, which: str = "x") -> Any:
+    from pyspark.sql import functions as sf
+
+    if which == "y":
+        o = s.options
+        col = sf.col(o["y"]).cast("double")
+        return sf.least(sf.greatest(col, sf.lit(o["lower_y"])), sf.lit(o["upper_y"]))
+    col = sf.col(s.column).cast("double")
+    if s.kind == "proportion":
+        return col
+    return sf.least(sf.greatest(col, sf.lit(s.lower)), sf.lit(s.upper))
+
+
+def _spark_parts(s: Any, public: bool) -> dict[str, Any]:
+    """The Spark expressions of :meth:`dpframe.agg.Statistic.exact_exprs` (same names)."""
+    from pyspark.sql import functions as sf
+
+    n = sf.count(sf.lit(1)).cast("double")
+    if s.kind == "count":
+        return {s.part("n"): n}
+    x = _spark_value(s)
+    if s.kind == "sum":
+        return {s.part("sum"): sf.sum(x)}
+    if s.kind == "cov":
+        y = _spark_value(s, "y")
+        if public:
+            return {
+                s.part("var_x"): sf.var_samp(x),
+                s.part("var_y"): sf.var_samp(y),
+                s.part("cov"): sf.covar_samp(x, y),
+            }
+        return {
+            s.part("sx"): sf.sum(x),
+            s.part("sy"): sf.sum(y),
+            s.part("sxx"): sf.sum(x * x),
+            s.part("syy"): sf.sum(y * y),
+            s.part("sxy"): sf.sum(x * y),
+            s.part("n"): n,
+        }
+    if public:
+        if s.kind == "var":
+            return {s.part("var"): sf.var_samp(x)}
+        return {s.part("mean"): sf.avg(x)}
+    parts = {s.part("sum"): sf.sum(x), s.part("n"): n}
+    if s.kind == "var":
+        parts[s.part("sumsq")] = sf.sum(x * x)
+    return parts
+
+
+def _spark_bad(column: str, dtype: Any) -> Any:
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import DoubleType, FloatType
+
+    col = sf.col(column)
+    bad = col.isNull()
+    if isinstance(dtype, DoubleType | FloatType):
+        bad = bad | sf.isnan(col) | (sf.abs(col) == sf.lit(float("inf")))
+    return sf.sum(sf.when(bad, 1).otherwise(0)).cast("long")
+
+
+def spark_aggregates(release: Any, sdf: Any) -> pl.DataFrame:
+    """Per-group exact aggregates of a :class:`~dpframe.grouped.GroupedRelease`, by Spark.
+
+    Same layout as the polars path (keys, ``__rows``, ``"<statistic>:<part>"``,
+    ``__bad__<column>``), brought to the driver with ``toArrow()``, keys cast to the
+    margins' dtypes.
+    """
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import BooleanType, NumericType
+
+    g = release.grouping
+    fields = {f.name: f.dataType for f in sdf.schema.fields}
+    missing = [c for c in g.keys if c not in fields]
+    for s in release.statistics:
+        missing += [c for c in s.columns() if c not in fields]
+    if missing:
+        raise InvalidParameterError(
+            f"columns {sorted(set(missing))} are not in the Spark DataFrame "
+            f"(its columns: {sorted(fields)})"
+        )
+    public = g.sizes is not None
+    aggs: dict[str, Any] = {"__rows": sf.count(sf.lit(1)).cast("double")}
+    for s in release.statistics:
+        for c in s.columns():
+            dtype = fields[c]
+            ok = (
+                isinstance(dtype, BooleanType)
+                if s.kind == "proportion"
+                else isinstance(dtype, NumericType)
+            )
+            if not ok:
+                need = "a boolean" if s.kind == "proportion" else "a numeric"
+                raise InvalidDataError(
+                    f"column {c!r} has Spark type {dtype.simpleString()}; a {s.kind} needs "
+                    f"{need} column"
+                )
+            aggs.setdefault(f"__bad__{c}", _spark_bad(c, dtype))
+        for name, expr in _spark_parts(s, public).items():
+            aggs.setdefault(name, expr)
+    key_nulls = sdf.select(
+        *[sf.sum(sf.when(sf.col(k).isNull(), 1).otherwise(0)).alias(k) for k in g.keys]
+    ).first()
+    bad_keys = [k for k in g.keys if key_nulls[k]]
+    if bad_keys:
+        raise InvalidDataError(
+            f"key column(s) {bad_keys} hold nulls in the Spark DataFrame; a record's group "
+            "must be known: fill or drop them first (nothing was charged)"
+        )
+    table = sdf.groupBy(*g.keys).agg(*[e.alias(n) for n, e in aggs.items()]).toArrow()
+    agg = pl.from_arrow(table)
+    casts = []
+    for k in g.keys:
+        if agg.schema[k] != g.margins.schema[k]:
+            casts.append(pl.col(k).cast(g.margins.schema[k], strict=False))
+    if casts:
+        cast = agg.with_columns(casts)
+        for k in g.keys:
+            lost = cast[k].is_null() & agg[k].is_not_null()
+            if lost.any():
+                raise InvalidDataError(
+                    f"key {k!r}: values {agg.filter(lost)[k].unique().to_list()[:5]} do not "
+                    f"fit the margins' dtype {g.margins.schema[k]} (keys not in the margins)"
+                )
+        agg = cast
+    return agg
+
+
+def grouped_release(
+    sdf: Any,
+    keys: str | Sequence[str],
+    statistics: Sequence[Any],
+    *,
+    margins: pl.DataFrame,
+    sizes: str | None = None,
+    unknown_keys: str = "error",
+    accountant: Any = None,
+    seed: Any = None,
+) -> Any:
+    """A grouped release whose exact aggregates Spark computes; call ``.collect()`` on it.
+
+    The arguments are those of :func:`dpframe.group_by` (``sdf`` is a Spark DataFrame).
+    Nothing is charged until ``collect()``, which is the polars path's own.
+
+    Examples
+    --------
+    >>> # rel = grouped_release(spark_df, "region", [dpframe.agg.count(epsilon=0.5)],
+    >>> #                       margins=regions, accountant=acct)
+    >>> # table = rel.collect()
+    """
+    import dpframe
+
+    require_spark()
+    key_list = [keys] if isinstance(keys, str) else list(keys)
+    empty = pl.DataFrame(schema={k: margins.schema[k] for k in key_list if k in margins.columns})
+    release = dpframe.group_by(
+        empty.lazy(),
+        key_list,
+        margins=margins,
+        sizes=sizes,
+        unknown_keys=unknown_keys,
+        accountant=accountant,
+        seed=seed,
+    ).agg(*statistics)
+    release.prepare_from(spark_aggregates(release, sdf))
+    return release
+
+
+def pram(
+    sdf: Any,
+    columns: Sequence[dict[str, Any]],
+    *,
+    accountant: Any,
+    keep: Sequence[str] = (),
+) -> Any:
+    """PRAM'd columns of a Spark DataFrame, charged once on the driver before the job.
+
+    Parameters
+    ----------
+    sdf : pyspark.sql.DataFrame
+    columns : list of dict
+        Each ``{"column", "epsilon", "categories", "prior" (optional), "diagonal"
+        (optional)}``; categories are required (Spark strings do not declare them).
+    accountant : Accountant
+        Charged one entry per column (sequential composition), before any task runs.
+    keep : list of str
+        Other columns to carry through unchanged (they are not protected by PRAM).
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        Lazy: the randomization runs when Spark executes it (e.g. ``.write.parquet``).
+    """
+    require_spark()
+    from dpframe.engines.arrow import PramColumn, pram_record_batch
+    from dpframe.pram import PramRelease, _check_categories
+    from dpframe.random import RandomSource
+
+    if accountant is None:
+        raise InvalidParameterError("pram on Spark needs an accountant= (charged on the driver)")
+    if accountant.neighbours == "add_remove":
+        raise InvalidParameterError(
+            "PRAM protects values, not presence: use an accountant with neighbours='substitute'"
+        )
+    fields = {f.name for f in sdf.schema.fields}
+    names = [c["column"] for c in columns]
+    missing = [c for c in [*names, *keep] if c not in fields]
+    if missing:
+        raise InvalidParameterError(f"columns {missing} are not in the Spark DataFrame")
+    plans = []
+    for c in columns:
+        cats = _check_categories(c.get("categories"))
+        if cats is None:
+            raise InvalidParameterError(
+                f"column {c['column']!r}: declare its categories (Spark columns carry none, "
+                "and they are never taken from the data)"
+            )
+        rel = PramRelease(
+            epsilon=c["epsilon"],
+            categories=cats,
+            prior=c.get("prior", "uniform"),
+            matrix=None,
+            diagonal=c.get("diagonal", "optimal"),
+            prior_share=0.1,
+            accountant=accountant,
+            random=RandomSource(),
+            column=c["column"],
+        )
+        sampler, design = rel._sampler_for(cats)
+        plans.append((rel, cats, sampler, design))
+    for rel, cats, sampler, design in plans:  # charged before any task runs
+        rel._charge(rel.column, cats, sampler, design)
+    specs = [PramColumn(rel.column, cats, sampler) for rel, cats, sampler, _ in plans]
+    out = sdf.select(*names, *keep)
+
+    def randomize(batches):  # runs on the executors
+        for batch in batches:
+            yield pram_record_batch(batch, specs)
+
+    return out.mapInArrow(randomize, out.schema)
