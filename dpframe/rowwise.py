@@ -254,7 +254,7 @@ def sink_parquet(
     """
     import json
 
-    from dpframe.io import METADATA_KEY, _provenance_json
+    from dpframe.io import METADATA_KEY, _file_mode, _provenance_json
 
     lf = _check_lazy(frame)
     if spec is not None:
@@ -288,9 +288,3 @@ def sink_parquet(
         raise
     return target
 
-
-def _file_mode() -> int:
-    """The mode a new file gets under the process umask (mkstemp's is always 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
