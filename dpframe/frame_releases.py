@@ -22,7 +22,13 @@ from dpframe.accountant import Accountant, LedgerEntry, current_accountant
 from dpframe.errors import InvalidDataError, InvalidParameterError, NoAccountantError
 from dpframe.random import RandomSource, as_source
 
-__all__ = ["FrameRelease", "covariance_matrix", "proportions"]
+__all__ = [
+    "FrameRelease",
+    "covariance_matrix",
+    "covariance_matrix_from_exact",
+    "proportions",
+    "proportions_from_counts",
+]
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,6 @@ def covariance_matrix(
     >>> rel.frame.columns
     ['column', 'x', 'y']
     """
-    from dpframe.releases import release_covariance_matrix
 
     acct = _accountant(accountant)
     lf = _lazy(frame)
@@ -158,6 +163,44 @@ def covariance_matrix(
     import numpy as np
 
     cov = np.array([[row[f"{a}|{b}"] for b in columns] for a in columns])
+    return covariance_matrix_from_exact(
+        cov,
+        columns,
+        bounds,
+        epsilon=epsilon,
+        n=n,
+        method=method,
+        calibration=calibration,
+        repair=repair,
+        accountant=acct,
+        seed=seed,
+    )
+
+
+def covariance_matrix_from_exact(
+    cov: Any,
+    columns: Sequence[str],
+    bounds: Sequence[tuple[float, float]],
+    *,
+    epsilon: float,
+    n: int,
+    method: str = "truncated",
+    calibration: str = "exact",
+    repair: str | None = None,
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> FrameRelease:
+    """The release half of :func:`covariance_matrix`, from an exact covariance matrix.
+
+    ``cov`` is the sample covariance (ddof 1) of the *clipped* columns over ``n`` records,
+    computed by any engine (see :mod:`dpframe.engines`).
+    """
+    import numpy as np
+
+    from dpframe.releases import release_covariance_matrix
+
+    acct = _accountant(accountant)
+    cov = np.asarray(cov, dtype=np.float64)
     entries: list[LedgerEntry] = []
     result = release_covariance_matrix(
         cov,
@@ -207,7 +250,6 @@ def proportions(
     >>> round(rel.frame["proportion"].sum(), 9)
     1.0
     """
-    from dpframe.releases import release_proportions
 
     acct = _accountant(accountant)
     lf = _lazy(frame)
@@ -245,8 +287,41 @@ def proportions(
         pl.col("count").fill_null(0)
     )
     n = _check_n(n, int(table["count"].sum()))
+    return proportions_from_counts(
+        table,
+        column,
+        epsilon=epsilon,
+        n=n,
+        strategy=strategy,
+        method=method,
+        calibration=calibration,
+        accountant=acct,
+        seed=seed,
+    )
+
+
+def proportions_from_counts(
+    table: pl.DataFrame,
+    column: str,
+    *,
+    epsilon: float,
+    n: int,
+    strategy: str = "rescale",
+    method: str = "truncated",
+    calibration: str = "exact",
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> FrameRelease:
+    """The release half of :func:`proportions`, from exact counts per declared category.
+
+    ``table`` has the column of categories (every declared one, in order) and ``count``,
+    computed by any engine (see :mod:`dpframe.engines`).
+    """
     import numpy as np
 
+    from dpframe.releases import release_proportions
+
+    acct = _accountant(accountant)
     entries: list[LedgerEntry] = []
     result = release_proportions(
         table["count"].to_numpy() / n,

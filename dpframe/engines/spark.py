@@ -10,6 +10,11 @@ Thin on purpose: Spark computes, dpframe releases.
   polars path's own code: public margins joined (empty groups released), bad values and
   unknown keys refused before anything is charged, one atomic charge, noise drawn once on
   the driver.
+* **Proportions and covariance matrices** -- :func:`proportions` and
+  :func:`covariance_matrix` compute the exact counts per declared category, or the exact
+  covariance matrix of the clipped columns, with Spark, and release them with the polars
+  path's own code (:func:`dpframe.frame_releases.proportions_from_counts`,
+  :func:`~dpframe.frame_releases.covariance_matrix_from_exact`).
 * **PRAM** -- :func:`pram` charges every column once on the driver, *before* the job, then
   randomizes with ``mapInArrow``: each task calls
   :func:`dpframe.engines.arrow.pram_record_batch` on its Arrow batches, with a generator
@@ -30,7 +35,7 @@ import polars as pl
 
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
-__all__ = ["grouped_release", "pram", "require_spark"]
+__all__ = ["covariance_matrix", "grouped_release", "pram", "proportions", "require_spark"]
 
 
 def require_spark() -> Any:
@@ -283,3 +288,118 @@ def pram(
             yield pram_record_batch(batch, specs)
 
     return out.mapInArrow(randomize, out.schema)
+
+
+def _rows_and_nulls(sdf: Any, columns: Sequence[str]) -> tuple[int, dict[str, int]]:
+    from pyspark.sql import functions as sf
+
+    row = sdf.select(
+        sf.count(sf.lit(1)).alias("__rows"),
+        *[sf.sum(sf.when(sf.col(c).isNull(), 1).otherwise(0)).alias(c) for c in columns],
+    ).first()
+    return int(row["__rows"]), {c: int(row[c] or 0) for c in columns}
+
+
+def proportions(
+    sdf: Any,
+    column: str,
+    *,
+    epsilon: float,
+    n: int,
+    categories: Sequence[Any],
+    strategy: str = "rescale",
+    method: str = "truncated",
+    accountant: Any = None,
+    seed: Any = None,
+) -> Any:
+    """:func:`dpframe.proportions` with the counts computed by Spark (categories declared)."""
+    from pyspark.sql import functions as sf
+
+    from dpframe.frame_releases import _check_n, proportions_from_counts
+
+    require_spark()
+    if column not in sdf.columns:
+        raise InvalidParameterError(f"column {column!r} is not in the Spark DataFrame")
+    cats = list(categories)
+    if len(cats) < 2 or len(set(cats)) != len(cats):
+        raise InvalidParameterError(f"categories must be 2 or more distinct values, got {cats}")
+    counts = pl.from_arrow(sdf.groupBy(column).agg(sf.count(sf.lit(1)).alias("count")).toArrow())
+    known = pl.DataFrame({column: cats})
+    if counts.schema[column] != known.schema[column]:
+        known = known.with_columns(pl.col(column).cast(counts.schema[column], strict=False))
+    unknown = counts.join(known, on=column, how="anti", nulls_equal=True)
+    if unknown.height:
+        raise InvalidDataError(
+            f"{unknown['count'].sum()} record(s) of {column!r} are null or outside the declared "
+            "categories; add them to categories= or filter them out first (nothing was charged)"
+        )
+    table = known.join(counts, on=column, how="left", nulls_equal=True).with_columns(
+        pl.col("count").fill_null(0)
+    )
+    n = _check_n(n, int(table["count"].sum()))
+    return proportions_from_counts(
+        table,
+        column,
+        epsilon=epsilon,
+        n=n,
+        strategy=strategy,
+        method=method,
+        accountant=accountant,
+        seed=seed,
+    )
+
+
+def covariance_matrix(
+    sdf: Any,
+    columns: Sequence[str],
+    bounds: Sequence[tuple[float, float]],
+    *,
+    epsilon: float,
+    n: int,
+    method: str = "truncated",
+    repair: str | None = None,
+    accountant: Any = None,
+    seed: Any = None,
+) -> Any:
+    """:func:`dpframe.covariance_matrix` with the exact covariances computed by Spark."""
+    import numpy as np
+    from pyspark.sql import functions as sf
+
+    from dpframe.frame_releases import _check_n, covariance_matrix_from_exact
+
+    require_spark()
+    columns = list(columns)
+    missing = [c for c in columns if c not in sdf.columns]
+    if missing:
+        raise InvalidParameterError(f"columns {missing} are not in the Spark DataFrame")
+    if len(bounds) != len(columns):
+        raise InvalidParameterError("bounds must give one (lower, upper) pair per column")
+    rows, nulls = _rows_and_nulls(sdf, columns)
+    bad = {c: k for c, k in nulls.items() if k}
+    if bad:
+        raise InvalidDataError(
+            f"columns {sorted(bad)} hold null value(s); fill or drop them first "
+            "(nothing was charged)"
+        )
+    clipped = {
+        c: sf.least(sf.greatest(sf.col(c).cast("double"), sf.lit(lo)), sf.lit(hi))
+        for c, (lo, hi) in zip(columns, bounds, strict=True)
+    }
+    row = sdf.select(
+        *[sf.covar_samp(clipped[a], clipped[b]).alias(f"{a}|{b}") for a in columns for b in columns]
+    ).first()
+    cov = np.array([[row[f"{a}|{b}"] for b in columns] for a in columns], dtype=np.float64)
+    if not np.isfinite(cov).all():
+        raise InvalidDataError(f"columns {columns} hold NaN values (nothing was charged)")
+    n = _check_n(n, rows)
+    return covariance_matrix_from_exact(
+        cov,
+        columns,
+        bounds,
+        epsilon=epsilon,
+        n=n,
+        method=method,
+        repair=repair,
+        accountant=accountant,
+        seed=seed,
+    )

@@ -122,3 +122,60 @@ def test_pram_through_map_in_arrow_keeps_the_k_rr_rate(spark, survey):
     assert set(released["region"]) <= set(REGIONS)
     with pytest.raises(InvalidParameterError, match="declare its categories"):
         dps.pram(sdf, [{"column": "region", "epsilon": 1.0}], accountant=acct)
+
+
+def test_proportions_and_covariance_match_polars_with_the_same_seed(spark, survey):
+    sdf = spark.createDataFrame(survey.to_arrow())
+    n = survey.height
+    cats = ["18-34", "35-54", "55+"]
+    with pytest.warns(dpframe.UnsafeSeedWarning):
+        a = dps.proportions(
+            sdf,
+            "age_band",
+            epsilon=0.5,
+            n=n,
+            categories=cats,
+            accountant=dpframe.Accountant(epsilon=5),
+            seed=3,
+        )
+        b = dpframe.proportions(
+            survey,
+            "age_band",
+            epsilon=0.5,
+            n=n,
+            categories=cats,
+            accountant=dpframe.Accountant(epsilon=5),
+            seed=3,
+        )
+    assert a.frame.equals(b.frame)
+    assert [e.epsilon for e in a.ledger] == [e.epsilon for e in b.ledger]
+    bounds = [(0, 10), (0, 10)]
+    with pytest.warns(dpframe.UnsafeSeedWarning):
+        c = dps.covariance_matrix(
+            sdf,
+            ["satisfaction", "trust"],
+            bounds,
+            epsilon=0.6,
+            n=n,
+            accountant=dpframe.Accountant(epsilon=5),
+            seed=4,
+        )
+        d = dpframe.covariance_matrix(
+            survey,
+            ["satisfaction", "trust"],
+            bounds,
+            epsilon=0.6,
+            n=n,
+            accountant=dpframe.Accountant(epsilon=5),
+            seed=4,
+        )
+    np.testing.assert_allclose(c.frame["trust"].to_numpy(), d.frame["trust"].to_numpy(), rtol=1e-9)
+    with pytest.raises(InvalidDataError, match="outside the declared categories"):
+        dps.proportions(
+            sdf,
+            "age_band",
+            epsilon=0.5,
+            n=n,
+            categories=cats[:2],
+            accountant=dpframe.Accountant(epsilon=5),
+        )
