@@ -287,4 +287,3 @@ def sink_parquet(
             os.unlink(tmp)
         raise
     return target
-
