@@ -125,6 +125,9 @@ def release(
         bool, typer.Option(help="Also write Great Expectations Data Docs.")
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    engine: Annotated[
+        str, typer.Option(help="polars (default) or spark (dpframe[spark], Java 17+).")
+    ] = "polars",
 ) -> None:
     """Charge the ledger, sanitize, write Parquet with provenance, check, publish.
 
@@ -146,7 +149,16 @@ def release(
         _print_plan(the_plan)
         if not the_plan.fits:
             raise typer.Exit(EXIT_OVERSPEND)
-        result = run_release(loaded, progress=progress, data_docs=data_docs)
+        if engine == "spark":
+            from dpframe.engines.spark import local_session
+            from dpframe.engines.spark_release import release_spark
+
+            result = release_spark(loaded, local_session(), data_docs=data_docs)
+        elif engine == "polars":
+            result = run_release(loaded, progress=progress, data_docs=data_docs)
+        else:
+            typer.echo(f"error: --engine must be polars or spark, got {engine!r}", err=True)
+            raise typer.Exit(EXIT_INVALID)
     except CheckFailedError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_CHECK_FAILED) from None

@@ -178,8 +178,13 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
 
     Raises :class:`~dpframe.errors.InvalidParameterError` if the file has none.
     """
-    meta = pl.read_parquet_metadata(path)
-    raw = meta.get(METADATA_KEY)
+    folder = Path(path)
+    if folder.is_dir():  # a Spark output: a folder of parts, provenance in _dpframe.json
+        sidecar = folder / "_dpframe.json"
+        raw = json.loads(sidecar.read_text()).get(METADATA_KEY) if sidecar.exists() else None
+        raw = json.dumps(raw) if raw is not None else None
+    else:
+        raw = pl.read_parquet_metadata(path).get(METADATA_KEY)
     if raw is None:
         raise InvalidParameterError(
             f"{path} has no dpframe provenance (metadata key {METADATA_KEY!r}); it was not "

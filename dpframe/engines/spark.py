@@ -35,7 +35,14 @@ import polars as pl
 
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
-__all__ = ["covariance_matrix", "grouped_release", "pram", "proportions", "require_spark"]
+__all__ = [
+    "covariance_matrix",
+    "grouped_release",
+    "local_session",
+    "pram",
+    "proportions",
+    "require_spark",
+]
 
 
 def require_spark() -> Any:
@@ -47,6 +54,35 @@ def require_spark() -> Any:
             "the Spark engine needs pyspark >= 4: pip install 'dpframe[spark]' (and Java 17+)"
         ) from None
     return pyspark
+
+
+def local_session(master: str | None = None) -> Any:
+    """A SparkSession for ``dpframe release --engine spark`` (``DPFRAME_SPARK_MASTER``).
+
+    Checks for Java first (Spark needs it) and makes the executors run this interpreter,
+    so they find dpframe and its dependencies.
+    """
+    import os
+    import shutil
+    import sys
+
+    require_spark()
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise InvalidParameterError(
+            "the Spark engine needs Java 17+ (no `java` on PATH and no JAVA_HOME); install a "
+            "JDK or run the release with the polars engine"
+        )
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master(master or os.environ.get("DPFRAME_SPARK_MASTER", "local[2]"))
+        .appName("dpframe release")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 def _spark_value(s: Any, which: str = "x") -> Any:

@@ -239,3 +239,40 @@ def test_the_same_spec_through_polars_and_spark(spark, tmp_path):
     micro_a = pl.read_parquet(ra.outputs["microdata"])
     micro_b = pl.read_parquet(str(rs.outputs["microdata"] / "*.parquet"))
     assert micro_a.schema == micro_b.schema and micro_a.height == micro_b.height
+
+
+def test_cli_release_with_the_spark_engine(spark, tmp_path):
+    from typer.testing import CliRunner
+
+    from dpframe.cli import app
+
+    from ..release.conftest import write_spec
+
+    spec_path = write_spec(tmp_path, rows=3000)
+    text = spec_path.read_text()
+    text = (
+        text.replace(
+            '{ column = "region", epsilon = 0.5 }',
+            '{ column = "region", epsilon = 0.5, categories = '
+            '["North", "South", "East", "West", "Centre", "Islands"] }',
+        )
+        .replace(
+            '{ column = "age_band", epsilon = 0.5 }',
+            '{ column = "age_band", epsilon = 0.5, categories = ["18-34", "35-54", "55+"] }',
+        )
+        .replace(
+            'column = "age_band"\nepsilon = 0.2',
+            'column = "age_band"\ncategories = ["18-34", "35-54", "55+"]\nepsilon = 0.2',
+        )
+    )
+    spec_path.write_text(text)
+    survey = pl.read_parquet(tmp_path / "survey.parquet").with_columns(
+        pl.col("region").cast(pl.String), pl.col("age_band").cast(pl.String)
+    )
+    survey.write_parquet(tmp_path / "survey.parquet")
+    res = CliRunner().invoke(app, ["release", str(spec_path), "--engine", "spark"])
+    assert res.exit_code == 0, res.output
+    prov = dpframe.read_provenance(tmp_path / "released" / "microdata.parquet")
+    assert [e.mechanism for e in prov.entries] == ["pram", "pram"]
+    res = CliRunner().invoke(app, ["release", str(spec_path), "--engine", "flink"])
+    assert res.exit_code in (1, 2)
