@@ -481,6 +481,12 @@ class PramRelease:
             run.records[name] = {"categories": list(cats), "matrix": sam.matrix.tolist()}
 
     def _charge(self, name: str, cats: tuple[Any, ...], sam: PramSampler, des: Any) -> Any:
+        return self.accountant.spend_all([self.charge_request(name, cats, sam, des)])[0]
+
+    def charge_request(
+        self, name: str, cats: tuple[Any, ...], sam: PramSampler, des: Any
+    ) -> Charge:
+        """What one run of this release costs, as a :class:`Charge` (for atomic charging)."""
         details = {
             "categories": len(cats),
             "prior": self._prior_label(),
@@ -493,11 +499,12 @@ class PramRelease:
             details["design"] = _design_dict(des, cats, self._prior_label())
         else:
             details["matrix"] = sam.matrix.tolist()
-        return self.accountant.spend(
-            self.epsilon,
-            0.0,
+        return Charge(
+            epsilon=self.epsilon,
+            delta=0.0,
             mechanism="pram",
-            columns=[name],
+            columns=(name,),
+            scale=None,
             composition="parallel",
             details=details,
         )

@@ -295,6 +295,11 @@ def pram(
         raise InvalidParameterError(f"columns {missing} are not in the Spark DataFrame")
     plans = []
     for c in columns:
+        if c.get("prior") == "dp":
+            raise InvalidParameterError(
+                f"column {c['column']!r}: prior='dp' needs the whole column on the driver; "
+                "on Spark release a DP histogram first and pass it as a public prior"
+            )
         cats = _check_categories(c.get("categories"))
         if cats is None:
             raise InvalidParameterError(
@@ -314,8 +319,13 @@ def pram(
         )
         sampler, design = rel._sampler_for(cats)
         plans.append((rel, cats, sampler, design))
-    for rel, cats, sampler, design in plans:  # charged before any task runs
-        rel._charge(rel.column, cats, sampler, design)
+    # all columns charged at once (or none, if they do not fit), before any task runs
+    accountant.spend_all(
+        [
+            rel.charge_request(rel.column, cats, sampler, design)
+            for rel, cats, sampler, design in plans
+        ]
+    )
     specs = [PramColumn(rel.column, cats, sampler) for rel, cats, sampler, _ in plans]
     out = sdf.select(*names, *keep)
 

@@ -276,3 +276,15 @@ def test_cli_release_with_the_spark_engine(spark, tmp_path):
     assert [e.mechanism for e in prov.entries] == ["pram", "pram"]
     res = CliRunner().invoke(app, ["release", str(spec_path), "--engine", "flink"])
     assert res.exit_code in (1, 2)
+
+
+def test_pram_columns_are_charged_together_or_not_at_all(spark, survey):
+    acct = dpframe.Accountant(epsilon=1.0)
+    sdf = spark.createDataFrame(survey.to_arrow())
+    cols = [
+        {"column": "region", "epsilon": 0.6, "categories": list(REGIONS)},
+        {"column": "age_band", "epsilon": 0.6, "categories": ["18-34", "35-54", "55+"]},
+    ]
+    with pytest.raises(dpframe.BudgetExceededError):
+        dps.pram(sdf, cols, accountant=acct)  # 1.2 > 1: the first column is not charged alone
+    assert acct.ledger == ()
