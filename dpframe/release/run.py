@@ -44,7 +44,17 @@ from dpframe.release.spec import (
     Spec,
 )
 
-__all__ = ["CheckFailedError", "ReleaseResult", "check", "preflight", "release"]
+__all__ = [
+    "CheckFailedError",
+    "Job",
+    "ReleaseResult",
+    "check",
+    "check_job",
+    "preflight",
+    "publish_job",
+    "release",
+    "start_job",
+]
 
 
 class CheckFailedError(DPFrameError):
@@ -259,18 +269,51 @@ def _progress(enabled: bool):
     return Progress(transient=True)
 
 
-def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> ReleaseResult:
-    """Run every release of ``spec``: charge, sanitize, write, check, publish.
+@dataclass
+class Job:
+    """One release run's shared state: the plan, folders, ledger and random source.
 
-    Raises
-    ------
-    BudgetExceededError
-        If the plan overspends the ledger (nothing is spent or written).
-    CheckFailedError
-        If a released table fails its expectations (nothing is published; the staged
-        outputs stay under ``<output>/.failed-<run>/``).
+    Both engines use it (:func:`release`, :func:`dpframe.engines.spark_release.release_spark`):
+    :func:`start_job` refuses an overspending plan before anything is written,
+    :meth:`write` stages a released table with its provenance, :func:`check_job` checks
+    (keeping the outputs aside on a failure) and :func:`publish_job` publishes.
     """
-    from dpframe.io import write_parquet
+
+    spec: Spec
+    plan: Plan
+    out: Path
+    staging: Path
+    run_id: str
+    accountant: Accountant
+    seed: Any
+    result: ReleaseResult
+    staged: list[tuple[Any, Any, dict[str, Any]]] = field(default_factory=list)
+
+    def path(self, r: Any) -> Path:
+        return self.staging / f"{r.name}.parquet"
+
+    def write(self, r: Any, frame: pl.DataFrame, entries: list[LedgerEntry], **check: Any) -> None:
+        """Stage a released table (Parquet with its ledger entries and the spec)."""
+        from dpframe.io import write_parquet
+
+        write_parquet(
+            frame,
+            self.path(r),
+            ledger=entries,
+            spec=self.spec.to_dict(),
+            neighbours=self.spec.privacy.neighbours,
+        )
+        self.record(r, frame, entries, **check)
+
+    def record(self, r: Any, table: Any, entries: list[LedgerEntry], **check: Any) -> None:
+        """Note a staged output, what it charged, and what its check needs."""
+        self.staged.append((r, table, check))
+        self.result.entries.extend(entries)
+        self.result.outputs[r.name] = self.out / self.path(r).name
+
+
+def start_job(spec: Spec) -> Job:
+    """Plan (refusing an overspend, nothing written), open the ledger and the staging folder."""
     from dpframe.random import RandomSource
 
     the_plan = plan(spec)
@@ -291,64 +334,75 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
         neighbours=spec.privacy.neighbours,
     )
     seed = RandomSource(spec.privacy.seed) if spec.privacy.seed is not None else None
-    result = ReleaseResult(plan=the_plan, folder=out)
-    lf = spec.lazy_input()
-    staged: list[tuple[Any, pl.DataFrame, dict[str, Any]]] = []
-    try:
-        prepared = preflight(spec, lf, acct, seed)  # data problems surface before any charge
-        n = the_plan.input_rows
-        with _progress(progress) as bar:
-            task = bar.add_task("releasing", total=len(spec.release)) if bar else None
-            for r in spec.release:
-                path = staging / f"{r.name}.parquet"
-                if bar:
-                    bar.update(task, description=f"releasing {r.name}")
-                if isinstance(r, GroupedSpec):
-                    frame, entries = _run_grouped(prepared[r.name], r)
-                    margins = margins_for(spec, r, lf)  # with its public sizes column
-                    write_parquet(
-                        frame,
-                        path,
-                        ledger=entries,
-                        spec=spec.to_dict(),
-                        neighbours=spec.privacy.neighbours,
-                    )
-                    sizes = spec.margins[r.margins].sizes
-                    staged.append((r, frame, {"margins": margins, "sizes": sizes}))
-                elif isinstance(r, PramSpec):
-                    n = input_rows(spec, lf) if n is None else n
-                    entries = _run_pram(spec, r, lf, acct, seed, path)
-                    staged.append((r, pl.scan_parquet(path), {"input_rows": n}))
-                else:
-                    n = input_rows(spec, lf) if n is None else n
-                    frame, entries = _run_frame_release(spec, r, lf, acct, seed, n)
-                    write_parquet(
-                        frame,
-                        path,
-                        ledger=entries,
-                        spec=spec.to_dict(),
-                        neighbours=spec.privacy.neighbours,
-                    )
-                    staged.append((r, frame, {}))
-                result.entries.extend(entries)
-                result.outputs[r.name] = out / path.name
-                if bar:
-                    bar.advance(task)
-        result.checks = _check_staged(staged, staging, data_docs)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    failed = [c for c in result.checks if not c.success]
+    return Job(
+        spec, the_plan, out, staging, run_id, acct, seed, ReleaseResult(the_plan, folder=out)
+    )
+
+
+def check_job(job: Job, data_docs: bool) -> None:
+    """Check every staged output; on a failure keep them aside (``.failed-<run>``) and raise."""
+    job.result.checks = _check_staged(job.staged, job.staging, data_docs)
+    failed = [c for c in job.result.checks if not c.success]
     if failed:
-        kept = out / f".failed-{run_id}"
-        os.replace(staging, kept)
+        kept = job.out / f".failed-{job.run_id}"
+        os.replace(job.staging, kept)
         report = "\n".join(c.report() for c in failed)
         raise CheckFailedError(
             f"{len(failed)} release(s) failed their expectations; nothing was published "
             f"(staged outputs kept in {kept}):\n{report}"
         )
-    _publish(staging, out)
-    return result
+
+
+def publish_job(job: Job) -> ReleaseResult:
+    """Move the checked outputs into the output folder (see :func:`_publish`)."""
+    _publish(job.staging, job.out)
+    return job.result
+
+
+def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> ReleaseResult:
+    """Run every release of ``spec``: charge, sanitize, write, check, publish.
+
+    Raises
+    ------
+    BudgetExceededError
+        If the plan overspends the ledger (nothing is spent or written).
+    CheckFailedError
+        If a released table fails its expectations (nothing is published; the staged
+        outputs stay under ``<output>/.failed-<run>/``).
+    """
+    job = start_job(spec)
+    lf = spec.lazy_input()
+    try:
+        prepared = preflight(spec, lf, job.accountant, job.seed)  # data problems: no charge
+        n = job.plan.input_rows
+        with _progress(progress) as bar:
+            task = bar.add_task("releasing", total=len(spec.release)) if bar else None
+            for r in spec.release:
+                if bar:
+                    bar.update(task, description=f"releasing {r.name}")
+                if isinstance(r, GroupedSpec):
+                    frame, entries = _run_grouped(prepared[r.name], r)
+                    job.write(
+                        r,
+                        frame,
+                        entries,
+                        margins=margins_for(spec, r, lf),  # with its public sizes column
+                        sizes=spec.margins[r.margins].sizes,
+                    )
+                elif isinstance(r, PramSpec):
+                    n = input_rows(spec, lf) if n is None else n
+                    entries = _run_pram(spec, r, lf, job.accountant, job.seed, job.path(r))
+                    job.record(r, pl.scan_parquet(job.path(r)), entries, input_rows=n)
+                else:
+                    n = input_rows(spec, lf) if n is None else n
+                    job.write(r, *_run_frame_release(spec, r, lf, job.accountant, job.seed, n))
+                if bar:
+                    bar.advance(task)
+        check_job(job, data_docs)
+    except BaseException:  # nothing published; a failed check already moved staging aside
+        shutil.rmtree(job.staging, ignore_errors=True)
+        raise
+    return publish_job(job)
 
 
 def _publish(staging: Path, out: Path) -> None:
