@@ -271,21 +271,7 @@ def proportions(
             f"categories must be 2 or more distinct values, got {categories}"
         )
     counts = lf.group_by(column).agg(pl.len().alias("count")).collect(engine=engine)
-    known = pl.DataFrame({column: pl.Series(categories).cast(counts.schema[column], strict=False)})
-    if known[column].null_count():
-        raise InvalidParameterError(
-            f"categories {categories} do not all fit the dtype {counts.schema[column]} of "
-            f"{column!r}"
-        )
-    unknown = counts.join(known, on=column, how="anti", nulls_equal=True)
-    if unknown.height:
-        raise InvalidDataError(
-            f"{unknown['count'].sum()} record(s) of {column!r} are null or outside the declared "
-            "categories; add them to categories= or filter them out first (nothing was charged)"
-        )
-    table = known.join(counts, on=column, how="left", nulls_equal=True).with_columns(
-        pl.col("count").fill_null(0)
-    )
+    table = counts_table(counts, column, categories)
     n = _check_n(n, int(table["count"].sum()))
     return proportions_from_counts(
         table,
@@ -297,6 +283,29 @@ def proportions(
         calibration=calibration,
         accountant=acct,
         seed=seed,
+    )
+
+
+def counts_table(counts: pl.DataFrame, column: str, categories: Sequence[Any]) -> pl.DataFrame:
+    """Counts per *declared* category (0 where absent), from counts per value in the data.
+
+    Refuses values outside the categories (and nulls) before anything is charged.
+    """
+    known = pl.DataFrame({column: pl.Series(list(categories))})
+    known = known.with_columns(pl.col(column).cast(counts.schema[column], strict=False))
+    if known[column].null_count():
+        raise InvalidParameterError(
+            f"categories {list(categories)} do not all fit the dtype {counts.schema[column]} "
+            f"of {column!r}"
+        )
+    unknown = counts.join(known, on=column, how="anti", nulls_equal=True)
+    if unknown.height:
+        raise InvalidDataError(
+            f"{unknown['count'].sum()} record(s) of {column!r} are null or outside the declared "
+            "categories; add them to categories= or filter them out first (nothing was charged)"
+        )
+    return known.join(counts, on=column, how="left", nulls_equal=True).with_columns(
+        pl.col("count").fill_null(0)
     )
 
 

@@ -361,7 +361,7 @@ def proportions(
     """:func:`dpframe.proportions` with the counts computed by Spark (categories declared)."""
     from pyspark.sql import functions as sf
 
-    from dpframe.frame_releases import _check_n, proportions_from_counts
+    from dpframe.frame_releases import _check_n, counts_table, proportions_from_counts
 
     require_spark()
     if column not in sdf.columns:
@@ -370,18 +370,7 @@ def proportions(
     if len(cats) < 2 or len(set(cats)) != len(cats):
         raise InvalidParameterError(f"categories must be 2 or more distinct values, got {cats}")
     counts = pl.from_arrow(sdf.groupBy(column).agg(sf.count(sf.lit(1)).alias("count")).toArrow())
-    known = pl.DataFrame({column: cats})
-    if counts.schema[column] != known.schema[column]:
-        known = known.with_columns(pl.col(column).cast(counts.schema[column], strict=False))
-    unknown = counts.join(known, on=column, how="anti", nulls_equal=True)
-    if unknown.height:
-        raise InvalidDataError(
-            f"{unknown['count'].sum()} record(s) of {column!r} are null or outside the declared "
-            "categories; add them to categories= or filter them out first (nothing was charged)"
-        )
-    table = known.join(counts, on=column, how="left", nulls_equal=True).with_columns(
-        pl.col("count").fill_null(0)
-    )
+    table = counts_table(counts, column, cats)
     n = _check_n(n, int(table["count"].sum()))
     return proportions_from_counts(
         table,
