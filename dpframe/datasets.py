@@ -114,7 +114,11 @@ def drha_table(name: str) -> DRHAData:
     (103, 250, ('B', 'NB'))
     """
     if name not in DRHA_TABLES:
-        raise ValueError(f"name must be one of {sorted(DRHA_TABLES)}, got {name!r}")
+        from dpframe.errors import InvalidParameterError
+
+        raise InvalidParameterError(
+            f"name must be one of {sorted(DRHA_TABLES)} (the DR-HA paper's tables), got {name!r}"
+        )
     file, qids, sensitive, levels = DRHA_TABLES[name]
     path = resources.files("dpframe").joinpath("data", "drha", file)
     with resources.as_file(path) as p:

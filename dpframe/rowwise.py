@@ -15,7 +15,8 @@ So a row-wise release only runs inside a *run* opened by one of dpframe's runner
   also ``lf.dpf.sink_parquet(path)``;
 * ``df.dpf.with_columns(...)`` / ``df.dpf.select(...)`` for eager DataFrames.
 
-Each runner executes exactly one polars query. Inside it, the first evaluation of a
+Each runner executes one polars query (after a dry pass that only checks the data, see
+:func:`collect`'s ``validate``). Inside it, the first evaluation of a
 release charges its accountant (before any randomization: a
 :class:`~dpframe.errors.BudgetExceededError` leaves nothing drawn) and every later
 morsel of that run is covered by the same charge. Running the query again is a new

@@ -418,3 +418,20 @@ def test_dominant_design_records_its_mutual_information_cost():
     free = pram.design(np.array(prior) / sum(prior), 0.5)
     assert rec["mutual_information_unconstrained"] == pytest.approx(free.mutual_information)
     assert rec["mutual_information"] < rec["mutual_information_unconstrained"]
+
+
+def test_dp_prior_noise_has_the_histograms_sensitivity_two():
+    """The prior's counts get discrete Laplace noise of scale 2 / eps (one record moves two
+    counts under substitute neighbours), not 1 / eps: checked on the noise's variance."""
+    from dpframe.mechanisms.discrete import discrete_laplace_variance
+    from dpframe.pram import _noisy_prior
+
+    c, eps, reps = 10**6, 0.5, 2000
+    rng = np.random.default_rng(5)
+    p0 = np.array([_noisy_prior(np.array([c, c]), eps, rng)[0] for _ in range(reps)])
+    # p0 = (c + e0) / (2c + e0 + e1) ~ 1/2 + (e0 - e1) / (4c): Var(e) ~ 8 c^2 Var(p0)
+    var_e = 8 * c * c * p0.var(ddof=1)
+    expected = discrete_laplace_variance(2 / eps)
+    # relative SE of a sample variance: sqrt((kurtosis - 1) / reps), kurtosis of e0 - e1 < 6
+    assert abs(var_e / expected - 1) < 4.5 * math.sqrt(5 / reps)
+    assert var_e > 2 * discrete_laplace_variance(1 / eps)  # sensitivity 1 would be 4x smaller
