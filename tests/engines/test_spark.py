@@ -46,6 +46,38 @@ def survey():
     )
 
 
+def _spark_spec(folder, rows: int, budget: float = 3.0, seed: int | None = None):
+    """The release test spec with declared categories (Spark strings carry none) and a
+    survey whose Enums are cast to strings (as Spark reads them)."""
+    from ..release.conftest import write_spec
+
+    spec_path = write_spec(folder, rows=rows, budget=budget)
+    text = (
+        spec_path.read_text()
+        .replace(
+            '{ column = "region", epsilon = 0.5 }',
+            '{ column = "region", epsilon = 0.5, categories = '
+            '["North", "South", "East", "West", "Centre", "Islands"] }',
+        )
+        .replace(
+            '{ column = "age_band", epsilon = 0.5 }',
+            '{ column = "age_band", epsilon = 0.5, categories = ["18-34", "35-54", "55+"] }',
+        )
+        .replace(
+            'column = "age_band"\nepsilon = 0.2',
+            'column = "age_band"\ncategories = ["18-34", "35-54", "55+"]\nepsilon = 0.2',
+        )
+    )
+    if seed is not None:
+        text = text.replace('ledger = "ledger.json"', f'ledger = "ledger.json"\nseed = {seed}')
+    spec_path.write_text(text)
+    survey = pl.read_parquet(folder / "survey.parquet").with_columns(
+        pl.col("region").cast(pl.String), pl.col("age_band").cast(pl.String)
+    )
+    survey.write_parquet(folder / "survey.parquet")
+    return spec_path
+
+
 def _stats():
     return [
         dpframe.agg.count(epsilon=0.3),
@@ -187,36 +219,11 @@ def test_the_same_spec_through_polars_and_spark(spark, tmp_path):
     from dpframe.engines.spark_release import release_spark
     from dpframe.release import load_spec, plan, release
 
-    from ..release.conftest import write_spec
-
     results = {}
     for engine in ("polars", "spark"):
         folder = tmp_path / engine
         folder.mkdir()
-        spec_path = write_spec(folder, rows=5000, budget=5.0)
-        text = (
-            spec_path.read_text()
-            .replace(
-                '{ column = "region", epsilon = 0.5 }',
-                '{ column = "region", epsilon = 0.5, categories = '
-                '["North", "South", "East", "West", "Centre", "Islands"] }',
-            )
-            .replace(
-                '{ column = "age_band", epsilon = 0.5 }',
-                '{ column = "age_band", epsilon = 0.5, categories = ["18-34", "35-54", "55+"] }',
-            )
-            .replace('ledger = "ledger.json"', 'ledger = "ledger.json"\nseed = 7')
-            .replace(
-                'column = "age_band"\nepsilon = 0.2',
-                'column = "age_band"\ncategories = ["18-34", "35-54", "55+"]\nepsilon = 0.2',
-            )
-        )
-        spec_path.write_text(text)
-        # Spark reads strings: cast the survey's Enums before it is read
-        survey = pl.read_parquet(folder / "survey.parquet").with_columns(
-            pl.col("region").cast(pl.String), pl.col("age_band").cast(pl.String)
-        )
-        survey.write_parquet(folder / "survey.parquet")
+        spec_path = _spark_spec(folder, rows=5000, budget=5.0, seed=7)
         spec = load_spec(spec_path)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dpframe.UnsafeSeedWarning)  # seeded on purpose
@@ -246,30 +253,7 @@ def test_cli_release_with_the_spark_engine(spark, tmp_path):
 
     from dpframe.cli import app
 
-    from ..release.conftest import write_spec
-
-    spec_path = write_spec(tmp_path, rows=3000)
-    text = spec_path.read_text()
-    text = (
-        text.replace(
-            '{ column = "region", epsilon = 0.5 }',
-            '{ column = "region", epsilon = 0.5, categories = '
-            '["North", "South", "East", "West", "Centre", "Islands"] }',
-        )
-        .replace(
-            '{ column = "age_band", epsilon = 0.5 }',
-            '{ column = "age_band", epsilon = 0.5, categories = ["18-34", "35-54", "55+"] }',
-        )
-        .replace(
-            'column = "age_band"\nepsilon = 0.2',
-            'column = "age_band"\ncategories = ["18-34", "35-54", "55+"]\nepsilon = 0.2',
-        )
-    )
-    spec_path.write_text(text)
-    survey = pl.read_parquet(tmp_path / "survey.parquet").with_columns(
-        pl.col("region").cast(pl.String), pl.col("age_band").cast(pl.String)
-    )
-    survey.write_parquet(tmp_path / "survey.parquet")
+    spec_path = _spark_spec(tmp_path, rows=3000)
     res = CliRunner().invoke(app, ["release", str(spec_path), "--engine", "spark"])
     assert res.exit_code == 0, res.output
     prov = dpframe.read_provenance(tmp_path / "released" / "microdata.parquet")
