@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+SPARK  := $(VENV)/.installed-spark
 
-.PHONY: setup demo test lint format bench bench-opendp-env clean
+.PHONY: setup setup-spark demo test lint format bench bench-opendp-env clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,13 +15,22 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The tests also run the Spark engine: pyspark (a 0.4 GB download, about 1.5 min to
+# install; Spark itself needs Java 17+, which the machine provides).
+$(SPARK): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev,spark]"
+	touch $(SPARK)
+
+setup-spark: $(SPARK)
+
 demo: setup
 	$(BIN)/dpframe demo --out out/demo
 
-# pytest exits 5 when it collected no test: that is a failure too.
-test: setup
+# pytest exits 5 when it collected no test: that is a failure too. DPFRAME_REQUIRE_SPARK
+# makes a missing pyspark fail the Spark tests instead of skipping them.
+test: setup-spark
 	$(BIN)/ruff check dpframe tests benchmarks examples
-	$(BIN)/python -m pytest; rc=$$?; \
+	DPFRAME_REQUIRE_SPARK=1 $(BIN)/python -m pytest; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: setup

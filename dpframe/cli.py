@@ -143,6 +143,9 @@ def release(
     from dpframe.release import plan as make_plan
     from dpframe.release import release as run_release
 
+    if engine not in ("polars", "spark"):
+        typer.echo(f"error: --engine must be polars or spark, got {engine!r}", err=True)
+        raise typer.Exit(EXIT_INVALID)
     loaded = _load(spec)
     try:
         the_plan = make_plan(loaded)
@@ -154,11 +157,8 @@ def release(
             from dpframe.engines.spark_release import release_spark
 
             result = release_spark(loaded, local_session(), data_docs=data_docs)
-        elif engine == "polars":
-            result = run_release(loaded, progress=progress, data_docs=data_docs)
         else:
-            typer.echo(f"error: --engine must be polars or spark, got {engine!r}", err=True)
-            raise typer.Exit(EXIT_INVALID)
+            result = run_release(loaded, progress=progress, data_docs=data_docs)
     except CheckFailedError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_CHECK_FAILED) from None

@@ -1,8 +1,13 @@
+import os
+import sys
 import warnings
 
 import pytest
 
 from dpframe.errors import UnsafeSeedWarning
+
+# `make test` (and so CI) sets this: the Spark tests then fail, not skip, without pyspark.
+SPARK_REQUIRED = os.environ.get("DPFRAME_REQUIRE_SPARK") == "1"
 
 
 @pytest.fixture(autouse=True)
@@ -11,3 +16,37 @@ def _quiet_seed_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsafeSeedWarning)
         yield
+
+
+def spark_available() -> bool:
+    """pyspark is importable (required, not optional, where ``SPARK_REQUIRED``)."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        if SPARK_REQUIRED:
+            raise
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole run: 2 cores, each task tried up to twice.
+
+    ``local[2,2]`` is ``local[2]`` with Spark's task retry enabled (local mode gives a
+    failed task no second attempt otherwise), so a test can fail a first attempt.
+    """
+    if not spark_available():
+        pytest.skip("pyspark is not installed: pip install -e '.[spark]' (make test does)")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors run this interpreter
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2,2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -16,12 +16,13 @@ Thin on purpose: Spark computes, dpframe releases.
   path's own code (:func:`dpframe.frame_releases.proportions_from_counts`,
   :func:`~dpframe.frame_releases.covariance_matrix_from_exact`).
 * **PRAM** -- :func:`pram` charges every column once on the driver, *before* the job, then
-  randomizes with ``mapInArrow``: each task calls
+  randomizes with ``mapInArrow`` and writes the result to Parquet, once: each task calls
   :func:`dpframe.engines.arrow.pram_record_batch` on its Arrow batches, with a generator
   keyed from the executor's OS entropy for every batch (never a public or fixed seed), so
   no two partitions, and no retried attempt, repeat noise. Spark keeps one attempt's
   output (its commit protocol); a retried task draws fresh noise that replaces the failed
-  attempt's, which was never published.
+  attempt's, which was never published. The randomized DataFrame is never handed out
+  lazily: every action on it would draw fresh noise under the one charge.
 
 Spark's strings carry no categories: PRAM needs them declared (never taken from data).
 """
@@ -42,6 +43,7 @@ __all__ = [
     "pram",
     "proportions",
     "require_spark",
+    "schema_frame",
 ]
 
 
@@ -83,6 +85,15 @@ def local_session(master: str | None = None) -> Any:
     )
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def schema_frame(sdf: Any) -> pl.LazyFrame:
+    """An empty polars frame with the Spark DataFrame's schema (what a plan reads).
+
+    Spark's types arrive through Arrow (``limit(0).toArrow()``): strings as String, numbers
+    as the matching numeric dtype; no rows are read.
+    """
+    return pl.from_arrow(sdf.limit(0).toArrow()).lazy()
 
 
 def _spark_value(s: Any, which: str = "x") -> Any:
@@ -166,7 +177,7 @@ def spark_aggregates(release: Any, sdf: Any) -> pl.DataFrame:
             f"(its columns: {sorted(fields)})"
         )
     public = g.sizes is not None
-    aggs: dict[str, Any] = {"__rows": sf.count(sf.lit(1)).cast("double")}
+    aggs: dict[str, Any] = {"__rows": sf.count(sf.lit(1))}
     for s in release.statistics:
         for c in s.columns():
             dtype = fields[c]
@@ -252,14 +263,36 @@ def grouped_release(
     return release
 
 
+def _path_exists(spark: Any, path: str) -> bool:
+    """Whether ``path`` exists, on whatever file system Spark writes it to (HDFS, S3, ...)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        hpath = jvm.org.apache.hadoop.fs.Path(path)
+        return bool(
+            hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(hpath)
+        )
+    except Exception:  # Spark Connect: no JVM on this side
+        import os
+
+        return os.path.exists(path)
+
+
 def pram(
     sdf: Any,
     columns: Sequence[dict[str, Any]],
+    path: str,
     *,
     accountant: Any,
     keep: Sequence[str] = (),
 ) -> Any:
-    """PRAM'd columns of a Spark DataFrame, charged once on the driver before the job.
+    """PRAM the columns of a Spark DataFrame and write the result, once, to Parquet.
+
+    Every column is charged on the driver, all at once (or none, if they do not fit),
+    before the job; the executors then randomize with ``mapInArrow``, a freshly keyed
+    generator per Arrow batch. The randomization runs exactly once, inside the write:
+    a lazily randomized DataFrame would draw fresh noise at every action on it (a
+    ``count()``, a second ``write``), each one a new release of the same records under
+    one charge. So the result is returned as what was written, read back.
 
     Parameters
     ----------
@@ -267,6 +300,9 @@ def pram(
     columns : list of dict
         Each ``{"column", "epsilon", "categories", "prior" (optional), "diagonal"
         (optional)}``; categories are required (Spark strings do not declare them).
+    path : str
+        Where Spark writes the Parquet folder (any file system Spark writes to). It must
+        not exist: checked before anything is charged.
     accountant : Accountant
         Charged one entry per column (sequential composition), before any task runs.
     keep : list of str
@@ -275,7 +311,12 @@ def pram(
     Returns
     -------
     pyspark.sql.DataFrame
-        Lazy: the randomization runs when Spark executes it (e.g. ``.write.parquet``).
+        The written file (re-reading it is post-processing: no fresh noise).
+
+    Examples
+    --------
+    >>> # out = pram(sdf, [{"column": "region", "epsilon": 1.0, "categories": regions}],
+    >>> #            "s3://bucket/released/microdata", accountant=acct)
     """
     require_spark()
     from dpframe.engines.arrow import PramColumn, pram_record_batch
@@ -293,6 +334,11 @@ def pram(
     missing = [c for c in [*names, *keep] if c not in fields]
     if missing:
         raise InvalidParameterError(f"columns {missing} are not in the Spark DataFrame")
+    path = str(path)
+    if _path_exists(sdf.sparkSession, path):
+        raise InvalidParameterError(
+            f"path {path!r} already exists: PRAM writes a new folder (nothing was charged)"
+        )
     plans = []
     for c in columns:
         if c.get("prior") == "dp":
@@ -333,7 +379,8 @@ def pram(
         for batch in batches:
             yield pram_record_batch(batch, specs)
 
-    return out.mapInArrow(randomize, out.schema)
+    out.mapInArrow(randomize, out.schema).write.parquet(path)
+    return sdf.sparkSession.read.parquet(path)
 
 
 def _rows_and_nulls(sdf: Any, columns: Sequence[str]) -> tuple[int, dict[str, int]]:

@@ -1,4 +1,4 @@
-"""Run a release spec on Spark (issue 8, in progress): the same plan, charges and checks.
+"""Run a release spec on Spark: the same plan, charges, checks and outputs as polars.
 
 The input is read by Spark; the exact aggregates and the PRAM randomization run on
 Spark (:mod:`dpframe.engines.spark`); the release itself -- ledger, noise, Parquet with
@@ -16,9 +16,38 @@ from typing import Any
 import polars as pl
 
 from dpframe.accountant import Accountant
-from dpframe.errors import InvalidDataError
+from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.release.spec import SpecError
 
 __all__ = ["release_spark"]
+
+
+def _declared(r: Any, column: str, categories: Any, schema: pl.Schema) -> list[Any]:
+    """The spec's categories of ``column``, else those its file's Enum dtype declares."""
+    if categories is not None:
+        return list(categories)
+    dtype = schema.get(column)
+    if isinstance(dtype, pl.Enum):
+        return dtype.categories.to_list()
+    raise SpecError(
+        f"release {r.name!r}: give the categories of {column!r} in the spec (Spark columns "
+        "declare none, and they are never taken from the data)"
+    )
+
+
+def _with_categories(r: Any, schema: pl.Schema) -> Any:
+    """``r`` with every PRAM column's / the proportions' categories filled in."""
+    from dpframe.release.spec import PramSpec, ProportionsSpec
+
+    if isinstance(r, PramSpec):
+        cols = [
+            c.model_copy(update={"categories": _declared(r, c.column, c.categories, schema)})
+            for c in r.columns
+        ]
+        return r.model_copy(update={"columns": cols})
+    if isinstance(r, ProportionsSpec):
+        return r.model_copy(update={"categories": _declared(r, r.column, r.categories, schema)})
+    return r
 
 
 def _spark_preflight_pram(sdf: Any, r: Any) -> None:
@@ -26,10 +55,6 @@ def _spark_preflight_pram(sdf: Any, r: Any) -> None:
     from pyspark.sql import functions as sf
 
     for c in r.columns:
-        if c.categories is None:
-            raise InvalidDataError(
-                f"release {r.name!r}: column {c.column!r} needs declared categories on Spark"
-            )
         bad = sdf.filter(
             sf.col(c.column).isNull() | ~sf.col(c.column).isin(list(c.categories))
         ).limit(5)
@@ -41,14 +66,30 @@ def _spark_preflight_pram(sdf: Any, r: Any) -> None:
             )
 
 
-def release_spark(spec: Any, spark: Any, *, data_docs: bool = False) -> Any:
+def release_spark(spec: Any, spark: Any = None, *, data_docs: bool = False) -> Any:
     """:func:`dpframe.release.release` with Spark computing what touches the records.
 
     Parameters
     ----------
     spec : Spec
-        A spec with ``input.path`` (read with ``spark.read.parquet``).
-    spark : pyspark.sql.SparkSession
+        Its input is either ``input.path`` (read with ``spark.read.parquet``) or a Spark
+        DataFrame given as the spec's frame (``parse_spec(data, frame=sdf)`` /
+        ``load_spec(path, frame=sdf)``).
+    spark : pyspark.sql.SparkSession, optional
+        Reads ``input.path``; default :func:`dpframe.engines.spark.local_session`.
+    data_docs : bool
+        Also build Great Expectations Data Docs of the checks.
+
+    Returns
+    -------
+    ReleaseResult
+        As :func:`dpframe.release.release`; PRAM'd microdata is a folder of Parquet parts.
+
+    Raises
+    ------
+    BudgetExceededError, CheckFailedError, InvalidDataError, SpecError
+        As :func:`dpframe.release.release`: a bad spec or bad data is found before any
+        budget is spent, and nothing is published unless every check passes.
     """
     import shutil
 
@@ -62,13 +103,25 @@ def release_spark(spec: Any, spark: Any, *, data_docs: bool = False) -> Any:
         publish_job,
         start_job,
     )
-    from dpframe.release.spec import GroupedSpec, PramSpec, ProportionsSpec
+    from dpframe.release.spec import GroupedSpec, PramSpec, ProportionsSpec, is_spark_frame
 
     dps.require_spark()
-    job = start_job(spec)  # refuses an overspending plan before anything is written
-    sdf = spark.read.parquet(str(spec.resolve(spec.input.path).absolute()))
-    schema_only = spec.lazy_input()  # for the margins' dtypes
+    if is_spark_frame(spec.frame):
+        sdf = spec.frame
+        schema_only = dps.schema_frame(sdf)  # for the plan and the margins' dtypes
+    elif spec.frame is not None:
+        raise InvalidParameterError(
+            "this spec's input is a polars frame: run it with dpframe.release.release(spec), "
+            "or pass a Spark DataFrame as its frame"
+        )
+    else:
+        schema_only = spec.lazy_input()  # the file's schema, as the polars engine reads it
+        spark = dps.local_session() if spark is None else spark
+        sdf = spark.read.parquet(str(spec.resolve(spec.input.path).absolute()))
     n = int(sdf.count())
+    job = start_job(spec, lf=schema_only, rows=n)  # refuses an overspend, writes nothing
+    schema = schema_only.collect_schema()
+    releases = [_with_categories(r, schema) for r in spec.release]
     scratch = Accountant(epsilon=1e12, neighbours=spec.privacy.neighbours)
 
     def frame_release(r: Any, acct: Accountant, seed: Any) -> Any:
@@ -98,7 +151,7 @@ def release_spark(spec: Any, spark: Any, *, data_docs: bool = False) -> Any:
 
     try:
         prepared = {}
-        for r in spec.release:  # preflight: every data problem before any charge
+        for r in releases:  # preflight: every data problem before any charge
             if isinstance(r, GroupedSpec):
                 prepared[r.name] = dps.grouped_release(
                     sdf,
@@ -107,13 +160,13 @@ def release_spark(spec: Any, spark: Any, *, data_docs: bool = False) -> Any:
                     margins=margins_for(spec, r, schema_only),
                     sizes=spec.margins[r.margins].sizes,
                     accountant=job.accountant,
-                    seed=job.seed,
+                    seed=job.seed_for(r),
                 )
             elif isinstance(r, PramSpec):
                 _spark_preflight_pram(sdf, r)
             else:
                 frame_release(r, scratch, None)  # what it draws is discarded unseen
-        for r in spec.release:
+        for r in releases:
             if isinstance(r, GroupedSpec):
                 rel = prepared[r.name]
                 job.write(
@@ -127,13 +180,28 @@ def release_spark(spec: Any, spark: Any, *, data_docs: bool = False) -> Any:
                 before = len(job.accountant.ledger)
                 cols = [c.model_dump() for c in r.columns]
                 path = job.path(r)
-                dps.pram(sdf, cols, accountant=job.accountant).write.parquet(str(path))
+                written = dps.pram(sdf, cols, str(path), accountant=job.accountant)
                 entries = list(job.accountant.ledger[before:])
                 doc = _provenance_json(entries, spec.privacy.neighbours, spec.to_dict())
                 (path / "_dpframe.json").write_text(json.dumps({METADATA_KEY: json.loads(doc)}))
-                job.record(r, pl.scan_parquet(str(path / "*.parquet")), entries, input_rows=n)
+                counts = {  # the check's value counts, by Spark: the driver reads no microdata
+                    c.column: pl.from_arrow(
+                        written.groupBy(c.column)
+                        .count()
+                        .withColumnRenamed("count", "rows")
+                        .toArrow()
+                    )
+                    for c in r.columns
+                }
+                job.record(
+                    r,
+                    pl.scan_parquet(str(path / "*.parquet")),  # its schema only
+                    entries,
+                    input_rows=n,
+                    value_counts=counts,
+                )
             else:
-                rel = frame_release(r, job.accountant, job.seed)
+                rel = frame_release(r, job.accountant, job.seed_for(r))
                 job.write(r, rel.frame, list(rel.ledger))
         check_job(job, data_docs)
     except BaseException:  # nothing published; a failed check already moved staging aside

@@ -52,6 +52,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -447,7 +448,12 @@ def _declared(values: Any, dtype: pl.DataType | None, what: str, hint: str) -> l
     )
 
 
-def _plan_pram(spec: PramSpec, frame: pl.DataFrame | pl.LazyFrame, input_rows: int | None) -> _Plan:
+def _plan_pram(
+    spec: PramSpec,
+    frame: pl.DataFrame | pl.LazyFrame,
+    input_rows: int | None,
+    value_counts: Mapping[str, pl.DataFrame] | None = None,
+) -> _Plan:
     lf = frame.lazy()
     schema = lf.collect_schema()
     plan = _Plan()
@@ -463,7 +469,9 @@ def _plan_pram(spec: PramSpec, frame: pl.DataFrame | pl.LazyFrame, input_rows: i
             "give categories=[...] in the spec or release an Enum column",
         )
         table = f"values.{col}"
-        if col in schema:
+        if value_counts is not None and col in value_counts:  # counted by the engine
+            values = value_counts[col].select(col, "rows").sort(col, nulls_last=True)
+        elif col in schema:
             values = lf.group_by(col).agg(pl.len().alias("rows")).sort(col, nulls_last=True)
             values = values.collect()
         else:
@@ -699,6 +707,7 @@ def _plan(
     margins: pl.DataFrame | None,
     input_rows: int | None,
     sizes: str | None,
+    value_counts: Mapping[str, pl.DataFrame] | None = None,
 ) -> _Plan:
     if not isinstance(release, _Release):
         raise InvalidParameterError(
@@ -716,7 +725,7 @@ def _plan(
     ):
         raise InvalidParameterError(f"input_rows must be an integer >= 0, got {input_rows!r}")
     if isinstance(release, PramSpec):
-        plan = _plan_pram(release, frame, input_rows)
+        plan = _plan_pram(release, frame, input_rows, value_counts)
     else:
         df = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
         if isinstance(release, GroupedSpec):
@@ -737,6 +746,7 @@ def expectations_for(
     margins: pl.DataFrame | None = None,
     input_rows: int | None = None,
     sizes: str | None = None,
+    value_counts: Mapping[str, pl.DataFrame] | None = None,
 ) -> list[dict]:
     """The expectations a release's table must meet, without Great Expectations.
 
@@ -752,9 +762,11 @@ def expectations_for(
     (the input's row count) adds the row-count check of a PRAM release and, for a
     covariance release without ``n``, the variances' upper bound; ``sizes`` names a column
     of ``margins`` with public group sizes (a statistic of a group too small to have one is
-    then allowed to be null).
+    then allowed to be null). ``value_counts`` gives, for a PRAM release, each column's
+    ``(<column>, rows)`` counts computed by the engine (Spark), so the microdata itself is
+    not read on the driver; ``frame`` then gives only the dtypes.
     """
-    plan = _plan(release, frame, margins, input_rows, sizes)
+    plan = _plan(release, frame, margins, input_rows, sizes, value_counts)
     return [dict(e) for e in plan.expectations]
 
 
@@ -963,6 +975,7 @@ def check_release(
     margins: pl.DataFrame | None = None,
     input_rows: int | None = None,
     sizes: str | None = None,
+    value_counts: Mapping[str, pl.DataFrame] | None = None,
 ) -> CheckResult:
     """Validate a released table against the suite its spec implies (see the module doc).
 
@@ -972,7 +985,7 @@ def check_release(
     when an expectation fails (``success`` is False and ``failures`` says why). Arguments
     as in :func:`expectations_for`.
     """
-    plan = _plan(release, frame, margins, input_rows, sizes)
+    plan = _plan(release, frame, margins, input_rows, sizes, value_counts)
     gx = _gx()
     context = _context()
     source = context.data_sources.add_pandas(name="dpframe")

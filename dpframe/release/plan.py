@@ -226,8 +226,17 @@ def _plan_capture(
     ]
 
 
-def plan(spec: Spec) -> Plan:
+def plan(spec: Spec, *, lf: pl.LazyFrame | None = None, rows: int | None = None) -> Plan:
     """Resolve a spec into the releases it will make, without spending or drawing noise.
+
+    Parameters
+    ----------
+    spec : Spec
+    lf : polars.LazyFrame, optional
+        Stands in for the spec's input: only its schema is read (and its row count, unless
+        ``rows`` is given). Another engine passes an empty frame of its data's schema.
+    rows : int, optional
+        The input's row count, where a release needs the dataset size.
 
     Returns
     -------
@@ -236,9 +245,16 @@ def plan(spec: Spec) -> Plan:
         note), the budget and the ledger's spend before and after; ``fits`` is False if
         the releases would overspend.
     """
-    lf = spec.lazy_input()
+    from dpframe.release.spec import is_spark_frame
+
+    if lf is None and is_spark_frame(spec.frame):
+        from dpframe.engines.spark import schema_frame
+
+        lf = schema_frame(spec.frame)
+        rows = int(spec.frame.count()) if rows is None else rows
+    lf = spec.lazy_input() if lf is None else lf
     spent, ledger = _ledger_state(spec)
-    n: int | None = None
+    n: int | None = rows
     rows: list[dict[str, Any]] = []
     for r in spec.release:
         if isinstance(r, GroupedSpec):

@@ -199,6 +199,24 @@ def _run_pram(
     return list(dpframe.last_run().entries)
 
 
+def release_seed(seed: int | None, r: Any) -> Any:
+    """The random source of one release of a seeded spec (``None``: secure, the default).
+
+    Each release gets a source of its own, derived from the spec's seed and the release's
+    name, so what one release draws does not depend on the others: a seeded spec gives
+    the same noise for a release whichever engine runs it, even where the engines draw
+    differently for another release (Spark's PRAM always draws from executor entropy).
+    """
+    if seed is None:
+        return None
+    import hashlib
+
+    from dpframe.random import RandomSource
+
+    digest = hashlib.sha256(f"dpframe-release/{seed}/{r.name}".encode()).digest()
+    return RandomSource(int.from_bytes(digest[:8], "big"))
+
+
 # ---------------------------------------------------------------------------
 # preflight
 # ---------------------------------------------------------------------------
@@ -208,7 +226,7 @@ def preflight(
     spec: Spec,
     lf: pl.LazyFrame | None = None,
     accountant: Accountant | None = None,
-    seed: Any = None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """Check every release's data before any is charged.
 
@@ -219,7 +237,7 @@ def preflight(
     release itself does not read the input again), PRAM makes its dry pass, and the
     proportions and covariance releases check their inputs against a throwaway
     accountant (what that draws is discarded unseen). Nothing is charged to
-    ``accountant``.
+    ``accountant``. ``seed`` is the spec's (unsafe) seed, if any: see :func:`release_seed`.
 
     Returns
     -------
@@ -235,7 +253,7 @@ def preflight(
     n = None
     for r in spec.release:
         if isinstance(r, GroupedSpec):
-            rel, _ = _grouped_release(spec, r, lf, accountant or scratch, seed)
+            rel, _ = _grouped_release(spec, r, lf, accountant or scratch, release_seed(seed, r))
             rel.prepare(engine="streaming")
             prepared[r.name] = rel
         elif isinstance(r, PramSpec):
@@ -285,12 +303,16 @@ class Job:
     staging: Path
     run_id: str
     accountant: Accountant
-    seed: Any
+    seed: int | None
     result: ReleaseResult
     staged: list[tuple[Any, Any, dict[str, Any]]] = field(default_factory=list)
 
     def path(self, r: Any) -> Path:
         return self.staging / f"{r.name}.parquet"
+
+    def seed_for(self, r: Any) -> Any:
+        """The random source of release ``r``: secure unless the spec is seeded."""
+        return release_seed(self.seed, r)
 
     def write(self, r: Any, frame: pl.DataFrame, entries: list[LedgerEntry], **check: Any) -> None:
         """Stage a released table (Parquet with its ledger entries and the spec)."""
@@ -312,11 +334,12 @@ class Job:
         self.result.outputs[r.name] = self.out / self.path(r).name
 
 
-def start_job(spec: Spec) -> Job:
-    """Plan (refusing an overspend, nothing written), open the ledger and the staging folder."""
-    from dpframe.random import RandomSource
+def start_job(spec: Spec, lf: pl.LazyFrame | None = None, rows: int | None = None) -> Job:
+    """Plan (refusing an overspend, nothing written), open the ledger and the staging folder.
 
-    the_plan = plan(spec)
+    ``lf`` and ``rows`` stand in for the spec's input in the plan (see :func:`plan`).
+    """
+    the_plan = plan(spec, lf=lf, rows=rows)
     if not the_plan.fits:
         raise BudgetExceededError(
             f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "
@@ -333,9 +356,15 @@ def start_job(spec: Spec) -> Job:
         delta=spec.privacy.budget.delta,
         neighbours=spec.privacy.neighbours,
     )
-    seed = RandomSource(spec.privacy.seed) if spec.privacy.seed is not None else None
     return Job(
-        spec, the_plan, out, staging, run_id, acct, seed, ReleaseResult(the_plan, folder=out)
+        spec,
+        the_plan,
+        out,
+        staging,
+        run_id,
+        acct,
+        spec.privacy.seed,
+        ReleaseResult(the_plan, folder=out),
     )
 
 
@@ -370,8 +399,8 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
         If a released table fails its expectations (nothing is published; the staged
         outputs stay under ``<output>/.failed-<run>/``).
     """
+    lf = spec.lazy_input()  # a Spark DataFrame input is refused here, naming release_spark
     job = start_job(spec)
-    lf = spec.lazy_input()
     try:
         prepared = preflight(spec, lf, job.accountant, job.seed)  # data problems: no charge
         n = job.plan.input_rows
@@ -391,11 +420,13 @@ def release(spec: Spec, *, progress: bool = True, data_docs: bool = False) -> Re
                     )
                 elif isinstance(r, PramSpec):
                     n = input_rows(spec, lf) if n is None else n
-                    entries = _run_pram(spec, r, lf, job.accountant, job.seed, job.path(r))
+                    entries = _run_pram(spec, r, lf, job.accountant, job.seed_for(r), job.path(r))
                     job.record(r, pl.scan_parquet(job.path(r)), entries, input_rows=n)
                 else:
                     n = input_rows(spec, lf) if n is None else n
-                    job.write(r, *_run_frame_release(spec, r, lf, job.accountant, job.seed, n))
+                    job.write(
+                        r, *_run_frame_release(spec, r, lf, job.accountant, job.seed_for(r), n)
+                    )
                 if bar:
                     bar.advance(task)
         check_job(job, data_docs)

@@ -287,7 +287,11 @@ class Spec(_Model):
     margins: dict[str, MarginSpec] = {}
     release: list[ReleaseSpec] = Field(min_length=1)
     base: Path | None = Field(None, exclude=True, description="folder relative paths start from")
-    frame: Any = Field(None, exclude=True, description="the input as a polars LazyFrame")
+    frame: Any = Field(
+        None,
+        exclude=True,
+        description="the input: a polars LazyFrame / DataFrame or a Spark DataFrame",
+    )
 
     @model_validator(mode="after")
     def _references(self) -> Spec:
@@ -324,8 +328,13 @@ class Spec(_Model):
                     f"release {r.name!r}: PRAM protects values, not presence; it needs "
                     "neighbours = 'substitute'"
                 )
-        if self.frame is not None and not isinstance(self.frame, pl.LazyFrame | pl.DataFrame):
-            raise ValueError("frame must be a polars LazyFrame or DataFrame")
+        if self.frame is not None and not (
+            isinstance(self.frame, pl.LazyFrame | pl.DataFrame) or is_spark_frame(self.frame)
+        ):
+            raise ValueError(
+                "frame must be a polars LazyFrame or DataFrame, or a Spark DataFrame, "
+                f"got {type(self.frame).__name__}"
+            )
         if self.frame is None and self.input.path is None:
             raise ValueError("input.path is required (or build the spec with frame=...)")
         return self
@@ -347,6 +356,11 @@ class Spec(_Model):
 
     def lazy_input(self) -> pl.LazyFrame:
         """The input as a LazyFrame (scanned, not read)."""
+        if is_spark_frame(self.frame):
+            raise SpecError(
+                "this spec's input is a Spark DataFrame: run it with "
+                "dpframe.engines.spark_release.release_spark(spec)"
+            )
         if self.frame is not None:
             return self.frame.lazy() if isinstance(self.frame, pl.DataFrame) else self.frame
         path = self.resolve(self.input.path)
@@ -380,6 +394,14 @@ def _format_errors(exc: ValidationError, source: str) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         lines.append(f"  - {loc}: {msg}")
     return "\n".join(lines)
+
+
+def is_spark_frame(obj: Any) -> bool:
+    """True for a ``pyspark.sql.DataFrame`` (classic or Connect), without importing pyspark."""
+    return any(
+        c.__module__.startswith("pyspark.sql") and c.__name__ == "DataFrame"
+        for c in type(obj).__mro__
+    )
 
 
 def parse_spec(

@@ -292,6 +292,20 @@ def test_a_pram_value_outside_its_categories_a_null_and_the_row_count():
     assert "region: row count is 4, expected 5 (the input's rows)" in text
 
 
+def test_pram_value_counts_from_the_engine_replace_reading_the_table():
+    """Spark counts the values; the table then gives only the dtypes (it is not read)."""
+    counts = {
+        "region": pl.DataFrame({"region": ["N", "X", None], "rows": [2, 1, 1]}),
+        "sex": pl.DataFrame({"sex": pl.Series(["f", "m"], dtype=SEX), "rows": [3, 1]}),
+    }
+    schema_only = pram_table().clear()
+    text = failed(check_release(PRAM, schema_only, input_rows=5, value_counts=counts))
+    assert "'X' in 1 row(s)" in text and "region: 1 of 3 distinct values are null" in text
+    assert "region: row count is 4, expected 5 (the input's rows)" in text
+    good = {"region": counts["region"].head(1).with_columns(rows=pl.lit(4)), "sex": counts["sex"]}
+    assert check_release(PRAM, schema_only, input_rows=4, value_counts=good).success
+
+
 def test_a_missing_pram_column_is_reported_once():
     res = check_release(PRAM, pram_table().drop("region"), input_rows=4)
     assert failed(res) == "region: column is missing from the released table"
