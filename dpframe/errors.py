@@ -7,6 +7,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "ChecksUnavailableError",
     "DPFrameError",
     "InvalidDataError",
     "InvalidParameterError",
@@ -90,6 +91,13 @@ class ReleaseNotArmedError(DPFrameError):
 
 class MissingMarginsError(DPFrameError, ValueError):
     """A grouped release has no public key frame, so empty groups would vanish silently."""
+
+
+class ChecksUnavailableError(DPFrameError):
+    """Great Expectations, which checks a release before it is published, cannot be loaded.
+
+    A release job loads it before it charges anything, so this error spends no budget.
+    """
 
 
 class UnsafeSeedWarning(UserWarning):

@@ -58,11 +58,12 @@ def require_spark() -> Any:
     return pyspark
 
 
-def local_session(master: str | None = None) -> Any:
+def local_session(master: str | None = None, conf: dict[str, str] | None = None) -> Any:
     """A SparkSession for ``dpframe release --engine spark`` (``DPFRAME_SPARK_MASTER``).
 
     Checks for Java first (Spark needs it) and makes the executors run this interpreter,
-    so they find dpframe and its dependencies.
+    so they find dpframe and its dependencies. ``conf`` adds Spark settings, e.g.
+    ``{"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "8"}``.
     """
     import os
     import shutil
@@ -81,6 +82,7 @@ def local_session(master: str | None = None) -> Any:
         SparkSession.builder.master(master or os.environ.get("DPFRAME_SPARK_MASTER", "local[2]"))
         .appName("dpframe release")
         .config("spark.ui.enabled", "false")
+        .config(map=dict(conf or {}))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -195,17 +197,15 @@ def spark_aggregates(release: Any, sdf: Any) -> pl.DataFrame:
             aggs.setdefault(f"__bad__{c}", _spark_bad(c, dtype))
         for name, expr in _spark_parts(s, public).items():
             aggs.setdefault(name, expr)
-    key_nulls = sdf.select(
-        *[sf.sum(sf.when(sf.col(k).isNull(), 1).otherwise(0)).alias(k) for k in g.keys]
-    ).first()
-    bad_keys = [k for k in g.keys if key_nulls[k]]
+    table = sdf.groupBy(*g.keys).agg(*[e.alias(n) for n, e in aggs.items()]).toArrow()
+    agg = pl.from_arrow(table)
+    # a null key is a group of its own in groupBy: found here, in the one pass
+    bad_keys = [k for k in g.keys if agg[k].null_count()]
     if bad_keys:
         raise InvalidDataError(
             f"key column(s) {bad_keys} hold nulls in the Spark DataFrame; a record's group "
             "must be known: fill or drop them first (nothing was charged)"
         )
-    table = sdf.groupBy(*g.keys).agg(*[e.alias(n) for n, e in aggs.items()]).toArrow()
-    agg = pl.from_arrow(table)
     casts = []
     for k in g.keys:
         if agg.schema[k] != g.margins.schema[k]:

@@ -59,7 +59,12 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.errors import InvalidDataError, InvalidParameterError, MissingMarginsError
+from dpframe.errors import (
+    ChecksUnavailableError,
+    InvalidDataError,
+    InvalidParameterError,
+    MissingMarginsError,
+)
 from dpframe.release.spec import (
     CovarianceSpec,
     GroupedSpec,
@@ -774,9 +779,29 @@ def expectations_for(
 
 
 def _gx():
-    import great_expectations as gx
+    """Import Great Expectations, turning an exit during its import into an error.
 
+    Great Expectations imports ``pyspark.sql.connect`` when pyspark is installed, and
+    pyspark 4 then calls ``sys.exit(0)`` if the Spark Connect dependencies (grpcio, ...)
+    are missing and the main module has no file (``python -c``, a script on stdin): it
+    takes that for a doctest run. Silently exiting with status 0 in the middle of a
+    release would be a disaster; ``dpframe[spark]`` installs ``pyspark[connect]`` so it
+    does not happen, and this turns it into a clear error if it still does.
+    """
+    try:
+        import great_expectations as gx
+    except SystemExit as exc:
+        raise ChecksUnavailableError(
+            "importing great_expectations exited the interpreter (pyspark without its Spark "
+            "Connect dependencies, in a program with no file of its own such as python -c): "
+            "pip install 'pyspark[connect]' (or 'dpframe[spark]'), or run from a file"
+        ) from exc
     return gx
+
+
+def load_great_expectations() -> None:
+    """Load Great Expectations now (a release job does it before charging anything)."""
+    _gx()
 
 
 def _context():

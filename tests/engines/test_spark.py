@@ -520,3 +520,16 @@ def test_enum_columns_of_the_file_declare_the_categories(spark, tmp_path):
     assert (
         by_region.schema["region"] == pl.read_parquet(tmp_path / "survey.parquet").schema["region"]
     )
+
+
+def test_great_expectations_imports_under_python_c_with_pyspark_installed():
+    """pyspark without its Connect dependencies makes `import great_expectations` exit 0
+    from `python -c` (it takes that for a doctest run); dpframe[spark] installs them."""
+    import subprocess
+    import sys
+
+    if not spark_available():
+        pytest.skip("pyspark is not installed")
+    code = "import great_expectations; print('imported')"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.stdout.strip() == "imported", res.stderr[-2000:]

@@ -60,6 +60,29 @@ def test_an_overspending_spec_fails_at_plan_and_spends_nothing(tmp_path):
     assert _files(tmp_path / "released") == []
 
 
+def test_checks_that_cannot_load_stop_the_job_before_any_charge(tmp_path, monkeypatch):
+    """An import of Great Expectations that exits (as pyspark makes it do under python -c
+    without grpcio) is an error, raised before the first charge, not a silent exit 0."""
+    import sys
+
+    from dpframe.errors import ChecksUnavailableError
+
+    fake = tmp_path / "fake" / "great_expectations"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "fake"))
+    for name in [m for m in sys.modules if m.split(".")[0] == "great_expectations"]:
+        monkeypatch.delitem(sys.modules, name)
+    spec_path = write_spec(tmp_path, rows=500)
+    with pytest.raises(ChecksUnavailableError, match=r"pyspark\[connect\]"):
+        release(load_spec(spec_path), progress=False)
+    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+    assert res.exit_code == 2 and "great_expectations" in res.output
+    ledger = tmp_path / "ledger.json"
+    assert not ledger.exists() or dpframe.Accountant.open(ledger).ledger == ()
+    assert _files(tmp_path / "released") == []
+
+
 def test_a_crash_mid_release_leaves_no_output(tmp_path, monkeypatch):
     spec = load_spec(write_spec(tmp_path, rows=5000))
     import dpframe.release.run as run_mod
