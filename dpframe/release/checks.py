@@ -799,9 +799,47 @@ def _gx():
     return gx
 
 
-def load_great_expectations() -> None:
-    """Load Great Expectations now (a release job does it before charging anything)."""
-    _gx()
+def _import_would_exit() -> bool:
+    """Whether ``import great_expectations`` would hit pyspark's ``sys.exit(0)`` (see _gx).
+
+    pyspark exits when the main module has no spec and no file, the interpreter is not
+    interactive, and its Spark Connect dependencies are missing; this asks pyspark itself
+    about the last (without importing Great Expectations, which costs 240 MB).
+    """
+    import importlib.util
+    import sys
+
+    if "great_expectations" in sys.modules or importlib.util.find_spec("pyspark") is None:
+        return False
+    main = sys.modules.get("__main__")
+    if main is None or main.__spec__ is not None or hasattr(main, "__file__"):
+        return False
+    if hasattr(sys, "ps1"):
+        return False
+    try:
+        from pyspark.testing.utils import should_test_connect
+    except Exception:  # another pyspark layout: the import-time guard in _gx still holds
+        return False
+    return not should_test_connect
+
+
+def ensure_checks_available() -> None:
+    """Raise :class:`ChecksUnavailableError` if the checks could not run (cheap: imports nothing
+    heavy). A release job calls it before it charges anything."""
+    import importlib.util
+
+    if importlib.util.find_spec("great_expectations") is None:
+        raise ChecksUnavailableError(
+            "great_expectations is not installed; it checks every release before it is "
+            "published: pip install great-expectations (a dependency of dpframe)"
+        )
+    if _import_would_exit():
+        raise ChecksUnavailableError(
+            "importing great_expectations would exit the interpreter: pyspark is installed "
+            "without its Spark Connect dependencies and this program has no file of its own "
+            "(python -c): pip install 'pyspark[connect]' (or 'dpframe[spark]'), or run "
+            "from a file"
+        )
 
 
 def _context():

@@ -338,14 +338,15 @@ def start_job(spec: Spec, lf: pl.LazyFrame | None = None, rows: int | None = Non
     """Plan (refusing an overspend, nothing written), open the ledger and the staging folder.
 
     ``lf`` and ``rows`` stand in for the spec's input in the plan (see :func:`plan`).
-    Great Expectations is loaded here, before anything is charged: the checks run after
-    the charges, and a release that could not be checked must not have spent anything.
+    The checks run after the charges, so whether they can run is asked first
+    (:func:`~dpframe.release.checks.ensure_checks_available`; Great Expectations itself,
+    240 MB, is imported only when the checks run, after the streaming passes).
     """
-    from dpframe.release.checks import load_great_expectations
+    from dpframe.release.checks import ensure_checks_available
 
     the_plan = plan(spec, lf=lf, rows=rows)
     if the_plan.fits:
-        load_great_expectations()
+        ensure_checks_available()
     if not the_plan.fits:
         raise BudgetExceededError(
             f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "

@@ -60,9 +60,31 @@ def test_an_overspending_spec_fails_at_plan_and_spends_nothing(tmp_path):
     assert _files(tmp_path / "released") == []
 
 
-def test_checks_that_cannot_load_stop_the_job_before_any_charge(tmp_path, monkeypatch):
-    """An import of Great Expectations that exits (as pyspark makes it do under python -c
-    without grpcio) is an error, raised before the first charge, not a silent exit 0."""
+def test_checks_that_would_exit_stop_the_job_before_any_charge(tmp_path, monkeypatch):
+    """pyspark without grpcio makes `import great_expectations` call sys.exit(0) in a
+    program with no file (python -c). The job finds that before its first charge."""
+    import sys
+    import types
+
+    pytest.importorskip("pyspark")
+    import pyspark.testing.utils as pyspark_testing
+
+    from dpframe.errors import ChecksUnavailableError
+
+    for name in [m for m in sys.modules if m.split(".")[0] == "great_expectations"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))  # python -c
+    monkeypatch.setattr(pyspark_testing, "should_test_connect", False)  # no grpcio
+    spec_path = write_spec(tmp_path, rows=500)
+    with pytest.raises(ChecksUnavailableError, match=r"pyspark\[connect\]"):
+        release(load_spec(spec_path), progress=False)
+    assert not (tmp_path / "ledger.json").exists()
+    assert _files(tmp_path / "released") == []
+
+
+def test_an_import_of_the_checks_that_exits_is_an_error_not_exit_0(tmp_path, monkeypatch):
+    """Should Great Expectations' import exit anyway, the job fails loudly (exit code 2),
+    publishes nothing, and what it charged stays spent (its noise was drawn)."""
     import sys
 
     from dpframe.errors import ChecksUnavailableError
@@ -76,11 +98,12 @@ def test_checks_that_cannot_load_stop_the_job_before_any_charge(tmp_path, monkey
     spec_path = write_spec(tmp_path, rows=500)
     with pytest.raises(ChecksUnavailableError, match=r"pyspark\[connect\]"):
         release(load_spec(spec_path), progress=False)
-    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
-    assert res.exit_code == 2 and "great_expectations" in res.output
-    ledger = tmp_path / "ledger.json"
-    assert not ledger.exists() or dpframe.Accountant.open(ledger).ledger == ()
     assert _files(tmp_path / "released") == []
+    other = tmp_path / "cli"
+    other.mkdir()
+    res = runner.invoke(app, ["release", str(write_spec(other, rows=500)), "--no-progress"])
+    assert res.exit_code == 2 and "great_expectations" in res.output
+    assert _files(other / "released") == []
 
 
 def test_a_crash_mid_release_leaves_no_output(tmp_path, monkeypatch):
