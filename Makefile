@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SPARK  := $(VENV)/.installed-spark
 
-.PHONY: setup setup-spark demo test lint format bench bench-opendp-env clean
+.PHONY: setup setup-spark demo test lint format bench bench-spark bench-opendp-env clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ bench: setup
 	$(BIN)/python benchmarks/bench_pram_stream.py
 	$(BIN)/python benchmarks/bench_drha.py
 	$(BIN)/python benchmarks/bench_release.py
+
+# Spark local[2] against polars (needs the Spark extra and Java 17+).
+bench-spark: setup-spark
+	$(BIN)/python benchmarks/bench_spark.py
 
 # OpenDP pins polars 1.x, so bench_grouped_mean.py runs it in a venv of its own.
 bench-opendp-env:
