@@ -118,10 +118,10 @@ def release_spark(spec: Any, spark: Any = None, *, data_docs: bool = False) -> A
         schema_only = spec.lazy_input()  # the file's schema, as the polars engine reads it
         spark = dps.local_session() if spark is None else spark
         sdf = spark.read.parquet(str(spec.resolve(spec.input.path).absolute()))
+    schema = schema_only.collect_schema()
+    releases = [_with_categories(r, schema) for r in spec.release]  # before any file exists
     n = int(sdf.count())
     job = start_job(spec, lf=schema_only, rows=n)  # refuses an overspend, writes nothing
-    schema = schema_only.collect_schema()
-    releases = [_with_categories(r, schema) for r in spec.release]
     scratch = Accountant(epsilon=1e12, neighbours=spec.privacy.neighbours)
 
     def frame_release(r: Any, acct: Accountant, seed: Any) -> Any:

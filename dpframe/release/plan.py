@@ -255,12 +255,12 @@ def plan(spec: Spec, *, lf: pl.LazyFrame | None = None, rows: int | None = None)
     lf = spec.lazy_input() if lf is None else lf
     spent, ledger = _ledger_state(spec)
     n: int | None = rows
-    rows: list[dict[str, Any]] = []
+    table: list[dict[str, Any]] = []
     for r in spec.release:
         if isinstance(r, GroupedSpec):
-            rows += _plan_grouped(spec, r, lf)
+            table += _plan_grouped(spec, r, lf)
         elif isinstance(r, PramSpec):
-            rows += _plan_pram(spec, r, lf)
+            table += _plan_pram(spec, r, lf)
         else:
             if n is None:
                 n = input_rows(spec, lf)
@@ -273,9 +273,9 @@ def plan(spec: Spec, *, lf: pl.LazyFrame | None = None, rows: int | None = None)
                         "(or make it an Enum): they are never taken from the data"
                     )
                 r = r.model_copy(update={"categories": dtype.categories.to_list()})
-            rows += _plan_capture(r, size, spec.privacy.neighbours)
+            table += _plan_capture(r, size, spec.privacy.neighbours)
     frame = pl.DataFrame(
-        rows,
+        table,
         schema={
             "release": pl.String,
             "kind": pl.String,
