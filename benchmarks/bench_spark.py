@@ -288,6 +288,20 @@ def fresh(folder):
 
 def done(**extra):
     print(json.dumps({"events": EVENTS, **extra}))
+
+def release_parts():
+    # the spec's statistics, for the step-by-step baselines of both engines
+    import dpframe
+    import polars as pl
+
+    regions = ["North", "South", "East", "West", "Centre", "Islands"]
+    stats = lambda: [
+        dpframe.agg.count(epsilon=0.3),
+        dpframe.agg.mean("income", lower=0, upper=200_000, epsilon=0.3),
+        dpframe.agg.mean("satisfaction", lower=0, upper=10, epsilon=0.2),
+    ]
+    acct = dpframe.Accountant(epsilon=1e9)
+    return ["18-34", "35-54", "55+"], acct, pl.DataFrame({"region": regions}), stats
 """
 
 POLARS_CHILD = (
@@ -310,15 +324,7 @@ for run in range(releases):
     if run == 0:
         release_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-CATS = ["18-34", "35-54", "55+"]
-REGIONS = ["North", "South", "East", "West", "Centre", "Islands"]
-acct = dpframe.Accountant(epsilon=1e9)
-margins = pl.DataFrame({"region": REGIONS})
-stats = lambda: [
-    dpframe.agg.count(epsilon=0.3),
-    dpframe.agg.mean("income", lower=0, upper=200_000, epsilon=0.3),
-    dpframe.agg.mean("satisfaction", lower=0, upper=10, epsilon=0.2),
-]
+CATS, acct, margins, stats = release_parts()
 lf = pl.scan_parquet(src)
 for rep in range(repeats):
     with phase("agg", rep=rep):
@@ -383,15 +389,7 @@ try:
         ACTIVE[0] = False
         release_jobs.append(len(tracker.getJobIdsForGroup()) - jobs0)
 
-    CATS = ["18-34", "35-54", "55+"]
-    REGIONS = ["North", "South", "East", "West", "Centre", "Islands"]
-    acct = dpframe.Accountant(epsilon=1e9)
-    margins = pl.DataFrame({"region": REGIONS})
-    stats = lambda: [
-        dpframe.agg.count(epsilon=0.3),
-        dpframe.agg.mean("income", lower=0, upper=200_000, epsilon=0.3),
-        dpframe.agg.mean("satisfaction", lower=0, upper=10, epsilon=0.2),
-    ]
+    CATS, acct, margins, stats = release_parts()
 
     def clip(c, lo, hi):
         return sf.least(sf.greatest(sf.col(c).cast("double"), sf.lit(lo)), sf.lit(hi))
