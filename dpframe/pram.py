@@ -73,6 +73,7 @@ __all__ = [
     "design_from_dict",
     "dominance_cost",
     "dp_prior",
+    "dp_prior_from_counts",
     "estimate",
     "estimate_grouped",
     "krr",
@@ -701,6 +702,20 @@ def dp_prior(
     >>> sorted(p), round(sum(p.values()), 9), acct.spent.epsilon
     (['a', 'b', 'z'], 1.0, 0.2)
     """
+    eps, acct = _prior_budget(epsilon, accountant)  # before reading anything
+    lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
+    if not isinstance(lf, pl.LazyFrame):
+        raise InvalidParameterError(f"frame must be a polars frame, got {type(frame).__name__}")
+    if column not in lf.collect_schema():
+        raise InvalidParameterError(f"column {column!r} is not in the frame")
+    counts = lf.group_by(column).agg(pl.len().alias("n")).collect()
+    return dp_prior_from_counts(
+        counts, column, eps, categories=categories, accountant=acct, seed=seed
+    )
+
+
+def _prior_budget(epsilon: float, accountant: Accountant | None) -> tuple[float, Accountant]:
+    """The DP prior's epsilon and accountant, checked (substitute neighbours only)."""
     eps = check_epsilon(epsilon)
     acct = accountant or current_accountant()
     if acct is None:
@@ -709,12 +724,25 @@ def dp_prior(
         raise InvalidParameterError(
             "dp_prior is for PRAM, which needs neighbours='substitute' (" + _ADD_REMOVE + ")"
         )
-    lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
-    if not isinstance(lf, pl.LazyFrame):
-        raise InvalidParameterError(f"frame must be a polars frame, got {type(frame).__name__}")
-    schema = lf.collect_schema()
-    if column not in schema:
-        raise InvalidParameterError(f"column {column!r} is not in the frame")
+    return eps, acct
+
+
+def dp_prior_from_counts(
+    counts: pl.DataFrame,
+    column: str,
+    epsilon: float,
+    *,
+    categories: Sequence[Any] | None = None,
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> dict[Any, float]:
+    """:func:`dp_prior` from the exact count of each value, however an engine computed them.
+
+    ``counts`` has the column ``column`` (its values, with the data's dtype) and ``n``
+    (how many records hold each). Values outside the declared categories and nulls are
+    refused before the charge; declared categories absent from ``counts`` count 0.
+    """
+    eps, acct = _prior_budget(epsilon, accountant)
     probe = PramRelease(
         epsilon=eps,
         categories=_check_categories(categories),
@@ -726,12 +754,10 @@ def dp_prior(
         random=as_source(seed),
         column=column,
     )
-    cats = probe._categories_of(pl.Series(column, [], dtype=schema[column]), column)
-    counts_df = lf.group_by(column).agg(pl.len().alias("n")).collect()
-    keys = counts_df[column]
-    _, codes = probe.encode(keys, column)  # refuses nulls and unknown values
-    counts = np.zeros(len(cats), dtype=np.int64)
-    counts[codes] = counts_df["n"].to_numpy()
+    keys = counts[column]
+    cats, codes = probe.encode(keys, column)  # refuses nulls and unknown values
+    exact = np.zeros(len(cats), dtype=np.int64)
+    np.add.at(exact, codes, counts["n"].to_numpy().astype(np.int64))
     acct.spend(
         eps,
         0.0,
@@ -740,7 +766,7 @@ def dp_prior(
         composition="parallel",
         details={"categories": len(cats), "sensitivity": 2, "neighbours": acct.neighbours},
     )
-    p = _noisy_prior(counts, eps, probe.random.generator())
+    p = _noisy_prior(exact, eps, probe.random.generator())
     return {c: float(v) for c, v in zip(cats, p, strict=True)}
 
 

@@ -38,6 +38,7 @@ from dpframe.errors import InvalidDataError, InvalidParameterError
 
 __all__ = [
     "covariance_matrix",
+    "dp_prior",
     "grouped_release",
     "local_session",
     "pram",
@@ -344,7 +345,8 @@ def pram(
         if c.get("prior") == "dp":
             raise InvalidParameterError(
                 f"column {c['column']!r}: prior='dp' needs the whole column on the driver; "
-                "on Spark release a DP histogram first and pass it as a public prior"
+                "on Spark release a DP prior first with dpframe.engines.spark.dp_prior(...) "
+                "and pass it as prior="
             )
         cats = _check_categories(c.get("categories"))
         if cats is None:
@@ -381,6 +383,41 @@ def pram(
 
     out.mapInArrow(randomize, out.schema).write.parquet(path)
     return sdf.sparkSession.read.parquet(path)
+
+
+def dp_prior(
+    sdf: Any,
+    column: str,
+    epsilon: float,
+    *,
+    categories: Sequence[Any],
+    accountant: Any = None,
+    seed: Any = None,
+) -> dict[Any, float]:
+    """:func:`dpframe.pram.dp_prior` with the counts computed by Spark (categories declared).
+
+    A DP estimate of the column's category distribution (discrete Laplace, charged
+    ``epsilon``), publishable, to pass as a PRAM column's ``prior``: on Spark,
+    ``prior="dp"`` is refused because the whole column would have to reach the driver.
+
+    Examples
+    --------
+    >>> # p = dp_prior(sdf, "region", 0.1, categories=regions, accountant=acct)
+    >>> # pram(sdf, [{"column": "region", "epsilon": 0.9, "categories": regions,
+    >>> #             "prior": p}], path, accountant=acct)
+    """
+    from pyspark.sql import functions as sf
+
+    from dpframe.pram import _prior_budget, dp_prior_from_counts
+
+    require_spark()
+    eps, acct = _prior_budget(epsilon, accountant)  # before reading anything
+    if column not in sdf.columns:
+        raise InvalidParameterError(f"column {column!r} is not in the Spark DataFrame")
+    counts = pl.from_arrow(sdf.groupBy(column).agg(sf.count(sf.lit(1)).alias("n")).toArrow())
+    return dp_prior_from_counts(
+        counts, column, eps, categories=categories, accountant=acct, seed=seed
+    )
 
 
 def _rows_and_nulls(sdf: Any, columns: Sequence[str]) -> tuple[int, dict[str, int]]:

@@ -533,3 +533,21 @@ def test_great_expectations_imports_under_python_c_with_pyspark_installed():
     code = "import great_expectations; print('imported')"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.stdout.strip() == "imported", res.stderr[-2000:]
+
+
+def test_dp_prior_on_spark_matches_polars_and_feeds_pram(spark, survey, tmp_path):
+    sdf = spark.createDataFrame(survey.to_arrow())
+    cats = list(REGIONS)
+    a_acct, b_acct = dpframe.Accountant(epsilon=2), dpframe.Accountant(epsilon=2)
+    a = dps.dp_prior(sdf, "region", 0.2, categories=cats, accountant=a_acct, seed=9)
+    b = dpframe.pram.dp_prior(survey, "region", 0.2, categories=cats, accountant=b_acct, seed=9)
+    assert a == b and list(a) == cats and math.isclose(sum(a.values()), 1.0)
+    assert [(e.mechanism, e.epsilon) for e in a_acct.ledger] == [("pram_prior_histogram", 0.2)]
+    cols = [{"column": "region", "epsilon": 0.8, "categories": cats, "prior": a}]
+    out = dps.pram(sdf, cols, str(tmp_path / "out"), accountant=a_acct)
+    assert out.count() == survey.height and a_acct.spent.epsilon == pytest.approx(1.0)
+    with pytest.raises(InvalidParameterError, match="dp_prior"):
+        dps.pram(sdf, [{**cols[0], "prior": "dp"}], str(tmp_path / "b"), accountant=a_acct)
+    with pytest.raises(InvalidDataError, match="outside the declared categories"):
+        dps.dp_prior(sdf, "region", 0.2, categories=cats[:3], accountant=a_acct)
+    assert a_acct.spent.epsilon == pytest.approx(1.0)  # refusals spend nothing
