@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,6 +144,22 @@ def write_parquet(
     """
     entries, own = _entries_of(ledger)
     neighbours = neighbours or own
+    target = _output_path(path, spec)
+    metadata = {METADATA_KEY: _provenance_json(entries, neighbours, spec)}
+    if not isinstance(frame, pl.LazyFrame | pl.DataFrame):
+        raise InvalidParameterError(
+            f"frame must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
+        )
+    with _atomic_file(target) as tmp:
+        if isinstance(frame, pl.LazyFrame):
+            frame.sink_parquet(tmp, metadata=metadata, compression=compression)
+        else:
+            frame.write_parquet(tmp, metadata=metadata, compression=compression)
+    return target
+
+
+def _output_path(path: str | os.PathLike[str], spec: dict[str, Any] | None) -> Path:
+    """The output path, checked (its folder exists; the spec to record is JSON)."""
     if spec is not None:
         try:
             json.dumps(spec)
@@ -152,25 +168,26 @@ def write_parquet(
     target = Path(path)
     if not target.parent.exists():
         raise InvalidParameterError(f"path: folder {target.parent} does not exist; create it first")
-    metadata = {METADATA_KEY: _provenance_json(entries, neighbours, spec)}
+    return target
+
+
+@contextlib.contextmanager
+def _atomic_file(target: Path) -> Iterator[str]:
+    """A temporary file next to ``target``, renamed onto it if the block succeeds.
+
+    Readers see the old file or the complete new one, never a half-written one; on a
+    failure the temporary file is removed and ``target`` is untouched.
+    """
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        if isinstance(frame, pl.LazyFrame):
-            frame.sink_parquet(tmp, metadata=metadata, compression=compression)
-        elif isinstance(frame, pl.DataFrame):
-            frame.write_parquet(tmp, metadata=metadata, compression=compression)
-        else:
-            raise InvalidParameterError(
-                f"frame must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
-            )
+        yield tmp
         os.chmod(tmp, _file_mode())  # mkstemp makes it private; the output is published
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    return target
 
 
 def read_provenance(path: str | os.PathLike[str]) -> Provenance:

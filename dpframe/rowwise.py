@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -253,38 +252,21 @@ def sink_parquet(
     >>> dpframe.read_provenance(out).epsilon
     0.5
     """
-    import json
 
-    from dpframe.io import METADATA_KEY, _file_mode, _provenance_json
+    from dpframe.io import METADATA_KEY, _atomic_file, _output_path, _provenance_json
 
     lf = _check_lazy(frame)
-    if spec is not None:
-        try:
-            json.dumps(spec)
-        except TypeError as exc:
-            raise InvalidParameterError(f"spec must be JSON-serialisable: {exc}") from exc
-    target = Path(path)
-    if not target.parent.exists():
-        raise InvalidParameterError(f"path: folder {target.parent} does not exist; create it first")
+    target = _output_path(path, spec)
     if validate:
         _validate(lf)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with _running() as run:
+    with _atomic_file(target) as tmp, _running() as run:
 
-            def metadata(_context: Any) -> dict[str, str]:
-                # polars calls this once the data is written: the run's charges are known
-                neighbours = {e.details.get("neighbours") for e in run.entries} - {None}
-                nb = neighbours.pop() if len(neighbours) == 1 else None
-                doc = _provenance_json(run.entries, nb, spec, designs=run.records)
-                return {METADATA_KEY: doc}
+        def metadata(_context: Any) -> dict[str, str]:
+            # polars calls this once the data is written: the run's charges are known
+            neighbours = {e.details.get("neighbours") for e in run.entries} - {None}
+            nb = neighbours.pop() if len(neighbours) == 1 else None
+            doc = _provenance_json(run.entries, nb, spec, designs=run.records)
+            return {METADATA_KEY: doc}
 
-            lf.sink_parquet(tmp, metadata=metadata, compression=compression)
-        os.chmod(tmp, _file_mode())  # mkstemp makes it private; the output is published
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        lf.sink_parquet(tmp, metadata=metadata, compression=compression)
     return target

@@ -178,12 +178,11 @@ def _run_frame_release(
     return rel.frame, list(rel.ledger)
 
 
-def _run_pram(
-    spec: Spec, r: PramSpec, lf: pl.LazyFrame, acct: Accountant, seed: Any, path: Path
-) -> tuple[list[LedgerEntry], pl.DataFrame]:
-    import dpframe
+def _pram_exprs(r: PramSpec, acct: Accountant, seed: Any = None) -> list[pl.Expr]:
+    """The ``.dp.pram`` expressions of a PRAM release, one per column."""
+    import dpframe  # noqa: F401  (registers .dp)
 
-    exprs = [
+    return [
         pl.col(c.column).dp.pram(
             c.epsilon,
             categories=c.categories,
@@ -194,7 +193,15 @@ def _run_pram(
         )
         for c in r.columns
     ]
+
+
+def _run_pram(
+    spec: Spec, r: PramSpec, lf: pl.LazyFrame, acct: Accountant, seed: Any, path: Path
+) -> list[LedgerEntry]:
+    import dpframe
+
     # the runner's preflight already made the dry pass over this data
+    exprs = _pram_exprs(r, acct, seed)
     dpframe.sink_parquet(lf.select(exprs), path, spec=spec.to_dict(), validate=False)
     return list(dpframe.last_run().entries)
 
@@ -257,17 +264,7 @@ def preflight(
             rel.prepare(engine="streaming")
             prepared[r.name] = rel
         elif isinstance(r, PramSpec):
-            exprs = [
-                pl.col(c.column).dp.pram(
-                    c.epsilon,
-                    categories=c.categories,
-                    prior=c.prior,
-                    diagonal=c.diagonal,
-                    accountant=scratch,
-                )
-                for c in r.columns
-            ]
-            _validate(lf.select(exprs))
+            _validate(lf.select(_pram_exprs(r, scratch)))
         else:
             n = input_rows(spec, lf) if n is None else n
             _run_frame_release(spec, r, lf, scratch, None, n)
