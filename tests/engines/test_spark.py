@@ -148,56 +148,39 @@ def test_pram_through_map_in_arrow_keeps_the_k_rr_rate(spark, survey, tmp_path):
 
 def test_proportions_and_covariance_match_polars_with_the_same_seed(spark, survey):
     sdf = spark.createDataFrame(survey.to_arrow())
-    n = survey.height
     cats = ["18-34", "35-54", "55+"]
-    with pytest.warns(dpframe.UnsafeSeedWarning):
-        a = dps.proportions(
-            sdf,
-            "age_band",
-            epsilon=0.5,
-            n=n,
-            categories=cats,
-            accountant=dpframe.Accountant(epsilon=5),
-            seed=3,
-        )
-        b = dpframe.proportions(
-            survey,
-            "age_band",
-            epsilon=0.5,
-            n=n,
-            categories=cats,
-            accountant=dpframe.Accountant(epsilon=5),
-            seed=3,
-        )
+    bounds = [(0, 10), (0, 10)]
+
+    def both(spark_fn, polars_fn, *args, seed, **kw):
+        """The same release through Spark and polars, each on a fresh accountant."""
+        kw = {"n": survey.height, **kw}
+        with pytest.warns(dpframe.UnsafeSeedWarning):
+            return [
+                fn(data, *args, accountant=dpframe.Accountant(epsilon=5), seed=seed, **kw)
+                for fn, data in ((spark_fn, sdf), (polars_fn, survey))
+            ]
+
+    a, b = both(
+        dps.proportions, dpframe.proportions, "age_band", seed=3, epsilon=0.5, categories=cats
+    )
     assert a.frame.equals(b.frame)
     assert [e.epsilon for e in a.ledger] == [e.epsilon for e in b.ledger]
-    bounds = [(0, 10), (0, 10)]
-    with pytest.warns(dpframe.UnsafeSeedWarning):
-        c = dps.covariance_matrix(
-            sdf,
-            ["satisfaction", "trust"],
-            bounds,
-            epsilon=0.6,
-            n=n,
-            accountant=dpframe.Accountant(epsilon=5),
-            seed=4,
-        )
-        d = dpframe.covariance_matrix(
-            survey,
-            ["satisfaction", "trust"],
-            bounds,
-            epsilon=0.6,
-            n=n,
-            accountant=dpframe.Accountant(epsilon=5),
-            seed=4,
-        )
+    c, d = both(
+        dps.covariance_matrix,
+        dpframe.covariance_matrix,
+        ["satisfaction", "trust"],
+        bounds,
+        seed=4,
+        epsilon=0.6,
+    )
     np.testing.assert_allclose(c.frame["trust"].to_numpy(), d.frame["trust"].to_numpy(), rtol=1e-9)
+    assert [e.epsilon for e in c.ledger] == [e.epsilon for e in d.ledger]
     with pytest.raises(InvalidDataError, match="outside the declared categories"):
         dps.proportions(
             sdf,
             "age_band",
             epsilon=0.5,
-            n=n,
+            n=survey.height,
             categories=cats[:2],
             accountant=dpframe.Accountant(epsilon=5),
         )
