@@ -248,7 +248,8 @@ def risk(
     """Disclosure risk from homogeneity attack (DR-HA) of a frequency table, for an epsilon grid.
 
     An assessment of CONFIDENTIAL data for the data owner: it spends no budget and its
-    output is not for publication.
+    output is not for publication. The table's sensitivity is 1, as in the paper (Python's
+    dpframe.risk.drha takes neighbours= for the sensitivity under a neighbour relation).
 
     Examples: dpframe risk bankruptcy_ff --plot risk.png;
     dpframe risk survey.parquet --qids age,sex --sensitive diagnosis --levels a,b,c
@@ -262,6 +263,23 @@ def risk(
 
     try:
         if data in DRHA_TABLES:
+            given = [
+                o
+                for o, v in (
+                    ("--qids", qids),
+                    ("--sensitive", sensitive),
+                    ("--levels", levels),
+                    ("--count", count),
+                )
+                if v
+            ]
+            if given:
+                typer.echo(
+                    f"error: {', '.join(given)} apply to a file; the shipped table {data!r} "
+                    "declares its own quasi-identifiers, sensitive attribute and levels",
+                    err=True,
+                )
+                raise typer.Exit(2)
             t = drha_table(data)
             frame, q, y, lv, cnt = t.frame, list(t.qids), t.sensitive, list(t.levels), t.count
         else:

@@ -43,15 +43,15 @@ import polars as pl
 
 from dpframe._validation import check_choice, check_real
 from dpframe.errors import InvalidParameterError
-from dpframe.risk.montecarlo import ASSESSMENT, SCENARIO8, _check_counts, _check_rng
-from dpframe.risk.noise import MECHANISMS, noise_scale, sample_noise
+from dpframe.risk.measures import ASSESSMENT, SCENARIO8, _check_counts
+from dpframe.risk.montecarlo import _CHUNK_ELEMENTS, _check_reps, _check_rng
+from dpframe.risk.noise import MECHANISMS, epsilon_grid, noise_scale, sample_noise
 
 __all__ = ["DEFAULT_EPSILONS", "EpsilonChoice", "choose_epsilon", "marginal_tvd"]
 
 DEFAULT_EPSILONS = np.logspace(-3, 2, 201)
 _SUBGRID = 17  # points per grid step when refining a crossing
 _BISECT_RTOL = 1e-9  # relative width at which a bisection on ε stops
-_CHUNK_ELEMENTS = 1 << 22
 TVD_ASSESSMENT = (
     "utility (TVD) of sanitizing the confidential table: no budget spent, not for publication"
 )
@@ -248,12 +248,6 @@ def _check_orders(orders: Any, n_attrs: int) -> list[int]:
     return out
 
 
-def _check_reps(reps: Any, name: str) -> int:
-    if isinstance(reps, bool) or not isinstance(reps, int | np.integer) or reps < 2:
-        raise InvalidParameterError(f"{name} must be an integer >= 2, got {reps!r}")
-    return int(reps)
-
-
 def marginal_tvd(
     table: pl.DataFrame | pl.LazyFrame,
     *,
@@ -316,11 +310,9 @@ def marginal_tvd(
     True
     """
     check_choice("mechanism", mechanism, MECHANISMS)
-    eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
-    if eps.ndim != 1:
-        raise InvalidParameterError(f"epsilon must be a number or a 1-d array, got {epsilon!r}")
-    noise_scale(mechanism, eps, delta, sensitivity)  # validates epsilon, delta, sensitivity
-    n_reps = _check_reps(reps, "reps")
+    eps = epsilon_grid(epsilon)
+    noise_scale(mechanism, eps, delta, sensitivity)  # validates delta, sensitivity
+    n_reps = _check_reps(reps, "reps", minimum=2)
     gen = _check_rng(rng)
     if not isinstance(sensitive, str):
         raise InvalidParameterError(f"sensitive must be a column name, got {sensitive!r}")
@@ -555,7 +547,7 @@ def choose_epsilon(
     from dpframe.risk.frame import _prior_and_sizes
     from dpframe.risk.measures import cell_risk
 
-    a_val, sm_val, _, _ = _prior_and_sizes(tab, measure, alpha, size_model)
+    a_val, sm_val = _prior_and_sizes(tab, measure, alpha, size_model)
 
     def risk(eps: np.ndarray) -> np.ndarray:
         res = cell_risk(
@@ -681,7 +673,7 @@ def choose_epsilon(
             mechanism,
             delta,
             sensitivity,
-            _check_reps(tvd_reps, "tvd_reps"),
+            _check_reps(tvd_reps, "tvd_reps", minimum=2),
             _check_rng(rng),
         )
 

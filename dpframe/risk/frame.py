@@ -21,10 +21,10 @@ import polars as pl
 
 from dpframe._validation import check_choice
 from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.risk.measures import ASSESSMENT
 
 __all__ = ["CellTable", "cell_table", "drha", "drha_cells", "drha_expr"]
 
-ASSESSMENT = "DR-HA of the confidential table: no budget spent, not for publication"
 _NEIGHBOURS = ("substitute", "add_remove")
 
 
@@ -55,7 +55,9 @@ def _levels_of(frame_schema: pl.Schema, sensitive: str, levels: Any) -> tuple[An
         lv = tuple(levels.to_list() if isinstance(levels, pl.Series) else list(levels))
         if isinstance(dtype, pl.Enum) and set(lv) != set(dtype.categories.to_list()):
             raise InvalidParameterError(
-                f"levels={list(lv)[:8]} differ from the Enum categories of {sensitive!r}"
+                f"levels={list(lv)[:8]} differ from the Enum categories of {sensitive!r}: "
+                "pass levels=None to use the Enum's categories, or cast the column to an "
+                "Enum with these levels"
             )
     elif isinstance(dtype, pl.Enum):
         lv = tuple(dtype.categories.to_list())
@@ -118,8 +120,17 @@ def cell_table(
             f"{sensitive!r} cannot be both a qid and the sensitive attribute"
         )
     lv = _levels_of(schema, sensitive, levels)
-    n_expr = pl.col(count).sum() if count else pl.len().cast(pl.Int64)
-    grouped = lf.group_by([*qid_list, sensitive]).agg(n_expr.alias("__n")).collect()
+    if count and not (schema[count].is_integer() or schema[count].is_float()):
+        raise InvalidDataError(
+            f"count column {count!r} must be numeric, got {schema[count]}: cast it first"
+        )
+    aggs = [(pl.col(count).sum() if count else pl.len().cast(pl.Int64)).alias("__n")]
+    if count:  # each row checked, not only the sums (a -1 must not net out a +1)
+        aggs += [
+            pl.col(count).min().alias("__min"),
+            (pl.col(count) % 1 != 0).any().alias("__frac"),
+        ]
+    grouped = lf.group_by([*qid_list, sensitive]).agg(aggs).collect()
     nulls = {c: grouped[c].null_count() for c in [*qid_list, sensitive]}
     if any(nulls.values()):
         bad = [c for c, k in nulls.items() if k]
@@ -128,11 +139,12 @@ def cell_table(
             "drop them first"
         )
     if count:
-        if not schema[count].is_integer() and not schema[count].is_float():
-            raise InvalidDataError(f"count column {count!r} must be numeric, got {schema[count]}")
-        n = grouped["__n"].to_numpy()
-        if (n < 0).any() or not np.all(np.equal(np.mod(n, 1), 0)):
-            raise InvalidDataError(f"count column {count!r} must hold non-negative whole numbers")
+        bad_rows = (grouped["__min"] < 0) | grouped["__frac"] | grouped["__min"].is_nan()
+        if bad_rows.any():
+            raise InvalidDataError(
+                f"count column {count!r} must hold non-negative whole numbers in every row; "
+                f"e.g. the cell {grouped.filter(bad_rows).select(qid_list).row(0)} does not"
+            )
     y = grouped[sensitive]
     y_values = y.cast(pl.String).to_list() if isinstance(y.dtype, pl.Enum) else y.to_list()
     index = {v: k for k, v in enumerate(lv)}
@@ -171,42 +183,77 @@ def _sensitivity(
             )
         if neighbours is not None:
             raise InvalidParameterError("pass neighbours= or accountant=, not both")
+        if sensitivity is not None:
+            raise InvalidParameterError(
+                "accountant= sets the neighbour relation, hence the sensitivity: drop "
+                "sensitivity= or accountant="
+            )
         neighbours = accountant.neighbours  # read only: DR-HA spends nothing
     if neighbours is not None:
         check_choice("neighbours", neighbours, _NEIGHBOURS)
         if sensitivity is not None:
-            raise InvalidParameterError("pass sensitivity= or neighbours=, not both")
+            raise InvalidParameterError(
+                "neighbours= sets the sensitivity: drop sensitivity= or neighbours="
+            )
         return table_sensitivity(mechanism, neighbours)
     return 1.0 if sensitivity is None else sensitivity
 
 
 def _prior_and_sizes(
     counts: np.ndarray, measure: str, alpha: Any, size_model: Any
-) -> tuple[Any, Any, str | None, str | None]:
+) -> tuple[Any, Any]:
     """Resolve ``alpha`` ("eb" or values) and ``size_model`` ("poisson", "negbin", object)."""
     from dpframe.risk import priors
 
-    a, sm, a_note, s_note = None, None, None, None
+    a, sm = None, None
     if measure in ("shrinkage", "marginal_shrinkage"):
         if isinstance(alpha, str):
             check_choice("alpha", alpha, ("eb",))
-            fit = priors.dirichlet_eb(counts)
-            a, a_note = fit.alpha, f"alpha by empirical Bayes ({fit.method})"
+            a = priors.dirichlet_eb(counts).alpha
         elif alpha is None:
             raise InvalidParameterError(f"measure={measure!r} needs alpha= ('eb' or K values)")
         else:
             a = np.asarray(alpha, dtype=np.float64)
-            a_note = "alpha given"
     if measure in ("marginal", "marginal_shrinkage"):
         if isinstance(size_model, str):
             check_choice("size_model", size_model, ("poisson", "negbin"))
             sm = priors.fit_size_model(counts.sum(axis=1), family=size_model)
-            s_note = f"cell sizes ~ zero-truncated {size_model} (ML)"
         elif size_model is None:
             raise InvalidParameterError(f"measure={measure!r} needs size_model= ('poisson', ...)")
         else:
-            sm, s_note = size_model, "size model given"
-    return a, sm, a_note, s_note
+            sm = size_model
+    return a, sm
+
+
+def _assess(
+    table: CellTable,
+    mechanism: str,
+    measure: str,
+    eps: np.ndarray,
+    delta: float | None,
+    sensitivity: float | None,
+    neighbours: str | None,
+    accountant: Any,
+    **settings: Any,
+) -> Any:
+    """:func:`~dpframe.risk.measures.cell_risk` of a cell table, priors and sensitivity
+    resolved as :func:`drha` documents them."""
+    from dpframe.risk.measures import cell_risk
+
+    a, sm = _prior_and_sizes(
+        table.counts, measure, settings.pop("alpha"), settings.pop("size_model")
+    )
+    return cell_risk(
+        table.counts,
+        mechanism=mechanism,
+        epsilon=eps,
+        delta=delta,
+        sensitivity=_sensitivity(mechanism, sensitivity, neighbours, accountant),
+        measure=measure,
+        alpha=a,
+        size_model=sm,
+        **settings,
+    )
 
 
 def _as_list(x: Any) -> list[Any]:
@@ -281,28 +328,34 @@ def drha(
     >>> [(e, round(r, 4), x) for e, r, x in t.select("epsilon", "risk", "exact").rows()]
     [(0.1, 0.3977, False), (100.0, 0.5, False)]
     """
-    from dpframe.risk.measures import cell_risk
+    from dpframe.risk.noise import epsilon_grid
 
+    eps = epsilon_grid(epsilon)
+    weights = _as_list(weighted)
+    if not weights or any(not isinstance(w, bool | np.bool_) for w in weights):
+        raise InvalidParameterError(
+            f"weighted must be True, False or a list of them, got {weighted!r}"
+        )
     table = cell_table(frame, qids, sensitive, levels=levels, count=count)
-    eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
     frames = []
     for mech, meas in itertools.product(_as_list(mechanism), _as_list(measure)):
-        a, sm, _, _ = _prior_and_sizes(table.counts, meas, alpha, size_model)
         deltas = [None] if mech == "laplace" else _as_list(delta)
         for d in deltas:
-            res = cell_risk(
-                table.counts,
-                mechanism=mech,
-                epsilon=eps,
-                delta=d,
-                sensitivity=_sensitivity(mech, sensitivity, neighbours, accountant),
-                measure=meas,
-                alpha=a,
-                size_model=sm,
+            res = _assess(
+                table,
+                mech,
+                meas,
+                eps,
+                d,
+                sensitivity,
+                neighbours,
+                accountant,
+                alpha=alpha,
+                size_model=size_model,
                 scenario8=scenario8,
                 method=method,
             )
-            for w in _as_list(weighted):
+            for w in weights:
                 frames.append(
                     pl.DataFrame(
                         {
@@ -347,19 +400,23 @@ def drha_cells(
     >>> drha_cells(df, "age", "y", epsilon=1.0, levels=["a", "b"]).columns
     ['age', 'n', 'homogeneous', 'risk', 'exact', 'assessment']
     """
-    from dpframe.risk.measures import cell_risk
+    from dpframe.risk.noise import epsilon_grid
 
+    eps = epsilon_grid(epsilon)
+    if eps.size != 1:
+        raise InvalidParameterError(f"epsilon must be one number here, got {epsilon!r}")
     table = cell_table(frame, qids, sensitive, levels=levels, count=count)
-    a, sm, _, _ = _prior_and_sizes(table.counts, measure, alpha, size_model)
-    res = cell_risk(
-        table.counts,
-        mechanism=mechanism,
-        epsilon=np.array([float(epsilon)]),
-        delta=delta,
-        sensitivity=_sensitivity(mechanism, sensitivity, neighbours, accountant),
-        measure=measure,
-        alpha=a,
-        size_model=sm,
+    res = _assess(
+        table,
+        mechanism,
+        measure,
+        eps,
+        delta,
+        sensitivity,
+        neighbours,
+        accountant,
+        alpha=alpha,
+        size_model=size_model,
         scenario8=scenario8,
         method=method,
     )
@@ -460,4 +517,7 @@ def drha_expr(
         )
         return pl.Series(name, [float(res.values[0, 0])], dtype=pl.Float64)
 
-    return expr.map_batches(one_cell, return_dtype=pl.Float64, returns_scalar=True)
+    # named for what it is: a risk of the confidential data, not a column to publish
+    return expr.map_batches(one_cell, return_dtype=pl.Float64, returns_scalar=True).alias(
+        "drha_risk"
+    )

@@ -94,11 +94,20 @@ import numpy.typing as npt
 
 from dpframe._validation import check_choice
 from dpframe.errors import InvalidDataError, InvalidParameterError
-from dpframe.risk.noise import GAUSSIANS, MECHANISMS, absent_probability, noise_scale
+from dpframe.risk.noise import (
+    GAUSSIANS,
+    MECHANISMS,
+    absent_probability,
+    epsilon_grid,
+    noise_scale,
+)
 
 __all__ = ["MEASURES", "METHODS", "SCENARIO8", "CellRisk", "cell_risk"]
 
 MEASURES = ("local", "expected", "shrinkage", "marginal", "marginal_shrinkage")
+# The label of every DR-HA output: it describes the confidential data, and is not a release.
+ASSESSMENT = "DR-HA of the confidential table: no budget spent, not for publication"
+
 SCENARIO8 = ("conservative", "records")
 METHODS = ("exact", "paper")
 _SHRINKAGE = ("shrinkage", "marginal_shrinkage")
@@ -122,6 +131,9 @@ class CellRisk:
         (E,) the ε grid.
     measure, mechanism, delta, scenario8, method
         As passed to :func:`cell_risk`.
+    assessment : str
+        :data:`ASSESSMENT`: these values describe the confidential table; nothing was spent
+        and they are not for publication.
     """
 
     values: np.ndarray
@@ -133,6 +145,7 @@ class CellRisk:
     delta: float | None
     scenario8: str
     method: str
+    assessment: str = ASSESSMENT
 
     def average(self, weighted: bool) -> np.ndarray:
         """Average DR-HA over the cells (Definition 11), one value per ε.
@@ -280,18 +293,6 @@ def _check_size_model(size_model: Any, measure: str) -> tuple[np.ndarray, np.nda
         )
     keep = pmf > 0
     return support[keep].astype(np.int64), pmf[keep]
-
-
-def _check_epsilon_grid(epsilon: npt.ArrayLike) -> np.ndarray:
-    try:
-        eps = np.asarray(epsilon, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(
-            f"epsilon must be a number or a 1-d array of numbers, got {epsilon!r}"
-        ) from None
-    if eps.ndim > 1:
-        raise InvalidParameterError(f"epsilon must be a number or a 1-d grid, got {eps.shape}")
-    return np.atleast_1d(eps).copy()
 
 
 # --------------------------------------------------------------------------- exact kernel
@@ -658,7 +659,7 @@ def cell_risk(
             "method='exact', or scenario8='conservative' for the paper's bound"
         )
     table = _check_counts(counts)
-    eps = _check_epsilon_grid(epsilon)
+    eps = epsilon_grid(epsilon)
     scale = np.atleast_1d(noise_scale(mechanism, eps, delta, sensitivity)).astype(np.float64)
     a = _check_alpha(alpha, table.shape[1], measure)
     sm = _check_size_model(size_model, measure)

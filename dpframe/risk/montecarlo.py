@@ -25,7 +25,7 @@ scenario  original cell                   sanitized cell
 
 A cell's DR-HA in one draw is 1 in Scenario 1. In Scenario 8 it is 1 with
 ``scenario8="conservative"`` (the paper's convention, Definition 6), or, with
-``scenario8="records"``, the share ``n_k~ / n`` of the cell's records whose level is
+``scenario8="records"``, the share ``n_k / n`` of the cell's records whose level is
 the one that remains (eq. 7: the attacker is right about those records only). All
 other scenarios disclose nothing. The per-cell mean over ``reps`` draws estimates the
 local DR-HA (Definition 6) and its average over cells the average DR-HA (Definition 11).
@@ -49,13 +49,10 @@ import numpy.typing as npt
 
 from dpframe._validation import check_choice
 from dpframe.errors import InvalidParameterError
-from dpframe.risk.measures import SCENARIO8
-from dpframe.risk.measures import _check_counts as _check_counts
-from dpframe.risk.noise import noise_scale, sample_noise
+from dpframe.risk.measures import ASSESSMENT, SCENARIO8, _check_counts
+from dpframe.risk.noise import epsilon_grid, noise_scale, sample_noise
 
-__all__ = ["ASSESSMENT", "SCENARIO8", "Simulation", "simulate"]
-
-ASSESSMENT = "DR-HA of the confidential table: no budget spent, not for publication"
+__all__ = ["Simulation", "simulate"]
 
 # Elements of the (chunk, N, K) noise array drawn at once (~32 MB of float64).
 _CHUNK_ELEMENTS = 1 << 22
@@ -132,9 +129,9 @@ def _check_rng(rng: Any) -> np.random.Generator:
     )
 
 
-def _check_reps(reps: Any) -> int:
-    if isinstance(reps, bool) or not isinstance(reps, int | np.integer) or reps < 1:
-        raise InvalidParameterError(f"reps must be an integer >= 1, got {reps!r}")
+def _check_reps(reps: Any, name: str = "reps", minimum: int = 1) -> int:
+    if isinstance(reps, bool) or not isinstance(reps, int | np.integer) or reps < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {reps!r}")
     return int(reps)
 
 
@@ -218,12 +215,8 @@ def simulate(
     True
     """
     table = _check_counts(counts)
-    scales = np.atleast_1d(noise_scale(mechanism, epsilon, delta, sensitivity))
-    if scales.ndim != 1:
-        raise InvalidParameterError(
-            f"epsilon must be a number or a 1-d array, got shape {np.shape(epsilon)}"
-        )
-    eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
+    eps = epsilon_grid(epsilon)
+    scales = noise_scale(mechanism, eps, delta, sensitivity)
     n_reps = _check_reps(reps)
     check_choice("scenario8", scenario8, SCENARIO8)
     if progress not in (None, True, False):

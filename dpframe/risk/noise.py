@@ -79,6 +79,16 @@ def _epsilons(epsilon: npt.ArrayLike) -> np.ndarray:
     return eps
 
 
+def epsilon_grid(epsilon: npt.ArrayLike) -> np.ndarray:
+    """``epsilon`` as a 1-d grid (a copy), or a clear error: finite, > 0, at most 1-d."""
+    eps = _epsilons(epsilon)
+    if eps.ndim > 1:
+        raise InvalidParameterError(
+            f"epsilon must be a number or a 1-d grid of numbers, got shape {eps.shape}"
+        )
+    return np.atleast_1d(eps).copy()
+
+
 def _delta(mechanism: str, delta: Any) -> float:
     if mechanism == "laplace":
         if delta not in (None, 0, 0.0):
