@@ -759,3 +759,24 @@ def test_bad_parameters():
 
 def test_measures_constant():
     assert MEASURES == ("local", "expected", "shrinkage", "marginal", "marginal_shrinkage")
+
+
+@pytest.mark.parametrize("delta", [1e-9, 1e-5, 1e-2])
+@pytest.mark.parametrize("eps", [0.01, 0.3, 1.0, 4.0, 20.0])
+def test_analytic_gaussian_sigma_is_the_smallest_that_meets_the_exact_condition(eps, delta):
+    """Independently of dpframe's bisection: the privacy loss of N(0, σ²) noise with
+    sensitivity 1 is L ~ N(η, 2η), η = 1/(2σ²), and the mechanism is (ε, δ)-DP iff
+    P(L > ε) - e^ε P(L < -ε) <= δ (Balle & Wang 2018, Thm 5). σ must meet it, and σ
+    shrunk by one part in 10^6 must not."""
+    from scipy import stats
+
+    from dpframe.risk.noise import noise_scale
+
+    def exact_delta(sigma: float) -> float:
+        eta = 1.0 / (2.0 * sigma**2)
+        loss = stats.norm(loc=eta, scale=np.sqrt(2.0 * eta))
+        return float(loss.sf(eps) - np.exp(eps + loss.logcdf(-eps)))
+
+    sigma = float(noise_scale("analytic_gaussian", eps, delta=delta))
+    assert exact_delta(sigma) <= delta * (1 + 1e-9)
+    assert exact_delta(sigma * (1 - 1e-6)) > delta
