@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 
 from dpframe._validation import check_choice, check_epsilon
-from dpframe.accountant import Accountant, Charge, current_accountant
+from dpframe.accountant import Accountant, Charge, LedgerEntry, current_accountant
 from dpframe.errors import (
     InvalidDataError,
     InvalidParameterError,
@@ -49,6 +49,7 @@ from dpframe.mechanisms.pram import (
     PramDesign,
     PramEstimate,
     PramSampler,
+    _check_design_epsilon,
     check_matrix,
     design,
     krr,
@@ -312,6 +313,8 @@ class PramRelease:
             raise InvalidParameterError(_ADD_REMOVE)
         if categories is not None and prior != "dp":
             self._sampler_for(categories)  # validate the prior and design now
+        if isinstance(prior, str) and prior == "dp":  # the design is made after the charge
+            _check_design_epsilon(self._dp_split()[1])
         _RELEASES.add(self)
 
     def summary(self) -> dict[str, Any]:
@@ -328,6 +331,15 @@ class PramRelease:
             "error95": None,
         }
         return info
+
+    def _dp_split(self) -> tuple[float, float]:
+        """``prior="dp"``: epsilon for the histogram and for PRAM, summing to at most epsilon."""
+        from dpframe.releases import _split_epsilon
+
+        eps_prior, eps_pram = _split_epsilon(
+            self.epsilon, [self.prior_share, 1.0 - self.prior_share]
+        )
+        return eps_prior, eps_pram
 
     @property
     def row_wise(self) -> bool:
@@ -347,6 +359,12 @@ class PramRelease:
             return self._cache[key]
         eps = self.epsilon if epsilon is None else epsilon
         if self.matrix is not None:
+            if len(cats) != self.matrix_sampler.n_categories:
+                raise InvalidParameterError(
+                    f"matrix= is {self.matrix_sampler.n_categories}x"
+                    f"{self.matrix_sampler.n_categories} but the column has {len(cats)} "
+                    "categories (from its Enum or categories=): give one row per category"
+                )
             out: tuple[PramSampler, PramDesign | None] = (self.matrix_sampler, None)
         elif p is None and isinstance(self.prior, str) and self.prior == "uniform":
             d = krr(len(cats), eps)
@@ -362,58 +380,11 @@ class PramRelease:
     # -- encoding ------------------------------------------------------------------
 
     def _categories_of(self, s: pl.Series, name: str) -> tuple[Any, ...]:
-        if isinstance(s.dtype, pl.Enum):
-            own = tuple(s.dtype.categories.to_list())
-            if self.categories is not None and set(own) != set(self.categories):
-                raise InvalidParameterError(
-                    f"column {name!r} is an Enum with categories {list(own)[:8]}, which differ "
-                    f"from categories={list(self.categories)[:8]}; pass the same set, or omit "
-                    "categories= to use the Enum's"
-                )
-            return self.categories or own
-        if self.categories is None:
-            raise InvalidParameterError(
-                f"column {name!r} has dtype {s.dtype}: pass categories=[...] (every possible "
-                "value, in a fixed order). dpframe never takes them from the data, because "
-                "which values occur is itself private. An Enum column carries its own."
-            )
-        return self.categories
+        return _categories_of(s, name, self.categories)
 
     def encode(self, s: pl.Series, name: str) -> tuple[tuple[Any, ...], np.ndarray]:
         """Category codes of ``s`` (``int64``) and the categories, or a clear error."""
-        cats = self._categories_of(s, name)
-        if s.null_count():
-            raise InvalidDataError(
-                f"column {name!r} has {s.null_count()} null value(s) in this batch; PRAM "
-                "needs a category for every record: fill them with a declared category "
-                "(e.g. .fill_null('unknown') and list 'unknown' in categories=) or drop them"
-            )
-        dtype = s.dtype
-        str_cats = all(isinstance(c, str) for c in cats)
-        if dtype.is_integer():
-            if str_cats:
-                raise InvalidDataError(f"column {name!r} holds integers but categories are strings")
-            return cats, self._int_codes(s.to_numpy(), cats, name)
-        if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum | pl.Categorical):
-            if not str_cats:
-                raise InvalidDataError(f"column {name!r} holds strings but categories are integers")
-            enum = pl.Enum(list(cats))
-            if isinstance(dtype, pl.Enum) and tuple(dtype.categories.to_list()) == cats:
-                coded = s
-            else:
-                src = s if dtype == pl.String else s.cast(pl.String)
-                coded = src.cast(enum, strict=False)
-                if coded.null_count():
-                    bad = src.filter(coded.is_null()).unique().head(5).to_list()
-                    raise InvalidDataError(
-                        f"column {name!r} has values outside the declared categories, e.g. "
-                        f"{bad}; add them to categories= or recode them before PRAM"
-                    )
-            return cats, coded.to_physical().to_numpy().astype(np.int64, copy=False)
-        raise InvalidDataError(
-            f"column {name!r} has dtype {dtype}; PRAM needs a categorical column: Enum, "
-            "Categorical, String or integer"
-        )
+        return _encode(s, name, self.categories)
 
     @staticmethod
     def _int_codes(values: np.ndarray, cats: tuple[Any, ...], name: str) -> np.ndarray:
@@ -459,11 +430,19 @@ class PramRelease:
             )
         if self.accountant.neighbours == "add_remove":
             raise InvalidParameterError(_ADD_REMOVE)
+        calls = run.called(self.id)
         cats, codes = self.encode(s, name)
+        if not self.row_wise and calls > 1:  # found by the dry pass, before any charge
+            raise InvalidParameterError(
+                f'.dp.pram(prior="dp") on column {name!r} was evaluated more than once in '
+                "one run (polars split the column, e.g. in group_by().agg()); use "
+                "dpframe.pram.dp_prior(...) and pass the result as a public prior"
+            )
+        if self.row_wise:
+            sam, des = self._sampler_for(cats)  # a bad prior or matrix fails in the dry pass
         if run.validating:
             return s
         if self.row_wise:
-            sam, des = self._sampler_for(cats)
             run.charge_once(self.id, lambda: self._charge(name, cats, sam, des))
             self._record(run, name, cats, sam, des)
             out = sam.randomize(codes, self.random.generator())
@@ -513,22 +492,18 @@ class PramRelease:
     def _dp_prior_release(
         self, run: Any, name: str, cats: tuple[Any, ...], codes: np.ndarray, s: pl.Series
     ) -> pl.Series:
-        eps_prior = self.epsilon * self.prior_share
-        eps_pram = self.epsilon - eps_prior
+        eps_prior, eps_pram = self._dp_split()
 
-        def charge() -> Any:
+        def charge() -> list[LedgerEntry]:
             base = {"categories": len(cats), "neighbours": self.accountant.neighbours}
             return self.accountant.spend_all(
                 [
-                    Charge(
-                        epsilon=eps_prior,
-                        delta=0.0,
-                        mechanism="pram_prior_histogram",
-                        columns=(name,),
-                        scale=None,
-                        composition="sequential",
-                        note="DP histogram of the column, used only to choose the PRAM matrix",
-                        details={**base, "share": self.prior_share},
+                    _histogram_charge(
+                        name,
+                        len(cats),
+                        eps_prior,
+                        self.accountant.neighbours,
+                        share=self.prior_share,
                     ),
                     Charge(
                         epsilon=eps_pram,
@@ -541,15 +516,9 @@ class PramRelease:
                         details={**base, "prior": "dp", "seeded": self.random.seeded},
                     ),
                 ]
-            )[0]
+            )
 
-        with self._lock:
-            if self.id in run._charged:
-                raise InvalidParameterError(
-                    f'.dp.pram(prior="dp") on column {name!r} was evaluated twice in one run '
-                    "(polars split the column); use dpframe.pram.dp_prior(...) and a public prior"
-                )
-            run.charge_once(self.id, charge)
+        run.charge_once(self.id, charge)
         rng = self.random.generator()
         counts = np.bincount(codes, minlength=len(cats))
         p = _noisy_prior(counts, eps_prior, rng)
@@ -559,10 +528,96 @@ class PramRelease:
         return self.decode(out, cats, s)
 
 
+def _categories_of(s: pl.Series, name: str, categories: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The categories of column ``name``: its Enum's, or ``categories`` (checked against it)."""
+    if isinstance(s.dtype, pl.Enum):
+        own = tuple(s.dtype.categories.to_list())
+        if categories is not None and set(own) != set(categories):
+            raise InvalidParameterError(
+                f"column {name!r} is an Enum with categories {list(own)[:8]}, which differ "
+                f"from categories={list(categories)[:8]}; pass the same set, or omit "
+                "categories= to use the Enum's"
+            )
+        return categories or own
+    if categories is None:
+        raise InvalidParameterError(
+            f"column {name!r} has dtype {s.dtype}: pass categories=[...] (every possible "
+            "value, in a fixed order). dpframe never takes them from the data, because "
+            "which values occur is itself private. An Enum column carries its own."
+        )
+    return categories
+
+
+def _encode(
+    s: pl.Series, name: str, categories: tuple[Any, ...] | None
+) -> tuple[tuple[Any, ...], np.ndarray]:
+    """Category codes of ``s`` (``int64``) and the categories, or a clear error."""
+    cats = _categories_of(s, name, categories)
+    if s.null_count():
+        raise InvalidDataError(
+            f"column {name!r} has {s.null_count()} null value(s) in this batch; PRAM "
+            "needs a category for every record: fill them with a declared category "
+            "(e.g. .fill_null('unknown') and list 'unknown' in categories=) or drop them"
+        )
+    dtype = s.dtype
+    str_cats = all(isinstance(c, str) for c in cats)
+    if dtype.is_integer():
+        if str_cats:
+            raise InvalidDataError(
+                f"column {name!r} holds integers but categories are strings: pass integer "
+                "categories=, or cast the column to String"
+            )
+        return cats, PramRelease._int_codes(s.to_numpy(), cats, name)
+    if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum | pl.Categorical):
+        if not str_cats:
+            raise InvalidDataError(
+                f"column {name!r} holds strings but categories are integers: pass string "
+                "categories=, or cast the column to an integer type"
+            )
+        enum = pl.Enum(list(cats))
+        if isinstance(dtype, pl.Enum) and tuple(dtype.categories.to_list()) == cats:
+            coded = s
+        else:
+            src = s if dtype == pl.String else s.cast(pl.String)
+            coded = src.cast(enum, strict=False)
+            if coded.null_count():
+                bad = src.filter(coded.is_null()).unique().head(5).to_list()
+                raise InvalidDataError(
+                    f"column {name!r} has values outside the declared categories, e.g. "
+                    f"{bad}; add them to categories= or recode them before PRAM"
+                )
+        return cats, coded.to_physical().to_numpy().astype(np.int64, copy=False)
+    raise InvalidDataError(
+        f"column {name!r} has dtype {dtype}; PRAM needs a categorical column: Enum, "
+        "Categorical, String or integer"
+    )
+
+
 _ADD_REMOVE = (
     "PRAM protects the values of records, not their presence: it is not differentially "
     "private under add/remove neighbours. Use an accountant with neighbours='substitute'."
 )
+
+
+def _histogram_charge(
+    column: str, n_categories: int, epsilon: float, neighbours: str, **details: Any
+) -> Charge:
+    """The charge of a DP histogram of a column's categories (see :func:`_noisy_prior`)."""
+    return Charge(
+        epsilon=epsilon,
+        delta=0.0,
+        mechanism="pram_prior_histogram",
+        columns=(column,),
+        scale=None,
+        composition="parallel",
+        note="DP histogram of the column, used only to choose the PRAM matrix",
+        details={
+            "categories": n_categories,
+            "sensitivity": 2,
+            "neighbours": neighbours,
+            **details,
+        },
+    )
 
 
 def _noisy_prior(counts: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -708,7 +763,7 @@ def dp_prior(
         raise InvalidParameterError(f"frame must be a polars frame, got {type(frame).__name__}")
     if column not in lf.collect_schema():
         raise InvalidParameterError(f"column {column!r} is not in the frame")
-    counts = lf.group_by(column).agg(pl.len().alias("n")).collect()
+    counts = lf.group_by(column).agg(pl.len().alias("n")).collect(engine="streaming")
     return dp_prior_from_counts(
         counts, column, eps, categories=categories, accountant=acct, seed=seed
     )
@@ -743,30 +798,12 @@ def dp_prior_from_counts(
     refused before the charge; declared categories absent from ``counts`` count 0.
     """
     eps, acct = _prior_budget(epsilon, accountant)
-    probe = PramRelease(
-        epsilon=eps,
-        categories=_check_categories(categories),
-        prior="uniform",
-        matrix=None,
-        diagonal="optimal",
-        prior_share=0.1,
-        accountant=acct,
-        random=as_source(seed),
-        column=column,
-    )
-    keys = counts[column]
-    cats, codes = probe.encode(keys, column)  # refuses nulls and unknown values
+    # nulls and values outside the categories are refused here, before the charge
+    cats, codes = _encode(counts[column], column, _check_categories(categories))
     exact = np.zeros(len(cats), dtype=np.int64)
     np.add.at(exact, codes, counts["n"].to_numpy().astype(np.int64))
-    acct.spend(
-        eps,
-        0.0,
-        mechanism="pram_prior_histogram",
-        columns=[column],
-        composition="parallel",
-        details={"categories": len(cats), "sensitivity": 2, "neighbours": acct.neighbours},
-    )
-    p = _noisy_prior(exact, eps, probe.random.generator())
+    acct.spend_all([_histogram_charge(column, len(cats), eps, acct.neighbours)])
+    p = _noisy_prior(exact, eps, as_source(seed).generator())
     return {c: float(v) for c, v in zip(cats, p, strict=True)}
 
 
@@ -780,6 +817,8 @@ def _as_design(design_like: Any) -> Any:
         return design_like
     if isinstance(design_like, Mapping) and "q" in design_like:
         return design_from_dict(design_like)
+    if isinstance(design_like, Mapping) and "matrix" in design_like:  # a matrix= record
+        return np.asarray(design_like["matrix"], dtype=np.float64)
     return design_like  # a matrix; validated by the kernel
 
 
@@ -822,18 +861,7 @@ def estimate(
         cats = categories
         if cats is None and isinstance(design, Mapping):
             cats = design.get("categories")
-        probe = PramRelease(
-            epsilon=1.0,
-            categories=_check_categories(cats),
-            prior="uniform",
-            matrix=None,
-            diagonal="optimal",
-            prior_share=0.1,
-            accountant=None,
-            random=RandomSource(),
-            column=released.name,
-        )
-        cats_t, codes = probe.encode(released, released.name)
+        cats_t, codes = _encode(released, released.name, _check_categories(cats))
         counts = np.bincount(codes, minlength=len(cats_t))
         return _estimate_counts(counts, _as_design(design), kind="counts")
     return _estimate_counts(np.asarray(released), _as_design(design), kind="counts")

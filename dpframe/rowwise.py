@@ -26,11 +26,13 @@ row-wise release raises :class:`~dpframe.errors.ReleaseNotArmedError` and draws
 nothing.
 
 Runs are serialised: one dpframe runner at a time per process (a second waits).
-Limits, stated plainly:
+The dry pass also refuses a plan that uses one release at two places (a ``concat`` of two
+queries holding the same expression, a self-join, ``select(e.alias("a"), e.alias("b"))``
+with common-subexpression elimination off): each place would randomize the same records
+again under one charge. Limits, stated plainly:
 
-* the same expression object used twice in one query (``select(e.alias("a"),
-  e.alias("b"))``) is evaluated twice under one charge: build one expression per
-  output column;
+* with ``validate=False`` there is no dry pass, so neither check runs: use it only for
+  queries built with one expression per use;
 * a *plain* ``collect()`` of a query holding the same expression, started in another
   thread while a runner is running, would be counted as part of that run.
 """
@@ -71,18 +73,31 @@ class Run:
     designs: dict[str, Any] = field(default_factory=dict)
     #: the same, JSON-ready (categories, q, prior), as written to Parquet provenance
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _charged: dict[str, LedgerEntry] = field(default_factory=dict)
+    #: how many times each row-wise release was called in this run (per morsel)
+    calls: dict[str, int] = field(default_factory=dict)
+    _charged: dict[str, list[LedgerEntry]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def charge_once(self, release_id: str, charge: Any) -> LedgerEntry:
-        """Call ``charge()`` the first time ``release_id`` runs in this run, else reuse."""
+    def called(self, release_id: str) -> int:
+        """Count a call of ``release_id`` in this run; return how many there were."""
         with self._lock:
-            entry = self._charged.get(release_id)
-            if entry is None:
-                entry = charge()
-                self._charged[release_id] = entry
-                self.entries.append(entry)
-            return entry
+            self.calls[release_id] = self.calls.get(release_id, 0) + 1
+            return self.calls[release_id]
+
+    def charge_once(self, release_id: str, charge: Any) -> list[LedgerEntry]:
+        """Call ``charge()`` the first time ``release_id`` runs in this run, else reuse.
+
+        ``charge()`` returns the ledger entry (or entries) it made; all of them go into
+        the run's ``entries`` (and so into the Parquet provenance).
+        """
+        with self._lock:
+            entries = self._charged.get(release_id)
+            if entries is None:
+                made = charge()
+                entries = [made] if isinstance(made, LedgerEntry) else list(made)
+                self._charged[release_id] = entries
+                self.entries.extend(entries)
+            return entries
 
 
 def current_run() -> Run | None:
@@ -156,15 +171,30 @@ def _check_lazy(frame: Any, name: str = "frame") -> pl.LazyFrame:
     return frame
 
 
-def _validate(lf: pl.LazyFrame) -> None:
+def _validate(lf: pl.LazyFrame, optimizations: Any = None) -> None:
     """The dry pass: run the query with row-wise releases returning their input.
 
     Every column of the result is reduced to its null count, so polars must evaluate
     every release that reaches the output, on the streaming engine, in bounded memory.
     A null or an unknown category anywhere raises here, before anything is charged.
+
+    Then the query plan (as polars will run it, ``optimizations`` as the real run's) must
+    hold no more Python functions than the distinct releases the dry pass met: one
+    ``.dp.pram`` expression used at two places of a plan (``concat`` of two queries that
+    both use it, a self-join) would randomize the same records twice under one charge.
     """
-    with _running(validating=True):
+    with _running(validating=True) as run:
         lf.select(pl.all().null_count()).collect(engine="streaming")
+    plan = lf.explain() if optimizations is None else lf.explain(optimizations=optimizations)
+    udfs = plan.count("python_udf(")
+    if udfs > len(run.calls):
+        raise InvalidParameterError(
+            f"the query's plan runs {udfs} Python functions but holds {len(run.calls)} "
+            "distinct .dp.pram release(s): a .dp.pram expression is used at more than one "
+            "place (each place would randomize the same records again under one charge), "
+            "or the query holds another Python function. Build one .dp.pram expression per "
+            "use, and apply other Python functions in a separate query. Nothing was charged."
+        )
 
 
 def collect(
@@ -204,7 +234,7 @@ def collect(
     """
     lf = _check_lazy(frame)
     if validate:
-        _validate(lf)
+        _validate(lf, collect_kwargs.get("optimizations"))
     with _running():
         return lf.collect(**collect_kwargs)
 

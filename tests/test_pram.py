@@ -435,3 +435,70 @@ def test_dp_prior_noise_has_the_histograms_sensitivity_two():
     # relative SE of a sample variance: sqrt((kurtosis - 1) / reps), kurtosis of e0 - e1 < 6
     assert abs(var_e / expected - 1) < 4.5 * math.sqrt(5 / reps)
     assert var_e > 2 * discrete_laplace_variance(1 / eps)  # sensitivity 1 would be 4x smaller
+
+
+# ---------------------------------------------------------------------------------------
+# Charges that must not be skipped, doubled or made before a refusal
+# ---------------------------------------------------------------------------------------
+
+
+def test_one_expression_at_two_places_of_a_plan_is_refused_before_any_charge():
+    """concat of two queries using the same expression would randomize the first rows
+    twice, independently, under one charge (a true cost of 2 epsilon)."""
+    lf = _frame(2_000).lazy()
+    acct = dpframe.Accountant(epsilon=5.0)
+    e = pl.col("e").dp.pram(1.0, categories=CATS, accountant=acct)
+    with pytest.raises(InvalidParameterError, match="more than one place"):
+        dpframe.collect(pl.concat([lf.head(500).with_columns(e), lf.with_columns(e)]))
+    no_cse = pl.QueryOptFlags(comm_subexpr_elim=False)
+    with pytest.raises(InvalidParameterError, match="more than one place"):
+        dpframe.collect(lf.select(e.alias("a"), e.alias("b")), optimizations=no_cse)
+    assert acct.ledger == ()
+    other = pl.col("e").dp.pram(1.0, categories=CATS, accountant=acct)
+    out = dpframe.collect(lf.select(e.alias("a"), other.alias("b")))  # two releases: fine
+    assert out.shape == (2_000, 2) and acct.spent.epsilon == pytest.approx(2.0)
+
+
+def test_prior_dp_provenance_holds_the_whole_epsilon(tmp_path):
+    path = tmp_path / "out.parquet"
+    with dpframe.Accountant(epsilon=1.0) as acct:
+        q = _frame(3_000).lazy().select(pl.col("e").dp.pram(1.0, prior="dp", prior_share=0.7))
+        dpframe.sink_parquet(q, path)
+    assert acct.spent.epsilon <= 1.0  # the split fits a budget of exactly epsilon
+    prov = dpframe.read_provenance(path)
+    assert [e.mechanism for e in prov.entries] == ["pram_prior_histogram", "pram"]
+    assert prov.epsilon == pytest.approx(1.0) and acct.spent.epsilon == pytest.approx(1.0)
+
+
+def test_prior_dp_failures_spend_nothing():
+    acct = dpframe.Accountant(epsilon=20.0)
+    with pytest.raises(InvalidParameterError, match="<= 12"):  # PRAM's share too large
+        pl.col("e").dp.pram(15.0, prior="dp", categories=CATS, accountant=acct)
+    grouped = (
+        _frame(1_000)
+        .lazy()
+        .group_by("i")
+        .agg(pl.col("e").dp.pram(1.0, prior="dp", categories=CATS, accountant=acct))
+    )
+    with pytest.raises(InvalidParameterError, match="more than once"):
+        dpframe.collect(grouped)
+    assert acct.ledger == ()
+
+
+def test_a_matrix_of_the_wrong_size_for_the_enum_is_refused_before_the_charge():
+    acct = dpframe.Accountant(epsilon=5.0)
+    m = pram.krr(3, 1.0).matrix  # three categories; the Enum has five
+    q = _frame(100).lazy().select(pl.col("e").dp.pram(1.0, matrix=m, accountant=acct))
+    with pytest.raises(InvalidParameterError, match="one row per category"):
+        dpframe.collect(q)
+    assert acct.ledger == ()
+
+
+def test_estimate_from_the_provenance_of_a_matrix_release(tmp_path):
+    m = pram.krr(len(CATS), 1.5).matrix
+    path = tmp_path / "m.parquet"
+    with dpframe.Accountant(epsilon=2.0):
+        dpframe.sink_parquet(_frame(20_000).lazy().select(pl.col("e").dp.pram(1.5, matrix=m)), path)
+    record = dpframe.read_provenance(path).pram_designs["e"]
+    est = pram.estimate(pl.read_parquet(path)["e"], record)
+    assert est.p_hat.shape == (len(CATS),) and abs(est.p_hat.sum() - 1) < 1e-9

@@ -175,7 +175,10 @@ def mutual_information(p: npt.ArrayLike, channel: npt.ArrayLike) -> float:
     c = np.asarray(channel, dtype=np.float64)
     if c.ndim == 1:
         if c.shape != pv.shape or not np.isfinite(c).all() or (c < 0).any() or (c > 1).any():
-            raise InvalidParameterError(f"q must have shape {pv.shape} with entries in [0, 1]")
+            raise InvalidParameterError(
+                f"channel: a vector of keep probabilities q must have shape {pv.shape} with "
+                f"entries in [0, 1], got shape {c.shape}; or pass the S x S matrix"
+            )
         return float(_pram_mi(pv, c))
     check_matrix(c)
     if c.shape[0] != pv.size:
@@ -610,9 +613,7 @@ def _search_family(ps: np.ndarray, vals: np.ndarray, counts: np.ndarray, best: _
             _finish_run(ps, vals, fixed, left, lowest, best)
             continue
         if k < s and negligible[k] <= best.tol() / 4:  # the rest cannot matter
-            lev = np.concatenate(
-                [np.broadcast_to(fixed, (rows.size, k)), _canonical(left, lowest)], axis=1
-            )
+            lev = np.concatenate([np.broadcast_to(fixed, (rows.size, k)), _canonical(left)], axis=1)
             best.offer_rows(_mi_assign(ps, vals, lev), ps, vals, lev, counts[rows])
             continue
         keep = shared.bound(fixed, left, forbid) > best.threshold()
@@ -643,9 +644,9 @@ def _search_family(ps: np.ndarray, vals: np.ndarray, counts: np.ndarray, best: _
                 stack.append((np.append(fixed, j), alive_rows[ok], n_alive[ok]))
 
 
-def _canonical(left: np.ndarray, lowest: int) -> np.ndarray:
+def _canonical(left: np.ndarray) -> np.ndarray:
     """Levels in non-decreasing order filling each row's counts (any completion will do
-    where this is used; ``lowest`` is accepted for symmetry with the callers)."""
+    where this is used)."""
     d = left.shape[1]
     out = np.empty((left.shape[0], int(left[0].sum())), dtype=np.int64)
     for i, row in enumerate(left):
@@ -933,18 +934,24 @@ def _check_s(n: Any) -> int:
     return int(n)
 
 
-def _check_design_epsilon(epsilon: Any) -> float:
+def _check_pram_epsilon(epsilon: Any) -> float:
     eps = check_epsilon(epsilon)
     if eps < MIN_EPSILON:
         raise InvalidParameterError(
             f"epsilon must be >= {MIN_EPSILON} for PRAM (the grid's certified rounding "
             f"needs some slack), got {eps!r}"
         )
+    return eps
+
+
+def _check_design_epsilon(epsilon: Any) -> float:
+    eps = _check_pram_epsilon(epsilon)
     if eps > MAX_EPSILON:
         raise InvalidParameterError(
-            f"epsilon must be <= {MAX_EPSILON} for design() (beyond it the exact search "
-            "can take minutes on skewed priors, and the release is close to the raw "
-            f"column anyway); pass a matrix to sampler() instead; got {eps!r}"
+            f"epsilon must be <= {MAX_EPSILON} for an MI-optimal design from a non-uniform "
+            "prior (beyond it the exact search can take minutes, and the release is close "
+            f"to the raw column anyway); got {eps!r}. Use k-RR, which has no limit (krr(), "
+            "or prior='uniform' in .dp.pram), or give a matrix (sampler(matrix), matrix=)"
         )
     return eps
 
@@ -1399,19 +1406,6 @@ class PramDesign:
         pi = _PramInverse(self.q).forward(pv)
         return _PramInverse(self.q).sandwich(pi) / n
 
-    def details(self) -> dict[str, Any]:
-        """Facts for the ledger."""
-        return {
-            "mechanism": "pram",
-            "diagonal": self.diagonal,
-            "epsilon": self.epsilon,
-            "epsilon_actual": self.epsilon_actual,
-            "mutual_information": self.mutual_information,
-            "levels": list(self.levels),
-            "level_counts": list(self.level_counts),
-            "retention": self.retention,
-        }
-
 
 def design(p: npt.ArrayLike, epsilon: float, *, diagonal: str = "optimal") -> PramDesign:
     """The ``ε``-DP PRAM design (eq. 8) maximising ``I(X; Z)`` for ``X ~ p``.
@@ -1469,7 +1463,8 @@ def krr(n_categories: int, epsilon: float) -> PramDesign:
     """Symmetric k-ary randomized response: ``q_k = e^ε / (e^ε + S - 1)`` for every k.
 
     The design for a uniform prior (it is MI-optimal there; see docs/pram-design.md),
-    built directly, without the search, for any ``epsilon > 0``. Its ``p`` is uniform.
+    built directly, without the search, for any ``epsilon >= MIN_EPSILON`` (1e-9; no
+    upper limit). Its ``p`` is uniform.
 
     Examples
     --------
@@ -1478,7 +1473,7 @@ def krr(n_categories: int, epsilon: float) -> PramDesign:
     (0.5, True)
     """
     s = _check_s(n_categories)
-    eps = check_epsilon(epsilon)
+    eps = _check_pram_epsilon(epsilon)
     a = math.exp(min(eps, 700.0))
     vertex = np.full(s, a / (a + s - 1))
     c, b, eps_r = _round_pram(vertex, eps)
@@ -1622,14 +1617,20 @@ def estimate(
         try:
             a = np.linalg.inv(mat.T)
         except np.linalg.LinAlgError:
-            raise InvalidParameterError("matrix is singular: p cannot be estimated") from None
+            raise InvalidParameterError(
+                "matrix is singular: p cannot be estimated; merge the categories whose "
+                "rows are equal"
+            ) from None
         inv = _DenseInverse(a)
     if kind == "codes":
         counts = np.bincount(_check_codes(released, s, "released").ravel(), minlength=s)
     else:
         counts = np.asarray(released)
         if counts.dtype.kind not in "iuf" or counts.shape != (s,):
-            raise InvalidDataError(f"released counts must be a length-{s} vector of counts")
+            raise InvalidDataError(
+                f"released counts must be a length-{s} vector of counts, got shape "
+                f"{counts.shape}; for released category codes pass kind='codes'"
+            )
         if not np.isfinite(counts).all() or (counts < 0).any():
             raise InvalidDataError("released counts must be finite and >= 0")
         if counts.dtype.kind == "f" and not np.array_equal(counts, np.rint(counts)):

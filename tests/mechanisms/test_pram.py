@@ -1095,3 +1095,12 @@ def test_design_is_frozen():
         d.q = np.ones(3)  # type: ignore[misc]
     with pytest.raises(ValueError, match="read-only"):
         d.q[0] = 0.5
+
+
+def test_krr_below_the_smallest_epsilon_is_a_clear_error():
+    from dpframe.errors import InvalidParameterError
+    from dpframe.mechanisms.pram import MIN_EPSILON, krr
+
+    with pytest.raises(InvalidParameterError, match="epsilon must be >= 1e-09"):
+        krr(3, MIN_EPSILON / 100)
+    assert krr(3, MIN_EPSILON).epsilon_actual <= MIN_EPSILON
