@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,8 +41,13 @@ def demo(
     Example: dpframe demo --out out/demo
     """
     from dpframe.demo import run_demo
+    from dpframe.errors import InvalidParameterError
 
-    result = run_demo(out, n=rows, progress=True)
+    try:
+        result = run_demo(out, n=rows, progress=True)
+    except InvalidParameterError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
     _print_plan(result.plan)
     for c in result.checks:
         typer.echo(f"check {c.release}: {c.n_expectations} expectations passed")
@@ -108,6 +113,7 @@ def plan(
     from dpframe.release import plan as make_plan
 
     loaded = _load(spec)
+    the_plan = None
     try:
         the_plan = make_plan(loaded)
     except DPFrameError as exc:
@@ -147,6 +153,7 @@ def release(
         typer.echo(f"error: --engine must be polars or spark, got {engine!r}", err=True)
         raise typer.Exit(EXIT_INVALID)
     loaded = _load(spec)
+    the_plan = None
     try:
         the_plan = make_plan(loaded)
         _print_plan(the_plan)
@@ -162,18 +169,25 @@ def release(
     except CheckFailedError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_CHECK_FAILED) from None
-    except BudgetExceededError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_OVERSPEND) from None
-    except DPFrameError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_INVALID) from None
     except typer.Exit:
         raise
-    except Exception as exc:  # a crash: nothing published; charged noise stays spent
+    except Exception as exc:
+        # exit codes 1 and 2 promise that nothing was spent: only when the ledger agrees
+        spent = _spent_by_run(loaded, the_plan)
+        if spent > 0:  # a failure after a charge: what was drawn stays spent
+            typer.echo(
+                f"error: the release failed after spending epsilon {spent:g} "
+                f"({type(exc).__name__}: {exc}); nothing was published",
+                err=True,
+            )
+            raise typer.Exit(EXIT_FAILED) from None
+        typer.echo(f"error: {exc}", err=True)
+        if isinstance(exc, BudgetExceededError):
+            raise typer.Exit(EXIT_OVERSPEND) from None
+        if isinstance(exc, DPFrameError):
+            raise typer.Exit(EXIT_INVALID) from None
         typer.echo(
-            f"error: the release failed ({type(exc).__name__}: {exc}); nothing was published",
-            err=True,
+            f"error: the release failed ({type(exc).__name__}); nothing was published", err=True
         )
         raise typer.Exit(EXIT_FAILED) from None
     for c in result.checks:
@@ -182,6 +196,19 @@ def release(
         f"published {len(result.outputs)} release(s) to {result.folder}/ "
         f"(epsilon {result.epsilon:g}): " + ", ".join(p.name for p in result.outputs.values())
     )
+
+
+def _spent_by_run(spec: Any, the_plan: Any) -> float:
+    """Epsilon the ledger gained since ``the_plan`` read it (0 if there was no plan)."""
+    from dpframe.release.plan import _ledger_state
+
+    if the_plan is None:
+        return 0.0
+    try:
+        now, _ = _ledger_state(spec)
+    except Exception:  # the ledger cannot be read: do not claim nothing was spent
+        return float("inf")
+    return max(0.0, now - the_plan.spent_before)
 
 
 @app.command()

@@ -27,6 +27,8 @@ from typing import Any
 
 import polars as pl
 
+from dpframe.errors import InvalidParameterError
+
 __all__ = ["DemoResult", "run_demo"]
 
 
@@ -62,13 +64,20 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
 
     import dpframe
     from dpframe.datasets import drha_table, synthetic_survey
-    from dpframe.release import load_spec, plan, release
+    from dpframe.release import load_spec, release
     from dpframe.risk import drha
 
     folder = Path(out)
+    marker = folder / ".dpframe-demo"  # the demo replaces only a folder it made itself
     if folder.exists():
+        if not marker.exists() and any(folder.iterdir()):
+            raise InvalidParameterError(
+                f"out: {folder} exists and is not a previous demo's folder; the demo replaces "
+                "its output folder, so give a new or empty folder"
+            )
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
+    marker.touch()
     survey_path = folder / "survey.parquet"  # the confidential input
     synthetic_survey(n).write_parquet(survey_path)
     spec_path = folder / "release.toml"
@@ -76,7 +85,6 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
     spec_path.write_text(template.read_text())
 
     spec = load_spec(spec_path)
-    the_plan = plan(spec)
     result = release(spec, progress=progress)
     released = {
         name: pl.read_parquet(p) for name, p in result.outputs.items() if name != "microdata"
@@ -126,7 +134,7 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
         spec=spec_path,
         ledger=spec.resolve(spec.privacy.ledger),
         outputs=result.outputs,
-        plan=the_plan,
+        plan=result.plan,
         checks=result.checks,
         released=released,
         region_estimate=region_estimate,

@@ -123,6 +123,11 @@ def last_run() -> Run | None:
         return _LAST
 
 
+def _thread_last_run() -> Run:
+    """The run this thread's last :func:`sink_parquet` made (immune to other threads)."""
+    return _LOCAL.last
+
+
 def require_run(what: str) -> Run:
     """The run in progress, or :class:`ReleaseNotArmedError` explaining the runners."""
     run = current_run()
@@ -299,4 +304,5 @@ def sink_parquet(
             return {METADATA_KEY: doc}
 
         lf.sink_parquet(tmp, metadata=metadata, compression=compression)
+    _LOCAL.last = run  # this thread's run (dpframe.last_run() is the process's)
     return target

@@ -44,6 +44,12 @@ def test_demo_replaces_previous_output(tmp_path):
     for _ in range(2):  # a fresh ledger each run: the second run is not over budget
         res = runner.invoke(app, ["demo", "--out", str(out), "--rows", "2000"])
         assert res.exit_code == 0, res.output
+    mine = tmp_path / "mine"  # a folder the demo did not make is never deleted
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    res = runner.invoke(app, ["demo", "--out", str(mine), "--rows", "2000"])
+    assert res.exit_code == 2 and "not a previous demo's folder" in res.output
+    assert (mine / "thesis.tex").exists()
 
 
 def test_ledger_show(tmp_path):

@@ -182,7 +182,14 @@ def release_spark(spec: Any, spark: Any = None, *, data_docs: bool = False) -> A
                 path = job.path(r)
                 written = dps.pram(sdf, cols, str(path), accountant=job.accountant)
                 entries = list(job.accountant.ledger[before:])
-                doc = _provenance_json(entries, spec.privacy.neighbours, spec.to_dict())
+                designs = {  # as the polars path records them: estimate() reads them
+                    e.columns[0]: e.details.get("design")
+                    or {"categories": c.categories, "matrix": e.details["matrix"]}
+                    for e, c in zip(entries, r.columns, strict=True)
+                }
+                doc = _provenance_json(
+                    entries, spec.privacy.neighbours, spec.to_dict(), designs=designs
+                )
                 (path / "_dpframe.json").write_text(json.dumps({METADATA_KEY: json.loads(doc)}))
                 counts = {  # the check's value counts, by Spark: the driver reads no microdata
                     c.column: pl.from_arrow(

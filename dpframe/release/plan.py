@@ -143,7 +143,8 @@ def _plan_grouped(spec: Spec, r: GroupedSpec, lf: pl.LazyFrame) -> list[dict[str
 
 
 def _plan_pram(spec: Spec, r: PramSpec, lf: pl.LazyFrame) -> list[dict[str, Any]]:
-    from dpframe.pram import design, krr
+    from dpframe.errors import InvalidParameterError
+    from dpframe.pram import _prior_weights, design, krr
 
     schema = lf.collect_schema()
     rows = []
@@ -159,13 +160,13 @@ def _plan_pram(spec: Spec, r: PramSpec, lf: pl.LazyFrame) -> list[dict[str, Any]
                     "categories in the spec (they are never taken from the data)"
                 )
             cats = dtype.categories.to_list()
-        if c.prior == "uniform":
-            d = krr(len(cats), c.epsilon)
-        else:
-            w = np.array(
-                [c.prior[k] for k in cats] if isinstance(c.prior, dict) else c.prior, dtype=float
-            )
-            d = design(w / w.sum(), c.epsilon, diagonal=c.diagonal)
+        try:
+            if c.prior == "uniform":
+                d = krr(len(cats), c.epsilon)
+            else:
+                d = design(_prior_weights(c.prior, tuple(cats)), c.epsilon, diagonal=c.diagonal)
+        except InvalidParameterError as exc:
+            raise SpecError(f"release {r.name!r}, column {c.column!r}: {exc}") from None
         rows.append(
             _row(
                 r.name,
@@ -218,6 +219,7 @@ def _plan_capture(
             ch.columns[0] if ch.columns else None,
             mechanism=ch.mechanism,
             epsilon=ch.epsilon,
+            delta=ch.delta,
             scale=ch.scale,
             error95=None if ch.scale is None else ch.scale * _LN20,
             note=ch.note,
@@ -294,7 +296,7 @@ def plan(spec: Spec, *, lf: pl.LazyFrame | None = None, rows: int | None = None)
         budget_delta=spec.privacy.budget.delta,
         spent_before=spent,
         epsilon=spec.epsilon_total,
-        delta=0.0,
+        delta=float(frame["delta"].sum()),  # every mechanism here is pure epsilon-DP: 0
         ledger=ledger,
         input_rows=n,
     )

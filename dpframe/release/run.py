@@ -1,4 +1,6 @@
-"""``release`` and ``check``: run a spec's releases, validate them, publish atomically.
+"""``release`` and ``check``: run a spec's releases, validate them, publish them.
+
+Nothing is published unless every check passes; publishing replaces each file atomically.
 
 ``release(spec)``:
 
@@ -129,10 +131,9 @@ def _grouped_release(spec: Spec, r: GroupedSpec, lf: pl.LazyFrame, acct: Account
     from dpframe.release.build import statistic
 
     margins = margins_for(spec, r, lf)
-    release = dpframe.group_by(
+    return dpframe.group_by(
         lf, r.by, margins=margins, sizes=spec.margins[r.margins].sizes, accountant=acct, seed=seed
     ).agg(*[statistic(s) for s in r.statistics])
-    return release, margins
 
 
 def _run_grouped(release: Any, r: GroupedSpec):
@@ -199,11 +200,12 @@ def _run_pram(
     spec: Spec, r: PramSpec, lf: pl.LazyFrame, acct: Accountant, seed: Any, path: Path
 ) -> list[LedgerEntry]:
     import dpframe
+    from dpframe.rowwise import _thread_last_run
 
     # the runner's preflight already made the dry pass over this data
     exprs = _pram_exprs(r, acct, seed)
     dpframe.sink_parquet(lf.select(exprs), path, spec=spec.to_dict(), validate=False)
-    return list(dpframe.last_run().entries)
+    return list(_thread_last_run().entries)
 
 
 def release_seed(seed: int | None, r: Any) -> Any:
@@ -260,7 +262,7 @@ def preflight(
     n = None
     for r in spec.release:
         if isinstance(r, GroupedSpec):
-            rel, _ = _grouped_release(spec, r, lf, accountant or scratch, release_seed(seed, r))
+            rel = _grouped_release(spec, r, lf, accountant or scratch, release_seed(seed, r))
             rel.prepare(engine="streaming")
             prepared[r.name] = rel
         elif isinstance(r, PramSpec):
@@ -342,13 +344,12 @@ def start_job(spec: Spec, lf: pl.LazyFrame | None = None, rows: int | None = Non
     from dpframe.release.checks import ensure_checks_available
 
     the_plan = plan(spec, lf=lf, rows=rows)
-    if the_plan.fits:
-        ensure_checks_available()
     if not the_plan.fits:
         raise BudgetExceededError(
             f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "
             "and nothing was written."
         )
+    ensure_checks_available()
     out = spec.resolve(spec.output.folder).absolute()
     out.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:12]

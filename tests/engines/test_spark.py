@@ -233,6 +233,10 @@ def test_cli_release_with_the_spark_engine(spark, tmp_path):
     assert res.exit_code == 0, res.output
     prov = dpframe.read_provenance(tmp_path / "released" / "microdata.parquet")
     assert [e.mechanism for e in prov.entries] == ["pram", "pram"]
+    assert set(prov.pram_designs) == {"region", "age_band"}  # estimate() works from the file
+    micro = pl.read_parquet(str(tmp_path / "released" / "microdata.parquet" / "*.parquet"))
+    est = dpframe.pram.estimate(micro["age_band"], prov.pram_designs["age_band"])
+    assert abs(est.p_hat.sum() - 1) < 1e-9
     res = CliRunner().invoke(app, ["release", str(spec_path), "--engine", "flink"])
     assert res.exit_code in (1, 2)
 

@@ -83,8 +83,9 @@ def test_checks_that_would_exit_stop_the_job_before_any_charge(tmp_path, monkeyp
 
 
 def test_an_import_of_the_checks_that_exits_is_an_error_not_exit_0(tmp_path, monkeypatch):
-    """Should Great Expectations' import exit anyway, the job fails loudly (exit code 2),
-    publishes nothing, and what it charged stays spent (its noise was drawn)."""
+    """Should Great Expectations' import exit anyway, the job fails loudly, publishes
+    nothing, and what it charged stays spent (its noise was drawn): exit code 4, which
+    says so, not 2, which would claim nothing was spent."""
     import sys
 
     from dpframe.errors import ChecksUnavailableError
@@ -102,7 +103,7 @@ def test_an_import_of_the_checks_that_exits_is_an_error_not_exit_0(tmp_path, mon
     other = tmp_path / "cli"
     other.mkdir()
     res = runner.invoke(app, ["release", str(write_spec(other, rows=500)), "--no-progress"])
-    assert res.exit_code == 2 and "great_expectations" in res.output
+    assert res.exit_code == 4 and f"after spending epsilon {EPSILON_TOTAL:g}" in res.output
     assert _files(other / "released") == []
 
 
@@ -213,18 +214,61 @@ def test_invalid_spec_exit_code(tmp_path):
     assert res.exit_code == 2
 
 
-def test_bad_data_in_a_later_release_is_found_before_anything_is_charged(tmp_path):
-    spec_path = write_spec(tmp_path, rows=3000)
-    text = spec_path.read_text().replace(
+def _edit_spec(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def _edit_data(folder: Path, column: str, value: object) -> None:
+    survey = pl.read_parquet(folder / "survey.parquet")
+    row = pl.int_range(pl.len()) == 7
+    survey.with_columns(
+        pl.when(row).then(value).otherwise(pl.col(column)).alias(column)
+    ).write_parquet(folder / "survey.parquet")
+
+
+BAD_LATER = {
+    "a value outside a PRAM column's categories": lambda f: _edit_spec(
+        f / "release.toml",
         '{ column = "age_band", epsilon = 0.5 }',
         '{ column = "age_band", epsilon = 0.5, categories = ["18-34", "35-54"] }',
-    )
-    spec_path.write_text(text)
+    ),
+    "a PRAM prior that does not fit the categories": lambda f: _edit_spec(
+        f / "release.toml",
+        '{ column = "region", epsilon = 0.5 }',
+        '{ column = "region", epsilon = 0.5, prior = [1.0, 2.0] }',
+    ),
+    "a public n that is not the data's": lambda f: _edit_spec(
+        f / "release.toml", 'strategy = "all_but_one"', 'strategy = "all_but_one"\nn = 5'
+    ),
+    "a null in a covariance column": lambda f: _edit_data(f, "trust", None),
+    "a NaN in a covariance column": lambda f: _edit_data(f, "satisfaction", float("nan")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_LATER))
+def test_bad_data_in_a_later_release_is_found_before_anything_is_charged(tmp_path, case):
+    spec_path = write_spec(tmp_path, rows=3000)
+    BAD_LATER[case](tmp_path)
     res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
     assert res.exit_code == 2, res.output
     ledger = tmp_path / "ledger.json"
     assert not ledger.exists() or dpframe.Accountant.open(ledger).spent.epsilon == 0
     assert [f for f in _files(tmp_path / "released") if not f.startswith(".")] == []
+
+
+def test_plan_draws_no_noise(tmp_path, monkeypatch):
+    """plan() stops every release at its charge hook: no random source is ever asked."""
+    from dpframe.random import RandomSource
+
+    def refuse(self):
+        raise AssertionError("plan() asked for a random generator")
+
+    monkeypatch.setattr(RandomSource, "generator", refuse)
+    the_plan = plan(load_spec(write_spec(tmp_path, rows=2000)))
+    assert the_plan.fits and the_plan.epsilon == pytest.approx(EPSILON_TOTAL)
+    assert not (tmp_path / "ledger.json").exists()
 
 
 def test_method_needs_public_sizes():
