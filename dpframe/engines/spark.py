@@ -214,7 +214,9 @@ def spark_aggregates(release: Any, sdf: Any) -> pl.DataFrame:
     if casts:
         cast = agg.with_columns(casts)
         for k in g.keys:
-            lost = cast[k].is_null() & agg[k].is_not_null()
+            # a key must survive the cast unchanged: 1.5 -> 1 or "01" -> 1 would merge groups
+            back = cast[k].cast(agg.schema[k], strict=False)
+            lost = (cast[k].is_null() & agg[k].is_not_null()) | (back != agg[k]).fill_null(False)
             if lost.any():
                 raise InvalidDataError(
                     f"key {k!r}: values {agg.filter(lost)[k].unique().to_list()[:5]} do not "
@@ -278,6 +280,104 @@ def _path_exists(spark: Any, path: str) -> bool:
         return os.path.exists(path)
 
 
+def _check_pram_data(sdf: Any, cols: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
+    """Nulls, values outside the categories and mismatched types, in one Spark pass."""
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import IntegralType, StringType
+
+    fields = {f.name: f.dataType for f in sdf.schema.fields}
+    for name, cats in cols:
+        dtype = fields[name]
+        if all(isinstance(c, str) for c in cats):
+            ok = isinstance(dtype, StringType)
+        else:
+            ok = isinstance(dtype, IntegralType)
+        if not ok:
+            raise InvalidDataError(
+                f"column {name!r} has Spark type {dtype.simpleString()} but its categories "
+                f"are {type(cats[0]).__name__}s: declare categories of the column's type, or "
+                "cast the column (nothing was charged)"
+            )
+    bad = {name: sf.col(name).isNull() | ~sf.col(name).isin(list(cats)) for name, cats in cols}
+    counts = sdf.select(
+        *[sf.sum(sf.when(b, 1).otherwise(0)).alias(n) for n, b in bad.items()]
+    ).first()
+    for name, b in bad.items():
+        if counts[name]:
+            examples = [r[name] for r in sdf.filter(b).select(name).distinct().limit(5).collect()]
+            raise InvalidDataError(
+                f"column {name!r} holds {counts[name]} null(s) or value(s) outside its "
+                f"declared categories, e.g. {examples}; add them to the categories or recode "
+                "them (nothing was charged)"
+            )
+
+
+def _pram_plans(
+    sdf: Any, columns: Sequence[dict[str, Any]], accountant: Any, keep: Sequence[str] = ()
+) -> list[tuple[Any, tuple[Any, ...], Any, Any]]:
+    """Every check of a PRAM release on Spark that needs no charge: the settings, the
+    designs (a bad prior fails here) and, in one Spark pass, the data."""
+    from dpframe.pram import PramRelease, _check_categories
+    from dpframe.random import RandomSource
+
+    if accountant is None:
+        raise InvalidParameterError("pram on Spark needs an accountant= (charged on the driver)")
+    if accountant.neighbours == "add_remove":
+        raise InvalidParameterError(
+            "PRAM protects values, not presence: use an accountant with neighbours='substitute'"
+        )
+    fields = {f.name for f in sdf.schema.fields}
+    names = [c.get("column") for c in columns]
+    missing = [c for c in [*names, *keep] if c not in fields]
+    if missing:
+        raise InvalidParameterError(
+            f"columns {missing} are not in the Spark DataFrame (its columns: {sorted(fields)})"
+        )
+    plans = []
+    for c in columns:
+        if "epsilon" not in c:
+            raise InvalidParameterError(f"column {c['column']!r}: give its epsilon")
+        if c.get("prior") == "dp":
+            raise InvalidParameterError(
+                f"column {c['column']!r}: prior='dp' needs the whole column on the driver; "
+                "on Spark release a DP prior first with dpframe.engines.spark.dp_prior(...) "
+                "and pass it as prior="
+            )
+        cats = _check_categories(c.get("categories"))
+        if cats is None:
+            raise InvalidParameterError(
+                f"column {c['column']!r}: declare its categories (Spark columns carry none, "
+                "and they are never taken from the data)"
+            )
+        rel = PramRelease(
+            epsilon=c["epsilon"],
+            categories=cats,
+            prior=c.get("prior", "uniform"),
+            matrix=None,
+            diagonal=c.get("diagonal", "optimal"),
+            prior_share=0.1,
+            accountant=accountant,
+            random=RandomSource(),
+            column=c["column"],
+        )
+        sampler, design = rel._sampler_for(cats)
+        plans.append((rel, cats, sampler, design))
+    _check_pram_data(sdf, [(rel.column, cats) for rel, cats, _, _ in plans])
+    return plans
+
+
+def _remove_path(spark: Any, path: str) -> None:
+    """Delete ``path`` (recursively) on Spark's file system; best effort."""
+    try:
+        jvm = spark.sparkContext._jvm
+        hpath = jvm.org.apache.hadoop.fs.Path(path)
+        hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hpath, True)
+    except Exception:  # Spark Connect: no JVM on this side
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def pram(
     sdf: Any,
     columns: Sequence[dict[str, Any]],
@@ -288,12 +388,16 @@ def pram(
 ) -> Any:
     """PRAM the columns of a Spark DataFrame and write the result, once, to Parquet.
 
-    Every column is charged on the driver, all at once (or none, if they do not fit),
-    before the job; the executors then randomize with ``mapInArrow``, a freshly keyed
-    generator per Arrow batch. The randomization runs exactly once, inside the write:
-    a lazily randomized DataFrame would draw fresh noise at every action on it (a
-    ``count()``, a second ``write``), each one a new release of the same records under
-    one charge. So the result is returned as what was written, read back.
+    Everything that can fail without a charge is checked first: the settings, the
+    designs, and the data (one Spark pass: nulls, values outside the categories, a
+    column type that does not fit them). Then every column is charged on the driver, all
+    at once (or none, if they do not fit), and the executors randomize with
+    ``mapInArrow``, a freshly keyed generator per Arrow batch. The randomization runs
+    exactly once, inside the write: a lazily randomized DataFrame would draw fresh noise
+    at every action on it (a ``count()``, a second ``write``), each one a new release of
+    the same records under one charge. So the result is returned as what was written,
+    read back. If the write fails, the charge stays (noise was drawn) and the partial
+    folder is removed.
 
     Parameters
     ----------
@@ -321,52 +425,13 @@ def pram(
     """
     require_spark()
     from dpframe.engines.arrow import PramColumn, pram_record_batch
-    from dpframe.pram import PramRelease, _check_categories
-    from dpframe.random import RandomSource
 
-    if accountant is None:
-        raise InvalidParameterError("pram on Spark needs an accountant= (charged on the driver)")
-    if accountant.neighbours == "add_remove":
-        raise InvalidParameterError(
-            "PRAM protects values, not presence: use an accountant with neighbours='substitute'"
-        )
-    fields = {f.name for f in sdf.schema.fields}
-    names = [c["column"] for c in columns]
-    missing = [c for c in [*names, *keep] if c not in fields]
-    if missing:
-        raise InvalidParameterError(f"columns {missing} are not in the Spark DataFrame")
     path = str(path)
     if _path_exists(sdf.sparkSession, path):
         raise InvalidParameterError(
             f"path {path!r} already exists: PRAM writes a new folder (nothing was charged)"
         )
-    plans = []
-    for c in columns:
-        if c.get("prior") == "dp":
-            raise InvalidParameterError(
-                f"column {c['column']!r}: prior='dp' needs the whole column on the driver; "
-                "on Spark release a DP prior first with dpframe.engines.spark.dp_prior(...) "
-                "and pass it as prior="
-            )
-        cats = _check_categories(c.get("categories"))
-        if cats is None:
-            raise InvalidParameterError(
-                f"column {c['column']!r}: declare its categories (Spark columns carry none, "
-                "and they are never taken from the data)"
-            )
-        rel = PramRelease(
-            epsilon=c["epsilon"],
-            categories=cats,
-            prior=c.get("prior", "uniform"),
-            matrix=None,
-            diagonal=c.get("diagonal", "optimal"),
-            prior_share=0.1,
-            accountant=accountant,
-            random=RandomSource(),
-            column=c["column"],
-        )
-        sampler, design = rel._sampler_for(cats)
-        plans.append((rel, cats, sampler, design))
+    plans = _pram_plans(sdf, columns, accountant, keep)
     # all columns charged at once (or none, if they do not fit), before any task runs
     accountant.spend_all(
         [
@@ -375,13 +440,17 @@ def pram(
         ]
     )
     specs = [PramColumn(rel.column, cats, sampler) for rel, cats, sampler, _ in plans]
-    out = sdf.select(*names, *keep)
+    out = sdf.select(*[rel.column for rel, *_ in plans], *keep)
 
     def randomize(batches):  # runs on the executors
         for batch in batches:
             yield pram_record_batch(batch, specs)
 
-    out.mapInArrow(randomize, out.schema).write.parquet(path)
+    try:
+        out.mapInArrow(randomize, out.schema).write.parquet(path)
+    except BaseException:
+        _remove_path(sdf.sparkSession, path)
+        raise
     return sdf.sparkSession.read.parquet(path)
 
 
@@ -406,11 +475,11 @@ def dp_prior(
     >>> # pram(sdf, [{"column": "region", "epsilon": 0.9, "categories": regions,
     >>> #             "prior": p}], path, accountant=acct)
     """
+    require_spark()
     from pyspark.sql import functions as sf
 
     from dpframe.pram import _prior_budget, dp_prior_from_counts
 
-    require_spark()
     eps, acct = _prior_budget(epsilon, accountant)  # before reading anything
     if column not in sdf.columns:
         raise InvalidParameterError(f"column {column!r} is not in the Spark DataFrame")
@@ -418,16 +487,6 @@ def dp_prior(
     return dp_prior_from_counts(
         counts, column, eps, categories=categories, accountant=acct, seed=seed
     )
-
-
-def _rows_and_nulls(sdf: Any, columns: Sequence[str]) -> tuple[int, dict[str, int]]:
-    from pyspark.sql import functions as sf
-
-    row = sdf.select(
-        sf.count(sf.lit(1)).alias("__rows"),
-        *[sf.sum(sf.when(sf.col(c).isNull(), 1).otherwise(0)).alias(c) for c in columns],
-    ).first()
-    return int(row["__rows"]), {c: int(row[c] or 0) for c in columns}
 
 
 def proportions(
@@ -443,11 +502,11 @@ def proportions(
     seed: Any = None,
 ) -> Any:
     """:func:`dpframe.proportions` with the counts computed by Spark (categories declared)."""
+    require_spark()
     from pyspark.sql import functions as sf
 
     from dpframe.frame_releases import _check_n, counts_table, proportions_from_counts
 
-    require_spark()
     if column not in sdf.columns:
         raise InvalidParameterError(f"column {column!r} is not in the Spark DataFrame")
     cats = list(categories)
@@ -481,25 +540,40 @@ def covariance_matrix(
     seed: Any = None,
 ) -> Any:
     """:func:`dpframe.covariance_matrix` with the exact covariances computed by Spark."""
+    require_spark()
     import numpy as np
     from pyspark.sql import functions as sf
+    from pyspark.sql.types import NumericType
 
     from dpframe.frame_releases import _check_n, covariance_matrix_from_exact
 
-    require_spark()
     columns = list(columns)
-    missing = [c for c in columns if c not in sdf.columns]
+    fields = {f.name: f.dataType for f in sdf.schema.fields}
+    missing = [c for c in columns if c not in fields]
     if missing:
-        raise InvalidParameterError(f"columns {missing} are not in the Spark DataFrame")
+        raise InvalidParameterError(
+            f"columns {missing} are not in the Spark DataFrame (its columns: {sorted(fields)})"
+        )
+    not_numeric = [c for c in columns if not isinstance(fields[c], NumericType)]
+    if not_numeric:
+        raise InvalidDataError(
+            f"columns {not_numeric} are not numeric in Spark; a covariance needs numbers: "
+            "cast them first (nothing was charged)"
+        )
     if len(bounds) != len(columns):
         raise InvalidParameterError("bounds must give one (lower, upper) pair per column")
-    rows, nulls = _rows_and_nulls(sdf, columns)
-    bad = {c: k for c, k in nulls.items() if k}
+    # nulls, NaN and infinities are refused, as on polars (Spark orders NaN above every
+    # number, so clipping would quietly turn it into the upper bound)
+    row = sdf.select(
+        sf.count(sf.lit(1)).alias("__rows"), *[_spark_bad(c, fields[c]).alias(c) for c in columns]
+    ).first()
+    bad = sorted(c for c in columns if row[c])
     if bad:
         raise InvalidDataError(
-            f"columns {sorted(bad)} hold null value(s); fill or drop them first "
+            f"columns {bad} hold nulls, NaN or infinities; fill or drop them first "
             "(nothing was charged)"
         )
+    n = _check_n(n, int(row["__rows"]))
     clipped = {
         c: sf.least(sf.greatest(sf.col(c).cast("double"), sf.lit(lo)), sf.lit(hi))
         for c, (lo, hi) in zip(columns, bounds, strict=True)
@@ -508,9 +582,6 @@ def covariance_matrix(
         *[sf.covar_samp(clipped[a], clipped[b]).alias(f"{a}|{b}") for a in columns for b in columns]
     ).first()
     cov = np.array([[row[f"{a}|{b}"] for b in columns] for a in columns], dtype=np.float64)
-    if not np.isfinite(cov).all():
-        raise InvalidDataError(f"columns {columns} hold NaN values (nothing was charged)")
-    n = _check_n(n, rows)
     return covariance_matrix_from_exact(
         cov,
         columns,

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.accountant import Accountant
-from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.errors import InvalidParameterError
 from dpframe.release.spec import SpecError
 
 __all__ = ["release_spark"]
@@ -48,22 +48,6 @@ def _with_categories(r: Any, schema: pl.Schema) -> Any:
     if isinstance(r, ProportionsSpec):
         return r.model_copy(update={"categories": _declared(r, r.column, r.categories, schema)})
     return r
-
-
-def _spark_preflight_pram(sdf: Any, r: Any) -> None:
-    """Nulls and values outside the declared categories, found before any charge."""
-    from pyspark.sql import functions as sf
-
-    for c in r.columns:
-        bad = sdf.filter(
-            sf.col(c.column).isNull() | ~sf.col(c.column).isin(list(c.categories))
-        ).limit(5)
-        rows = [row[c.column] for row in bad.collect()]
-        if rows:
-            raise InvalidDataError(
-                f"release {r.name!r}: column {c.column!r} holds nulls or values outside its "
-                f"categories, e.g. {rows}; nothing was charged"
-            )
 
 
 def release_spark(spec: Any, spark: Any = None, *, data_docs: bool = False) -> Any:
@@ -162,8 +146,8 @@ def release_spark(spec: Any, spark: Any = None, *, data_docs: bool = False) -> A
                     accountant=job.accountant,
                     seed=job.seed_for(r),
                 )
-            elif isinstance(r, PramSpec):
-                _spark_preflight_pram(sdf, r)
+            elif isinstance(r, PramSpec):  # settings, designs and data; nothing charged
+                dps._pram_plans(sdf, [c.model_dump() for c in r.columns], scratch)
             else:
                 frame_release(r, scratch, None)  # what it draws is discarded unseen
         for r in releases:
@@ -180,7 +164,9 @@ def release_spark(spec: Any, spark: Any = None, *, data_docs: bool = False) -> A
                 before = len(job.accountant.ledger)
                 cols = [c.model_dump() for c in r.columns]
                 path = job.path(r)
-                written = dps.pram(sdf, cols, str(path), accountant=job.accountant)
+                # a file:// URI: the staging folder is on the driver's file system (a
+                # shared mount on a cluster), whatever Spark's default file system is
+                written = dps.pram(sdf, cols, path.as_uri(), accountant=job.accountant)
                 entries = list(job.accountant.ledger[before:])
                 designs = {  # as the polars path records them: estimate() reads them
                     e.columns[0]: e.details.get("design")
@@ -209,7 +195,10 @@ def release_spark(spec: Any, spark: Any = None, *, data_docs: bool = False) -> A
                 )
             else:
                 rel = frame_release(r, job.accountant, job.seed_for(r))
-                job.write(r, rel.frame, list(rel.ledger))
+                frame = rel.frame
+                if isinstance(r, ProportionsSpec) and isinstance(schema.get(r.column), pl.Enum):
+                    frame = frame.with_columns(pl.col(r.column).cast(schema[r.column]))
+                job.write(r, frame, list(rel.ledger))
         check_job(job, data_docs)
     except BaseException:  # nothing published; a failed check already moved staging aside
         shutil.rmtree(job.staging, ignore_errors=True)

@@ -465,6 +465,76 @@ def test_release_refuses_missing_columns_and_null_keys_before_any_charge(spark, 
     with pytest.raises(InvalidDataError, match="Atlantis"):  # PRAM's preflight
         release_spark(parse_spec(only_pram, base=tmp_path, frame=bad_frame))
     _ledger_untouched(tmp_path)
+    # a NaN in a covariance column (Spark's clipping would turn it into the upper bound)
+    nan = survey.with_columns(
+        pl.when(pl.int_range(pl.len()) == 11)
+        .then(float("nan"))
+        .otherwise(pl.col("satisfaction"))
+        .alias("satisfaction")
+    )
+    only_cov = {**data, "release": [r for r in data["release"] if r["kind"] == "covariance"]}
+    with pytest.raises(InvalidDataError, match="NaN"):
+        release_spark(
+            parse_spec(only_cov, base=tmp_path, frame=spark.createDataFrame(nan.to_arrow()))
+        )
+    _ledger_untouched(tmp_path)
+    # bad PRAM settings in a later release: found before the grouped release charges
+    later = {**data, "release": [dict(r) for r in data["release"]]}
+    pram_release = next(r for r in later["release"] if r["kind"] == "pram")
+    pram_release["columns"] = [{**pram_release["columns"][0], "prior": {"North": 1.0, "Mars": 2.0}}]
+    with pytest.raises(Exception, match="Mars"):
+        release_spark(
+            parse_spec(later, base=tmp_path, frame=spark.createDataFrame(survey.to_arrow()))
+        )
+    _ledger_untouched(tmp_path)
+
+
+def test_pram_alone_checks_the_data_before_the_charge_and_draws_afresh_each_run(
+    spark, survey, tmp_path
+):
+    sdf = spark.createDataFrame(survey.with_row_index("id").cast({"id": pl.Int64}).to_arrow())
+    acct = dpframe.Accountant(epsilon=5)
+    with pytest.raises(InvalidDataError, match="outside its declared categories"):
+        dps.pram(
+            sdf,
+            [{"column": "region", "epsilon": 1.0, "categories": ["North", "South"]}],
+            str(tmp_path / "a"),
+            accountant=acct,
+        )
+    with pytest.raises(InvalidDataError, match="cast the column"):
+        dps.pram(
+            sdf,
+            [{"column": "region", "epsilon": 1.0, "categories": [1, 2]}],
+            str(tmp_path / "a"),
+            accountant=acct,
+        )
+    assert acct.ledger == () and not (tmp_path / "a").exists()
+    # two runs on the same data: independent draws agree at rate sum_z P(z | x)^2
+    cols = [{"column": "region", "epsilon": 0.5, "categories": list(REGIONS)}]
+    runs = [
+        pl.from_arrow(
+            dps.pram(sdf, cols, str(tmp_path / f"r{i}"), accountant=acct, keep=["id"]).toArrow()
+        ).sort("id")["region"]
+        for i in range(2)
+    ]
+    p = dpframe.pram.krr(len(REGIONS), 0.5).matrix[0]
+    r = float((p**2).sum())
+    rate = float((runs[0] == runs[1]).mean())
+    assert abs(rate - r) < 4.5 * math.sqrt(r * (1 - r) / survey.height), (rate, r)
+
+
+def test_grouped_keys_that_do_not_survive_the_cast_are_refused(spark):
+    sdf = spark.createDataFrame(pl.DataFrame({"k": [1.5, 1.0, 2.0, 2.7]}).to_arrow())
+    acct = dpframe.Accountant(epsilon=1)
+    with pytest.raises(InvalidDataError, match="margins' dtype"):
+        dps.grouped_release(
+            sdf,
+            "k",
+            [dpframe.agg.count(epsilon=0.5)],
+            margins=pl.DataFrame({"k": [1, 2]}),
+            accountant=acct,
+        )
+    assert acct.ledger == ()
 
 
 def test_no_java_is_a_clear_error_before_any_charge(tmp_path, monkeypatch):
@@ -503,10 +573,10 @@ def test_enum_columns_of_the_file_declare_the_categories(spark, tmp_path):
     assert micro.height == 1500 and set(micro["region"]) <= set(REGIONS)
     shares = pl.read_parquet(result.outputs["age_shares"])
     assert shares["age_band"].to_list() == ["18-34", "35-54", "55+"]
+    file_schema = pl.read_parquet(tmp_path / "survey.parquet").schema
     by_region = pl.read_parquet(result.outputs["by_region"])
-    assert (
-        by_region.schema["region"] == pl.read_parquet(tmp_path / "survey.parquet").schema["region"]
-    )
+    assert by_region.schema["region"] == file_schema["region"]
+    assert shares.schema["age_band"] == file_schema["age_band"]  # Enum, as on polars
 
 
 def test_great_expectations_imports_under_python_c_with_pyspark_installed():
