@@ -720,7 +720,10 @@ def _plan(
             f"CovarianceSpec from dpframe.release.spec), got {type(release).__name__}"
         )
     if not isinstance(frame, pl.DataFrame | pl.LazyFrame):
-        raise InvalidParameterError(f"frame must be a polars DataFrame, got {type(frame).__name__}")
+        raise InvalidParameterError(
+            "frame must be a polars DataFrame or LazyFrame (the released table), got "
+            f"{type(frame).__name__}"
+        )
     if margins is not None and not isinstance(margins, pl.DataFrame):
         raise InvalidParameterError(
             f"margins must be a polars DataFrame, got {type(margins).__name__}"
