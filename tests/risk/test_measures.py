@@ -780,3 +780,41 @@ def test_analytic_gaussian_sigma_is_the_smallest_that_meets_the_exact_condition(
     sigma = float(noise_scale("analytic_gaussian", eps, delta=delta))
     assert exact_delta(sigma) <= delta * (1 + 1e-9)
     assert exact_delta(sigma * (1 - 1e-6)) > delta
+
+
+def test_the_numbers_docs_papers_md_prints_for_the_drha_errata():
+    """docs/papers.md, DR-HA errata 2 and 5: each printed number, to its printed digits."""
+    import warnings
+
+    from dpframe.datasets import drha_table
+    from dpframe.risk import drha
+    from dpframe.risk.frame import cell_table
+    from dpframe.risk.priors import BoundaryEstimateWarning, fit_size_model
+
+    ff = drha_table("bankruptcy_ff")
+    risk = {
+        m: dict(
+            drha(ff.frame, list(ff.qids), ff.sensitive, count=ff.count, epsilon=[0.001], method=m)
+            .select("weighted", "risk")
+            .rows()
+        )
+        for m in ("exact", "paper")
+    }
+    assert round(risk["paper"][False], 4) == 0.1638 and round(risk["exact"][False], 4) == 0.1654
+    assert round(risk["paper"][True], 4) == 0.1794 and round(risk["exact"][True], 4) == 0.1829
+    lam = {}
+    for name in ("adult", "bankruptcy", "bankruptcy_ff"):
+        t = drha_table(name)
+        sizes = (
+            t.frame[t.count].to_numpy()
+            if name == "adult"
+            else cell_table(t.frame, t.qids, t.sensitive, count=t.count).sizes
+        )  # Adult: the paper's N counts QID x income rows
+        lam[name] = round(fit_size_model(sizes).params["lambda"], 2)
+    assert lam == {"adult": 4.56, "bankruptcy": 2.14, "bankruptcy_ff": 3.05}
+    adult = drha_table("adult")
+    by_qids = cell_table(adult.frame, adult.qids, adult.sensitive, count=adult.count).sizes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoundaryEstimateWarning)  # r -> 0, as the docs say
+        nb = fit_size_model(by_qids, family="negbin")
+    assert (round(nb.aic), round(fit_size_model(by_qids).aic)) == (21_473, 81_476)
