@@ -303,6 +303,11 @@ def _families(s: int, a: float, diagonal: str) -> list[_Family]:
             if abs(np.linalg.det(mat)) < 1e-12 * np.prod(np.linalg.norm(mat, axis=1)):
                 continue  # singular (Hadamard-relative test)
             vals = np.linalg.solve(mat, np.array([e[2] for e in subset]))
+            # a vertex value of exactly 0 or 1 (S = 2: q = (1, 0)) comes back from the
+            # solver as ~1e-17 off; snap it, or a zero column reads as an infinite ratio.
+            # Every other vertex value is >= 1 / (1 + e^12 (S - 1)), far above 1e-12.
+            vals = np.where(np.abs(vals) < 1e-12, 0.0, vals)
+            vals = np.where(np.abs(vals - 1.0) < 1e-12, 1.0, vals)
             if not all(vals[i] - vals[i + 1] > 1e-11 * abs(vals[i]) for i in range(d - 1)):
                 continue
             x, z = vals[0], vals[-1]

@@ -82,6 +82,15 @@ def _constraints(s: int, epsilon: float, lower: float):
     return np.array(rows), np.array(rhs)
 
 
+def _snap(x: np.ndarray) -> np.ndarray:
+    """Vertex values that are exactly 0 or 1 (S = 2: q = (1, 0)) come back from a float
+    solve up to ~1e-17 off (it depends on the LAPACK build); snap them, or a zero column
+    of the matrix reads as an infinite ratio. No other vertex value is within 1e-12 of
+    0 or 1 for epsilon <= 12."""
+    x = np.where(np.abs(x) < 1e-12, 0.0, x)
+    return np.where(np.abs(x - 1.0) < 1e-12, 1.0, x)
+
+
 def vertices_bruteforce(s: int, epsilon: float, lower: float = 0.0) -> np.ndarray:
     """Every vertex, by solving every S-subset of the constraints (small S only)."""
     c, d = _constraints(s, epsilon, lower)
@@ -90,7 +99,7 @@ def vertices_bruteforce(s: int, epsilon: float, lower: float = 0.0) -> np.ndarra
         sub = c[list(idx)]
         if abs(np.linalg.det(sub)) < 1e-12:
             continue
-        q = np.linalg.solve(sub, d[list(idx)])
+        q = _snap(np.linalg.solve(sub, d[list(idx)]))
         if (c @ q <= d + 1e-9).all():
             found.append(q)
     return _unique_rows(np.array(found))
@@ -137,7 +146,7 @@ def sorted_vertex_values(s: int, epsilon: float, lower: float = 0.0) -> list[np.
                 mat = np.array([e[0] for e in sub])
                 if abs(np.linalg.det(mat)) < 1e-12:
                     continue
-                vals = np.linalg.solve(mat, np.array([e[1] for e in sub]))
+                vals = _snap(np.linalg.solve(mat, np.array([e[1] for e in sub])))
                 if d > 1 and not (np.diff(vals) < -1e-12).all():
                     continue
                 q = vals[block]
@@ -223,7 +232,7 @@ def sorted_vertex_values_pruned(s: int, epsilon: float, lower: float = 0.0) -> l
             ok = np.abs(np.linalg.det(mats)) >= 1e-12
             if not ok.any():
                 continue
-            vals = np.linalg.solve(mats[ok], rhs[subsets[ok]][..., None])[..., 0]
+            vals = _snap(np.linalg.solve(mats[ok], rhs[subsets[ok]][..., None])[..., 0])
             if d > 1:
                 vals = vals[(np.diff(vals, axis=1) < -1e-12).all(axis=1)]
             candidates.extend(vals[:, block])
@@ -356,7 +365,7 @@ def vertices_bruteforce_batched(s: int, epsilon: float, lower: float = 0.0) -> n
     idx = _subsets(len(d), s)
     sub = c[idx]
     ok = np.abs(np.linalg.det(sub)) >= 1e-12
-    q = np.linalg.solve(sub[ok], d[idx[ok]][..., None])[..., 0]
+    q = _snap(np.linalg.solve(sub[ok], d[idx[ok]][..., None])[..., 0])
     return _unique_rows(q[(q @ c.T <= d + 1e-9).all(axis=1)])
 
 
