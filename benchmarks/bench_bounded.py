@@ -28,8 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
+from dpframe.core.randomness import secure_generator
 from dpframe.mechanisms.bounded import calibrate_bounded
-from dpframe.random import secure_generator
 
 
 def best(fn: Callable[[], object], repeats: int) -> float:

@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
+from dpframe.core.randomness import secure_generator
 from dpframe.mechanisms.discrete import sample_discrete_laplace
-from dpframe.random import secure_generator
 
 SCALE_NUM = 1000 * 1024
 SCALE_DEN = 1024

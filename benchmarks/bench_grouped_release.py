@@ -41,8 +41,8 @@ import numpy as np
 import polars as pl
 
 import dpframe
+from dpframe.core.randomness import secure_generator
 from dpframe.mechanisms.laplace import release_laplace
-from dpframe.random import secure_generator
 
 EPSILON = 0.5  # per statistic
 LOWER, UPPER = 0, 10

@@ -49,8 +49,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
+from dpframe.core.randomness import secure_generator
 from dpframe.mechanisms import pram
-from dpframe.random import secure_generator
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
 GOAL = 2.0

@@ -1,6 +1,6 @@
 """Throughput of dpframe's secure random source against numpy's PCG64, in the same run.
 
-dpframe draws all its noise from ``dpframe.random.secure_generator()`` (a numpy
+dpframe draws all its noise from ``dpframe.core.randomness.secure_generator()`` (a numpy
 ``Generator`` over AES-128-CTR keyed from ``os.urandom``). This script times the same
 calls on that generator and on ``numpy.random.default_rng()`` (PCG64), interleaving the
 two so that both see the same machine load, and prints the best-of-N time of each and
@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from dpframe.random import secure_generator
+from dpframe.core.randomness import secure_generator
 
 
 def best_pair(

@@ -17,9 +17,11 @@ Examples
 
 from __future__ import annotations
 
-from dpframe import agg, sensitivity
-from dpframe.accountant import Accountant, Budget, Charge, LedgerEntry, current_accountant
+from dpframe import agg
 from dpframe.column import ColumnRelease, laplace, pending_releases, truncated_laplace
+from dpframe.core import sensitivity
+from dpframe.core.accountant import Accountant, Budget, Charge, LedgerEntry, current_accountant
+from dpframe.core.randomness import RandomSource, secure_generator
 from dpframe.errors import (
     BudgetExceededError,
     DPFrameError,
@@ -35,9 +37,8 @@ from dpframe.errors import (
 )
 from dpframe.frame_releases import FrameRelease, covariance_matrix, proportions
 from dpframe.grouped import GroupBy, GroupedRelease, group_by
-from dpframe.io import Provenance, read_parquet, read_provenance, write_parquet
+from dpframe.io import Provenance, ledger_frame, read_parquet, read_provenance, write_parquet
 from dpframe.namespace import register_namespace
-from dpframe.random import RandomSource
 from dpframe.rowwise import collect, last_run, sink_parquet
 from dpframe.summary import summarize
 
@@ -73,6 +74,7 @@ __all__ = [
     "group_by",
     "laplace",
     "last_run",
+    "ledger_frame",
     "pending_releases",
     "pram",
     "proportions",
@@ -80,6 +82,7 @@ __all__ = [
     "read_provenance",
     "register_namespace",
     "risk",
+    "secure_generator",
     "sensitivity",
     "sink_parquet",
     "summarize",

@@ -24,17 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dpframe import sensitivity as sens
-from dpframe._validation import check_choice, check_epsilon, check_real
+from dpframe.core import sensitivity as sens
+from dpframe.core.constraints import CALIBRATIONS, METHODS, check_choice, check_epsilon, check_real
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
 if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["Plan", "Statistic", "count", "cov", "mean", "proportion", "sum", "var"]
-
-METHODS = ("truncated", "bit")
-CALIBRATIONS = ("exact", "paper")
 
 
 @dataclass

@@ -365,7 +365,7 @@ def _print_ledger(path: Path) -> None:
     _print_frame(
         f"Ledger {path}: spent epsilon={spent.epsilon:g} of {acct.epsilon:g}, "
         f"remaining {left.epsilon:g}",
-        _ledger_view(acct.ledger_frame()),
+        _ledger_view(dpframe.ledger_frame(acct)),
         ["time", "mechanism", "columns", "epsilon", "delta", "scale", "composition"],
     )
 

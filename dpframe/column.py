@@ -32,20 +32,20 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dpframe._validation import (
+from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
+from dpframe.core.constraints import (
     COMPOSITIONS,
     check_choice,
     check_epsilon,
     check_positive,
 )
-from dpframe.accountant import Accountant, LedgerEntry, current_accountant
+from dpframe.core.randomness import RandomSource, as_source
 from dpframe.errors import (
     InvalidDataError,
     InvalidParameterError,
     NoAccountantError,
     ReleaseReuseError,
 )
-from dpframe.random import RandomSource, as_source
 
 if TYPE_CHECKING:  # numpy and the kernels are imported on first use: `import dpframe` stays fast
     from collections.abc import Iterator
@@ -388,7 +388,7 @@ def truncated_laplace(
         Public bounds of the statistic; ``None`` (or an infinity) for a one-sided bound;
         an expression for per-row bounds (e.g. ``pl.col("max_share")``).
     sensitivity : float or polars.Expr
-        l1 sensitivity of one row's statistic (see :mod:`dpframe.sensitivity`); an
+        l1 sensitivity of one row's statistic (see :mod:`dpframe.core.sensitivity`); an
         expression for per-row sensitivities (e.g. ``1 / pl.col("n")`` for proportions
         of groups of public sizes ``n``). Per-row parameters must be *public*: they set
         the noise, so they must not be computed from the confidential data.

@@ -18,9 +18,9 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.accountant import Accountant, LedgerEntry, current_accountant
+from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
+from dpframe.core.randomness import RandomSource, as_source
 from dpframe.errors import InvalidDataError, InvalidParameterError, NoAccountantError
-from dpframe.random import RandomSource, as_source
 
 __all__ = [
     "FrameRelease",

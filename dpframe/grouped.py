@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dpframe.accountant import Accountant, Charge, LedgerEntry, current_accountant
 from dpframe.agg import Statistic
+from dpframe.core.accountant import Accountant, Charge, LedgerEntry, current_accountant
+from dpframe.core.randomness import RandomSource, as_source
 from dpframe.errors import (
     InvalidDataError,
     InvalidParameterError,
     MissingMarginsError,
     NoAccountantError,
 )
-from dpframe.random import RandomSource, as_source
 
 if TYPE_CHECKING:
     pass

@@ -9,11 +9,9 @@ complete. A failed write leaves no file behind.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,10 +19,18 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.accountant import Accountant, LedgerEntry, ledger_frame
+from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.files import atomic_file, check_output_path
 from dpframe.errors import InvalidParameterError
 
-__all__ = ["METADATA_KEY", "Provenance", "read_parquet", "read_provenance", "write_parquet"]
+__all__ = [
+    "METADATA_KEY",
+    "Provenance",
+    "ledger_frame",
+    "read_parquet",
+    "read_provenance",
+    "write_parquet",
+]
 
 METADATA_KEY = "dpframe"
 PROVENANCE_FORMAT = "dpframe-provenance"
@@ -49,11 +55,48 @@ class Provenance:
         return float(sum(e.epsilon for e in self.entries))
 
     def ledger_frame(self) -> pl.DataFrame:
-        """The recorded entries as a polars DataFrame."""
-        return ledger_frame(self.entries)
+        """The recorded entries as a polars DataFrame (see :func:`ledger_frame`)."""
+        return ledger_frame(self)
 
 
-def _entries_of(ledger: Any) -> tuple[tuple[LedgerEntry, ...], str | None]:
+def ledger_frame(ledger: Any) -> pl.DataFrame:
+    """Ledger entries as a polars DataFrame, one row per entry (``details`` as JSON text).
+
+    ``ledger`` is an :class:`~dpframe.Accountant`, a :class:`Provenance`, a collected
+    release, or a sequence of :class:`~dpframe.LedgerEntry`.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> _ = acct.spend(0.25, mechanism="laplace", columns=["x"])
+    >>> dpframe.ledger_frame(acct).select("mechanism", "epsilon").row(0)
+    ('laplace', 0.25)
+    """
+    entries = ledger.entries if isinstance(ledger, Provenance) else _entries_of(ledger, True)[0]
+    schema = {
+        "id": pl.String,
+        "release": pl.String,
+        "time": pl.String,
+        "mechanism": pl.String,
+        "columns": pl.List(pl.String),
+        "epsilon": pl.Float64,
+        "delta": pl.Float64,
+        "scale": pl.Float64,
+        "composition": pl.String,
+        "note": pl.String,
+        "details": pl.String,
+    }
+    rows = []
+    for e in entries:
+        d = e.to_dict()
+        d["details"] = json.dumps(d["details"], sort_keys=True)
+        rows.append(d)
+    frame = pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+    return frame.with_columns(pl.col("time").str.to_datetime(time_zone="UTC"))
+
+
+def _entries_of(ledger: Any, empty_ok: bool = False) -> tuple[tuple[LedgerEntry, ...], str | None]:
     """Ledger entries (and neighbour relation) from an accountant, a release or a list."""
     from dpframe.column import ColumnRelease
     from dpframe.frame_releases import FrameRelease
@@ -71,8 +114,11 @@ def _entries_of(ledger: Any) -> tuple[tuple[LedgerEntry, ...], str | None]:
     elif isinstance(ledger, Sequence) and not isinstance(ledger, str):
         entries = tuple(ledger)
     else:
-        entries = ()
-    if not entries or not all(isinstance(e, LedgerEntry) for e in entries):
+        raise InvalidParameterError(
+            "ledger must be an Accountant, a collected release, or ledger entries; "
+            f"got {type(ledger).__name__}"
+        )
+    if (not entries and not empty_ok) or not all(isinstance(e, LedgerEntry) for e in entries):
         raise InvalidParameterError(
             "ledger must be an Accountant, a collected release, or ledger entries; "
             f"got {type(ledger).__name__} with no entries (was the release collected?)"
@@ -150,7 +196,7 @@ def write_parquet(
         raise InvalidParameterError(
             f"frame must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
         )
-    with _atomic_file(target) as tmp:
+    with atomic_file(target) as tmp:
         if isinstance(frame, pl.LazyFrame):
             frame.sink_parquet(tmp, metadata=metadata, compression=compression)
         else:
@@ -165,29 +211,7 @@ def _output_path(path: str | os.PathLike[str], spec: dict[str, Any] | None) -> P
             json.dumps(spec)
         except TypeError as exc:
             raise InvalidParameterError(f"spec must be JSON-serialisable: {exc}") from exc
-    target = Path(path)
-    if not target.parent.exists():
-        raise InvalidParameterError(f"path: folder {target.parent} does not exist; create it first")
-    return target
-
-
-@contextlib.contextmanager
-def _atomic_file(target: Path) -> Iterator[str]:
-    """A temporary file next to ``target``, renamed onto it if the block succeeds.
-
-    Readers see the old file or the complete new one, never a half-written one; on a
-    failure the temporary file is removed and ``target`` is untouched.
-    """
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        yield tmp
-        os.chmod(tmp, _file_mode())  # mkstemp makes it private; the output is published
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    return check_output_path(path)
 
 
 def read_provenance(path: str | os.PathLike[str]) -> Provenance:
@@ -229,10 +253,3 @@ def read_parquet(path: str | os.PathLike[str]) -> tuple[pl.DataFrame, Provenance
     """
     provenance = read_provenance(path)
     return pl.read_parquet(path), provenance
-
-
-def _file_mode() -> int:
-    """The mode a new file gets under the process umask (mkstemp's is always 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask

@@ -21,13 +21,13 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.accountant import Accountant
 from dpframe.column import laplace, truncated_laplace
+from dpframe.core.accountant import Accountant
+from dpframe.core.randomness import RandomSource
 from dpframe.errors import NamespaceConflictWarning
 from dpframe.frame_releases import FrameRelease, covariance_matrix, proportions
 from dpframe.grouped import GroupBy, group_by
 from dpframe.io import write_parquet
-from dpframe.random import RandomSource
 from dpframe.rowwise import collect, sink_parquet
 
 __all__ = ["DataFrameDP", "ExprDP", "LazyFrameDP", "register_namespace"]

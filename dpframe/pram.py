@@ -37,8 +37,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpframe._validation import check_choice, check_epsilon
-from dpframe.accountant import Accountant, Charge, LedgerEntry, current_accountant
+from dpframe.core.accountant import Accountant, Charge, LedgerEntry, current_accountant
+from dpframe.core.constraints import check_choice, check_epsilon
+from dpframe.core.randomness import RandomSource, as_source
 from dpframe.errors import (
     InvalidDataError,
     InvalidParameterError,
@@ -60,7 +61,6 @@ from dpframe.mechanisms.pram import (
     vertex_families,
 )
 from dpframe.mechanisms.pram import estimate as _estimate_counts
-from dpframe.random import RandomSource, as_source
 from dpframe.rowwise import require_run
 
 __all__ = [

@@ -15,7 +15,7 @@ Pure numpy kernels, no polars:
 
 Every release returns a frozen dataclass carrying the released values *and* the privacy
 facts (:class:`StatisticCharge`, one per ledger entry), and accepts ``charge=``, a
-callable that receives the :class:`~dpframe.accountant.Charge` list *before any noise is
+callable that receives the :class:`~dpframe.core.accountant.Charge` list *before any noise is
 drawn* (e.g. ``charge=accountant.spend_all``).
 
 Privacy accounting. The noise is the grid mechanism of
@@ -51,9 +51,10 @@ from typing import Any
 
 import numpy as np
 
-from dpframe import sensitivity as _sens
-from dpframe._validation import NEIGHBOURS, check_choice, check_epsilon
-from dpframe.accountant import Charge
+from dpframe.core import sensitivity as _sens
+from dpframe.core.accountant import Charge
+from dpframe.core.constraints import NEIGHBOURS, check_choice, check_epsilon
+from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.bounded import (
     CALIBRATIONS,
@@ -62,7 +63,6 @@ from dpframe.mechanisms.bounded import (
     component_loss,
     solve_gamma,
 )
-from dpframe.random import secure_generator
 
 __all__ = [
     "REPAIRS",
@@ -152,7 +152,7 @@ class StatisticCharge:
     note: str = ""
 
     def to_charge(self) -> Charge:
-        """This statistic as an :class:`~dpframe.accountant.Charge` (sequential)."""
+        """This statistic as an :class:`~dpframe.core.accountant.Charge` (sequential)."""
         return Charge(
             epsilon=self.epsilon_charged,
             mechanism=f"{self.method}_laplace",
@@ -356,7 +356,7 @@ def _rng(rng: Any) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
         raise InvalidParameterError(
             f"rng must be a numpy.random.Generator or None (secure), got {type(rng).__name__}; "
-            "pass e.g. dpframe.random.RandomSource(seed).generator() for a reproducible run"
+            "pass e.g. dpframe.RandomSource(seed).generator() for a reproducible run"
         )
     return rng
 
@@ -763,10 +763,10 @@ def release_covariance_matrix(
     """Release a sample covariance matrix with bounded Laplace noise (Simulation study 1).
 
     Each variance ``S_jj`` is released in ``[0, n R_j**2 / (4 (n - 1))]`` with
-    sensitivity :func:`dpframe.sensitivity.variance` (``R_j**2 / n``); then each
+    sensitivity :func:`dpframe.core.sensitivity.variance` (``R_j**2 / n``); then each
     covariance ``S_jk`` in ``[-sqrt(S*_jj S*_kk), +sqrt(S*_jj S*_kk)]``, bounds computed
     from the *sanitized* variances (post-processing: public), with sensitivity
-    :func:`dpframe.sensitivity.covariance` (``R_j R_k / n``). The ``p + p (p - 1) / 2``
+    :func:`dpframe.core.sensitivity.covariance` (``R_j R_k / n``). The ``p + p (p - 1) / 2``
     statistics are of the same records, so their budgets add (sequential composition):
     ``epsilon`` is split equally, or in proportion to ``split``.
 
@@ -798,9 +798,9 @@ def release_covariance_matrix(
         Positive weights: a symmetric ``(p, p)`` matrix, or a vector of the variances'
         weights followed by those of ``S[j,k]``, ``j < k``, row by row.
     rng : numpy.random.Generator, optional
-        Default :func:`dpframe.random.secure_generator`.
+        Default :func:`dpframe.core.randomness.secure_generator`.
     charge : callable, optional
-        Called with the list of :class:`~dpframe.accountant.Charge` before any noise is
+        Called with the list of :class:`~dpframe.core.accountant.Charge` before any noise is
         drawn (e.g. ``accountant.spend_all``); if it raises, nothing is released.
 
     Returns
@@ -1091,9 +1091,9 @@ def release_proportions(
     """Release ``K`` proportions in ``[0, 1]`` that sum to 1 (Simulation study 2).
 
     One record changes the vector by at most ``2/n`` in l1
-    (:func:`dpframe.sensitivity.histogram_proportions`, both relations; the paper used
+    (:func:`dpframe.core.sensitivity.histogram_proportions`, both relations; the paper used
     ``1/n``) and each proportion by at most ``1/n``
-    (:func:`dpframe.sensitivity.proportion`). Under ``"substitute"`` it changes 2
+    (:func:`dpframe.core.sensitivity.proportion`). Under ``"substitute"`` it changes 2
     components; under ``"add_remove"`` all ``K``. The calibration covers both (module
     docstring): under substitution each proportion is ``epsilon/2``-DP at ``1/n``; under
     add/remove the concave bound ``K f(min(D, T/K))`` uses the total ``2/n``.
@@ -1126,9 +1126,9 @@ def release_proportions(
     granularity : float, optional
         Grid step, a power of two; default ``min(1/n, 1) / 1024`` rounded down.
     rng : numpy.random.Generator, optional
-        Default :func:`dpframe.random.secure_generator`.
+        Default :func:`dpframe.core.randomness.secure_generator`.
     charge : callable, optional
-        Called with the list of :class:`~dpframe.accountant.Charge` before any noise is
+        Called with the list of :class:`~dpframe.core.accountant.Charge` before any noise is
         drawn (e.g. ``accountant.spend_all``).
 
     Returns

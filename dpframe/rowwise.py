@@ -50,7 +50,7 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.accountant import LedgerEntry
+from dpframe.core.accountant import LedgerEntry
 from dpframe.errors import InvalidParameterError, ReleaseNotArmedError
 
 __all__ = ["Run", "collect", "current_run", "last_run", "sink_parquet"]
@@ -288,13 +288,14 @@ def sink_parquet(
     0.5
     """
 
-    from dpframe.io import METADATA_KEY, _atomic_file, _output_path, _provenance_json
+    from dpframe.core.files import atomic_file
+    from dpframe.io import METADATA_KEY, _output_path, _provenance_json
 
     lf = _check_lazy(frame)
     target = _output_path(path, spec)
     if validate:
         _validate(lf)
-    with _atomic_file(target) as tmp, _running() as run:
+    with atomic_file(target) as tmp, _running() as run:
 
         def metadata(_context: Any) -> dict[str, str]:
             # polars calls this once the data is written: the run's charges are known

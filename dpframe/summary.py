@@ -7,8 +7,8 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.accountant import Accountant
 from dpframe.column import pending_releases
+from dpframe.core.accountant import Accountant
 from dpframe.errors import InvalidParameterError
 from dpframe.grouped import GroupedRelease
 

@@ -49,9 +49,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dpframe import RandomSource
 from dpframe.errors import UnsafeSeedWarning
 from dpframe.mechanisms import pram
-from dpframe.random import RandomSource
 
 ALPHAS = (0.5, 1.0, 1.5, 2.0)
 N_RECORDS = 10_000

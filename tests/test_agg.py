@@ -32,7 +32,7 @@ def test_public_size_mean_uses_the_bounded_mechanism_per_group_size():
     out = rel.collect()
     entry = acct.ledger[0]
     assert entry.mechanism == "truncated_laplace" and entry.epsilon == 1.0
-    expected = calibrate_bounded(1.0, dpframe.sensitivity.mean(0, 1, 50), 0, 1)
+    expected = calibrate_bounded(1.0, dpframe.core.sensitivity.mean(0, 1, 50), 0, 1)
     assert entry.scale == pytest.approx(expected.scale)
     assert out["x_mean"].is_between(0, 1).all()
     exact = df.group_by("g").agg(pl.col("x").mean()).sort("g")["x"].to_numpy()

@@ -12,8 +12,8 @@ import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
-from dpframe import sensitivity as sens
-from dpframe.accountant import Accountant
+from dpframe.core import sensitivity as sens
+from dpframe.core.accountant import Accountant
 from dpframe.errors import BudgetExceededError, InvalidParameterError
 from dpframe.mechanisms.bounded import calibrate_bounded, grid_truncated_privacy_loss, solve_gamma
 from dpframe.releases import (

@@ -37,9 +37,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dpframe.core.randomness import RandomSource
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.pram import PramSampler
-from dpframe.random import RandomSource
 
 __all__ = ["PramColumn", "pram_record_batch"]
 

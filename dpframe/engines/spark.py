@@ -317,8 +317,8 @@ def _pram_plans(
 ) -> list[tuple[Any, tuple[Any, ...], Any, Any]]:
     """Every check of a PRAM release on Spark that needs no charge: the settings, the
     designs (a bad prior fails here) and, in one Spark pass, the data."""
+    from dpframe.core.randomness import RandomSource
     from dpframe.pram import PramRelease, _check_categories
-    from dpframe.random import RandomSource
 
     if accountant is None:
         raise InvalidParameterError("pram on Spark needs an accountant= (charged on the driver)")

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.accountant import Accountant
+from dpframe.core.accountant import Accountant
 from dpframe.errors import InvalidParameterError
 from dpframe.release.spec import SpecError
 

@@ -41,7 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from dpframe._validation import check_choice, check_epsilon, check_positive
+from dpframe.core.budget import charge_for
+from dpframe.core.constraints import (
+    CALIBRATIONS,
+    METHODS,
+    check_choice,
+    check_epsilon,
+    check_positive,
+)
+from dpframe.core.grid import check_granularity, default_granularity
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.discrete import (
     _truncated_discrete_laplace,
@@ -62,9 +70,6 @@ __all__ = [
     "truncated_laplace_scale",
 ]
 
-METHODS = ("truncated", "bit")
-CALIBRATIONS = ("exact", "paper")
-GRID_STEPS = 1024
 _GAMMA_BITS = 30  # gamma = den / 2**30, so the sampler's num = 2**30 <= 2**31
 _MARGIN = 1e-12  # relative margin kept below epsilon against float rounding
 
@@ -82,9 +87,10 @@ def _bounds(lower: float | None, upper: float | None) -> tuple[float, float]:
 
 
 def _granularity(reference: float, lower: float, upper: float) -> float:
-    """Largest power of two <= min(reference, upper - lower) / 1024."""
-    span = min(reference, upper - lower)
-    return math.ldexp(1.0, math.floor(math.log2(span / GRID_STEPS)))
+    """The default grid step for the smaller of ``reference`` and ``upper - lower``."""
+    if upper - lower < reference:
+        return default_granularity(upper - lower, "upper - lower")
+    return default_granularity(reference)
 
 
 def _dyadic_floor(x: float) -> Fraction:
@@ -202,9 +208,7 @@ class BoundedCalibration:
 
         The true loss is rounded *up* to 9 decimals.
         """
-        if self.privacy_loss <= self.epsilon:
-            return self.epsilon
-        return math.ceil(self.privacy_loss * 1e9) / 1e9
+        return charge_for(self.privacy_loss, self.epsilon)
 
     def error(self, level: float = 0.95) -> float:
         """Worst case over ``s`` of the ``level`` half-width of ``|s* - s|`` (real units).
@@ -313,12 +317,7 @@ def calibrate_bounded(
     lo, hi = _bounds(lower, upper)
     check_choice("method", method, METHODS)
     check_choice("calibration", calibration, CALIBRATIONS)
-    if granularity is None:
-        g = _granularity(sens, lo, hi)
-    else:
-        g = check_positive("granularity", granularity)
-        if math.frexp(g)[0] != 0.5:
-            raise InvalidParameterError(f"granularity must be a power of two, got {g!r}")
+    g = _granularity(sens, lo, hi) if granularity is None else check_granularity(granularity)
     units = math.floor(sens / g) + 1
     a = math.ceil(lo / g) if math.isfinite(lo) else -math.inf
     b = math.floor(hi / g) if math.isfinite(hi) else math.inf

@@ -60,9 +60,9 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from dpframe._validation import check_positive, check_real
+from dpframe.core.constraints import check_positive, check_real
+from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidParameterError
-from dpframe.random import secure_generator
 
 __all__ = [
     "discrete_laplace_cdf",
@@ -407,7 +407,7 @@ def sample_discrete_laplace(
     rng : numpy.random.Generator, optional
         Source of randomness; only ``rng.integers`` is called.  Default: a
         fresh cryptographically secure generator,
-        :func:`dpframe.random.secure_generator`.
+        :func:`dpframe.core.randomness.secure_generator`.
 
     Returns
     -------
@@ -564,7 +564,7 @@ def sample_truncated_discrete_laplace(
     size : int or tuple of int, optional
         Output shape; default the broadcast shape of the arguments.
     rng : numpy.random.Generator, optional
-        Default :func:`dpframe.random.secure_generator`.
+        Default :func:`dpframe.core.randomness.secure_generator`.
 
     Examples
     --------

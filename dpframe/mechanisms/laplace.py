@@ -5,7 +5,7 @@ its output (Mironov 2012, "On significance of the least significant bits for
 differential privacy"). dpframe therefore releases on a grid:
 
 1. choose a granularity ``g``, a power of two (by default the largest one with
-   ``g <= sensitivity / 1024``);
+   ``g <= sensitivity / 1024``; :mod:`dpframe.core.grid`);
 2. round each statistic to the grid, ``m = round(s / g)`` (exact: division by a power of
    two);
 3. add integer noise ``Z`` with ``P(Z = z) ∝ exp(-eps' |z| / D)`` drawn by an exact
@@ -30,7 +30,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpframe._validation import check_epsilon, check_positive
+from dpframe.core.constraints import check_epsilon, check_positive
+from dpframe.core.grid import check_granularity, default_granularity
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.discrete import (
     discrete_laplace_quantile_abs,
@@ -41,37 +42,11 @@ __all__ = [
     "LaplaceCalibration",
     "calibrate_laplace",
     "check_values",
-    "default_granularity",
     "release_laplace",
 ]
 
-#: Grid steps per unit of sensitivity (at least): the grid costs <= 1/1024 of the scale.
-GRID_STEPS = 1024
 #: Largest integer the sampler takes for the numerator and denominator of its scale.
 _MAX_INT = 2**31
-
-
-def default_granularity(sensitivity: float) -> float:
-    """The largest power of two ``g`` with ``g <= sensitivity / 1024``.
-
-    Examples
-    --------
-    >>> default_granularity(1.0)
-    0.0009765625
-    """
-    sens = check_positive("sensitivity", sensitivity)
-    return math.ldexp(1.0, math.floor(math.log2(sens / GRID_STEPS)))
-
-
-def _check_granularity(granularity: float) -> float:
-    g = check_positive("granularity", granularity)
-    mantissa, _ = math.frexp(g)
-    if mantissa != 0.5:
-        raise InvalidParameterError(
-            f"granularity must be a power of two (e.g. 2**-10 = {2**-10}), got {g!r}: "
-            "rounding to a power-of-two grid is exact in floating point"
-        )
-    return g
 
 
 @dataclass(frozen=True)
@@ -168,7 +143,7 @@ def calibrate_laplace(
     """
     eps = check_epsilon(epsilon)
     sens = check_positive("sensitivity", sensitivity)
-    g = default_granularity(sens) if granularity is None else _check_granularity(granularity)
+    g = default_granularity(sens) if granularity is None else check_granularity(granularity)
     units = math.ceil(sens / g) if values_on_grid else math.floor(sens / g) + 1
     if units > _MAX_INT // 4:
         raise InvalidParameterError(
@@ -231,7 +206,7 @@ def release_laplace(
     calibration : LaplaceCalibration
         From :func:`calibrate_laplace`.
     rng : numpy.random.Generator
-        The random source (see :mod:`dpframe.random`).
+        The random source (see :mod:`dpframe.core.randomness`).
 
     Returns
     -------
@@ -240,7 +215,7 @@ def release_laplace(
 
     Examples
     --------
-    >>> from dpframe.random import secure_generator
+    >>> from dpframe.core.randomness import secure_generator
     >>> cal = calibrate_laplace(1.0, 1.0)
     >>> release_laplace(np.array([10.0, 20.0]), cal, secure_generator()).shape
     (2,)

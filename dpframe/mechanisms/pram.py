@@ -48,9 +48,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe._validation import check_choice, check_epsilon
+from dpframe.core.constraints import check_choice, check_epsilon
+from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidDataError, InvalidParameterError
-from dpframe.random import secure_generator
 
 __all__ = [
     "PramDesign",
@@ -1297,7 +1297,7 @@ def randomize(
         What to apply. Build a :func:`sampler` once when calling this per batch with
         a general matrix (its alias table costs ``O(S^2)``).
     rng : numpy.random.Generator, optional
-        Default :func:`dpframe.random.secure_generator`. Only ``Generator.integers``
+        Default :func:`dpframe.core.randomness.secure_generator`. Only ``Generator.integers``
         is used.
 
     Returns

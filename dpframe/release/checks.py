@@ -44,7 +44,6 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -59,6 +58,7 @@ from typing import Any
 
 import polars as pl
 
+from dpframe.core.files import atomic_write_text
 from dpframe.errors import (
     ChecksUnavailableError,
     InvalidDataError,
@@ -1115,21 +1115,6 @@ def check_release(
 # -- saving and reloading -----------------------------------------------------------------
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; these files are published
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _dump(doc: dict) -> str:
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
@@ -1153,7 +1138,7 @@ def save_check(result: CheckResult, folder: str | Path, *, data_docs: bool = Fal
     }
     index = _build_data_docs(result, folder / "data_docs" / result.release) if data_docs else None
     for path, text in texts.items():
-        _write_atomic(path, text)
+        atomic_write_text(path, text)
     return [*texts, *([index] if index is not None else [])]
 
 

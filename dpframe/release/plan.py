@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpframe.accountant import Accountant
+from dpframe.core.accountant import Accountant
 from dpframe.release.spec import (
     CovarianceSpec,
     GroupedSpec,

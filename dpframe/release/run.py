@@ -35,7 +35,7 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.accountant import Accountant, LedgerEntry
+from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.errors import BudgetExceededError, DPFrameError
 from dpframe.release.plan import Plan, input_rows, plan
 from dpframe.release.spec import (
@@ -220,7 +220,7 @@ def release_seed(seed: int | None, r: Any) -> Any:
         return None
     import hashlib
 
-    from dpframe.random import RandomSource
+    from dpframe.core.randomness import RandomSource
 
     digest = hashlib.sha256(f"dpframe-release/{seed}/{r.name}".encode()).digest()
     return RandomSource(int.from_bytes(digest[:8], "big"))

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from dpframe._validation import check_choice, check_real
+from dpframe.core.constraints import check_choice, check_real
 from dpframe.errors import InvalidParameterError
 from dpframe.risk.measures import ASSESSMENT, SCENARIO8, _check_counts
 from dpframe.risk.montecarlo import _CHUNK_ELEMENTS, _check_reps, _check_rng

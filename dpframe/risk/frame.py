@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpframe._validation import check_choice
+from dpframe.core.constraints import check_choice
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.risk.measures import ASSESSMENT
 
@@ -173,7 +173,7 @@ def cell_table(
 def _sensitivity(
     mechanism: str, sensitivity: float | None, neighbours: str | None, accountant: Any = None
 ) -> float:
-    from dpframe.accountant import Accountant
+    from dpframe.core.accountant import Accountant
     from dpframe.risk.noise import table_sensitivity
 
     if accountant is not None:

@@ -92,7 +92,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe._validation import check_choice
+from dpframe.core.constraints import check_choice
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.risk.noise import (
     GAUSSIANS,

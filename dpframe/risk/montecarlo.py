@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe._validation import check_choice
+from dpframe.core.constraints import check_choice
 from dpframe.errors import InvalidParameterError
 from dpframe.risk.measures import ASSESSMENT, SCENARIO8, _check_counts
 from dpframe.risk.noise import epsilon_grid, noise_scale, sample_noise

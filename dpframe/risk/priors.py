@@ -109,7 +109,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import optimize, special, stats
 
-from dpframe._validation import check_choice
+from dpframe.core.constraints import check_choice
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
 __all__ = [

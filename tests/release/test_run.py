@@ -260,7 +260,7 @@ def test_bad_data_in_a_later_release_is_found_before_anything_is_charged(tmp_pat
 
 def test_plan_draws_no_noise(tmp_path, monkeypatch):
     """plan() stops every release at its charge hook: no random source is ever asked."""
-    from dpframe.random import RandomSource
+    from dpframe.core.randomness import RandomSource
 
     def refuse(self):
         raise AssertionError("plan() asked for a random generator")

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Set
 from numbers import Integral
 from typing import Any
 
-from dpframe._validation import NEIGHBOURS, check_choice, check_real
+from dpframe.core.constraints import NEIGHBOURS, check_choice, check_real
 from dpframe.errors import InvalidParameterError
 
 __all__ = [

@@ -2,8 +2,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from dpframe.core.randomness import RandomSource, secure_generator
 from dpframe.errors import InvalidParameterError, UnsafeSeedWarning
-from dpframe.random import RandomSource, secure_generator
 
 
 def test_secure_generators_are_independent():

@@ -17,7 +17,6 @@ import contextlib
 import contextvars
 import json
 import os
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -25,17 +24,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from dpframe._validation import NEIGHBOURS, check_choice, check_delta, check_epsilon
+from dpframe.core.budget import exact
+from dpframe.core.constraints import NEIGHBOURS, check_choice, check_delta, check_epsilon
+from dpframe.core.files import atomic_write_text
 from dpframe.errors import (
     BudgetExceededError,
     InvalidParameterError,
     LedgerMismatchError,
 )
-
-if TYPE_CHECKING:
-    import polars as pl
 
 __all__ = ["Accountant", "Budget", "Charge", "LedgerEntry", "current_accountant"]
 
@@ -51,11 +49,6 @@ def current_accountant() -> Accountant | None:
     """The accountant of the innermost ``with accountant:`` block, or ``None``."""
     stack = _ACTIVE.get()
     return stack[-1] if stack else None
-
-
-def _exact(x: float) -> Fraction:
-    """The decimal number ``x`` prints as, exactly (``0.1`` -> 1/10)."""
-    return Fraction(repr(float(x)))
 
 
 @dataclass(frozen=True)
@@ -166,7 +159,9 @@ class _FileStore:
     def _write(self, entries: list[LedgerEntry]) -> None:
         doc = dict(self.header)
         doc["entries"] = [e.to_dict() for e in entries]
-        atomic_write_text(self.path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        atomic_write_text(
+            self.path, json.dumps(doc, indent=2, sort_keys=False) + "\n", private=True
+        )
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[list[LedgerEntry]]:
@@ -180,22 +175,6 @@ class _FileStore:
     def read(self) -> list[LedgerEntry]:
         with self._lock:
             return self._load()
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def _check_header(path: Path, doc: dict[str, Any], header: dict[str, Any]) -> None:
@@ -366,8 +345,8 @@ class Accountant:
         """Budget left: total minus spent."""
         eps, delta = _totals(self._store.read())
         return Budget(
-            float(_exact(self._epsilon) - eps),
-            float(_exact(self._delta) - delta),
+            float(exact(self._epsilon) - eps),
+            float(exact(self._delta) - delta),
         )
 
     # -- spending ---------------------------------------------------------------------
@@ -414,8 +393,8 @@ class Accountant:
         charges = list(charges)
         if not charges:
             raise InvalidParameterError("charges: nothing to charge; pass at least one Charge")
-        want_eps = sum((_exact(c.epsilon) for c in charges), Fraction(0))
-        want_delta = sum((_exact(c.delta) for c in charges), Fraction(0))
+        want_eps = sum((exact(c.epsilon) for c in charges), Fraction(0))
+        want_delta = sum((exact(c.delta) for c in charges), Fraction(0))
         release_id = uuid.uuid4().hex
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         with self._lock, self._store.transaction() as entries:
@@ -441,15 +420,15 @@ class Accountant:
 
     def check(self, charges: Sequence[Charge]) -> None:
         """Raise :class:`BudgetExceededError` if ``charges`` would not fit; charge nothing."""
-        want_eps = sum((_exact(c.epsilon) for c in charges), Fraction(0))
-        want_delta = sum((_exact(c.delta) for c in charges), Fraction(0))
+        want_eps = sum((exact(c.epsilon) for c in charges), Fraction(0))
+        want_delta = sum((exact(c.delta) for c in charges), Fraction(0))
         self._check_fits(self._store.read(), want_eps, want_delta)
 
     def _check_fits(
         self, entries: Sequence[LedgerEntry], want_eps: Fraction, want_delta: Fraction
     ) -> None:
         eps, delta = _totals(entries)
-        if eps + want_eps > _exact(self._epsilon) or delta + want_delta > _exact(self._delta):
+        if eps + want_eps > exact(self._epsilon) or delta + want_delta > exact(self._delta):
             raise BudgetExceededError(
                 budget_epsilon=self._epsilon,
                 budget_delta=self._delta,
@@ -460,10 +439,6 @@ class Accountant:
             )
 
     # -- export -----------------------------------------------------------------------
-
-    def ledger_frame(self) -> pl.DataFrame:
-        """The ledger as a polars DataFrame, one row per entry."""
-        return ledger_frame(self.ledger)
 
     def to_dict(self) -> dict[str, Any]:
         """Budget, relation, spent amounts and entries as a JSON-ready dict."""
@@ -497,32 +472,6 @@ class Accountant:
 
 
 def _totals(entries: Sequence[LedgerEntry]) -> tuple[Fraction, Fraction]:
-    eps = sum((_exact(e.epsilon) for e in entries), Fraction(0))
-    delta = sum((_exact(e.delta) for e in entries), Fraction(0))
+    eps = sum((exact(e.epsilon) for e in entries), Fraction(0))
+    delta = sum((exact(e.delta) for e in entries), Fraction(0))
     return eps, delta
-
-
-def ledger_frame(entries: Sequence[LedgerEntry]) -> pl.DataFrame:
-    """Ledger entries as a polars DataFrame (``details`` as a JSON string column)."""
-    import polars as pl
-
-    schema = {
-        "id": pl.String,
-        "release": pl.String,
-        "time": pl.String,
-        "mechanism": pl.String,
-        "columns": pl.List(pl.String),
-        "epsilon": pl.Float64,
-        "delta": pl.Float64,
-        "scale": pl.Float64,
-        "composition": pl.String,
-        "note": pl.String,
-        "details": pl.String,
-    }
-    rows = []
-    for e in entries:
-        d = e.to_dict()
-        d["details"] = json.dumps(d["details"], sort_keys=True)
-        rows.append(d)
-    frame = pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
-    return frame.with_columns(pl.col("time").str.to_datetime(time_zone="UTC"))

@@ -51,14 +51,14 @@ def test_spend_all_is_atomic():
 def test_ledger_frame_and_json():
     acct = Accountant(epsilon=2.0, neighbours="add_remove")
     acct.spend(0.5, mechanism="laplace", columns=["a", "b"], scale=2.0, note="hello")
-    frame = acct.ledger_frame()
+    frame = dpframe.ledger_frame(acct)
     assert frame.height == 1
     row = frame.row(0, named=True)
     assert row["columns"] == ["a", "b"] and row["scale"] == 2.0 and row["note"] == "hello"
     assert row["time"].tzinfo is not None
     doc = json.loads(acct.to_json())
     assert doc["neighbours"] == "add_remove" and doc["spent"]["epsilon"] == 0.5
-    assert Accountant(epsilon=1.0).ledger_frame().height == 0
+    assert dpframe.ledger_frame(Accountant(epsilon=1.0)).height == 0
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Brute-force checks of the l1 sensitivities in dpframe.sensitivity.
+"""Brute-force checks of the l1 sensitivities in dpframe.core.sensitivity.
 
 Each statistic is evaluated on every dataset over a small grid of values that contains both
 bounds, and on every neighbour of it under the relation; the largest change must (a) never
@@ -19,7 +19,7 @@ from functools import cache
 
 import pytest
 
-from dpframe import sensitivity as sens
+from dpframe.core import sensitivity as sens
 from dpframe.errors import InvalidParameterError
 
 RELATIONS = ("substitute", "add_remove")

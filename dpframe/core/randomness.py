@@ -48,7 +48,7 @@ def secure_generator() -> np.random.Generator:
 
     Examples
     --------
-    >>> from dpframe.random import secure_generator
+    >>> from dpframe.core.randomness import secure_generator
     >>> x = secure_generator().integers(0, 10, size=3)
     """
     return _aes_generator(int.from_bytes(os.urandom(16), "little"))
@@ -66,7 +66,7 @@ class RandomSource:
 
     Examples
     --------
-    >>> from dpframe.random import RandomSource
+    >>> from dpframe.core.randomness import RandomSource
     >>> rng = RandomSource().generator()
     >>> rng.integers(0, 2**32, size=2).shape
     (2,)

@@ -1,0 +1,226 @@
+"""Every parameter constraint, declared once and shared by the functions and the spec.
+
+:data:`PARAMETERS` maps a parameter name to its :class:`Constraint`. The public
+functions check their arguments with :func:`check` (``check("epsilon", value)``); the
+release spec's fields validate with the same constraints (:func:`spec_field`), so a
+value that one accepts the other accepts too, with the same message. The option sets
+(``NEIGHBOURS``, ``METHODS``, ...) are defined here and nowhere else.
+
+Every failure raises :class:`~dpframe.errors.InvalidParameterError` naming the argument
+and the fix; nothing is spent or written by a call that fails its checks.
+
+Examples
+--------
+>>> from dpframe.core.constraints import check
+>>> check("epsilon", 0.5)
+0.5
+>>> check("method", "bit")
+'bit'
+>>> check("delta", 1.0)
+Traceback (most recent call last):
+...
+dpframe.errors.InvalidParameterError: delta must be in [0, 1), got 1.0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from numbers import Integral, Real
+from types import MappingProxyType
+from typing import Any
+
+from dpframe.errors import InvalidParameterError
+
+__all__ = [
+    "CALIBRATIONS",
+    "COMPOSITIONS",
+    "DIAGONALS",
+    "METHODS",
+    "NEIGHBOURS",
+    "PARAMETERS",
+    "PRIOR_KINDS",
+    "REPAIRS",
+    "STRATEGIES",
+    "UNKNOWN_KEYS",
+    "Constraint",
+    "check",
+    "check_bounds",
+    "check_choice",
+    "check_delta",
+    "check_epsilon",
+    "check_int",
+    "check_positive",
+    "check_real",
+]
+
+#: Neighbouring datasets: one record replaced (bounded DP) or added/removed (unbounded).
+NEIGHBOURS = ("substitute", "add_remove")
+#: How the rows of a column of statistics compose: disjoint groups, or the same records.
+COMPOSITIONS = ("parallel", "sequential")
+#: Bounded Laplace: condition the noise on the bounds, or clamp it to them.
+METHODS = ("truncated", "bit")
+#: ``"exact"``: the scale that makes truncation exactly epsilon-DP; ``"paper"``: Δ/ε.
+CALIBRATIONS = ("exact", "paper")
+#: How a proportion vector is made to sum to one.
+STRATEGIES = ("rescale", "all_but_one", "universal_histogram")
+#: Repair of a released covariance matrix to a positive semi-definite one.
+REPAIRS = (None, "higham", "clip")
+#: PRAM: the MI-optimal diagonal, or one constrained to q_k >= 1/S.
+DIAGONALS = ("optimal", "dominant")
+#: What a grouped release does with records whose keys are not in the margins.
+UNKNOWN_KEYS = ("error", "drop")
+#: The PRAM priors that are not a given distribution.
+PRIOR_KINDS = ("uniform", "dp")
+
+
+# -- the primitive checks ------------------------------------------------------------------
+
+
+def check_real(name: str, value: Any) -> float:
+    """``value`` as a float if it is a finite real number (not a bool or a string)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise InvalidParameterError(
+            f"{name} must be a real number, got {value!r} of type {type(value).__name__}"
+        )
+    x = float(value)
+    if math.isnan(x) or math.isinf(x):
+        raise InvalidParameterError(f"{name} must be finite, got {x!r}")
+    return x
+
+
+def check_positive(name: str, value: Any) -> float:
+    """A finite number > 0 (a sensitivity, a scale)."""
+    x = check_real(name, value)
+    if x <= 0:
+        raise InvalidParameterError(f"{name} must be > 0, got {x!r}")
+    return x
+
+
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
+    """A privacy parameter epsilon: finite and > 0."""
+    return check_positive(name, value)
+
+
+def check_delta(value: Any, name: str = "delta") -> float:
+    """A privacy parameter delta in [0, 1)."""
+    x = check_real(name, value)
+    if not 0.0 <= x < 1.0:
+        raise InvalidParameterError(f"{name} must be in [0, 1), got {x!r}")
+    return x
+
+
+def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    """One of a fixed set of options."""
+    if not any(value is c or (isinstance(value, str) and value == c) for c in choices):
+        options = ", ".join(repr(c) for c in choices)
+        raise InvalidParameterError(f"{name} must be one of {options}; got {value!r}")
+    return value
+
+
+def check_int(name: str, value: Any, minimum: int, why: str = "") -> int:
+    """An integer ``>= minimum`` (``why`` explains the minimum in the message)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise InvalidParameterError(
+            f"{name} must be an integer, got {value!r} of type {type(value).__name__}; "
+            f"pass int({name})"
+        )
+    if int(value) < minimum:
+        reason = f" ({why})" if why else ""
+        raise InvalidParameterError(f"{name} must be >= {minimum}{reason}, got {value}")
+    return int(value)
+
+
+def check_bounds(
+    lower: Any, upper: Any, names: tuple[str, str] = ("lower", "upper")
+) -> tuple[float, float]:
+    """Finite public bounds with ``lower < upper`` and a finite width."""
+    lo, hi = check_real(names[0], lower), check_real(names[1], upper)
+    if not lo < hi:
+        raise InvalidParameterError(
+            f"{names[0]} must be < {names[1]}, got {names[0]}={lo!r}, {names[1]}={hi!r}; "
+            "pass the public bounds of the values in increasing order"
+        )
+    if math.isinf(hi - lo):
+        raise InvalidParameterError(
+            f"{names[1]} - {names[0]} overflows a float ({names[0]}={lo!r}, {names[1]}={hi!r}); "
+            "rescale the values to narrower bounds"
+        )
+    return lo, hi
+
+
+# -- the table --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One parameter's rule: ``validate(name, value)`` returns the value or raises."""
+
+    description: str
+    validate: Callable[[str, Any], Any]
+
+
+def _options(choices: tuple[Any, ...]) -> Constraint:
+    return Constraint(
+        "one of " + ", ".join(repr(c) for c in choices),
+        lambda name, value: check_choice(name, value, choices),
+    )
+
+
+def _integer(minimum: int, why: str) -> Constraint:
+    return Constraint(
+        f"an integer >= {minimum}", lambda name, value: check_int(name, value, minimum, why)
+    )
+
+
+def _seed(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    return check_int(name, value, 0, "a seed is a non-negative int; None is secure")
+
+
+PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
+    {
+        "epsilon": Constraint("a finite number > 0", lambda n, v: check_epsilon(v, n)),
+        "delta": Constraint("a number in [0, 1)", lambda n, v: check_delta(v, n)),
+        "sensitivity": Constraint("a finite number > 0", check_positive),
+        "scale": Constraint("a finite number > 0", check_positive),
+        "bound": Constraint("a finite number", check_real),
+        "n": _integer(2, "the public number of records"),
+        "seed": Constraint("None (secure) or an int >= 0", _seed),
+        "neighbours": _options(NEIGHBOURS),
+        "composition": _options(COMPOSITIONS),
+        "method": _options(METHODS),
+        "calibration": _options(CALIBRATIONS),
+        "strategy": _options(STRATEGIES),
+        "repair": _options(REPAIRS),
+        "diagonal": _options(DIAGONALS),
+        "unknown_keys": _options(UNKNOWN_KEYS),
+    }
+)
+
+
+def check(parameter: str, value: Any, *, name: str | None = None) -> Any:
+    """Check ``value`` against the constraint of ``parameter`` (``name`` for messages).
+
+    Examples
+    --------
+    >>> check("bound", 3, name="upper_y")
+    3.0
+    """
+    return PARAMETERS[parameter].validate(name or parameter, value)
+
+
+def spec_field(parameter: str) -> Callable[[Any], Any]:
+    """A before-validator for the release spec's field of this parameter.
+
+    The spec (pydantic) reports the :class:`~dpframe.errors.InvalidParameterError` (a
+    ``ValueError``) at the field's location; the value is checked exactly as the
+    Python function would check it (no silent coercion of strings to numbers).
+    """
+
+    def validate(value: Any) -> Any:
+        return check(parameter, value)
+
+    return validate

@@ -1,0 +1,73 @@
+"""The neighbour relation a budget is made for, and what each relation permits.
+
+An accountant is created for one relation (``docs/privacy.md``, "Neighbouring
+datasets"):
+
+* ``"substitute"`` -- same size, one record changed (bounded DP; the default). A record
+  may change its values and its group, so it can change two rows of a per-group
+  release, unless group membership is public.
+* ``"add_remove"`` -- one record added or removed (unbounded DP). The number of
+  records, and every group's size, then differ between neighbours: they are private.
+
+Three kinds of release need ``"substitute"``, each refused otherwise by
+:func:`require_substitute` with the reason and the way out:
+
+* ``"public sizes"`` -- releases calibrated to declared public group sizes;
+* ``"dataset size"`` -- releases calibrated to the public dataset size ``n``
+  (covariance matrices, proportion vectors);
+* ``"pram"`` -- PRAM protects the values of records, not their presence.
+
+Examples
+--------
+>>> from dpframe.core.neighbours import groups_changed, require_substitute
+>>> groups_changed("substitute", public_groups=False), groups_changed("add_remove", False)
+(2, 1)
+>>> require_substitute("add_remove", "pram", argument="accountant")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+dpframe.errors.InvalidParameterError: accountant: PRAM protects the values of records, ...
+"""
+
+from __future__ import annotations
+
+from dpframe.core.constraints import NEIGHBOURS, check_choice
+from dpframe.errors import InvalidParameterError
+
+__all__ = ["REASONS", "groups_changed", "require_substitute"]
+
+#: Why a release needs substitute neighbours, by kind.
+REASONS = {
+    "public sizes": (
+        "group sizes cannot be public under neighbours='add_remove' (a neighbouring dataset "
+        "has one record more or less); drop the public sizes or use an accountant with "
+        "neighbours='substitute'."
+    ),
+    "dataset size": (
+        "this release needs the dataset size n to be public, which it is not under "
+        "neighbours='add_remove'; use an accountant with neighbours='substitute'."
+    ),
+    "pram": (
+        "PRAM protects the values of records, not their presence: it is not differentially "
+        "private under add/remove neighbours. Use an accountant with neighbours='substitute'."
+    ),
+}
+
+
+def require_substitute(neighbours: str, why: str, *, argument: str) -> None:
+    """Refuse a release that needs substitute neighbours under any other relation.
+
+    ``why`` is a key of :data:`REASONS`; ``argument`` is named first in the message.
+    """
+    check_choice("neighbours", neighbours, NEIGHBOURS)
+    if neighbours != "substitute":
+        raise InvalidParameterError(f"{argument}: {REASONS[why]}")
+
+
+def groups_changed(neighbours: str, public_groups: bool) -> int:
+    """How many disjoint groups (rows of a per-group release) one record can change.
+
+    One under add/remove (the record is in one group). Under substitution two -- the
+    record may leave one group and join another -- unless group membership is public.
+    """
+    check_choice("neighbours", neighbours, NEIGHBOURS)
+    return 2 if neighbours == "substitute" and not public_groups else 1
