@@ -19,7 +19,7 @@ differential privacy. All paths run alternately, best of ``--repeats`` (default 
 both on dpframe's secure generator (``secure_generator()``, AES-128-CTR) and on PCG64.
 
 Also printed: the same 1e7 rows sent in batches of 1e5 (``--quick``: 1e4), as the polars
-integration does once per morsel; :func:`~dpframe.mechanisms.pram.design` time for
+integration does once per morsel; :func:`~dpframe.mechanisms.pram.optimum` time for
 S = 10, 100, 1000, priors Dirichlet(0.1), Dirichlet(1), Zipf (``p_k ~ 1/k``) and
 uniform, eps = 0.5, 1, 2, 4 (best of 3); and the peak memory traced by ``tracemalloc``
 while randomizing 1e7 codes (``int64`` and ``uint32`` input), as a multiple of the

@@ -2,7 +2,10 @@
 
 Importing dpframe registers the ``.dp`` namespace (and its unambiguous alias ``.dpf``)
 on polars expressions, DataFrames and LazyFrames. The typed functions below are the API
-proper; the namespaces are thin veneers over them.
+proper; the namespaces are thin veneers over them. ``docs/architecture.md`` shows the
+layers: :mod:`dpframe.core` (the privacy rules), :mod:`dpframe.mechanisms` (numpy
+kernels), :mod:`dpframe.engines` (polars, Spark), :mod:`dpframe.polars` (this API) and
+:mod:`dpframe.jobs` (release specs).
 
 Examples
 --------
@@ -17,8 +20,8 @@ Examples
 
 from __future__ import annotations
 
-from dpframe import agg
-from dpframe.column import ColumnRelease, laplace, pending_releases, truncated_laplace
+import sys
+
 from dpframe.core import sensitivity
 from dpframe.core.accountant import Accountant, Budget, Charge, LedgerEntry, current_accountant
 from dpframe.core.randomness import RandomSource, secure_generator
@@ -35,14 +38,35 @@ from dpframe.errors import (
     ReleaseReuseError,
     UnsafeSeedWarning,
 )
-from dpframe.frame_releases import FrameRelease, covariance_matrix, proportions
-from dpframe.grouped import GroupBy, GroupedRelease, group_by
-from dpframe.io import Provenance, ledger_frame, read_parquet, read_provenance, write_parquet
-from dpframe.namespace import register_namespace
-from dpframe.rowwise import collect, last_run, sink_parquet
-from dpframe.summary import summarize
+from dpframe.mechanisms import statistics as agg
+from dpframe.polars import pram
+from dpframe.polars.column import ColumnRelease, laplace, pending_releases, truncated_laplace
+from dpframe.polars.frame import (
+    CovarianceMatrixRelease,
+    ProportionsRelease,
+    covariance_matrix,
+    proportions,
+)
+from dpframe.polars.grouped import GroupBy, GroupedRelease, group_by
+from dpframe.polars.io import (
+    Provenance,
+    ledger_frame,
+    read_parquet,
+    read_provenance,
+    sink_parquet,
+    write_parquet,
+)
+from dpframe.polars.namespace import register_namespace
+from dpframe.polars.release import Release
+from dpframe.polars.runner import collect, last_run
+from dpframe.polars.summary import summarize
+from dpframe.version import __version__
 
-__version__ = "0.1.0"
+# the public module names: dpframe.agg, dpframe.pram and dpframe.sensitivity are these
+# modules (``import dpframe.agg`` and ``from dpframe.pram import design`` work too)
+sys.modules.setdefault("dpframe.agg", agg)
+sys.modules.setdefault("dpframe.pram", pram)
+sys.modules.setdefault("dpframe.sensitivity", sensitivity)
 
 __all__ = [
     "Accountant",
@@ -50,8 +74,8 @@ __all__ = [
     "BudgetExceededError",
     "Charge",
     "ColumnRelease",
+    "CovarianceMatrixRelease",
     "DPFrameError",
-    "FrameRelease",
     "GroupBy",
     "GroupedRelease",
     "InvalidDataError",
@@ -61,8 +85,10 @@ __all__ = [
     "MissingMarginsError",
     "NamespaceConflictWarning",
     "NoAccountantError",
+    "ProportionsRelease",
     "Provenance",
     "RandomSource",
+    "Release",
     "ReleaseNotArmedError",
     "ReleaseReuseError",
     "UnsafeSeedWarning",
@@ -92,11 +118,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # dpframe.pram and dpframe.risk need numpy and their kernels: load them on first use
-    if name in ("pram", "risk"):
+    # dpframe.risk needs scipy (0.4 s to import): load it on first use
+    if name == "risk":
         import importlib
 
-        return importlib.import_module(f"dpframe.{name}")
+        return importlib.import_module("dpframe.risk")
     raise AttributeError(f"module 'dpframe' has no attribute {name!r}")
 
 

@@ -80,7 +80,7 @@ EXIT_FAILED = 4
 
 def _load(spec_path: Path):
     from dpframe.errors import DPFrameError
-    from dpframe.release import load_spec
+    from dpframe.jobs import load_spec
 
     try:
         return load_spec(spec_path)
@@ -110,7 +110,7 @@ def plan(
     Example: dpframe plan release.toml
     """
     from dpframe.errors import DPFrameError
-    from dpframe.release import plan as make_plan
+    from dpframe.jobs import plan as make_plan
 
     loaded = _load(spec)
     the_plan = None
@@ -145,9 +145,9 @@ def release(
     Example: dpframe release release.toml
     """
     from dpframe.errors import BudgetExceededError, DPFrameError
-    from dpframe.release import CheckFailedError
-    from dpframe.release import plan as make_plan
-    from dpframe.release import release as run_release
+    from dpframe.jobs import CheckFailedError
+    from dpframe.jobs import plan as make_plan
+    from dpframe.jobs import run as run_job
 
     if engine not in ("polars", "spark"):
         typer.echo(f"error: --engine must be polars or spark, got {engine!r}", err=True)
@@ -159,13 +159,7 @@ def release(
         _print_plan(the_plan)
         if not the_plan.fits:
             raise typer.Exit(EXIT_OVERSPEND)
-        if engine == "spark":
-            from dpframe.engines.spark import local_session
-            from dpframe.engines.spark_release import release_spark
-
-            result = release_spark(loaded, local_session(), data_docs=data_docs)
-        else:
-            result = run_release(loaded, progress=progress, data_docs=data_docs)
+        result = run_job(loaded, engine=engine, progress=progress, data_docs=data_docs)
     except CheckFailedError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_CHECK_FAILED) from None
@@ -200,12 +194,12 @@ def release(
 
 def _spent_by_run(spec: Any, the_plan: Any) -> float:
     """Epsilon the ledger gained since ``the_plan`` read it (0 if there was no plan)."""
-    from dpframe.release.plan import _ledger_state
+    from dpframe.jobs.planning import ledger_state
 
     if the_plan is None:
         return 0.0
     try:
-        now, _ = _ledger_state(spec)
+        now, _ = ledger_state(spec)
     except Exception:  # the ledger cannot be read: do not claim nothing was spent
         return float("inf")
     return max(0.0, now - the_plan.spent_before)
@@ -225,7 +219,7 @@ def check(
     Example: dpframe check release.toml
     """
     from dpframe.errors import DPFrameError
-    from dpframe.release import check as run_check
+    from dpframe.jobs import check as run_check
 
     loaded = _load(spec)
     try:

@@ -64,7 +64,7 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
 
     import dpframe
     from dpframe.datasets import drha_table, synthetic_survey
-    from dpframe.release import load_spec, release
+    from dpframe.jobs import load_spec, run
     from dpframe.risk import drha
 
     folder = Path(out)
@@ -85,7 +85,7 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
     spec_path.write_text(template.read_text())
 
     spec = load_spec(spec_path)
-    result = release(spec, progress=progress)
+    result = run(spec, progress=progress)
     released = {
         name: pl.read_parquet(p) for name, p in result.outputs.items() if name != "microdata"
     }

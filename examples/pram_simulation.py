@@ -22,7 +22,7 @@ Proposition 3.2 with the paper's own MI formula. It then runs a local search lik
 SLSQP from random feasible starts (``pram_local_optima.csv``; full run only), to show where
 such optimisers stop. Finally, each repetition draws n records from p, randomizes them with
 :func:`~dpframe.mechanisms.pram.randomize` and estimates p with
-:func:`~dpframe.mechanisms.pram.estimate`; per scenario, alpha and category it writes the
+:func:`~dpframe.mechanisms.pram.estimation`; per scenario, alpha and category it writes the
 true p, the mean unbiased estimate p_hat, its empirical SD, the SD from the design's
 covariance formula and the mean simplex-projected estimate to ``pram_results.csv``, and one
 figure per scenario (``pram_scenario_1.png`` ... ``pram_scenario_4.png``, like the paper's

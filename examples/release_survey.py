@@ -36,7 +36,7 @@ def main(folder: Path, rows: int = 100_000) -> None:
         )
         print("plan (nothing spent yet):")
         print(release.summarize().select("statistic", "epsilon", "scale", "error95"))
-        table = release.collect(engine="streaming")
+        table = release.collect()  # streamed, charged once, then noised
 
     # post-processing is free: a mean from the two noisy statistics
     table = table.with_columns(

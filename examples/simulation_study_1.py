@@ -1,7 +1,7 @@
 """Simulation study 1 of Liu (2019): a 2 x 2 covariance matrix released with bounded Laplace noise.
 
 Reproduces Section 4.1 of the bounded-Laplace paper with dpframe's kernel
-:func:`dpframe.releases.release_covariance_matrix`: for (S11, S22, r) in
+:func:`dpframe.mechanisms.covariance.release_covariance_matrix`: for (S11, S22, r) in
 {(1, 2, 0), (1, 2, -0.4), (1, 2, 0.7)}, data bounds [-3, 3] x [-4.5, 4.5], epsilon = 1 split
 equally over S11, S22 and S12, and n from 50 to 800, each repetition draws a fresh data set
 (bivariate normal with that covariance, *clipped to the bounds*, so the bounds hold), computes
@@ -46,7 +46,7 @@ from dpframe.mechanisms.bounded_moments import (
     truncated_laplace_bias,
     truncated_laplace_mse,
 )
-from dpframe.releases import release_covariance_matrix
+from dpframe.mechanisms.covariance import release_covariance_matrix
 
 SETTINGS = ((1.0, 2.0, 0.0), (1.0, 2.0, -0.4), (1.0, 2.0, 0.7))  # (S11, S22, r)
 BOUNDS = ((-3.0, 3.0), (-4.5, 4.5))

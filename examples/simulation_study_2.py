@@ -1,8 +1,9 @@
 """Simulation study 2 of Liu (2019): a proportion vector released in [0, 1], summing to 1.
 
 Reproduces Section 4.2 (Figures 2-5) and Appendix I of the bounded-Laplace paper with
-dpframe's kernels :func:`dpframe.releases.release_proportions`,
-:func:`~dpframe.releases.multiple_synthesis` and :func:`~dpframe.releases.combine_synthesis`.
+dpframe's kernels :func:`dpframe.mechanisms.proportions.release_proportions`,
+:func:`~dpframe.mechanisms.synthesis.multiple_synthesis` and
+:func:`~dpframe.mechanisms.synthesis.combine_synthesis`.
 p = (0.1, 0.2, 0.3, 0.4); each repetition draws counts from multinomial(n, p) and releases the
 sample proportions p-hat with truncated and BIT Laplace noise, under each sum-to-one strategy:
 
@@ -47,7 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dpframe.releases import combine_synthesis, multiple_synthesis, release_proportions
+from dpframe.mechanisms.proportions import plan_proportions, release_proportions
+from dpframe.mechanisms.synthesis import combine_synthesis, multiple_synthesis
 
 P = np.array([0.1, 0.2, 0.3, 0.4])
 EPSILONS = (0.1, 0.2, 0.5, 1.0, 2.0)
@@ -173,14 +175,15 @@ def simulate_cell(task: tuple[int, int, int, int]) -> list[dict]:
         )
         kwargs = STRATEGIES["rescale" if strategy == "ms_rescale" else strategy]
         release = partial(release_proportions, method=method, calibration=calibration, **kwargs)
+        # one release's plan at the budget multiple_synthesis gives it (epsilon / M)
+        plan = partial(
+            plan_proportions, P.size, n, method=method, calibration=calibration, **kwargs
+        )
         degenerate = 0
         if strategy == "ms_rescale":
             est = np.empty((M, reps, P.size))
             for i in range(reps):
-                # one release at the budget multiple_synthesis gives it (epsilon / M)
-                ms = multiple_synthesis(
-                    lambda e, g, x=phat[i], f=release: f(x, n, e, rng=g), M, eps, rng=rng
-                )
+                ms = multiple_synthesis(plan, phat[i], M, eps, rng=rng)
                 est[:, i] = ms.estimates()
                 degenerate += any(r.degenerate for r in ms.releases)
             charged = ms.epsilon_charged

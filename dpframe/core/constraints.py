@@ -25,7 +25,7 @@ dpframe.errors.InvalidParameterError: delta must be in [0, 1), got 1.0
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from types import MappingProxyType
@@ -47,6 +47,7 @@ __all__ = [
     "Constraint",
     "check",
     "check_bounds",
+    "check_categories",
     "check_choice",
     "check_delta",
     "check_epsilon",
@@ -148,6 +149,45 @@ def check_bounds(
             "rescale the values to narrower bounds"
         )
     return lo, hi
+
+
+# -- categories -----
+
+
+def _is_int(c: Any) -> bool:
+    return isinstance(c, Integral) and not isinstance(c, bool)
+
+
+def check_categories(categories: Any) -> tuple[Any, ...] | None:
+    """A column's declared categories: 2+ distinct strings, or 2+ distinct integers."""
+    if categories is None:
+        return None
+    if hasattr(categories, "to_list") and not isinstance(categories, str):
+        categories = categories.to_list()  # a polars Series
+    elif hasattr(categories, "tolist") and not isinstance(categories, str):
+        categories = categories.tolist()  # a numpy array
+    if isinstance(categories, str | bytes) or not isinstance(categories, Sequence):
+        raise InvalidParameterError(
+            "categories must be a list of the column's possible values (strings or "
+            f"integers), got {type(categories).__name__}"
+        )
+    cats = tuple(categories)
+    if len(cats) < 2:
+        raise InvalidParameterError(f"categories must list at least 2 values, got {len(cats)}")
+    kinds = {
+        "str" if isinstance(c, str) else "int" if _is_int(c) else type(c).__name__ for c in cats
+    }
+    if kinds - {"str", "int"} or len(kinds) > 1:
+        raise InvalidParameterError(
+            "categories must be all strings or all integers (no None, floats or mixtures); "
+            f"got types {sorted(kinds)}"
+        )
+    if kinds == {"int"}:
+        cats = tuple(int(c) for c in cats)
+    if len(set(cats)) != len(cats):
+        dup = sorted({c for c in cats if cats.count(c) > 1})[:5]
+        raise InvalidParameterError(f"categories must be distinct; repeated: {dup}")
+    return cats
 
 
 # -- the table --------------------------------------------------------------------------

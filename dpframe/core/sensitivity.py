@@ -45,6 +45,7 @@ __all__ = [
     "pooled_variance",
     "proportion",
     "variance",
+    "variance_bound",
 ]
 
 #: ``"public"``: a record's group cannot change between neighbours (the group sizes are
@@ -165,6 +166,23 @@ def _max_ss(m: int) -> float:
 
 
 # ------------------------------------------------------------------- single statistics
+
+
+def variance_bound(lower: float, upper: float, n: int) -> float:
+    """The largest sample variance (divisor ``n - 1``) of ``n`` values in ``[lower, upper]``.
+
+    ``n R**2 / (4 (n - 1))`` with ``R = upper - lower``, reached with half the values at
+    each bound (Liu 2019, Table 1; for odd ``n`` the true maximum is slightly smaller, so
+    this is a valid upper bound). A released variance lies in ``[0, variance_bound]``.
+
+    Examples
+    --------
+    >>> variance_bound(0, 2, 2), variance_bound(0, 10, 101)
+    (2.0, 25.25)
+    """
+    width = _width("lower", lower, "upper", upper)
+    n = _count("n", n, 2, "a sample variance needs two records")
+    return _finite(n * width * width / (4.0 * (n - 1)), "variance bound")
 
 
 def mean(lower: float, upper: float, n: int, neighbours: str = "substitute") -> float:

@@ -1,6 +1,7 @@
 """Row-wise mechanisms over Arrow record batches: the engine-independent step.
 
-DESIGN.md splits every engine's work into three steps; the first, row-wise mechanisms,
+An engine's work has three parts (docs/architecture.md): exact aggregates, category
+counts and covariance inputs for the driver, and a row-wise step. The row-wise step
 is a function over an Arrow ``RecordBatch``: :func:`pram_record_batch` randomizes the
 declared columns of one batch, and Spark runs it in ``mapInArrow`` on its executors. The
 polars path (``.dp.pram`` in ``map_batches``) shares what decides the output -- the
@@ -8,9 +9,9 @@ design, its exact sampler (:meth:`PramSampler.randomize`) and a generator keyed 
 per batch -- but converts values to codes and back with polars itself, which is 5-10x
 faster per morsel than going through Arrow (docs/spark.md).
 
-It does **not** charge anything. The caller charges the release once, on the driver,
-before the job starts (in polars, :mod:`dpframe.rowwise` does it on the first batch of a
-run); an engine may call this function once per batch, in parallel, and retry a batch
+It does **not** charge anything: the executor (:mod:`dpframe.core.executor`) charges
+the release once, on the driver, before the job starts, and hands back the armed
+columns; an engine may call this function once per batch, in parallel, and retry a batch
 -- only one attempt's output may be kept (Spark's output commit protocol does this). Each
 call draws from a freshly keyed generator (:meth:`RandomSource.generator`), so no two
 batches, and no two attempts, repeat noise.
@@ -18,9 +19,10 @@ batches, and no two attempts, repeat noise.
 Examples
 --------
 >>> import pyarrow as pa
->>> from dpframe.engines.arrow import PramColumn, pram_record_batch
->>> from dpframe.pram import krr
->>> col = PramColumn("region", ("N", "S", "E"), krr(3, 1.0).sampler)
+>>> import numpy as np
+>>> from dpframe.engines.arrow import pram_record_batch
+>>> from dpframe.mechanisms.pram.plan import plan_pram
+>>> col = plan_pram("region", ["N", "S", "E"], 1.0).draw(None, np.random.default_rng(0))
 >>> batch = pa.record_batch({"region": ["N", "S", "E", "N"], "x": [1, 2, 3, 4]})
 >>> out = pram_record_batch(batch, [col])
 >>> out.schema.names, set(out["region"].to_pylist()) <= {"N", "S", "E"}
@@ -30,8 +32,6 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,30 +39,12 @@ import pyarrow.compute as pc
 
 from dpframe.core.randomness import RandomSource
 from dpframe.errors import InvalidDataError, InvalidParameterError
-from dpframe.mechanisms.pram import PramSampler
+from dpframe.mechanisms.pram.plan import ArmedPram
 
-__all__ = ["PramColumn", "pram_record_batch"]
-
-
-@dataclass(frozen=True)
-class PramColumn:
-    """One column to randomize: its declared categories and the sampler of its design."""
-
-    column: str
-    categories: tuple[Any, ...]
-    sampler: PramSampler
-
-    def __post_init__(self) -> None:
-        if len(self.categories) != self.sampler.n_categories:
-            raise InvalidParameterError(
-                f"column {self.column!r}: {len(self.categories)} categories but the sampler "
-                f"has S = {self.sampler.n_categories}"
-            )
-        if len(set(self.categories)) != len(self.categories):
-            raise InvalidParameterError(f"column {self.column!r}: categories must be distinct")
+__all__ = ["pram_record_batch"]
 
 
-def _codes(values: pa.Array | pa.ChunkedArray, col: PramColumn) -> np.ndarray:
+def _codes(values: pa.Array | pa.ChunkedArray, col: ArmedPram) -> np.ndarray:
     """Category codes of ``values`` (int64), or a clear error for nulls / unknown values."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
@@ -94,7 +76,7 @@ def _codes(values: pa.Array | pa.ChunkedArray, col: PramColumn) -> np.ndarray:
 
 def pram_record_batch(
     batch: pa.RecordBatch,
-    columns: Sequence[PramColumn],
+    columns: Sequence[ArmedPram],
     *,
     random: RandomSource | None = None,
 ) -> pa.RecordBatch:
@@ -104,9 +86,10 @@ def pram_record_batch(
     ----------
     batch : pyarrow.RecordBatch
         The records (one engine batch / partition chunk).
-    columns : sequence of PramColumn
-        What to randomize, each with its declared categories (in the design's order) and
-        the exact sampler of its design.
+    columns : sequence of ArmedPram
+        What to randomize: charged PRAM columns (``plan.draw(...)`` of a
+        :mod:`dpframe.mechanisms.pram.plan` plan), each with its declared categories in
+        the design's order and the exact sampler of its design.
     random : RandomSource, optional
         Default: a secure source keyed from OS entropy for this call. A seeded source is
         for tests only (and repeats noise across calls with equal seeds).
@@ -135,7 +118,7 @@ def pram_record_batch(
         if col is None:
             arrays.append(batch.column(name))
             continue
-        released = col.sampler.randomize(codes[name], rng)
+        released = col.randomize(codes[name], rng)
         out_type = batch.schema.field(name).type
         cats = pa.array(list(col.categories))
         values = pc.take(cats, pa.array(released))

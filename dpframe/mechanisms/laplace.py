@@ -25,12 +25,16 @@ true loss. The cost of the grid: the effective sensitivity is ``g * D``, at most
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
-from dpframe.core.constraints import check_epsilon, check_positive
+from dpframe.core.accountant import Charge
+from dpframe.core.budget import charge_for
+from dpframe.core.constraints import COMPOSITIONS, check_choice, check_epsilon, check_positive
+from dpframe.core.executor import summary_row
 from dpframe.core.grid import check_granularity, default_granularity
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.discrete import (
@@ -40,8 +44,10 @@ from dpframe.mechanisms.discrete import (
 
 __all__ = [
     "LaplaceCalibration",
+    "LaplacePlan",
     "calibrate_laplace",
     "check_values",
+    "plan_laplace",
     "release_laplace",
 ]
 
@@ -224,3 +230,89 @@ def release_laplace(
     scale = calibration.noise_scale_fraction
     noise = sample_discrete_laplace(scale.numerator, scale.denominator, size=grid.shape, rng=rng)
     return (grid + noise).astype(np.float64) * calibration.granularity
+
+
+@dataclass(frozen=True)
+class LaplacePlan:
+    """Grid-Laplace noise on a vector of statistics that share one calibration.
+
+    The kernel plan of :mod:`dpframe.core.executor` for the simplest release: every value
+    gets independent noise of the same scale, and the release costs one charge of
+    ``calibration.epsilon`` (``composition`` says how its values compose: ``"parallel"``
+    for one statistic per disjoint group).
+    """
+
+    calibration: LaplaceCalibration
+    column: str
+    composition: str = "parallel"
+    mechanism: str = "laplace"
+    note: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def epsilon(self) -> float:
+        """What the release is charged (its loss never exceeds the epsilon asked for)."""
+        cal = self.calibration
+        return charge_for(cal.epsilon_used, cal.epsilon)
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        cal = self.calibration
+        return (
+            Charge(
+                epsilon=self.epsilon,
+                mechanism=self.mechanism,
+                columns=(self.column,),
+                scale=cal.scale,
+                composition=self.composition,
+                note=self.note,
+                details={**cal.details(), **self.details},
+            ),
+        )
+
+    def summary(self) -> list[dict[str, Any]]:
+        cal = self.calibration
+        return [
+            summary_row(
+                self.column,
+                self.mechanism,
+                self.epsilon,
+                sensitivity=cal.sensitivity,
+                scale=cal.scale,
+                error95=cal.error(0.95),
+                note=self.note,
+            )
+        ]
+
+    def check(self, exact: Any) -> None:
+        """Refuse values that cannot be released (NaN, infinities, off the grid)."""
+        check_values(np.asarray(exact, dtype=np.float64), self.calibration)
+
+    def draw(self, exact: Any, rng: np.random.Generator) -> np.ndarray:
+        """The noisy values (float64 on the grid), one independent draw each."""
+        return release_laplace(np.asarray(exact, dtype=np.float64), self.calibration, rng)
+
+
+def plan_laplace(
+    epsilon: float,
+    sensitivity: float,
+    *,
+    column: str,
+    granularity: float | None = None,
+    values_on_grid: bool = False,
+    composition: str = "parallel",
+    mechanism: str = "laplace",
+    note: str = "",
+    details: dict[str, Any] | None = None,
+) -> LaplacePlan:
+    """Plan a grid-Laplace release of a vector of statistics (no data read).
+
+    Examples
+    --------
+    >>> plan = plan_laplace(1.0, 2.0, column="count", granularity=1.0, values_on_grid=True)
+    >>> plan.charges[0].epsilon, plan.summary()[0]["scale"]
+    (1.0, 2.0)
+    """
+    cal = calibrate_laplace(epsilon, sensitivity, granularity, values_on_grid=values_on_grid)
+    check_choice("composition", composition, COMPOSITIONS)
+    return LaplacePlan(cal, column, composition, mechanism, note, dict(details or {}))

@@ -7,10 +7,17 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
-
-from dpframe.engines.arrow import PramColumn, pram_record_batch
-from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.pram import design, krr
+
+from dpframe.engines.arrow import pram_record_batch
+from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.pram.plan import ArmedPram
+
+
+def PramColumn(column, categories, sampler):  # noqa: N802 - reads as the thing it builds
+    """A charged PRAM column (what the executor hands an engine)."""
+    return ArmedPram(column, tuple(categories), sampler, None, {})
+
 
 CATS = ("N", "S", "E", "W")
 

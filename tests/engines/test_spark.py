@@ -34,7 +34,7 @@ def survey():
 def _spark_spec(folder, rows: int, budget: float = 3.0, seed: int | None = None):
     """The release test spec with declared categories (Spark strings carry none) and a
     survey whose Enums are cast to strings (as Spark reads them)."""
-    from ..release.conftest import write_spec
+    from ..jobs.conftest import write_spec
 
     spec_path = write_spec(folder, rows=rows, budget=budget)
     text = (
@@ -63,6 +63,17 @@ def _spark_spec(folder, rows: int, budget: float = 3.0, seed: int | None = None)
     return spec_path
 
 
+def _pram(sdf, columns, path, *, accountant, keep=(), seed=None):
+    """PRAM of whole Spark columns, written to ``path``, read back by Spark."""
+    rel = dpframe.pram.release(sdf, columns, keep=keep, accountant=accountant, seed=seed)
+    written = rel.write(path)
+    return sdf.sparkSession.read.parquet(written)
+
+
+def _grouped(frame, by, stats, **kw):
+    return dpframe.group_by(frame, by, **kw).agg(*stats)
+
+
 def _stats():
     return [
         dpframe.agg.count(epsilon=0.3),
@@ -78,7 +89,7 @@ def test_spark_aggregates_equal_polars_and_seeded_releases_match(spark, survey):
     margins = pl.DataFrame({"region": list(REGIONS)})
     sdf = spark.createDataFrame(survey.to_arrow())
     with pytest.warns(dpframe.UnsafeSeedWarning):
-        a = dps.grouped_release(
+        a = _grouped(
             sdf,
             "region",
             _stats(),
@@ -93,7 +104,7 @@ def test_spark_aggregates_equal_polars_and_seeded_releases_match(spark, survey):
             accountant=dpframe.Accountant(epsilon=5),
             seed=11,
         ).agg(*_stats())
-    ea, eb = a._exact.sort("region"), b.prepare().sort("region")
+    ea, eb = a.exact_aggregates().sort("region"), b.exact_aggregates().sort("region")
     assert ea.columns == eb.columns and ea.height == len(REGIONS)  # "Islands" is empty
     for c in ea.columns[1:]:
         np.testing.assert_allclose(ea[c].to_numpy(), eb[c].to_numpy(), rtol=1e-9)
@@ -108,21 +119,21 @@ def test_bad_input_is_refused_before_any_charge(spark, survey):
         pl.when(pl.int_range(pl.len()) == 3).then(None).otherwise(pl.col("region")).alias("region")
     )
     with pytest.raises(InvalidDataError, match="nulls"):
-        dps.grouped_release(
+        _grouped(
             spark.createDataFrame(with_null.to_arrow()),
             "region",
             [dpframe.agg.count(epsilon=0.3)],
             margins=margins,
             accountant=acct,
-        )
-    with pytest.raises(InvalidParameterError, match="not in the Spark DataFrame"):
-        dps.grouped_release(
+        ).collect()
+    with pytest.raises(InvalidParameterError, match="not in the data"):
+        _grouped(
             spark.createDataFrame(survey.to_arrow()),
             "region",
             [dpframe.agg.mean("nope", lower=0, upper=1, epsilon=0.3)],
             margins=margins,
             accountant=acct,
-        )
+        ).collect()
     assert acct.ledger == ()
 
 
@@ -130,7 +141,7 @@ def test_pram_through_map_in_arrow_keeps_the_k_rr_rate(spark, survey, tmp_path):
     acct = dpframe.Accountant(epsilon=5)
     sdf = spark.createDataFrame(survey.with_row_index("id").cast({"id": pl.Int64}).to_arrow())
     cols = [{"column": "region", "epsilon": 1.0, "categories": list(REGIONS)}]
-    out = dps.pram(sdf, cols, str(tmp_path / "out"), accountant=acct, keep=["id"])
+    out = _pram(sdf, cols, str(tmp_path / "out"), accountant=acct, keep=["id"])
     assert [e.mechanism for e in acct.ledger] == ["pram"]  # charged once, before the job
     released = pl.from_arrow(out.toArrow()).sort("id")
     kept = (released["region"] == survey["region"]).to_numpy()
@@ -139,10 +150,10 @@ def test_pram_through_map_in_arrow_keeps_the_k_rr_rate(spark, survey, tmp_path):
     assert set(released["region"]) <= set(REGIONS)
     # the result is what was written: another action draws no fresh noise
     assert pl.from_arrow(out.toArrow()).sort("id").equals(released)
-    with pytest.raises(InvalidParameterError, match="declare its categories"):
-        dps.pram(sdf, [{"column": "region", "epsilon": 1.0}], str(tmp_path / "b"), accountant=acct)
+    with pytest.raises(InvalidParameterError, match="categories="):
+        _pram(sdf, [{"column": "region", "epsilon": 1.0}], str(tmp_path / "b"), accountant=acct)
     with pytest.raises(InvalidParameterError, match="already exists"):
-        dps.pram(sdf, cols, str(tmp_path / "out"), accountant=acct)
+        _pram(sdf, cols, str(tmp_path / "out"), accountant=acct)
     assert len(acct.ledger) == 1
 
 
@@ -151,45 +162,37 @@ def test_proportions_and_covariance_match_polars_with_the_same_seed(spark, surve
     cats = ["18-34", "35-54", "55+"]
     bounds = [(0, 10), (0, 10)]
 
-    def both(spark_fn, polars_fn, *args, seed, **kw):
+    def both(make, *args, seed, **kw):
         """The same release through Spark and polars, each on a fresh accountant."""
         kw = {"n": survey.height, **kw}
         with pytest.warns(dpframe.UnsafeSeedWarning):
-            return [
-                fn(data, *args, accountant=dpframe.Accountant(epsilon=5), seed=seed, **kw)
-                for fn, data in ((spark_fn, sdf), (polars_fn, survey))
+            releases = [
+                make(data, *args, accountant=dpframe.Accountant(epsilon=5), seed=seed, **kw)
+                for data in (sdf, survey)
             ]
+            return [(r.collect(), r.ledger) for r in releases]
 
-    a, b = both(
-        dps.proportions, dpframe.proportions, "age_band", seed=3, epsilon=0.5, categories=cats
+    (a, a_ledger), (b, b_ledger) = both(
+        dpframe.proportions, "age_band", seed=3, epsilon=0.5, categories=cats
     )
-    assert a.frame.equals(b.frame)
-    assert [e.epsilon for e in a.ledger] == [e.epsilon for e in b.ledger]
-    c, d = both(
-        dps.covariance_matrix,
-        dpframe.covariance_matrix,
-        ["satisfaction", "trust"],
-        bounds,
-        seed=4,
-        epsilon=0.6,
+    assert a.equals(b)
+    assert [e.epsilon for e in a_ledger] == [e.epsilon for e in b_ledger]
+    (c, c_ledger), (d, d_ledger) = both(
+        dpframe.covariance_matrix, ["satisfaction", "trust"], bounds, seed=4, epsilon=0.6
     )
-    np.testing.assert_allclose(c.frame["trust"].to_numpy(), d.frame["trust"].to_numpy(), rtol=1e-9)
-    assert [e.epsilon for e in c.ledger] == [e.epsilon for e in d.ledger]
+    np.testing.assert_allclose(c["trust"].to_numpy(), d["trust"].to_numpy(), rtol=1e-9)
+    assert [e.epsilon for e in c_ledger] == [e.epsilon for e in d_ledger]
+    acct = dpframe.Accountant(epsilon=5)
     with pytest.raises(InvalidDataError, match="outside the declared categories"):
-        dps.proportions(
-            sdf,
-            "age_band",
-            epsilon=0.5,
-            n=survey.height,
-            categories=cats[:2],
-            accountant=dpframe.Accountant(epsilon=5),
-        )
+        dpframe.proportions(
+            sdf, "age_band", epsilon=0.5, n=survey.height, categories=cats[:2], accountant=acct
+        ).collect()
+    assert acct.ledger == ()
 
 
 def test_the_same_spec_through_polars_and_spark(spark, tmp_path):
     """Same plan, same ledger charges, same schemas; seeded noise equal value for value."""
-    from dpframe.engines.spark_release import release_spark
-    from dpframe.release import load_spec, plan, release
+    from dpframe.jobs import load_spec, plan, run
 
     results = {}
     for engine in ("polars", "spark"):
@@ -201,7 +204,7 @@ def test_the_same_spec_through_polars_and_spark(spark, tmp_path):
             warnings.simplefilter("ignore", dpframe.UnsafeSeedWarning)  # seeded on purpose
             results[engine] = (
                 plan(spec),
-                release(spec, progress=False) if engine == "polars" else release_spark(spec, spark),
+                run(spec, engine=engine, spark=spark, progress=False),
             )
     (pa, ra), (ps, rs) = results["polars"], results["spark"]
     assert pa.rows.equals(ps.rows)
@@ -249,7 +252,7 @@ def test_pram_columns_are_charged_together_or_not_at_all(spark, survey, tmp_path
         {"column": "age_band", "epsilon": 0.6, "categories": ["18-34", "35-54", "55+"]},
     ]
     with pytest.raises(dpframe.BudgetExceededError):
-        dps.pram(sdf, cols, str(tmp_path / "out"), accountant=acct)  # 1.2 > 1: none charged
+        _pram(sdf, cols, str(tmp_path / "out"), accountant=acct)  # 1.2 > 1: none charged
     assert acct.ledger == () and not (tmp_path / "out").exists()
 
 
@@ -281,7 +284,7 @@ def test_pram_through_map_in_arrow_keeps_the_likelihood_ratio_bound(spark, tmp_p
     )
     acct = dpframe.Accountant(epsilon=eps)
     cols = [{"column": "x", "epsilon": eps, "categories": cats}]
-    out = dps.pram(sdf, cols, str(tmp_path / "out"), accountant=acct, keep=["truth"])
+    out = _pram(sdf, cols, str(tmp_path / "out"), accountant=acct, keep=["truth"])
     table = pl.from_arrow(out.groupBy("truth", "x").count().toArrow())
     counts = np.zeros((s, s))
     for t, z, k in table.iter_rows():
@@ -319,7 +322,7 @@ def test_two_partitions_never_repeat_noise(spark, tmp_path):
     )
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(m // 2))
     try:
-        out = dps.pram(
+        out = _pram(
             sdf,
             [{"column": "x", "epsilon": eps, "categories": cats}],
             str(tmp_path / "out"),
@@ -363,7 +366,7 @@ def test_a_retried_task_is_charged_once_and_written_once(spark, tmp_path):
     acct = dpframe.Accountant(epsilon=1.0)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
     try:
-        out = dps.pram(
+        out = _pram(
             flaky,
             [{"column": "x", "epsilon": 1.0, "categories": cats}],
             str(tmp_path / "out"),
@@ -397,8 +400,7 @@ def _spec_dict(folder, budget: float = 3.0, seed: int | None = 5) -> dict:
 
 
 def test_the_python_api_on_a_spark_dataframe(spark, tmp_path):
-    from dpframe.engines.spark_release import release_spark
-    from dpframe.release import parse_spec, plan, release
+    from dpframe.jobs import parse_spec, plan, run
 
     outputs = {}
     for engine in ("polars", "spark"):
@@ -409,17 +411,23 @@ def test_the_python_api_on_a_spark_dataframe(spark, tmp_path):
         frame = spark.createDataFrame(survey.to_arrow()) if engine == "spark" else survey.lazy()
         spec = parse_spec(data, base=folder, frame=frame)
         the_plan = plan(spec)
-        result = release_spark(spec) if engine == "spark" else release(spec, progress=False)
+        result = run(spec, progress=False)
         outputs[engine] = (the_plan, result)
     (pa, ra), (ps, rs) = outputs["polars"], outputs["spark"]
     assert pa.rows.equals(ps.rows) and pa.input_rows == ps.input_rows == 2000
     key = ["region", "age_band"]
     a, b = pl.read_parquet(ra.outputs["by_region"]), pl.read_parquet(rs.outputs["by_region"])
     assert a.sort(key).equals(b.sort(key))
-    from dpframe.release.spec import SpecError
+    from dpframe.jobs.spec import SpecError
 
-    with pytest.raises(SpecError, match="release_spark"):
-        release(parse_spec(_spec_dict(tmp_path), base=tmp_path, frame=spark.range(3)))
+    with pytest.raises(SpecError, match="engine='spark'"):
+        run(parse_spec(_spec_dict(tmp_path), base=tmp_path, frame=spark.range(3)), engine="polars")
+
+
+def run_spark(spec):
+    from dpframe.jobs import run
+
+    return run(spec, engine="spark", progress=False)
 
 
 def _ledger_untouched(folder) -> None:
@@ -430,15 +438,14 @@ def _ledger_untouched(folder) -> None:
 
 
 def test_release_refuses_missing_columns_and_null_keys_before_any_charge(spark, tmp_path):
-    from dpframe.engines.spark_release import release_spark
-    from dpframe.release import parse_spec
-    from dpframe.release.spec import SpecError
+    from dpframe.jobs import parse_spec
+    from dpframe.jobs.spec import SpecError
 
     data = _spec_dict(tmp_path, seed=None)
     survey = pl.read_parquet(tmp_path / "survey.parquet")
     no_income = spark.createDataFrame(survey.drop("income").to_arrow())
     with pytest.raises((SpecError, InvalidParameterError), match="income"):
-        release_spark(parse_spec(data, base=tmp_path, frame=no_income))
+        run_spark(parse_spec(data, base=tmp_path, frame=no_income))
     _ledger_untouched(tmp_path)
     null_key = survey.with_columns(
         pl.when(pl.int_range(pl.len()) == 7)
@@ -447,9 +454,7 @@ def test_release_refuses_missing_columns_and_null_keys_before_any_charge(spark, 
         .alias("age_band")
     )
     with pytest.raises(InvalidDataError, match="null"):
-        release_spark(
-            parse_spec(data, base=tmp_path, frame=spark.createDataFrame(null_key.to_arrow()))
-        )
+        run_spark(parse_spec(data, base=tmp_path, frame=spark.createDataFrame(null_key.to_arrow())))
     _ledger_untouched(tmp_path)
     bad_category = survey.with_columns(
         pl.when(pl.int_range(pl.len()) == 9)
@@ -459,11 +464,11 @@ def test_release_refuses_missing_columns_and_null_keys_before_any_charge(spark, 
     )
     bad_frame = spark.createDataFrame(bad_category.to_arrow())
     with pytest.raises(InvalidDataError, match="not in margins"):  # the grouped release
-        release_spark(parse_spec(data, base=tmp_path, frame=bad_frame))
+        run_spark(parse_spec(data, base=tmp_path, frame=bad_frame))
     _ledger_untouched(tmp_path)
     only_pram = {**data, "release": [r for r in data["release"] if r["kind"] == "pram"]}
     with pytest.raises(InvalidDataError, match="Atlantis"):  # PRAM's preflight
-        release_spark(parse_spec(only_pram, base=tmp_path, frame=bad_frame))
+        run_spark(parse_spec(only_pram, base=tmp_path, frame=bad_frame))
     _ledger_untouched(tmp_path)
     # a NaN in a covariance column (Spark's clipping would turn it into the upper bound)
     nan = survey.with_columns(
@@ -474,18 +479,14 @@ def test_release_refuses_missing_columns_and_null_keys_before_any_charge(spark, 
     )
     only_cov = {**data, "release": [r for r in data["release"] if r["kind"] == "covariance"]}
     with pytest.raises(InvalidDataError, match="NaN"):
-        release_spark(
-            parse_spec(only_cov, base=tmp_path, frame=spark.createDataFrame(nan.to_arrow()))
-        )
+        run_spark(parse_spec(only_cov, base=tmp_path, frame=spark.createDataFrame(nan.to_arrow())))
     _ledger_untouched(tmp_path)
     # bad PRAM settings in a later release: found before the grouped release charges
     later = {**data, "release": [dict(r) for r in data["release"]]}
     pram_release = next(r for r in later["release"] if r["kind"] == "pram")
     pram_release["columns"] = [{**pram_release["columns"][0], "prior": {"North": 1.0, "Mars": 2.0}}]
     with pytest.raises(Exception, match="Mars"):
-        release_spark(
-            parse_spec(later, base=tmp_path, frame=spark.createDataFrame(survey.to_arrow()))
-        )
+        run_spark(parse_spec(later, base=tmp_path, frame=spark.createDataFrame(survey.to_arrow())))
     _ledger_untouched(tmp_path)
 
 
@@ -494,15 +495,15 @@ def test_pram_alone_checks_the_data_before_the_charge_and_draws_afresh_each_run(
 ):
     sdf = spark.createDataFrame(survey.with_row_index("id").cast({"id": pl.Int64}).to_arrow())
     acct = dpframe.Accountant(epsilon=5)
-    with pytest.raises(InvalidDataError, match="outside its declared categories"):
-        dps.pram(
+    with pytest.raises(InvalidDataError, match="outside the declared categories"):
+        _pram(
             sdf,
             [{"column": "region", "epsilon": 1.0, "categories": ["North", "South"]}],
             str(tmp_path / "a"),
             accountant=acct,
         )
     with pytest.raises(InvalidDataError, match="cast the column"):
-        dps.pram(
+        _pram(
             sdf,
             [{"column": "region", "epsilon": 1.0, "categories": [1, 2]}],
             str(tmp_path / "a"),
@@ -513,7 +514,7 @@ def test_pram_alone_checks_the_data_before_the_charge_and_draws_afresh_each_run(
     cols = [{"column": "region", "epsilon": 0.5, "categories": list(REGIONS)}]
     runs = [
         pl.from_arrow(
-            dps.pram(sdf, cols, str(tmp_path / f"r{i}"), accountant=acct, keep=["id"]).toArrow()
+            _pram(sdf, cols, str(tmp_path / f"r{i}"), accountant=acct, keep=["id"]).toArrow()
         ).sort("id")["region"]
         for i in range(2)
     ]
@@ -527,13 +528,13 @@ def test_grouped_keys_that_do_not_survive_the_cast_are_refused(spark):
     sdf = spark.createDataFrame(pl.DataFrame({"k": [1.5, 1.0, 2.0, 2.7]}).to_arrow())
     acct = dpframe.Accountant(epsilon=1)
     with pytest.raises(InvalidDataError, match="margins' dtype"):
-        dps.grouped_release(
+        _grouped(
             sdf,
             "k",
             [dpframe.agg.count(epsilon=0.5)],
             margins=pl.DataFrame({"k": [1, 2]}),
             accountant=acct,
-        )
+        ).collect()
     assert acct.ledger == ()
 
 
@@ -541,8 +542,7 @@ def test_no_java_is_a_clear_error_before_any_charge(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from dpframe.cli import app
-    from dpframe.engines.spark_release import release_spark
-    from dpframe.release import load_spec
+    from dpframe.jobs import load_spec
 
     if not spark_available():
         pytest.skip("pyspark is not installed")
@@ -552,7 +552,7 @@ def test_no_java_is_a_clear_error_before_any_charge(tmp_path, monkeypatch):
     with pytest.raises(InvalidParameterError, match="Java"):
         dps.local_session()
     with pytest.raises(InvalidParameterError, match="Java"):
-        release_spark(load_spec(spec_path))
+        run_spark(load_spec(spec_path))
     res = CliRunner().invoke(app, ["release", str(spec_path), "--engine", "spark"])
     assert res.exit_code == 2 and "Java" in res.output
     _ledger_untouched(tmp_path)
@@ -562,13 +562,12 @@ def test_enum_columns_of_the_file_declare_the_categories(spark, tmp_path):
     """A spec without categories runs on Spark when the Parquet file's Enums declare them
     (Spark reads them as strings; the categories come from the file's schema, as on polars).
     """
-    from dpframe.engines.spark_release import release_spark
-    from dpframe.release import load_spec
+    from dpframe.jobs import load_spec
 
-    from ..release.conftest import write_spec
+    from ..jobs.conftest import write_spec
 
     spec = load_spec(write_spec(tmp_path, rows=1500, budget=3.0))
-    result = release_spark(spec, spark)
+    result = run_spark(spec)
     micro = pl.read_parquet(str(result.outputs["microdata"] / "*.parquet"))
     assert micro.height == 1500 and set(micro["region"]) <= set(REGIONS)
     shares = pl.read_parquet(result.outputs["age_shares"])
@@ -596,15 +595,15 @@ def test_dp_prior_on_spark_matches_polars_and_feeds_pram(spark, survey, tmp_path
     sdf = spark.createDataFrame(survey.to_arrow())
     cats = list(REGIONS)
     a_acct, b_acct = dpframe.Accountant(epsilon=2), dpframe.Accountant(epsilon=2)
-    a = dps.dp_prior(sdf, "region", 0.2, categories=cats, accountant=a_acct, seed=9)
+    a = dpframe.pram.dp_prior(sdf, "region", 0.2, categories=cats, accountant=a_acct, seed=9)
     b = dpframe.pram.dp_prior(survey, "region", 0.2, categories=cats, accountant=b_acct, seed=9)
     assert a == b and list(a) == cats and math.isclose(sum(a.values()), 1.0)
     assert [(e.mechanism, e.epsilon) for e in a_acct.ledger] == [("pram_prior_histogram", 0.2)]
     cols = [{"column": "region", "epsilon": 0.8, "categories": cats, "prior": a}]
-    out = dps.pram(sdf, cols, str(tmp_path / "out"), accountant=a_acct)
+    out = _pram(sdf, cols, str(tmp_path / "out"), accountant=a_acct)
     assert out.count() == survey.height and a_acct.spent.epsilon == pytest.approx(1.0)
     with pytest.raises(InvalidParameterError, match="dp_prior"):
-        dps.pram(sdf, [{**cols[0], "prior": "dp"}], str(tmp_path / "b"), accountant=a_acct)
+        _pram(sdf, [{**cols[0], "prior": "dp"}], str(tmp_path / "b"), accountant=a_acct)
     with pytest.raises(InvalidDataError, match="outside the declared categories"):
-        dps.dp_prior(sdf, "region", 0.2, categories=cats[:3], accountant=a_acct)
+        dpframe.pram.dp_prior(sdf, "region", 0.2, categories=cats[:3], accountant=a_acct)
     assert a_acct.spent.epsilon == pytest.approx(1.0)  # refusals spend nothing

@@ -274,7 +274,7 @@ def test_no_bounds_is_the_laplace_law():
 
 
 def test_naive_eq6_loses_digits_where_the_stable_form_does_not():
-    """DESIGN.md: eqs (6), (7) lose precision when lam >> c1 - c0."""
+    """docs/papers.md, erratum 3: eqs (6), (7) lose digits when lam >> c1 - c0."""
     s, lam, c0, c1 = 0.25, 1e6, 0.0, 1.0
     e0, e1 = math.exp((c0 - s) / lam), math.exp((s - c1) / lam)
     eq6 = ((lam - c0 + s) / 2 * e0 - (lam + c1 - s) / 2 * e1) / (1 - e0 / 2 - e1 / 2)

@@ -37,6 +37,7 @@ from scipy import stats
 
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms import pram
+from dpframe.mechanisms.pram import optimum
 
 from . import pram_oracle as po
 
@@ -259,13 +260,13 @@ def test_branch_and_bound_finds_each_family_optimum(diagonal):
                 order = np.argsort(-p, kind="stable")
                 ps = p[order]
                 for values, counts, _ in fams:
-                    best = pram._Best()
+                    best = optimum._Best()
                     best.offer(0.0, np.full(s, 1.0 / s), ps, (1.0 / s,), (s,))
                     vals = np.array(values)
                     if len(values) == 2 and len(counts) == 1 and 1 in counts[0]:
-                        pram._search_singleton(ps, vals, tuple(counts[0]), best)
+                        optimum._search_singleton(ps, vals, tuple(counts[0]), best)
                     else:
-                        pram._search_family(ps, vals, np.array(counts, dtype=np.int64), best)
+                        optimum._search_family(ps, vals, np.array(counts, dtype=np.int64), best)
                     q = np.empty(s)
                     q[order] = best.q
                     f_oracle, _ = po.best_of(p, _family_arrangements(values, counts))
@@ -604,7 +605,9 @@ def test_grid_sampler_from_a_float_matrix():
 def test_samplers_on_a_coarse_grid_are_exact():
     """Hand-built samplers with 2-3 bits: an off-by-one in the integer logic moves a
     probability by 1/8 or more, which 2e5 draws per row see at once."""
-    grid = pram.PramSampler("pram", 3, 3, math.log(7), np.array([1, 4, 7], dtype=np.int64))
+    grid = pram.PramSampler("pram", 3, 3, np.array([1, 4, 7], dtype=np.int64))
+    # its epsilon is derived from its integers: column 1 holds 1/16 and 8/16
+    assert grid.epsilon_actual == pytest.approx(math.log(8), rel=1e-12)
     # U uniform on [0, 16): low 3 bits < c_k moves the record, uniformly to the others
     expected = np.array(
         [
@@ -618,7 +621,8 @@ def test_samplers_on_a_coarse_grid_are_exact():
     # alias, unit 4: row 0 weights (6, 2), row 1 weights (1, 7) out of 8
     thr = np.array([[4, 2], [1, 4]], dtype=np.int64)
     alias = np.array([[0, 0], [1, 1]], dtype=np.int64)
-    table = pram.PramSampler("alias", 2, 2, math.log(7), thr, alias)
+    table = pram.PramSampler("alias", 2, 2, thr, alias)
+    assert table.epsilon_actual == pytest.approx(math.log(6), rel=1e-12)  # column 0: 6 vs 1
     expected = np.array([[6 / 8, 2 / 8], [1 / 8, 7 / 8]])
     assert np.array_equal(table.matrix, expected)
     _chisquare_rows(_sample_rows(table, 2, seed=26), expected, ALPHA)

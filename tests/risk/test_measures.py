@@ -3,7 +3,7 @@
 The oracles here share nothing with the kernel but the definition: presence patterns are
 enumerated with their probabilities from scipy's noise CDFs, count vectors with their
 (Dirichlet-)multinomial pmfs written from ``gammaln``, and the paper's closed forms are
-typed in from the paper (with the corrections in DESIGN.md).
+typed in from the paper (with the corrections in docs/papers.md).
 """
 
 from __future__ import annotations
@@ -516,7 +516,7 @@ def test_printed_eq13_power_is_not_a_bound():
 
 
 def test_scenario8_bound_fails_for_three_levels():
-    """DESIGN.md erratum: a cell holding three levels, eps -> 0: exact 3/8, 'bound' 2/8."""
+    """docs/papers.md erratum: a cell holding three levels, eps -> 0: exact 3/8, 'bound' 2/8."""
     t = np.array([[4, 2, 1]])  # the FF table's three-level cell
     for mechanism, delta, eps in [("laplace", None, 1e-7), ("gaussian_pdp", 1e-3, 1e-7)]:
         exact = cell_risk(t, mechanism=mechanism, epsilon=eps, delta=delta)

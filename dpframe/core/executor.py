@@ -1,0 +1,242 @@
+"""The one path every release takes: check, charge, draw, record.
+
+A mechanism (:mod:`dpframe.mechanisms`) describes a release as a *plan*, made from its
+parameters alone -- no data -- and two steps that read the confidential data::
+
+    plan = mechanisms.<kernel>.plan(params)    # charges, calibration, expected error
+    plan.check(exact)                          # the data: refuse, spending nothing
+    plan.draw(exact, rng)                      # the noise, only after the charge
+
+:func:`execute` runs a list of such :class:`Step` s (a plan and its exact inputs) and is
+the only code in dpframe that charges an accountant:
+
+1. **check** every step against its exact inputs (bad data raises here: nothing spent);
+2. **charge** all their charges at once, atomically (all are recorded, or none is, and
+   :class:`~dpframe.errors.BudgetExceededError` leaves nothing drawn);
+3. **draw** each step from a freshly keyed generator of its own random source;
+4. **record**: the ledger entries come back with the outputs, for provenance.
+
+If a draw fails after the charge, the budget stays spent: noise may have been drawn.
+
+A release object materialises once (:class:`Once`): a second ``collect()`` returns the
+same output, and evaluating it on other data refuses, never drawing fresh noise under
+the first charge.
+
+Examples
+--------
+>>> import numpy as np, dpframe
+>>> from dpframe.core.executor import Step, execute
+>>> from dpframe.mechanisms.laplace import plan_laplace
+>>> acct = dpframe.Accountant(epsilon=1.0)
+>>> plan = plan_laplace(epsilon=0.5, sensitivity=1.0, column="count")
+>>> run = execute([Step(plan, np.array([10.0, 20.0]))], acct)
+>>> run.outputs[0].shape, acct.spent.epsilon
+((2,), 0.5)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from dpframe.core.accountant import Accountant, Charge, LedgerEntry
+from dpframe.core.randomness import RandomSource
+from dpframe.errors import InvalidParameterError, NoAccountantError, ReleaseReuseError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "SUMMARY_FIELDS",
+    "Execution",
+    "MechanismPlan",
+    "Once",
+    "Step",
+    "execute",
+    "require_accountant",
+    "summary_row",
+]
+
+T = TypeVar("T")
+
+
+#: The fields of a plan's summary row, in order (``summarize()``, ``dpframe plan``).
+SUMMARY_FIELDS = (
+    "statistic",
+    "mechanism",
+    "epsilon",
+    "delta",
+    "sensitivity",
+    "scale",
+    "error95",
+    "note",
+)
+
+
+def summary_row(
+    statistic: str | None,
+    mechanism: str,
+    epsilon: float,
+    *,
+    delta: float = 0.0,
+    sensitivity: float | None = None,
+    scale: float | None = None,
+    error95: float | None = None,
+    note: str = "",
+) -> dict[str, Any]:
+    """One row of a plan's summary: what a statistic costs (charged) and how noisy it is.
+
+    ``error95`` is the half-width that holds the noise with probability 0.95 (``None``
+    where it depends on the data, e.g. a ratio of noisy sums and counts).
+    """
+    return {
+        "statistic": statistic,
+        "mechanism": mechanism,
+        "epsilon": float(epsilon),
+        "delta": float(delta),
+        "sensitivity": None if sensitivity is None else float(sensitivity),
+        "scale": None if scale is None else float(scale),
+        "error95": None if error95 is None else float(error95),
+        "note": note,
+    }
+
+
+class MechanismPlan(Protocol):
+    """What a kernel's plan gives the executor (see the module docstring).
+
+    ``charges`` are fixed by the parameters (never read from the data or from an object
+    that claims its own epsilon); ``summary()`` lists, per charged statistic, what it
+    costs and how noisy it is, for ``summarize()`` and ``dpframe plan``.
+    """
+
+    @property
+    def charges(self) -> tuple[Charge, ...]: ...
+
+    def summary(self) -> list[dict[str, Any]]: ...
+
+    def check(self, exact: Any) -> None: ...
+
+    def draw(self, exact: Any, rng: np.random.Generator) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """One release ready to run: its plan, its exact inputs, and where its noise comes from."""
+
+    plan: MechanismPlan
+    exact: Any = None
+    source: RandomSource = field(default_factory=RandomSource)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What :func:`execute` did: each step's output, and the ledger entries that paid."""
+
+    outputs: tuple[Any, ...]
+    entries: tuple[LedgerEntry, ...]
+    #: how many of ``entries`` each step made, in order
+    counts: tuple[int, ...]
+
+    def entries_of(self, i: int) -> tuple[LedgerEntry, ...]:
+        """The ledger entries of step ``i``."""
+        start = sum(self.counts[:i])
+        return self.entries[start : start + self.counts[i]]
+
+
+def require_accountant(accountant: Any, what: str) -> Accountant:
+    """``accountant`` if it is one, else a clear error naming the release."""
+    if accountant is None:
+        raise NoAccountantError(
+            f"{what} has no accountant to charge: build it inside `with accountant:` or "
+            "pass accountant=...; nothing was charged or drawn"
+        )
+    if not isinstance(accountant, Accountant):
+        raise InvalidParameterError(
+            f"accountant must be a dpframe.Accountant, got {type(accountant).__name__}"
+        )
+    return accountant
+
+
+def execute(steps: Sequence[Step], accountant: Accountant | None, *, note: str = "") -> Execution:
+    """Check every step, charge them all atomically, then draw each one.
+
+    Parameters
+    ----------
+    steps : sequence of Step
+        The releases to run together (one charge, recorded under one release id).
+    accountant : Accountant
+        Charged once for everything, before any noise is drawn.
+    note : str
+        Recorded with every ledger entry that has no note of its own.
+
+    Returns
+    -------
+    Execution
+        The outputs of the steps' draws, in order, and the ledger entries.
+
+    Raises
+    ------
+    InvalidDataError
+        From a step's check: nothing was charged or drawn.
+    BudgetExceededError
+        The charges do not fit: nothing was charged or drawn.
+    """
+    acct = require_accountant(accountant, "this release")
+    steps = list(steps)
+    if not steps:
+        raise InvalidParameterError("steps: nothing to release")
+    for s in steps:
+        if not isinstance(s, Step):
+            raise InvalidParameterError(f"steps must be Step objects, got {type(s).__name__}")
+        s.plan.check(s.exact)
+    charges = [c for s in steps for c in s.plan.charges]
+    counts = tuple(len(s.plan.charges) for s in steps)
+    entries = acct.spend_all(charges, note=note) if charges else ()
+    outputs = tuple(s.plan.draw(s.exact, s.source.generator()) for s in steps)
+    return Execution(outputs, tuple(entries), counts)
+
+
+class Once:
+    """The single materialisation of a release.
+
+    The first :meth:`get` runs ``make`` (which charges and draws, through
+    :func:`execute`) and keeps its result with the ``key`` of the inputs it used. A later
+    call with the same key returns that very result; with another key it raises
+    :class:`~dpframe.errors.ReleaseReuseError`: fresh noise would be a new release,
+    which needs a new charge. Thread-safe: polars may evaluate a release from several
+    threads, and only one of them charges.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+        self._key: Hashable = None
+        self._value: Any = None
+
+    @property
+    def done(self) -> bool:
+        """True once the release has been charged and drawn."""
+        return self._done
+
+    @property
+    def value(self) -> Any:
+        """The materialised result (``None`` before)."""
+        return self._value
+
+    def get(self, key: Hashable, make: Callable[[], T], *, what: str) -> T:
+        """The result for ``key``: made once, then returned again; other keys refuse."""
+        with self._lock:
+            if self._done:
+                if key == self._key:
+                    return self._value
+                raise ReleaseReuseError(
+                    f"{what} has already been released; releasing it again on other values "
+                    "would draw fresh noise without a charge. Build a new release for new "
+                    "data (if polars is calling it once per group, inside group_by().agg(), "
+                    "use dpframe.group_by(frame, keys, margins=...) instead)"
+                )
+            value = make()
+            self._key, self._value, self._done = key, value, True
+            return value

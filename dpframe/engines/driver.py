@@ -1,0 +1,219 @@
+"""What every engine's results go through on the driver, before anything is charged.
+
+An engine (polars or Spark) computes small exact results from the records: per-group
+aggregates, counts per value, a covariance matrix. These functions check them and put
+them in the shape a release needs, with the same rules -- and the same messages -- for
+every engine:
+
+* :func:`check_sources` -- the source columns exist and have a usable dtype (the
+  schema is public: checked before any data is read);
+* :func:`finish_grouped` -- bad values refused (:mod:`dpframe.core.values`), keys that
+  are null, change when cast to the margins' dtype, or are not in the margins refused,
+  the public margins joined (groups absent from the data get exact zeros), declared
+  public sizes checked against the data;
+* :func:`declared_counts` -- counts per *declared* category (0 where absent), refusing
+  nulls and values outside the categories;
+* :func:`check_categories_fit` -- declared categories fit the column's dtype (an
+  integer category 200 does not fit an Int8 column: refused before the charge, not
+  after it, inside polars).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from dpframe.core.values import refuse_bad_values
+from dpframe.errors import InvalidDataError, InvalidParameterError
+
+__all__ = [
+    "BAD_PREFIX",
+    "ROWS",
+    "check_categories_fit",
+    "check_sources",
+    "declared_counts",
+    "finish_grouped",
+]
+
+#: Column of an engine's per-group table counting the records of each group.
+ROWS = "__rows"
+#: Prefix of the columns counting null, NaN or infinite values of a source column.
+BAD_PREFIX = "__bad__"
+
+
+def check_sources(schema: pl.Schema, sources: Sequence[tuple[str, str]], what: str) -> None:
+    """Refuse missing source columns, and dtypes a statistic cannot use.
+
+    ``sources`` are ``(column, need)`` pairs, ``need`` being ``"numeric"`` or
+    ``"boolean"``; ``what`` names the release in the message.
+    """
+    missing = sorted({c for c, _ in sources if c not in schema})
+    if missing:
+        raise InvalidParameterError(
+            f"{what}: column(s) {missing} are not in the data (its columns: "
+            f"{sorted(schema.names())[:20]})"
+        )
+    for column, need in sources:
+        dtype = schema[column]
+        if need == "boolean" and dtype != pl.Boolean:
+            raise InvalidDataError(
+                f"column {column!r} has dtype {dtype}; {what} needs a Boolean column (e.g. "
+                f"pl.col({column!r}) == value); nothing was charged"
+            )
+        if need == "numeric" and not dtype.is_numeric():
+            raise InvalidDataError(
+                f"column {column!r} has dtype {dtype}; {what} needs a numeric column (cast it "
+                f"with pl.col({column!r}).cast(pl.Float64)); nothing was charged"
+            )
+
+
+def _cast_keys(agg: pl.DataFrame, margins: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    """The keys of ``agg`` in the margins' dtypes; a key must survive the cast unchanged
+    (``1.5 -> 1`` or ``"01" -> 1`` would merge groups)."""
+    casts = [
+        pl.col(k).cast(margins.schema[k], strict=False)
+        for k in keys
+        if agg.schema[k] != margins.schema[k]
+    ]
+    if not casts:
+        return agg
+    cast = agg.with_columns(casts)
+    for k in keys:
+        if agg.schema[k] == margins.schema[k]:
+            continue
+        back = cast[k].cast(agg.schema[k], strict=False)
+        lost = (cast[k].is_null() & agg[k].is_not_null()) | (back != agg[k]).fill_null(False)
+        if lost.any():
+            raise InvalidDataError(
+                f"key {k!r}: values {agg.filter(lost)[k].unique().to_list()[:5]} do not fit the "
+                f"margins' dtype {margins.schema[k]} (keys not in the margins); nothing was "
+                "charged"
+            )
+    return cast
+
+
+def finish_grouped(
+    agg: pl.DataFrame,
+    margins: pl.DataFrame,
+    keys: Sequence[str],
+    parts: Sequence[Any],
+    *,
+    unknown_keys: str = "error",
+    sizes: Any = None,
+) -> pl.DataFrame:
+    """The exact per-group parts of a grouped release, one row per margins row, checked.
+
+    ``agg`` holds one row per group present in the data: the keys, :data:`ROWS`, one
+    column per exact part (``parts``: :class:`dpframe.mechanisms.statistics.Part`) and
+    ``__bad__<column>`` counts, however an engine computed it. Nothing is charged if
+    this raises.
+    """
+    keys = list(keys)
+    refuse_bad_values(
+        {
+            c.removeprefix(BAD_PREFIX): int(agg[c].sum() or 0)
+            for c in agg.columns
+            if c.startswith(BAD_PREFIX)
+        }
+    )
+    null_keys = [k for k in keys if agg[k].null_count()]
+    if null_keys:
+        raise InvalidDataError(
+            f"key column(s) {null_keys} hold nulls; a record's group must be known: fill or "
+            "drop them first (nothing was charged)"
+        )
+    agg = _cast_keys(agg, margins, keys)
+    unknown = agg.join(margins.select(keys), on=keys, how="anti")
+    if unknown.height and unknown_keys == "error":
+        raise InvalidDataError(
+            f"{unknown[ROWS].sum()} record(s) in {unknown.height} group(s) have keys that are "
+            "not in margins; add those groups to margins or pass unknown_keys='drop' "
+            "(nothing was charged)"
+        )
+    names = [p.name for p in parts]
+    joined = margins.select(keys).join(
+        agg.select([*keys, ROWS, *dict.fromkeys(names)]), on=keys, how="left"
+    )
+    if sizes is not None:  # public sizes: the data must match them
+        rows = joined[ROWS].fill_null(0).to_numpy()
+        wrong = int((rows != sizes).sum())
+        if wrong:
+            raise InvalidDataError(
+                f"{wrong} group(s) have a size in the data different from the public size "
+                "declared in margins; the sensitivities assume the declared sizes, so fix "
+                "the margins or drop sizes= (nothing was charged)"
+            )
+    fill = [p.name for p in parts if p.fill is not None]
+    return joined.drop(ROWS).with_columns(
+        pl.col(dict.fromkeys(fill)).cast(pl.Float64).fill_null(0.0)
+    )
+
+
+def check_categories_fit(dtype: pl.DataType, categories: Sequence[Any], column: str) -> None:
+    """Refuse declared categories that the column's dtype cannot hold (or mismatched kinds)."""
+    cats = list(categories)
+    strings = all(isinstance(c, str) for c in cats)
+    if dtype.is_integer():
+        if strings:
+            raise InvalidDataError(
+                f"column {column!r} holds integers but its categories are strings: declare "
+                "integer categories, or cast the column to String (nothing was charged)"
+            )
+        fits = pl.Series(cats, dtype=pl.Int64).cast(dtype, strict=False)
+        if fits.null_count():
+            bad = [c for c, f in zip(cats, fits.to_list(), strict=True) if f is None][:5]
+            raise InvalidDataError(
+                f"categories {bad} of column {column!r} do not fit its dtype {dtype}; cast the "
+                "column to a wider integer type or fix the categories (nothing was charged)"
+            )
+        return
+    if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum | pl.Categorical):
+        if not strings:
+            raise InvalidDataError(
+                f"column {column!r} holds strings but its categories are integers: declare "
+                "string categories, or cast the column to an integer type (nothing was charged)"
+            )
+        if isinstance(dtype, pl.Enum):
+            own = set(dtype.categories.to_list())
+            if own != set(cats):
+                raise InvalidParameterError(
+                    f"column {column!r} is an Enum with categories {sorted(own)[:8]}, which "
+                    f"differ from the declared {cats[:8]}; declare the same set, or omit the "
+                    "categories to use the Enum's"
+                )
+        return
+    raise InvalidDataError(
+        f"column {column!r} has dtype {dtype}; a categorical release needs an Enum, "
+        "Categorical, String or integer column (nothing was charged)"
+    )
+
+
+def declared_counts(
+    counts: pl.DataFrame, column: str, categories: Sequence[Any], count: str = "count"
+) -> pl.DataFrame:
+    """Counts per *declared* category, in their order (0 where absent).
+
+    ``counts`` has ``column`` (the values in the data, with their dtype) and ``count``.
+    Refuses nulls and values outside the categories before anything is charged.
+    """
+    dtype = counts.schema[column]
+    check_categories_fit(dtype, categories, column)
+    values = counts[column]
+    if isinstance(dtype, pl.Enum | pl.Categorical):
+        values = values.cast(pl.String)
+    known = pl.DataFrame({column: pl.Series(list(categories))}).with_columns(
+        pl.col(column).cast(values.dtype)
+    )
+    found = pl.DataFrame({column: values, count: counts[count]})
+    unknown = found.join(known, on=column, how="anti", nulls_equal=True)
+    if unknown.height:
+        examples = unknown[column].head(5).to_list()
+        raise InvalidDataError(
+            f"column {column!r} holds {int(unknown[count].sum())} null(s) or value(s) outside "
+            f"the declared categories, e.g. {examples}; add them to the categories or recode "
+            "them (nothing was charged)"
+        )
+    out = known.join(found, on=column, how="left", nulls_equal=True)
+    return out.with_columns(pl.col(count).fill_null(0).cast(pl.Int64))

@@ -1,0 +1,252 @@
+"""The polars engine: exact aggregates and the row-wise step with native polars, streaming.
+
+Aggregates are computed with native polars first (``group_by().agg()`` of clipped
+values, on the streaming engine), and only the small result reaches the release: a
+Python function inside ``group_by().agg()`` would be called once per group. The row-wise
+step (PRAM) runs in ``map_batches(..., is_elementwise=True)``, once per streaming morsel,
+with a generator keyed afresh for every morsel (``docs/architecture.md``).
+
+The value <-> category-code conversion of a polars column (:func:`encode`,
+:func:`decode`) lives here too: ``.dp.pram`` uses it in its morsels.
+
+Examples
+--------
+>>> import polars as pl
+>>> from dpframe.engines.polars import PolarsEngine
+>>> from dpframe.mechanisms.statistics import sum as stat_sum
+>>> stat = stat_sum("x", lower=0, upper=10, epsilon=1.0)
+>>> eng = PolarsEngine(pl.LazyFrame({"g": ["a", "a", "b"], "x": [1.0, 20.0, 3.0]}))
+>>> eng.grouped_parts(["g"], stat.parts(False), ["x"]).sort("g")["x_sum:sum"].to_list()
+[11.0, 3.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dpframe.core.files import atomic_file, check_output_path
+from dpframe.core.randomness import RandomSource
+from dpframe.engines.driver import BAD_PREFIX, ROWS
+from dpframe.engines.protocol import CovarianceInputs
+from dpframe.errors import InvalidDataError, InvalidParameterError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dpframe.mechanisms.pram.plan import ArmedPram
+    from dpframe.mechanisms.statistics import Operand, Part
+
+__all__ = ["PolarsEngine", "bad_values", "decode", "encode", "operand", "part_expr"]
+
+
+def operand(op: Operand) -> pl.Expr:
+    """The record-level value: the column as Float64, clipped to its bounds (if any)."""
+    x = pl.col(op.column).cast(pl.Float64)
+    return x if op.lower is None else x.clip(op.lower, op.upper)
+
+
+def part_expr(part: Part) -> pl.Expr:
+    """The polars aggregate of one exact part (:class:`dpframe.mechanisms.statistics.Part`)."""
+    if part.op == "count":
+        e = pl.len().cast(pl.Float64)
+    elif part.op == "sum":
+        x = operand(part.x)
+        e = (x if part.y is None else x * operand(part.y)).sum()
+    elif part.op == "mean":
+        e = operand(part.x).mean()
+    elif part.op == "var":
+        e = operand(part.x).var(ddof=1)
+    elif part.op == "cov":
+        e = pl.cov(operand(part.x), operand(part.y), ddof=1)
+    else:
+        raise InvalidParameterError(f"unknown aggregate {part.op!r}")
+    return e.alias(part.name)
+
+
+def bad_values(column: str, dtype: pl.DataType) -> pl.Expr:
+    """The number of null, NaN or infinite values of a column (the rule of
+    :mod:`dpframe.core.values`), named ``__bad__<column>``."""
+    col = pl.col(column)
+    bad = col.is_null()
+    if dtype.is_float():
+        bad = bad | col.is_nan() | col.is_infinite()
+    return bad.sum().alias(f"{BAD_PREFIX}{column}")
+
+
+class PolarsEngine:
+    """The records as a polars LazyFrame (a DataFrame is run lazily)."""
+
+    name = "polars"
+
+    def __init__(self, frame: pl.LazyFrame | pl.DataFrame) -> None:
+        if isinstance(frame, pl.DataFrame):
+            frame = frame.lazy()
+        if not isinstance(frame, pl.LazyFrame):
+            raise InvalidParameterError(
+                f"frame must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
+            )
+        self.frame = frame
+
+    def schema(self) -> pl.Schema:
+        return self.frame.collect_schema()
+
+    def rows(self) -> int:
+        return int(self.frame.select(pl.len()).collect(engine="streaming").item())
+
+    def grouped_parts(
+        self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]
+    ) -> pl.DataFrame:
+        schema = self.schema()
+        exprs: dict[str, pl.Expr] = {}
+        for p in parts:
+            exprs.setdefault(p.name, part_expr(p))
+        for c in dict.fromkeys(sources):
+            exprs.setdefault(f"{BAD_PREFIX}{c}", bad_values(c, schema[c]))
+        agg = self.frame.group_by(list(keys)).agg(pl.len().alias(ROWS), *exprs.values())
+        return agg.collect(engine="streaming")
+
+    def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
+        queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]
+        return dict(zip(columns, pl.collect_all(queries, engine="streaming"), strict=True))
+
+    def covariance_inputs(
+        self, columns: Sequence[str], bounds: Sequence[tuple[float, float]]
+    ) -> CovarianceInputs:
+        import numpy as np
+
+        schema = self.schema()
+        clipped = {
+            c: pl.col(c).cast(pl.Float64).clip(lo, hi)
+            for c, (lo, hi) in zip(columns, bounds, strict=True)
+        }
+        row = (
+            self.frame.select(
+                pl.len().alias(ROWS),
+                *[bad_values(c, schema[c]) for c in columns],
+                *[
+                    pl.cov(clipped[a], clipped[b], ddof=1).alias(f"{a}|{b}")
+                    for a in columns
+                    for b in columns
+                ],
+            )
+            .collect(engine="streaming")
+            .row(0, named=True)
+        )
+        cov = np.array([[row[f"{a}|{b}"] for b in columns] for a in columns], dtype=np.float64)
+        bad = {c: int(row[f"{BAD_PREFIX}{c}"]) for c in columns}
+        return CovarianceInputs(cov, int(row[ROWS]), bad)
+
+    def check_output(self, path: Any) -> Path:
+        """A file path whose folder exists (the file is replaced atomically)."""
+        if isinstance(path, str):
+            path = path.removeprefix("file://")
+        return check_output_path(path)
+
+    def write_rowwise(
+        self,
+        columns: Sequence[ArmedPram],
+        keep: Sequence[str],
+        path: Any,
+        metadata: dict[str, str],
+        source: RandomSource | None = None,
+    ) -> Any:
+        source = source or RandomSource()
+        schema = self.schema()
+        exprs = [
+            pl.col(a.column).map_batches(
+                randomizer(a, source), return_dtype=schema[a.column], is_elementwise=True
+            )
+            for a in columns
+        ]
+        query = self.frame.select(*exprs, *[pl.col(c) for c in keep])
+        with atomic_file(path) as tmp:
+            query.sink_parquet(tmp, metadata=metadata, compression="zstd")
+        return path
+
+    def written_frame(self, path: Any) -> pl.LazyFrame:
+        return pl.scan_parquet(path)
+
+    def written_counts(self, path: Any, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
+        return PolarsEngine(pl.scan_parquet(path)).category_counts(columns)
+
+
+def randomizer(armed: ArmedPram, source: RandomSource) -> Callable[[pl.Series], pl.Series]:
+    """The function polars runs per morsel: encode, randomize (a fresh key), decode."""
+
+    def run(s: pl.Series) -> pl.Series:
+        codes = encode(s, armed.column, armed.categories)
+        return decode(armed.randomize(codes, source.generator()), armed.categories, s)
+
+    return run
+
+
+def _int_codes(values: np.ndarray, cats: tuple[Any, ...], name: str) -> np.ndarray:
+    import numpy as np
+
+    arr = np.asarray(cats, dtype=np.int64)
+    v = values.astype(np.int64, copy=False)
+    if np.array_equal(arr, np.arange(arr.size)):
+        bad = (v < 0) | (v >= arr.size)
+        codes = v
+    else:
+        order = np.argsort(arr, kind="stable")
+        srt = arr[order]
+        pos = np.clip(np.searchsorted(srt, v), 0, srt.size - 1)
+        bad = srt[pos] != v
+        codes = order[pos]
+    if bad.any():
+        raise InvalidDataError(
+            f"column {name!r} has values outside the declared categories, e.g. "
+            f"{np.unique(v[bad])[:5].tolist()}; add them to categories= or recode them"
+        )
+    return codes
+
+
+def encode(s: pl.Series, name: str, cats: tuple[Any, ...]) -> np.ndarray:
+    """Category codes (``int64``, in the order of ``cats``) of a polars Series.
+
+    Refuses nulls and values outside the categories (the caller checked that the
+    categories fit the dtype: :func:`dpframe.engines.driver.check_categories_fit`).
+    """
+    import numpy as np
+
+    if s.null_count():
+        raise InvalidDataError(
+            f"column {name!r} has {s.null_count()} null value(s) in this batch; PRAM "
+            "needs a category for every record: fill them with a declared category "
+            "(e.g. .fill_null('unknown') and list 'unknown' in categories=) or drop them"
+        )
+    dtype = s.dtype
+    if dtype.is_integer():
+        return _int_codes(s.to_numpy(), cats, name)
+    enum = pl.Enum(list(cats))
+    if isinstance(dtype, pl.Enum) and tuple(dtype.categories.to_list()) == tuple(cats):
+        coded = s
+    else:
+        src = s if dtype == pl.String else s.cast(pl.String)
+        coded = src.cast(enum, strict=False)
+        if coded.null_count():
+            bad = src.filter(coded.is_null()).unique().head(5).to_list()
+            raise InvalidDataError(
+                f"column {name!r} has values outside the declared categories, e.g. "
+                f"{bad}; add them to categories= or recode them before PRAM"
+            )
+    return coded.to_physical().to_numpy().astype(np.int64, copy=False)
+
+
+def decode(codes: np.ndarray, cats: tuple[Any, ...], like: pl.Series) -> pl.Series:
+    """Codes back to values with ``like``'s dtype and name."""
+    import numpy as np
+
+    dtype = like.dtype
+    if dtype.is_integer():
+        values = np.asarray(cats, dtype=np.int64)[codes]
+        return pl.Series(like.name, values).cast(dtype)
+    lookup = pl.Series(like.name, list(cats), dtype=pl.String)
+    if isinstance(dtype, pl.Enum) or dtype != pl.String:
+        lookup = lookup.cast(dtype)
+    return lookup.gather(codes)

@@ -1,0 +1,101 @@
+"""The engine protocol: what an engine computes from the records, and nothing more.
+
+Every release runs in three parts (``docs/architecture.md``): an engine computes small
+exact results from the records where they live; the driver checks them
+(:mod:`dpframe.engines.driver`); the release -- charge, noise, ledger, Parquet -- runs
+once on the driver with the same code for every engine. An engine implements:
+
+* :meth:`Engine.schema` -- the data's (public) schema, as polars dtypes;
+* :meth:`Engine.rows` -- the number of records (public under substitute neighbours);
+* :meth:`Engine.grouped_parts` -- exact per-group aggregates of clipped values;
+* :meth:`Engine.category_counts` -- the number of records per value of columns;
+* :meth:`Engine.covariance_inputs` -- the sample covariance of clipped columns;
+* :meth:`Engine.write_rowwise` -- randomize columns record by record (PRAM) and write
+  the result once; :meth:`Engine.written_counts` counts what was written.
+
+None of these charges anything or draws noise from the records' aggregates; only
+``write_rowwise`` draws, under a charge the executor has already made.
+
+``dpframe.engines.engine_for(frame)`` picks the engine of a frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dpframe.mechanisms.pram.plan import ArmedPram
+    from dpframe.mechanisms.statistics import Part
+
+__all__ = ["CovarianceInputs", "Engine", "is_spark_frame"]
+
+
+@dataclass(frozen=True)
+class CovarianceInputs:
+    """The exact sample covariance (divisor ``n - 1``) of clipped columns, with the number
+    of records and each column's count of null, NaN or infinite values."""
+
+    cov: np.ndarray
+    rows: int
+    bad: dict[str, int]
+
+
+class Engine(Protocol):
+    """What every engine computes (see the module docstring)."""
+
+    name: str
+
+    def schema(self) -> pl.Schema: ...
+
+    def rows(self) -> int: ...
+
+    def grouped_parts(
+        self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]
+    ) -> pl.DataFrame:
+        """One row per group present: the keys, ``__rows``, each part, and
+        ``__bad__<source>`` counts of null, NaN or infinite values."""
+        ...
+
+    def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
+        """For each column, its values and ``count`` (nulls included, as a value)."""
+        ...
+
+    def covariance_inputs(
+        self, columns: Sequence[str], bounds: Sequence[tuple[float, float]]
+    ) -> CovarianceInputs: ...
+
+    def check_output(self, path: Any) -> Any:
+        """The output ``path`` for :meth:`write_rowwise`, checked before anything is charged."""
+        ...
+
+    def write_rowwise(
+        self,
+        columns: Sequence[ArmedPram],
+        keep: Sequence[str],
+        path: Any,
+        metadata: dict[str, str],
+    ) -> Any:
+        """Randomize ``columns`` record by record, keep ``keep`` unchanged, write once."""
+        ...
+
+    def written_frame(self, path: Any) -> pl.LazyFrame:
+        """What ``write_rowwise`` wrote, scanned lazily (for its schema)."""
+        ...
+
+    def written_counts(self, path: Any, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
+        """Each written column's count per value, counted by the engine (for the checks)."""
+        ...
+
+
+def is_spark_frame(obj: Any) -> bool:
+    """True for a ``pyspark.sql.DataFrame`` (classic or Connect), without importing pyspark."""
+    return any(
+        c.__module__.startswith("pyspark.sql") and c.__name__ == "DataFrame"
+        for c in type(obj).__mro__
+    )

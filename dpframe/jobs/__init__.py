@@ -1,0 +1,37 @@
+"""Release jobs: a TOML spec -> plan -> run (check, charge, sanitize, write) -> check -> publish.
+
+The Python API mirrors the ``dpframe`` command (``plan``, ``release``, ``check``)::
+
+    from dpframe.jobs import check, load_spec, plan, run
+
+    spec = load_spec("release.toml")
+    print(plan(spec).rows)      # nothing spent
+    result = run(spec)          # checked, charged once, sanitized, checked, published
+    check(spec)                 # validate the published outputs again
+
+(``docs/release-python.md`` runs it end to end.) ``run(spec, engine="spark")`` runs the
+same spec on Apache Spark.
+
+* :mod:`~dpframe.jobs.spec` -- the spec, validated;
+* :mod:`~dpframe.jobs.kinds` -- the release kinds, in one registry;
+* :mod:`~dpframe.jobs.planning` -- what a spec will spend, without spending;
+* :mod:`~dpframe.jobs.job` -- the job loop, for both engines;
+* :mod:`~dpframe.jobs.checks` -- the expectation suites built from the spec.
+"""
+
+from dpframe.jobs.job import CheckFailedError, JobResult, check, run
+from dpframe.jobs.planning import JobPlan, plan
+from dpframe.jobs.spec import Spec, SpecError, load_spec, parse_spec
+
+__all__ = [
+    "CheckFailedError",
+    "JobPlan",
+    "JobResult",
+    "Spec",
+    "SpecError",
+    "check",
+    "load_spec",
+    "parse_spec",
+    "plan",
+    "run",
+]

@@ -1,0 +1,295 @@
+"""``run`` and ``check``: run a spec's releases, validate them, publish them.
+
+One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
+(``engine="polars"`` or ``"spark"``), in the order of the one path
+(``docs/architecture.md``):
+
+1. **plan** -- refuse (spending and writing nothing) a spec that would overspend the
+   ledger, and ask whether the checks can run at all;
+2. **check** -- open the ledger and a staging folder, build every release and prepare it:
+   the engine computes the exact inputs and each release checks them. Bad data in *any*
+   release is found here, before anything is charged;
+3. **charge** -- every release of the spec at once, atomically, by the executor
+   (:func:`dpframe.core.executor.execute`): all are recorded, or none is;
+4. **draw and record** -- each release's noise; released tables written to the staging
+   folder with their ledger entries and the resolved spec in the Parquet metadata,
+   PRAM'd microdata randomized and written by the engine;
+5. **check the output** -- the Great Expectations suite of every release, built *from the
+   spec* (:mod:`dpframe.jobs.checks`);
+6. **publish** -- move the staged files into the output folder. If an expectation fails,
+   nothing is published: the staged files stay under ``.failed-<run>/`` and
+   :class:`CheckFailedError` is raised. If anything else fails, the staging folder is
+   removed. Budget charged for noise already drawn stays spent; nothing else is charged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.budget import exact_sum
+from dpframe.core.executor import execute
+from dpframe.engines import engine_for
+from dpframe.engines.protocol import is_spark_frame
+from dpframe.errors import BudgetExceededError, DPFrameError
+from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
+from dpframe.jobs.kinds import kind_of, margins_for
+from dpframe.jobs.planning import JobPlan, build_all, file_schema, input_frame, plan
+from dpframe.jobs.spec import GroupedSpec, PramSpec, ProportionsSpec, Spec
+from dpframe.polars.io import write_parquet
+
+__all__ = ["CheckFailedError", "JobResult", "check", "run"]
+
+
+class CheckFailedError(DPFrameError):
+    """A released table failed its expectation suite; nothing was published."""
+
+
+@dataclass
+class JobResult:
+    """What a run produced."""
+
+    plan: JobPlan
+    outputs: dict[str, Path] = field(default_factory=dict)
+    entries: list[LedgerEntry] = field(default_factory=list)
+    checks: list[Any] = field(default_factory=list)
+    folder: Path | None = None
+
+    @property
+    def epsilon(self) -> float:
+        return float(exact_sum(e.epsilon for e in self.entries))
+
+
+def _progress(enabled: bool) -> Any:
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from rich.progress import Progress  # loaded only for an interactive run
+
+    return Progress(transient=True)
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move every staged entry into ``out``, replacing what a previous run published.
+
+    Files are replaced atomically one by one (``os.replace``); a folder (Data Docs, or
+    Spark's microdata) is swapped in after the old one is moved aside. If a move fails,
+    the staging folder is left in place and the error says which outputs are already new.
+    """
+    moved: list[str] = []
+    try:
+        for f in sorted(staging.iterdir()):
+            target = out / f.name
+            if f.is_dir() and target.exists():
+                old = out / f".old-{f.name}-{uuid.uuid4().hex[:8]}"
+                os.replace(target, old)
+                os.replace(f, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(f, target)
+            moved.append(f.name)
+        staging.rmdir()
+    except OSError as exc:
+        raise DPFrameError(
+            f"publishing into {out} failed ({exc}); already published from this run: "
+            f"{moved or 'nothing'}; the rest is still in {staging}"
+        ) from exc
+
+
+def _written_counts(engine: Any, path: Path, columns: list[str]) -> dict[str, pl.DataFrame]:
+    """Each released column's count per value (for its check), counted by the engine."""
+    counts = engine.written_counts(path, columns)
+    return {c: t.rename({"count": "rows"}) for c, t in counts.items()}
+
+
+def _with_released_categories(r: Any, rel: Any) -> Any:
+    """The spec entry ``r`` with the categories its release used, for its checks.
+
+    A spec may leave them to the input file's Enum dtypes; the checks then need them
+    from the release, since a file written by Spark carries no Enum.
+    """
+    if isinstance(r, PramSpec):
+        released = {p.column: list(p.categories) for p in rel.plans()}
+        columns = [c.model_copy(update={"categories": released[c.column]}) for c in r.columns]
+        return r.model_copy(update={"columns": columns})
+    if isinstance(r, ProportionsSpec):
+        return r.model_copy(update={"categories": list(rel.categories)})
+    return r
+
+
+def run(
+    spec: Spec,
+    *,
+    engine: str | None = None,
+    spark: Any = None,
+    progress: bool = True,
+    data_docs: bool = False,
+) -> JobResult:
+    """Run every release of ``spec``: check, charge (once), sanitize, write, check, publish.
+
+    Parameters
+    ----------
+    spec : Spec
+    engine : {"polars", "spark"}, optional
+        Where the records are read: ``"spark"`` reads ``input.path`` with Spark (or takes
+        the spec's Spark DataFrame); the release itself runs on the driver either way.
+        Default: the engine of the spec's frame, else ``"polars"``.
+    spark : pyspark.sql.SparkSession, optional
+        Default :func:`dpframe.engines.spark.local_session`.
+    progress, data_docs : bool
+        A progress bar; Great Expectations Data Docs of the checks.
+
+    Raises
+    ------
+    BudgetExceededError
+        If the plan overspends the ledger (nothing is spent or written).
+    InvalidDataError, SpecError
+        Bad data or spec, found before anything is charged.
+    CheckFailedError
+        If a released table fails its expectations (nothing is published; the staged
+        outputs stay under ``<output>/.failed-<run>/``).
+    """
+    if engine is None:
+        engine = "spark" if is_spark_frame(spec.frame) else "polars"
+    if engine not in ("polars", "spark"):
+        raise DPFrameError(f"engine must be 'polars' or 'spark', got {engine!r}")
+    frame = input_frame(spec, engine, spark)
+    the_plan = plan(spec, frame=frame)
+    if not the_plan.fits:
+        raise BudgetExceededError(
+            f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "
+            "and nothing was written."
+        )
+    ensure_checks_available()  # GE itself (240 MB) is imported only when the checks run
+    out = spec.resolve(spec.output.folder).absolute()
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:12]
+    staging = out / f".staging-{run_id}"
+    staging.mkdir()
+    result = JobResult(the_plan, folder=out)
+    try:
+        acct = Accountant.open(
+            spec.resolve(spec.privacy.ledger),
+            epsilon=spec.privacy.budget.epsilon,
+            delta=spec.privacy.budget.delta,
+            neighbours=spec.privacy.neighbours,
+        )
+        releases, ctx = build_all(spec, frame, accountant=acct)
+        eng = engine_for(frame)
+        with _progress(progress) as bar:
+            task = bar.add_task("checking the data", total=len(spec.release) + 1) if bar else None
+            steps = []
+            for r in spec.release:  # 2. every data problem, before any charge
+                if bar:
+                    bar.update(task, description=f"checking {r.name}")
+                steps.append(releases[r.name].prepare())
+                if bar:
+                    bar.advance(task)
+            if bar:
+                bar.update(task, description="charging and drawing")
+            # 3. one atomic charge for the whole spec, then every release's noise
+            execution = execute([s for group in steps for s in group], acct, note=f"job {run_id}")
+            result.entries = list(execution.entries)
+            staged = []
+            i = 0
+            for r, group in zip(spec.release, steps, strict=True):
+                rel = releases[r.name]
+                idx = range(i, i + len(group))
+                i += len(group)
+                outputs = tuple(execution.outputs[j] for j in idx)
+                entries = tuple(e for j in idx for e in execution.entries_of(j))
+                finished = rel.finish(outputs, entries)
+                path = staging / f"{r.name}.parquet"
+                if kind_of(r).rowwise:
+                    target = path.as_uri() if eng.name == "spark" else path
+                    rel.write_armed(finished, target, spec=spec.to_dict())
+                    columns = rel.columns
+                    staged.append(
+                        (
+                            _with_released_categories(r, rel),
+                            eng.written_frame(path),
+                            {
+                                "input_rows": ctx.rows(),
+                                "value_counts": _written_counts(eng, path, columns),
+                            },
+                        )
+                    )
+                else:
+                    table = kind_of(r).postprocess(r, finished)
+                    write_parquet(
+                        table,
+                        path,
+                        ledger=list(entries),
+                        spec=spec.to_dict(),
+                        neighbours=spec.privacy.neighbours,
+                    )
+                    extra: dict[str, Any] = {}
+                    if isinstance(r, GroupedSpec):
+                        extra = {
+                            "margins": margins_for(spec, r, ctx.schema),
+                            "sizes": spec.margins[r.margins].sizes,
+                        }
+                    staged.append((_with_released_categories(r, rel), table, extra))
+                result.outputs[r.name] = out / path.name
+            if bar:
+                bar.advance(task)
+        # 5. the checks
+        result.checks = []
+        for r, table, extra in staged:
+            res = check_release(r, table, **extra)
+            save_check(res, staging, data_docs=data_docs)
+            result.checks.append(res)
+        failed = [c for c in result.checks if not c.success]
+        if failed:
+            kept = out / f".failed-{run_id}"
+            os.replace(staging, kept)
+            report = "\n".join(c.report() for c in failed)
+            raise CheckFailedError(
+                f"{len(failed)} release(s) failed their expectations; nothing was published "
+                f"(staged outputs kept in {kept}):\n{report}"
+            )
+    except BaseException:  # nothing published; a failed check already moved staging aside
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _publish(staging, out)  # 6.
+    return result
+
+
+def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
+    """Validate the published outputs of ``spec`` again (the ``dpframe check`` command).
+
+    Reads each release's Parquet file from the output folder, rebuilds its suite from the
+    spec, validates, and saves the suite and the result next to the file.
+    """
+    out = spec.resolve(spec.output.folder).absolute()
+    lf = spec.lazy_input()
+    schema = file_schema(spec, lf)
+    results = []
+    n = None
+    for r in spec.release:
+        path = out / f"{r.name}.parquet"
+        if not path.exists():
+            raise DPFrameError(f"release {r.name!r}: {path} does not exist (run release first)")
+        if isinstance(r, PramSpec):
+            n = engine_for(lf).rows() if n is None else n
+            scan = pl.scan_parquet(path / "*.parquet" if path.is_dir() else path)
+            res = check_release(r, scan, input_rows=n)
+        elif isinstance(r, GroupedSpec):
+            res = check_release(
+                r,
+                pl.read_parquet(path),
+                margins=margins_for(spec, r, schema),
+                sizes=spec.margins[r.margins].sizes,
+            )
+        else:
+            res = check_release(r, pl.read_parquet(path))
+        save_check(res, out, data_docs=data_docs)
+        results.append(res)
+    return results

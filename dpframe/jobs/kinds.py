@@ -1,0 +1,242 @@
+"""The release kinds of a spec, in one registry: each entry's release object and output.
+
+A spec's release entry (:mod:`dpframe.jobs.spec`) becomes one of the polars API's release
+objects (:class:`~dpframe.polars.release.Release`) -- the same objects a Python user
+builds, over a polars or a Spark frame alike -- so ``plan`` and ``run`` handle every kind
+the same way: build, summarize (plan), prepare (check the data, nothing spent), charge
+all at once, finish. What differs between kinds is in :data:`KINDS`:
+
+* ``build`` -- the release object (``dpframe.group_by(...).agg(...)``,
+  ``dpframe.pram.release(...)``, ``dpframe.proportions(...)``,
+  ``dpframe.covariance_matrix(...)``);
+* ``rowwise`` -- whether the output is microdata written by the engine (PRAM) or a small
+  released table written with provenance;
+* ``postprocess`` -- free post-processing applied before the checks (released counts,
+  and sums of values bounded below by 0, clamped at 0; a grouped covariance clamped into
+  ``±sqrt(var_x var_y)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from dpframe.core.randomness import RandomSource, derived_source
+from dpframe.errors import DPFrameError
+from dpframe.jobs.spec import (
+    CovarianceSpec,
+    GroupedSpec,
+    PramSpec,
+    ProportionsSpec,
+    Spec,
+    SpecError,
+    StatisticSpec,
+)
+from dpframe.mechanisms import statistics as agg
+from dpframe.mechanisms.statistics import Statistic
+from dpframe.polars.frame import CovarianceMatrixRelease, ProportionsRelease
+from dpframe.polars.grouped import GroupBy
+from dpframe.polars.pram import MicrodataRelease
+from dpframe.polars.release import Release
+
+__all__ = ["KINDS", "Context", "Kind", "build", "kind_of", "margins_for", "statistic"]
+
+
+@dataclass
+class Context:
+    """What building a spec's releases needs: the data, its public facts, the budget."""
+
+    spec: Spec
+    frame: Any
+    schema: pl.Schema
+    rows: Callable[[], int]  # the input's row count (public under substitute neighbours)
+    accountant: Any = None
+    seed: int | None = None
+
+    def source(self, r: Any) -> RandomSource:
+        """Release ``r``'s random source: secure, or derived from a seeded spec's seed."""
+        return derived_source(self.seed, r.name)
+
+
+def statistic(s: StatisticSpec) -> Statistic:
+    """The ``dpframe.agg`` statistic a spec entry describes."""
+    name = {"name": s.name} if s.name else {}
+    if s.stat == "count":
+        return agg.count(epsilon=s.epsilon, **name)
+    if s.stat == "sum":
+        return agg.sum(s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, **name)
+    if s.stat == "mean":
+        return agg.mean(
+            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
+        )
+    if s.stat == "proportion":
+        return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
+    if s.stat == "var":
+        return agg.var(
+            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
+        )
+    return agg.cov(
+        s.x,
+        s.y,
+        lower_x=s.lower,
+        upper_x=s.upper,
+        lower_y=s.lower_y,
+        upper_y=s.upper_y,
+        epsilon=s.epsilon,
+        method=s.method,
+        **name,
+    )
+
+
+def margins_for(spec: Spec, r: GroupedSpec, schema: pl.Schema) -> pl.DataFrame:
+    """The public key frame of ``r``, its key columns cast to the input's dtypes."""
+    margins = spec.margins_frame(r.margins)
+    casts = []
+    for key in r.by:
+        if key not in margins.columns:
+            raise SpecError(f"release {r.name!r}: margins {r.margins!r} has no column {key!r}")
+        if key not in schema:
+            raise SpecError(f"release {r.name!r}: the input has no column {key!r}")
+        if margins.schema[key] != schema[key]:
+            casts.append(pl.col(key).cast(schema[key], strict=False))
+    if not casts:
+        return margins
+    cast = margins.with_columns(casts)
+    for key in r.by:
+        bad = margins.filter(cast[key].is_null() & margins[key].is_not_null())[key]
+        if bad.len():
+            raise SpecError(
+                f"release {r.name!r}: margins {r.margins!r} key {key!r} has values that do not "
+                f"fit the input's dtype {schema[key]}: {bad.unique().to_list()[:5]}"
+            )
+    return cast
+
+
+def _declared(r: Any, column: str, categories: Any, schema: pl.Schema) -> list[Any]:
+    """The spec's categories of ``column``, else those its file's Enum dtype declares."""
+    if categories is not None:
+        return list(categories)
+    dtype = schema.get(column)
+    if isinstance(dtype, pl.Enum):
+        return dtype.categories.to_list()
+    raise SpecError(
+        f"release {r.name!r}: give the categories of {column!r} in the spec (or make it an "
+        "Enum): they are never taken from the data"
+    )
+
+
+def _build_grouped(ctx: Context, r: GroupedSpec) -> Release:
+    margins = margins_for(ctx.spec, r, ctx.schema)
+    return GroupBy(
+        ctx.frame,
+        r.by,
+        margins=margins,
+        sizes=ctx.spec.margins[r.margins].sizes,
+        accountant=ctx.accountant,
+        seed=ctx.source(r),
+        neighbours=ctx.spec.privacy.neighbours,
+    ).agg(*[statistic(s) for s in r.statistics])
+
+
+def _build_pram(ctx: Context, r: PramSpec) -> Release:
+    columns = []
+    for c in r.columns:
+        if c.column not in ctx.schema:
+            raise SpecError(f"release {r.name!r}: column {c.column!r} is not in the input")
+        entry = c.model_dump()
+        entry["categories"] = _declared(r, c.column, c.categories, ctx.schema)
+        columns.append(entry)
+    return MicrodataRelease(
+        ctx.frame,
+        columns,
+        accountant=ctx.accountant,
+        seed=ctx.source(r),
+        neighbours=ctx.spec.privacy.neighbours,
+    )
+
+
+def _build_proportions(ctx: Context, r: ProportionsSpec) -> Release:
+    return ProportionsRelease(
+        ctx.frame,
+        r.column,
+        epsilon=r.epsilon,
+        n=r.n if r.n is not None else ctx.rows(),
+        categories=_declared(r, r.column, r.categories, ctx.schema),
+        strategy=r.strategy,
+        method=r.method,
+        calibration="exact",
+        accountant=ctx.accountant,
+        seed=ctx.source(r),
+        neighbours=ctx.spec.privacy.neighbours,
+        dtype=ctx.schema.get(r.column),
+    )
+
+
+def _build_covariance(ctx: Context, r: CovarianceSpec) -> Release:
+    return CovarianceMatrixRelease(
+        ctx.frame,
+        r.columns,
+        [tuple(b) for b in r.bounds],
+        epsilon=r.epsilon,
+        n=r.n if r.n is not None else ctx.rows(),
+        method=r.method,
+        calibration="exact",
+        repair=r.repair,
+        accountant=ctx.accountant,
+        seed=ctx.source(r),
+        neighbours=ctx.spec.privacy.neighbours,
+    )
+
+
+def _postprocess_grouped(r: GroupedSpec, frame: pl.DataFrame) -> pl.DataFrame:
+    exprs = []
+    for s in r.statistics:
+        stat = statistic(s)
+        sign_known = s.stat == "count" or (s.stat == "sum" and (s.lower or 0) >= 0)
+        if r.nonnegative and sign_known:
+            exprs.append(pl.col(stat.name).clip(lower_bound=0.0))
+        elif s.stat == "cov":
+            vx, vy, cv, _ = stat.outputs()
+            bound = (pl.col(vx).clip(lower_bound=0.0) * pl.col(vy).clip(lower_bound=0.0)).sqrt()
+            exprs.append(pl.col(cv).clip(-bound, bound))
+    return frame.with_columns(exprs) if exprs else frame
+
+
+def _unchanged(r: Any, frame: pl.DataFrame) -> pl.DataFrame:
+    return frame
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one kind of spec entry is built and what its output is."""
+
+    build: Callable[[Context, Any], Release]
+    rowwise: bool = False
+    postprocess: Callable[[Any, pl.DataFrame], pl.DataFrame] = _unchanged
+
+
+#: Every release kind a spec can hold.
+KINDS: dict[type, Kind] = {
+    GroupedSpec: Kind(_build_grouped, postprocess=_postprocess_grouped),
+    PramSpec: Kind(_build_pram, rowwise=True),
+    ProportionsSpec: Kind(_build_proportions),
+    CovarianceSpec: Kind(_build_covariance),
+}
+
+
+def kind_of(r: Any) -> Kind:
+    """The registry entry of a spec's release entry."""
+    return KINDS[type(r)]
+
+
+def build(ctx: Context, r: Any) -> Release:
+    """The release object of spec entry ``r`` (nothing read but the schema and row count)."""
+    try:
+        return kind_of(r).build(ctx, r)
+    except SpecError:
+        raise
+    except DPFrameError as exc:  # name the release in the message
+        raise type(exc)(f"release {r.name!r}: {exc}") from None

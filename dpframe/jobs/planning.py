@@ -1,0 +1,176 @@
+"""``plan``: every release of a spec with its mechanism, epsilon, scale and 95% error.
+
+Nothing is spent, nothing is written and no noise is drawn: the plan builds each release
+object exactly as ``run`` will (:mod:`dpframe.jobs.kinds`) and asks it for its summary,
+which comes from the kernels' plans alone (:mod:`dpframe.core.executor`). It reads only
+public things: the margins, the input's schema, and its row count where a release needs
+the dataset size (public under substitute neighbours).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dpframe.core.accountant import Accountant
+from dpframe.core.budget import exact, exact_sum
+from dpframe.engines import engine_for
+from dpframe.engines.protocol import is_spark_frame
+from dpframe.jobs.kinds import Context, build
+from dpframe.jobs.spec import Spec, SpecError
+from dpframe.polars.release import Release
+
+__all__ = ["JobPlan", "input_frame", "plan"]
+
+#: The columns of a plan's table.
+PLAN_SCHEMA = {
+    "release": pl.String,
+    "kind": pl.String,
+    "statistic": pl.String,
+    "mechanism": pl.String,
+    "epsilon": pl.Float64,
+    "delta": pl.Float64,
+    "sensitivity": pl.Float64,
+    "scale": pl.Float64,
+    "error95": pl.Float64,
+    "note": pl.String,
+}
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """The plan of a spec: one row per charged statistic, and the budget before and after."""
+
+    rows: pl.DataFrame
+    budget_epsilon: float
+    budget_delta: float
+    spent_before: float
+    epsilon: float
+    delta: float
+    ledger: Path
+    input_rows: int | None
+
+    @property
+    def spent_after(self) -> float:
+        return float(exact(self.spent_before) + exact(self.epsilon))
+
+    @property
+    def remaining_after(self) -> float:
+        return float(exact(self.budget_epsilon) - Fraction(repr(self.spent_after)))
+
+    @property
+    def fits(self) -> bool:
+        """Whether the releases fit in what the ledger has left."""
+        total = exact(self.spent_before) + exact(self.epsilon)
+        return total <= exact(self.budget_epsilon) and self.delta <= self.budget_delta
+
+    def summary(self) -> str:
+        verdict = "fits" if self.fits else "OVERSPENDS: nothing will be released"
+        return (
+            f"budget epsilon={self.budget_epsilon:g} (ledger {self.ledger}): spent "
+            f"{self.spent_before:g} before, this plan spends {self.epsilon:g}, "
+            f"{self.spent_after:g} after, {self.remaining_after:g} left -- {verdict}"
+        )
+
+
+def ledger_state(spec: Spec) -> tuple[float, Path]:
+    """What the spec's ledger has spent (0 if it does not exist yet: nothing is created)."""
+    path = spec.resolve(spec.privacy.ledger)
+    if not path.exists():  # plan writes nothing: a missing ledger has spent nothing
+        return 0.0, path
+    acct = Accountant.open(
+        path,
+        epsilon=spec.privacy.budget.epsilon,
+        delta=spec.privacy.budget.delta,
+        neighbours=spec.privacy.neighbours,
+    )
+    return acct.spent.epsilon, path
+
+
+def input_frame(spec: Spec, engine: str = "polars", spark: Any = None) -> Any:
+    """The spec's input: its frame (polars or Spark), or its file scanned by the engine."""
+    if spec.frame is not None:
+        if is_spark_frame(spec.frame) != (engine == "spark"):
+            raise SpecError(
+                f"this spec's input is a {'Spark' if is_spark_frame(spec.frame) else 'polars'} "
+                f"frame: run it with engine={'spark' if is_spark_frame(spec.frame) else 'polars'!r}"
+            )
+        return spec.frame.lazy() if isinstance(spec.frame, pl.DataFrame) else spec.frame
+    if engine == "spark":
+        from dpframe.engines.spark import local_session  # pyspark: loaded when asked for
+
+        spark = local_session() if spark is None else spark
+        return spark.read.parquet(str(spec.resolve(spec.input.path).absolute()))
+    return spec.lazy_input()
+
+
+def file_schema(spec: Spec, frame: Any) -> pl.Schema:
+    """The input's schema as polars reads it (the file's Enum dtypes declare categories)."""
+    if spec.frame is None and spec.input.path is not None:
+        return spec.lazy_input().collect_schema()
+    return engine_for(frame).schema()
+
+
+def build_all(
+    spec: Spec, frame: Any, *, accountant: Any = None
+) -> tuple[dict[str, Release], Context]:
+    """Every release object of ``spec`` over ``frame`` (nothing read but public facts)."""
+    engine = engine_for(frame)
+    ctx = Context(
+        spec=spec,
+        frame=frame,
+        schema=file_schema(spec, frame),
+        rows=functools.cache(engine.rows),
+        accountant=accountant,
+        seed=spec.privacy.seed,
+    )
+    return {r.name: build(ctx, r) for r in spec.release}, ctx
+
+
+def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
+    """Resolve a spec into the releases it will make, without spending or drawing noise.
+
+    Parameters
+    ----------
+    spec : Spec
+    frame : polars.LazyFrame or pyspark.sql.DataFrame, optional
+        Stands in for the spec's input (default: its frame, or its file scanned by
+        polars); only its schema and, where a release needs the dataset size, its row
+        count are read.
+
+    Returns
+    -------
+    JobPlan
+        ``rows`` (release, kind, statistic, mechanism, epsilon, delta, sensitivity, scale,
+        error95, note), the budget and the ledger's spend before and after; ``fits`` is
+        False if the releases would overspend.
+    """
+    if frame is None:
+        frame = spec.frame if spec.frame is not None else spec.lazy_input()
+        if isinstance(frame, pl.DataFrame):
+            frame = frame.lazy()
+    spent, ledger = ledger_state(spec)
+    releases, ctx = build_all(spec, frame)
+    table = []
+    charges = []
+    for r in spec.release:
+        rel = releases[r.name]
+        for row in rel.summarize().iter_rows(named=True):
+            table.append({**row, "release": r.name, "kind": r.kind})
+        charges += [c for p in rel.plans() for c in p.charges]
+    rows_info = ctx.rows() if ctx.rows.cache_info().currsize else None
+    return JobPlan(
+        rows=pl.DataFrame(table, schema=PLAN_SCHEMA),
+        budget_epsilon=spec.privacy.budget.epsilon,
+        budget_delta=spec.privacy.budget.delta,
+        spent_before=spent,
+        epsilon=float(exact_sum(c.epsilon for c in charges)),
+        delta=float(exact_sum(c.delta for c in charges)),
+        ledger=ledger,
+        input_rows=rows_info,
+    )

@@ -1,0 +1,451 @@
+"""The release spec: one TOML file (or the same structure in Python) for a whole release job.
+
+A spec names the input, the privacy unit and neighbour relation, the budget and the ledger
+file, the public margins, and the releases -- each with its ε share. It is validated with
+pydantic (every error names the field and what is wrong) and versioned (``version = 1``).
+Relative paths are resolved against the spec file's folder.
+
+Example (``docs/release-cli.md`` has the full tutorial)::
+
+    version = 1
+
+    [input]
+    path = "survey.parquet"
+
+    [privacy]
+    unit = "record"
+    neighbours = "substitute"
+    budget = { epsilon = 2.0 }
+    ledger = "ledger.json"
+
+    [output]
+    folder = "released"
+
+    [margins.region]
+    values = { region = ["North", "South", "Islands"] }
+
+    [[release]]
+    name = "by_region"
+    kind = "grouped"
+    by = ["region"]
+    margins = "region"
+    statistics = [
+        { stat = "count", epsilon = 0.3 },
+        { stat = "mean", column = "income", lower = 0, upper = 200000, epsilon = 0.3 },
+    ]
+
+    [[release]]
+    name = "microdata"
+    kind = "pram"
+    columns = [{ column = "region", epsilon = 0.5, categories = ["North", "South", "Islands"] }]
+"""
+
+from __future__ import annotations
+
+import tomllib
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import polars as pl
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from dpframe.core.constraints import spec_field
+from dpframe.core.neighbours import require_substitute
+from dpframe.engines.protocol import is_spark_frame
+from dpframe.errors import InvalidParameterError
+
+__all__ = [
+    "CovarianceSpec",
+    "GroupedSpec",
+    "MarginSpec",
+    "PramColumnSpec",
+    "PramSpec",
+    "ProportionsSpec",
+    "ReleaseSpec",
+    "Spec",
+    "SpecError",
+    "StatisticSpec",
+    "load_spec",
+]
+
+SPEC_VERSION = 1
+
+
+class SpecError(InvalidParameterError):
+    """A release spec is invalid; the message lists every field at fault."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# each field checked by the parameter's constraint of dpframe.core.constraints, as the
+# Python functions check it (no silent coercion of a string to a number)
+PositiveEps = Annotated[float, BeforeValidator(spec_field("epsilon"))]
+Delta = Annotated[float, BeforeValidator(spec_field("delta"))]
+Finite = Annotated[float, BeforeValidator(spec_field("bound"))]
+Method = Annotated[str, BeforeValidator(spec_field("method"))]
+Strategy = Annotated[str, BeforeValidator(spec_field("strategy"))]
+Diagonal = Annotated[str, BeforeValidator(spec_field("diagonal"))]
+Repair = Annotated[str | None, BeforeValidator(spec_field("repair"))]
+Neighbours = Annotated[str, BeforeValidator(spec_field("neighbours"))]
+
+
+class Budget(_Model):
+    epsilon: PositiveEps
+    delta: Delta = 0.0
+
+
+class PrivacySpec(_Model):
+    unit: Literal["record"] = Field(
+        "record", description="the privacy unit: one record (one row of the input)"
+    )
+    neighbours: Neighbours = "substitute"
+    budget: Budget
+    ledger: Path = Field(description="the ledger file (JSON), shared by jobs on the same data")
+    seed: int | None = Field(None, description="reproducible noise: UNSAFE for publication")
+
+
+class InputSpec(_Model):
+    path: Path | None = Field(None, description="a Parquet file (or glob) of the records")
+
+
+class OutputSpec(_Model):
+    folder: Path = Path("released")
+
+
+class MarginSpec(_Model):
+    """Public keys of a grouped release: a file of key rows, or values to cross."""
+
+    path: Path | None = None
+    values: dict[str, list[Any]] | None = None
+    sizes: str | None = Field(None, description="a column of the file holding public sizes")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> MarginSpec:
+        if (self.path is None) == (self.values is None):
+            raise ValueError("give exactly one of path= (a file of keys) or values= (lists)")
+        if self.values is not None:
+            for k, v in self.values.items():
+                if not v:
+                    raise ValueError(f"values.{k} is empty: list every public key")
+                if len(set(map(repr, v))) != len(v):
+                    raise ValueError(f"values.{k} has repeated keys")
+        if self.sizes is not None and self.path is None:
+            raise ValueError("sizes= names a column of the margins file (path=)")
+        return self
+
+
+class StatisticSpec(_Model):
+    stat: Literal["count", "sum", "mean", "proportion", "var", "cov"]
+    epsilon: PositiveEps
+    column: str | None = None
+    x: str | None = None
+    y: str | None = None
+    lower: Finite | None = None
+    upper: Finite | None = None
+    lower_y: Finite | None = None
+    upper_y: Finite | None = None
+    method: Method = "truncated"
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _fields(self) -> StatisticSpec:
+        s = self.stat
+        if s == "count":
+            extra = [f for f in ("column", "lower", "upper") if getattr(self, f) is not None]
+            if extra:
+                raise ValueError(f"a count takes no {', '.join(extra)}")
+        elif s == "cov":
+            missing = [
+                f
+                for f in ("x", "y", "lower", "upper", "lower_y", "upper_y")
+                if getattr(self, f) is None
+            ]
+            if missing:
+                raise ValueError(f"cov needs {', '.join(missing)} (x, y and both pairs of bounds)")
+        elif s == "proportion":
+            if self.column is None:
+                raise ValueError("proportion needs column= (a 0/1 column)")
+        else:
+            missing = [f for f in ("column", "lower", "upper") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"{s} needs {', '.join(missing)}")
+        if self.lower is not None and self.upper is not None and self.lower >= self.upper:
+            raise ValueError(f"lower ({self.lower}) must be < upper ({self.upper})")
+        if self.lower_y is not None and self.upper_y is not None and self.lower_y >= self.upper_y:
+            raise ValueError(f"lower_y ({self.lower_y}) must be < upper_y ({self.upper_y})")
+        return self
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        if self.stat == "proportion":
+            return (0.0, 1.0)
+        if self.lower is None or self.upper is None:
+            return None
+        return (self.lower, self.upper)
+
+
+class _Release(_Model):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
+
+    def epsilon_total(self) -> Fraction:
+        raise NotImplementedError
+
+
+class GroupedSpec(_Release):
+    kind: Literal["grouped"]
+    by: list[str] = Field(min_length=1)
+    margins: str
+    statistics: list[StatisticSpec] = Field(min_length=1)
+    nonnegative: bool = Field(
+        True,
+        description="clamp released counts (and sums of non-negative values) at 0: "
+        "post-processing, so the table passes 'counts >= 0'",
+    )
+
+    def epsilon_total(self) -> Fraction:
+        return sum((Fraction(repr(s.epsilon)) for s in self.statistics), Fraction(0))
+
+
+class PramColumnSpec(_Model):
+    column: str
+    epsilon: PositiveEps
+    categories: list[Any] | None = None
+    prior: Literal["uniform"] | dict[str, float] | list[float] = "uniform"
+    diagonal: Diagonal = "optimal"
+
+
+class PramSpec(_Release):
+    kind: Literal["pram"]
+    columns: list[PramColumnSpec] = Field(min_length=1)
+
+    @field_validator("columns")
+    @classmethod
+    def _distinct(cls, v: list[PramColumnSpec]) -> list[PramColumnSpec]:
+        names = [c.column for c in v]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a column appears twice: {names}")
+        return v
+
+    def epsilon_total(self) -> Fraction:
+        return sum((Fraction(repr(c.epsilon)) for c in self.columns), Fraction(0))
+
+
+class ProportionsSpec(_Release):
+    kind: Literal["proportions"]
+    column: str
+    epsilon: PositiveEps
+    categories: list[Any] | None = None
+    n: int | None = Field(None, ge=2, description="public size; default: the input's rows")
+    strategy: Strategy = "rescale"
+    method: Method = "truncated"
+    tolerance: Annotated[float, Field(gt=0, lt=0.5)] = 1e-9
+
+    def epsilon_total(self) -> Fraction:
+        return Fraction(repr(self.epsilon))
+
+
+class CovarianceSpec(_Release):
+    kind: Literal["covariance"]
+    columns: list[str] = Field(min_length=2)
+    bounds: list[tuple[Finite, Finite]]
+    epsilon: PositiveEps
+    n: int | None = Field(None, ge=2)
+    method: Method = "truncated"
+    repair: Repair = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> CovarianceSpec:
+        if len(self.bounds) != len(self.columns):
+            raise ValueError(
+                f"bounds needs one [lower, upper] per column: {len(self.columns)} columns, "
+                f"{len(self.bounds)} pairs"
+            )
+        for c, (lo, hi) in zip(self.columns, self.bounds, strict=True):
+            if lo >= hi:
+                raise ValueError(f"bounds of {c!r}: lower ({lo}) must be < upper ({hi})")
+        if len(set(self.columns)) != len(self.columns):
+            raise ValueError(f"columns must be distinct: {self.columns}")
+        return self
+
+    def epsilon_total(self) -> Fraction:
+        return Fraction(repr(self.epsilon))
+
+
+ReleaseSpec = Annotated[
+    GroupedSpec | PramSpec | ProportionsSpec | CovarianceSpec, Field(discriminator="kind")
+]
+
+
+class Spec(_Model):
+    """A validated release spec (see the module docstring for the TOML form)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    version: Literal[1] = Field(description="spec format version")
+    input: InputSpec = InputSpec()
+    privacy: PrivacySpec
+    output: OutputSpec = OutputSpec()
+    margins: dict[str, MarginSpec] = {}
+    release: list[ReleaseSpec] = Field(min_length=1)
+    base: Path | None = Field(None, exclude=True, description="folder relative paths start from")
+    frame: Any = Field(
+        None,
+        exclude=True,
+        description="the input: a polars LazyFrame / DataFrame or a Spark DataFrame",
+    )
+
+    @model_validator(mode="after")
+    def _references(self) -> Spec:
+        names = [r.name for r in self.release]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"release names must be unique; repeated: {dup}")
+        for r in self.release:
+            if isinstance(r, GroupedSpec) and r.margins not in self.margins:
+                raise ValueError(
+                    f"release {r.name!r}: margins {r.margins!r} is not defined under [margins]"
+                )
+            if isinstance(r, GroupedSpec) and self.margins[r.margins].sizes is None:
+                chosen = [
+                    s.name or s.column or s.x
+                    for s in r.statistics
+                    if "method" in s.model_fields_set
+                ]
+                if chosen:
+                    raise ValueError(
+                        f"release {r.name!r}: method= ({chosen}) applies only with public "
+                        f"group sizes (margins.{r.margins}.sizes); without them means, "
+                        "proportions and variances are ratios of noisy sums and counts"
+                    )
+            needs = None
+            if isinstance(r, ProportionsSpec | CovarianceSpec):
+                needs = "dataset size"
+            elif isinstance(r, PramSpec):
+                needs = "pram"
+            elif isinstance(r, GroupedSpec) and self.margins[r.margins].sizes is not None:
+                needs = "public sizes"
+            if needs:  # the rule of dpframe.core.neighbours, checked before anything runs
+                require_substitute(self.privacy.neighbours, needs, argument=f"release {r.name!r}")
+        if self.frame is not None and not (
+            isinstance(self.frame, pl.LazyFrame | pl.DataFrame) or is_spark_frame(self.frame)
+        ):
+            raise ValueError(
+                "frame must be a polars LazyFrame or DataFrame, or a Spark DataFrame, "
+                f"got {type(self.frame).__name__}"
+            )
+        if self.frame is None and self.input.path is None:
+            raise ValueError("input.path is required (or build the spec with frame=...)")
+        return self
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def resolve(self, path: Path | None) -> Path | None:
+        """``path`` against the spec's folder (absolute paths unchanged)."""
+        if path is None:
+            return None
+        if path.is_absolute() or self.base is None:
+            return path
+        return self.base / path
+
+    @property
+    def epsilon_total(self) -> float:
+        """Total epsilon of all releases (they compose sequentially)."""
+        return float(sum((r.epsilon_total() for r in self.release), Fraction(0)))
+
+    def lazy_input(self) -> pl.LazyFrame:
+        """The input as a LazyFrame (scanned, not read)."""
+        if is_spark_frame(self.frame):
+            raise SpecError(
+                "this spec's input is a Spark DataFrame: run it with "
+                "dpframe.jobs.job(spec, engine='spark')"
+            )
+        if self.frame is not None:
+            return self.frame.lazy() if isinstance(self.frame, pl.DataFrame) else self.frame
+        path = self.resolve(self.input.path)
+        if not any(ch in str(path) for ch in "*?[") and not path.exists():
+            raise SpecError(f"input.path: {path} does not exist")
+        return pl.scan_parquet(path)
+
+    def margins_frame(self, name: str) -> pl.DataFrame:
+        """The public key frame of margins ``name``."""
+        m = self.margins[name]
+        if m.path is not None:
+            path = self.resolve(m.path)
+            if not path.exists():
+                raise SpecError(f"margins.{name}.path: {path} does not exist")
+            return pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path)
+        frame: pl.DataFrame | None = None
+        for col, vals in (m.values or {}).items():
+            part = pl.DataFrame({col: vals})
+            frame = part if frame is None else frame.join(part, how="cross")
+        return frame
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved spec as JSON-ready data (stored in the output's provenance)."""
+        return self.model_dump(mode="json", exclude={"base", "frame"})
+
+
+def _format_errors(exc: ValidationError, source: str) -> str:
+    lines = [f"invalid release spec {source}:"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"  - {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_spec(
+    data: dict[str, Any], *, base: Path | None = None, frame: Any = None, source: str = ""
+) -> Spec:
+    """Validate a spec given as a dict (the TOML structure)."""
+    if not isinstance(data, dict):
+        raise SpecError(f"a release spec is a table (dict), got {type(data).__name__}")
+    try:
+        return Spec.model_validate({**data, "base": base, "frame": frame})
+    except ValidationError as exc:
+        raise SpecError(_format_errors(exc, source or "(dict)")) from None
+
+
+def load_spec(path: str | Path, *, frame: Any = None) -> Spec:
+    """Read and validate a TOML release spec; relative paths start from its folder.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "spec.toml")
+    >>> _ = open(p, "w").write('''
+    ... version = 1
+    ... [input]
+    ... path = "survey.parquet"
+    ... [privacy]
+    ... budget = { epsilon = 1.0 }
+    ... ledger = "ledger.json"
+    ... [[release]]
+    ... name = "shares"
+    ... kind = "proportions"
+    ... column = "age_band"
+    ... epsilon = 0.5
+    ... ''')
+    >>> spec = load_spec(p)
+    >>> spec.epsilon_total, spec.release[0].kind
+    (0.5, 'proportions')
+    """
+    p = Path(path)
+    if not p.exists():
+        raise SpecError(f"spec file {p} does not exist")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{p} is not valid TOML: {exc}") from None
+    return parse_spec(data, base=p.parent, frame=frame, source=str(p))

@@ -1,0 +1,498 @@
+"""A PRAM release as a kernel plan: what it charges, how it checks, how it draws.
+
+:func:`plan_pram` turns a PRAM column's parameters (categories, epsilon, a prior or a
+matrix) into the plan the executor (:mod:`dpframe.core.executor`) runs:
+
+* ``charges`` -- always derived from the matrix that will be sampled: the charge is
+  ``charge_for(sampler.epsilon_actual, epsilon)``, where ``epsilon_actual`` is
+  re-derived from the sampler's integers (:mod:`~dpframe.mechanisms.pram.sampling`).
+  A design or matrix handed in (a :class:`PramDesign`, a dict read from a ledger or a
+  file) is never trusted for its epsilon; a matrix whose epsilon exceeds the one asked
+  for is refused.
+* ``check(counts)`` -- the column's count per declared category (an engine computed
+  them, refusing nulls and values outside the categories);
+* ``draw(counts, rng)`` -- arms the release: returns the :class:`ArmedPram` that
+  randomizes record batches (each batch with a freshly keyed generator). With
+  ``prior="dp"`` this is where the DP histogram is drawn and the design chosen.
+
+PRAM protects values, not presence: every plan requires substitute neighbours.
+
+Examples
+--------
+>>> import numpy as np
+>>> from dpframe.mechanisms.pram.plan import plan_pram
+>>> plan = plan_pram("region", ["N", "S", "E"], epsilon=1.0)
+>>> plan.charges[0].epsilon, plan.charges[0].mechanism
+(1.0, 'pram')
+>>> armed = plan.draw(np.array([5, 3, 2]), np.random.default_rng(0))
+>>> armed.randomize(np.array([0, 1, 2]), np.random.default_rng(1)).shape
+(3,)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpframe.core.accountant import Charge
+from dpframe.core.budget import charge_for, split_epsilon
+from dpframe.core.constraints import (
+    DIAGONALS,
+    PRIOR_KINDS,
+    check_categories,
+    check_choice,
+    check_epsilon,
+)
+from dpframe.core.executor import summary_row
+from dpframe.core.neighbours import require_substitute
+from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.laplace import calibrate_laplace, release_laplace
+from dpframe.mechanisms.pram.optimum import (
+    MAX_EPSILON,
+    PramDesign,
+    _check_design_epsilon,
+    design,
+    dominance_cost,
+    krr,
+)
+from dpframe.mechanisms.pram.sampling import PramSampler, check_matrix, sampler
+
+__all__ = [
+    "ArmedPram",
+    "DPPriorPramPlan",
+    "PramPlan",
+    "PriorPlan",
+    "design_from_record",
+    "design_record",
+    "plan_dp_prior",
+    "plan_pram",
+    "prior_weights",
+]
+
+
+# -- parameters ---------------------------------------------------------------------------
+
+
+def prior_weights(prior: Any, cats: tuple[Any, ...]) -> np.ndarray:
+    """A public prior (dict or array aligned with ``cats``) as probabilities."""
+    if isinstance(prior, Mapping):
+        unknown = [k for k in prior if k not in set(cats)]
+        if unknown:
+            raise InvalidParameterError(
+                f"prior has keys that are not categories: {unknown[:5]}; the prior must be "
+                "over the declared categories"
+            )
+        missing = [c for c in cats if c not in prior]
+        if missing:
+            raise InvalidParameterError(
+                f"prior gives no weight for categories {missing[:5]}; give every category "
+                "a weight (0 is allowed)"
+            )
+        w = np.array([prior[c] for c in cats], dtype=np.float64)
+    else:
+        try:
+            w = np.asarray(prior, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidParameterError(
+                "prior must be 'uniform', 'dp', a dict {category: weight} or an array of "
+                f"weights aligned with categories; got {prior!r:.80}"
+            ) from None
+        if w.shape != (len(cats),):
+            raise InvalidParameterError(
+                f"prior has shape {w.shape} but there are {len(cats)} categories; align the "
+                "weights with categories= (or pass a dict)"
+            )
+    if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+        raise InvalidParameterError(
+            "prior weights must be finite, >= 0 and not all 0 (they are normalised to sum to 1)"
+        )
+    return w / w.sum()
+
+
+# -- records (ledger entries and Parquet provenance) --------------------------------------
+
+
+def design_record(d: PramDesign, cats: tuple[Any, ...], prior: str) -> dict[str, Any]:
+    """The design as the ledger and the released file record it (for estimation)."""
+    out = {
+        "categories": list(cats),
+        "q": [float(v) for v in d.q],
+        "bits": int(d.bits),
+        "epsilon": float(d.epsilon),
+        "epsilon_actual": float(d.epsilon_actual),
+        "mutual_information": float(d.mutual_information),
+        "diagonal": d.diagonal,
+        "prior": prior,
+        "prior_p": [float(v) for v in d.p],
+        "vertex_q": [float(v) for v in d.vertex_q],
+    }
+    if d.diagonal == "dominant":  # what q >= 1/S costs, for the record
+        out["mutual_information_unconstrained"] = dominance_cost(d)["unconstrained"]
+    return out
+
+
+def design_from_record(d: Mapping[str, Any]) -> PramDesign:
+    """Rebuild the design recorded in a ledger entry or Parquet provenance.
+
+    The record keeps the sampled ``q`` exactly (``1 - c / 2**bits``), the prior and the
+    categories, so a released file can be analysed with ``dpframe.pram.estimate``
+    alone. The record's ``epsilon_actual`` is *not* read: the design's epsilon is
+    derived again from ``q`` and ``bits``.
+    """
+    try:
+        q = np.asarray(d["q"], dtype=np.float64)
+        bits = int(d["bits"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"a PRAM design record needs q and bits: {exc}") from None
+    if q.ndim != 1 or q.size < 2 or not np.isfinite(q).all() or not 1 <= bits <= 62:
+        raise InvalidParameterError("a PRAM design record needs a finite q of length >= 2")
+    c = np.rint((1.0 - q) * float(1 << bits)).astype(np.int64)
+    p = np.asarray(d.get("prior_p", np.full(q.size, 1.0 / q.size)), dtype=np.float64)
+    vertex = np.asarray(d.get("vertex_q", q), dtype=np.float64)
+    for arr in (c, p, vertex):
+        arr.setflags(write=False)
+    levels, counts = np.unique(vertex, return_counts=True)
+    return PramDesign(
+        p=p,
+        epsilon=float(d.get("epsilon", math.nan)),
+        mutual_information=float(d.get("mutual_information", math.nan)),
+        diagonal=str(d.get("diagonal", "optimal")),
+        vertex_q=vertex,
+        levels=tuple(float(v) for v in levels[::-1]),
+        level_counts=tuple(int(k) for k in counts[::-1]),
+        bits=bits,
+        move_numerators=c,
+    )
+
+
+# -- the plans ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArmedPram:
+    """A charged PRAM column, ready to randomize record batches.
+
+    ``randomize`` maps category codes to released codes; call it once per batch with a
+    freshly keyed generator (never a fixed seed per batch: batches would repeat noise).
+    """
+
+    column: str
+    categories: tuple[Any, ...]
+    sampler: PramSampler
+    design: PramDesign | None
+    record: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if len(self.categories) != self.sampler.n_categories:
+            raise InvalidParameterError(
+                f"column {self.column!r}: {len(self.categories)} categories but the sampler "
+                f"has S = {self.sampler.n_categories}"
+            )
+        if len(set(self.categories)) != len(self.categories):
+            raise InvalidParameterError(f"column {self.column!r}: categories must be distinct")
+
+    def randomize(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.sampler.randomize(codes, rng)
+
+
+def _check_counts(exact: Any, categories: tuple[Any, ...], column: str) -> None:
+    if exact is None:
+        return
+    counts = np.asarray(exact)
+    if counts.shape != (len(categories),) or counts.dtype.kind not in "iu" or (counts < 0).any():
+        raise InvalidDataError(
+            f"column {column!r}: expected one count >= 0 per declared category "
+            f"({len(categories)}), got {counts!r:.80}"
+        )
+
+
+@dataclass(frozen=True)
+class PramPlan:
+    """PRAM of one column with a matrix fixed before any data (uniform/public prior, matrix)."""
+
+    column: str
+    categories: tuple[Any, ...]
+    epsilon: float  # asked for
+    sampler: PramSampler
+    design: PramDesign | None  # None for a user matrix
+    prior: str  # "uniform", "public" or "matrix"
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def epsilon_charged(self) -> float:
+        """The charge: the epsilon asked for, or the sampled matrix's own if larger."""
+        return charge_for(self.sampler.epsilon_actual, self.epsilon)
+
+    def record(self) -> dict[str, Any]:
+        """The design (or matrix) as recorded for estimation."""
+        if self.design is not None:
+            return design_record(self.design, self.categories, self.prior)
+        return {"categories": list(self.categories), "matrix": self.sampler.matrix.tolist()}
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        details = {
+            "categories": len(self.categories),
+            "prior": self.prior,
+            "epsilon_actual": self.sampler.epsilon_actual,
+            "sampler": self.sampler.kind,
+            "neighbours": "substitute",
+            **self.details,
+        }
+        key = "design" if self.design is not None else "matrix"
+        details[key] = self.record() if key == "design" else self.record()["matrix"]
+        return (
+            Charge(
+                epsilon=self.epsilon_charged,
+                mechanism="pram",
+                columns=(self.column,),
+                composition="parallel",
+                details=details,
+            ),
+        )
+
+    def summary(self) -> list[dict[str, Any]]:
+        m = self.sampler.matrix
+        keep = np.diag(m)
+        note = f"S={len(self.categories)}, keep probability {keep.min():.3g}-{keep.max():.3g}"
+        return [summary_row(self.column, "pram", self.epsilon_charged, note=note)]
+
+    def check(self, exact: Any) -> None:
+        _check_counts(exact, self.categories, self.column)
+
+    def draw(self, exact: Any, rng: np.random.Generator) -> ArmedPram:
+        return ArmedPram(self.column, self.categories, self.sampler, self.design, self.record())
+
+
+@dataclass(frozen=True)
+class PriorPlan:
+    """A DP histogram of a column's categories, normalised into a prior (``dp_prior``).
+
+    Discrete Laplace noise on each count (l1 sensitivity 2 under substitute neighbours:
+    one record moves one count down and another up), clipped at 0 and normalised:
+    post-processing. ``draw`` returns the prior as an array aligned with the categories.
+    """
+
+    column: str
+    categories: tuple[Any, ...]
+    epsilon: float
+    note: str = "DP histogram of the column, used only to choose the PRAM matrix"
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def _calibration(self) -> Any:
+        return calibrate_laplace(self.epsilon, 2.0, granularity=1.0, values_on_grid=True)
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        cal = self._calibration
+        return (
+            Charge(
+                epsilon=charge_for(cal.privacy_loss, self.epsilon),
+                mechanism="pram_prior_histogram",
+                columns=(self.column,),
+                scale=cal.scale,
+                composition="parallel",
+                note=self.note,
+                details={
+                    "categories": len(self.categories),
+                    "sensitivity": 2,
+                    "neighbours": "substitute",
+                    **self.details,
+                },
+            ),
+        )
+
+    def summary(self) -> list[dict[str, Any]]:
+        cal = self._calibration
+        return [
+            summary_row(
+                self.column,
+                "pram_prior_histogram",
+                self.charges[0].epsilon,
+                sensitivity=2.0,
+                scale=cal.scale,
+                error95=cal.error(0.95),
+                note=self.note,
+            )
+        ]
+
+    def check(self, exact: Any) -> None:
+        _check_counts(exact, self.categories, self.column)
+        if exact is None:
+            raise InvalidDataError(f"column {self.column!r}: the DP prior needs the counts")
+
+    def draw(self, exact: Any, rng: np.random.Generator) -> np.ndarray:
+        counts = np.asarray(exact, dtype=np.float64)
+        noisy = np.clip(release_laplace(counts, self._calibration, rng), 0.0, None)
+        total = noisy.sum()
+        return noisy / total if total > 0 else np.full(counts.size, 1.0 / counts.size)
+
+
+@dataclass(frozen=True)
+class DPPriorPramPlan:
+    """PRAM with ``prior="dp"``: a DP histogram first (its share of epsilon), then the
+    MI-optimal design for it with the rest. Both are charged together, before either
+    is drawn; ``draw(counts, rng)`` draws the histogram and builds the design."""
+
+    column: str
+    categories: tuple[Any, ...]
+    epsilon: float
+    prior_share: float
+    diagonal: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def split(self) -> tuple[float, float]:
+        """Epsilon of the histogram and of PRAM; their exact decimal sum is <= epsilon."""
+        eps_prior, eps_pram = split_epsilon(self.epsilon, [self.prior_share, 1 - self.prior_share])
+        return eps_prior, eps_pram
+
+    @property
+    def prior_plan(self) -> PriorPlan:
+        return PriorPlan(
+            self.column, self.categories, self.split[0], details={"share": self.prior_share}
+        )
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        return (
+            *self.prior_plan.charges,
+            Charge(
+                epsilon=self.split[1],
+                mechanism="pram",
+                columns=(self.column,),
+                composition="parallel",
+                note="design chosen for the DP prior; recorded with the released file",
+                details={
+                    "categories": len(self.categories),
+                    "prior": "dp",
+                    "neighbours": "substitute",
+                    **self.details,
+                },
+            ),
+        )
+
+    def summary(self) -> list[dict[str, Any]]:
+        note = f"S={len(self.categories)}, design chosen for the DP prior"
+        return [
+            *self.prior_plan.summary(),
+            summary_row(self.column, "pram", self.split[1], note=note),
+        ]
+
+    def check(self, exact: Any) -> None:
+        self.prior_plan.check(exact)
+
+    def draw(self, exact: Any, rng: np.random.Generator) -> ArmedPram:
+        p = self.prior_plan.draw(exact, rng)
+        d = design(p, self.split[1], diagonal=self.diagonal)
+        if d.epsilon_actual > self.split[1]:  # design() certifies it; never trust silently
+            raise AssertionError("internal error: a PRAM design exceeds its epsilon")
+        return ArmedPram(
+            self.column, self.categories, d.sampler, d, design_record(d, self.categories, "dp")
+        )
+
+
+def plan_pram(
+    column: str,
+    categories: Any,
+    epsilon: float | None = None,
+    *,
+    prior: Any = "uniform",
+    matrix: Any = None,
+    diagonal: str = "optimal",
+    prior_share: float = 0.1,
+    neighbours: str = "substitute",
+    details: Mapping[str, Any] | None = None,
+) -> PramPlan | DPPriorPramPlan:
+    """Plan PRAM of one column (see the module docstring); nothing is read or drawn.
+
+    Parameters are those of ``.dp.pram``; ``categories`` must be given (an adapter takes
+    them from an Enum dtype). A public prior's keys name the categories too.
+    """
+    require_substitute(neighbours, "pram", argument="neighbours")
+    cats = check_categories(categories)
+    if cats is None and isinstance(prior, Mapping):
+        cats = check_categories(list(prior))
+    if cats is None:
+        raise InvalidParameterError(
+            f"column {column!r}: pass categories=[...] (every possible value, in a fixed "
+            "order). dpframe never takes them from the data, because which values occur "
+            "is itself private. An Enum column carries its own."
+        )
+    check_choice("diagonal", diagonal, DIAGONALS)
+    extra = dict(details or {})
+    if matrix is not None:
+        if not (isinstance(prior, str) and prior == "uniform"):
+            raise InvalidParameterError(
+                "pass either matrix= or prior=, not both: a given matrix fixes q"
+            )
+        if not isinstance(matrix, PramDesign | PramSampler):
+            check_matrix(matrix)
+        sam = sampler(matrix)  # its epsilon is derived from the integers it samples
+        if sam.n_categories != len(cats):
+            raise InvalidParameterError(
+                f"matrix= is {sam.n_categories}x{sam.n_categories} but column {column!r} has "
+                f"{len(cats)} categories (from its Enum or categories=): give one row per "
+                "category"
+            )
+        actual = sam.epsilon_actual
+        if not math.isfinite(actual):
+            raise InvalidParameterError(
+                "matrix is not differentially private for any epsilon: a column holds both "
+                "a zero and a non-zero entry"
+            )
+        if epsilon is None:
+            eps = charge_for(actual, 1e-9)  # the matrix's own, rounded up (>= 1e-9)
+        else:
+            eps = check_epsilon(epsilon)
+            if actual > eps * (1 + 1e-12):
+                raise InvalidParameterError(
+                    f"matrix gives epsilon = {actual:.12g} (max over columns of log(max_i "
+                    f"M_ij / min_i M_ij), of the matrix actually sampled), more than "
+                    f"epsilon={epsilon!r}; raise epsilon or flatten the matrix"
+                )
+        des = matrix if isinstance(matrix, PramDesign) else None
+        label = "matrix"
+        return PramPlan(column, cats, eps, sam, des, label, extra)
+    if epsilon is None:
+        raise InvalidParameterError("epsilon is required (unless matrix= is given)")
+    eps = check_epsilon(epsilon)
+    if isinstance(prior, str):
+        check_choice("prior", prior, PRIOR_KINDS)
+        if prior == "dp":
+            if not (isinstance(prior_share, float | int) and 0 < prior_share < 1):
+                raise InvalidParameterError(
+                    f"prior_share must be a number in (0, 1), got {prior_share!r}"
+                )
+            plan = DPPriorPramPlan(column, cats, eps, float(prior_share), diagonal, extra)
+            _check_design_epsilon(plan.split[1])  # an impossible split fails now
+            return plan
+        d = krr(len(cats), eps)
+        return PramPlan(column, cats, eps, d.sampler, d, "uniform", extra)
+    if eps > MAX_EPSILON:
+        _check_design_epsilon(eps)  # raises, naming k-RR and matrix= as the ways out
+    d = design(prior_weights(prior, cats), eps, diagonal=diagonal)
+    return PramPlan(column, cats, eps, d.sampler, d, "public", extra)
+
+
+def plan_dp_prior(
+    column: str, categories: Any, epsilon: float, *, neighbours: str = "substitute"
+) -> PriorPlan:
+    """Plan a DP prior of a column (``dpframe.pram.dp_prior``): substitute neighbours only."""
+    require_substitute(neighbours, "pram", argument="neighbours")
+    cats = check_categories(categories)
+    if cats is None:
+        raise InvalidParameterError(
+            f"column {column!r}: pass categories=[...]; they are never taken from the data"
+        )
+    return PriorPlan(
+        column,
+        cats,
+        check_epsilon(epsilon),
+        note="DP estimate of the column's category distribution (a publishable prior)",
+    )

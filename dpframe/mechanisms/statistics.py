@@ -1,0 +1,750 @@
+"""Grouped statistics: what each needs exactly, and how it is noised (numpy only).
+
+Declared as ``dpframe.agg.count(...)``, ``dpframe.agg.mean(...)`` ... (this module is
+``dpframe.agg``) and released with ``dpframe.group_by(frame, keys, margins=...).agg(...)``.
+The statistics of one release compose sequentially (their epsilons add up); each is
+released over disjoint groups (parallel composition across groups).
+
+Each statistic says which exact per-group aggregates it needs (:meth:`Statistic.parts`:
+counts, sums of clipped values, of their squares or products, means, variances), in
+engine-independent terms; an engine (polars or Spark) computes them; then
+:func:`plan_statistic` gives the kernel plan that checks them and draws the noise.
+
+Group sizes are private unless the margins declare them (``group_by(..., sizes="n")``):
+
+* **private sizes** (default): a mean is released as a noisy sum over a noisy count
+  (epsilon split evenly between them; the ratio is clipped to the bounds), a variance
+  from noisy sums of ``x``, ``x**2`` and a noisy count (epsilon split in three);
+* **public sizes**: a mean, proportion or variance is released directly with the
+  bounded mechanism (truncated or BIT, :mod:`dpframe.mechanisms.bounded`), with the
+  sensitivity of each group's own size and the output bounds of Liu (2019), Table 1.
+  A group whose public size is 0 (or 1, for a variance) is released as null.
+
+Examples
+--------
+>>> import numpy as np
+>>> from dpframe.mechanisms.statistics import count, plan_statistic
+>>> stat = count(epsilon=0.5)
+>>> [p.name for p in stat.parts(public_sizes=False)]
+['count:n']
+>>> plan = plan_statistic(stat, "substitute")
+>>> plan.charges[0].epsilon, plan.charges[0].columns
+(0.5, ('count',))
+>>> out = plan.draw({"count:n": np.array([3.0, 0.0])}, np.random.default_rng(0))
+>>> sorted(out)
+['count']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpframe.core import sensitivity as sens
+from dpframe.core.accountant import Charge
+from dpframe.core.budget import split_epsilon
+from dpframe.core.constraints import (
+    CALIBRATIONS,
+    METHODS,
+    check_bounds,
+    check_choice,
+    check_epsilon,
+)
+from dpframe.core.executor import summary_row
+from dpframe.core.neighbours import require_substitute
+from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.bounded import calibrate_bounded
+from dpframe.mechanisms.laplace import calibrate_laplace
+
+__all__ = [
+    "KINDS",
+    "Operand",
+    "Part",
+    "Statistic",
+    "StatisticPlan",
+    "count",
+    "cov",
+    "mean",
+    "plan_statistic",
+    "proportion",
+    "sum",
+    "var",
+]
+
+#: The statistics a grouped release offers.
+KINDS = ("count", "sum", "mean", "proportion", "var", "cov")
+#: The exact per-group aggregates an engine computes (see :class:`Part`).
+OPS = ("count", "sum", "mean", "var", "cov")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A record-level value: ``column`` cast to float and clipped to its public bounds.
+
+    ``lower = upper = None`` for a proportion's Boolean column (0/1, nothing to clip).
+    """
+
+    column: str
+    lower: float | None = None
+    upper: float | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    """One exact per-group aggregate a statistic needs, in engine-independent terms.
+
+    ``op`` is ``"count"`` (records in the group), ``"sum"`` (of ``x``, or of ``x * y``),
+    ``"mean"`` or ``"var"`` (sample variance, divisor ``n - 1``) of ``x``, or ``"cov"``
+    (sample covariance of ``x`` and ``y``). A group absent from the data gets ``fill``
+    (0 for counts and sums; null -- ``None`` -- for means, variances and covariances).
+    """
+
+    name: str
+    op: str
+    x: Operand | None = None
+    y: Operand | None = None
+
+    @property
+    def fill(self) -> float | None:
+        return 0.0 if self.op in ("count", "sum") else None
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One noisy per-group statistic (build it with the functions of this module)."""
+
+    kind: str
+    name: str
+    epsilon: float
+    column: str | None = None
+    lower: float | None = None
+    upper: float | None = None
+    method: str = "truncated"
+    calibration: str = "exact"
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def part(self, what: str) -> str:
+        """Name of one exact aggregate of this statistic, e.g. ``"age_mean:sum"``."""
+        return f"{self.name}:{what}"
+
+    def _x(self) -> Operand:
+        if self.kind == "proportion":
+            return Operand(self.column)
+        return Operand(self.column, self.lower, self.upper)
+
+    def _y(self) -> Operand:
+        o = self.options
+        return Operand(o["y"], o["lower_y"], o["upper_y"])
+
+    def sources(self) -> list[tuple[str, str]]:
+        """The source columns and the dtype each needs (``"numeric"`` or ``"boolean"``)."""
+        if self.column is None:
+            return []
+        need = "boolean" if self.kind == "proportion" else "numeric"
+        cols = [self.column, self.options["y"]] if self.kind == "cov" else [self.column]
+        return [(c, need) for c in cols]
+
+    def columns(self) -> list[str]:
+        """The source columns."""
+        return [c for c, _ in self.sources()]
+
+    def outputs(self) -> list[str]:
+        """The released columns: one, or four for a covariance (two variances, cov, corr)."""
+        if self.kind != "cov":
+            return [self.name]
+        x, y = self.columns()
+        n = self.name
+        return [f"{n}_var_{x}", f"{n}_var_{y}", f"{n}_cov", f"{n}_corr"]
+
+    def parts(self, public_sizes: bool) -> list[Part]:
+        """The exact aggregates this statistic needs (an engine computes them)."""
+        n = Part(self.part("n"), "count")
+        if self.kind == "count":
+            return [n]
+        x = self._x()
+        if self.kind == "sum":
+            return [Part(self.part("sum"), "sum", x)]
+        if self.kind == "cov":
+            y = self._y()
+            if public_sizes:
+                return [
+                    Part(self.part("var_x"), "var", x),
+                    Part(self.part("var_y"), "var", y),
+                    Part(self.part("cov"), "cov", x, y),
+                ]
+            return [
+                Part(self.part("sx"), "sum", x),
+                Part(self.part("sy"), "sum", y),
+                Part(self.part("sxx"), "sum", x, x),
+                Part(self.part("syy"), "sum", y, y),
+                Part(self.part("sxy"), "sum", x, y),
+                n,
+            ]
+        if public_sizes:
+            if self.kind == "var":
+                return [Part(self.part("var"), "var", x)]
+            return [Part(self.part("mean"), "mean", x)]
+        parts = [Part(self.part("sum"), "sum", x), n]
+        if self.kind == "var":
+            parts.append(Part(self.part("sumsq"), "sum", x, x))
+        return parts
+
+
+# -- the plan ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StatisticPlan:
+    """How one statistic is released: its cost and noise, known before any data.
+
+    ``check`` and ``draw`` take the exact parts (:meth:`Statistic.parts`) as a mapping
+    from part name to an array with one value per group (the margins' rows, in order);
+    ``draw`` returns one array per released column.
+    """
+
+    statistic: Statistic
+    mechanism: str
+    epsilon: float  # charged
+    sensitivity: float  # the largest over the groups
+    scale: float  # the largest over the groups
+    error95: float | None  # the largest over the groups; None for ratios
+    details: dict[str, Any]
+    _check: Callable[[Mapping[str, np.ndarray]], None]
+    _draw: Callable[[Mapping[str, np.ndarray], np.random.Generator], dict[str, np.ndarray]]
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        s = self.statistic
+        return (
+            Charge(
+                epsilon=self.epsilon,
+                mechanism=self.mechanism,
+                columns=tuple(s.outputs()),
+                scale=self.scale,
+                composition="parallel",
+                details={
+                    **self.details,
+                    "statistic": s.kind,
+                    "source_column": s.column,
+                    "lower": s.lower,
+                    "upper": s.upper,
+                    "sensitivity": self.sensitivity,
+                },
+            ),
+        )
+
+    def summary(self) -> list[dict[str, Any]]:
+        s = self.statistic
+        return [
+            summary_row(
+                s.name,
+                self.mechanism,
+                self.epsilon,
+                sensitivity=self.sensitivity,
+                scale=self.scale,
+                error95=self.error95,
+                note=f"{s.kind} of {s.column}" if s.column else s.kind,
+            )
+        ]
+
+    def check(self, exact: Mapping[str, np.ndarray]) -> None:
+        """Refuse exact aggregates that cannot be released (nothing is charged)."""
+        self._check(exact)
+
+    def draw(self, exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
+        """The released columns, one array per output (null, as NaN, for empty groups)."""
+        return self._draw(exact, rng)
+
+
+def plan_statistic(
+    stat: Statistic,
+    neighbours: str,
+    sizes: np.ndarray | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> StatisticPlan:
+    """The plan of ``stat`` under ``neighbours``; ``sizes`` are public group sizes, if any.
+
+    ``details`` are added to the ledger entry (e.g. the keys and number of groups).
+    Public sizes need substitute neighbours (:mod:`dpframe.core.neighbours`).
+    """
+    if not isinstance(stat, Statistic):
+        raise InvalidParameterError(
+            f"statistics must be dpframe.agg statistics, got {type(stat).__name__}: use "
+            "dpframe.agg.count(...), dpframe.agg.sum(...), ..."
+        )
+    if sizes is not None:
+        require_substitute(neighbours, "public sizes", argument="sizes")
+        sizes = np.asarray(sizes, dtype=np.int64)
+    if stat.kind in ("count", "sum"):
+        plan = _plan_laplace_part(stat, neighbours)
+    elif stat.kind == "cov":
+        plan = (
+            _plan_cov_private(stat, neighbours) if sizes is None else _plan_cov_public(stat, sizes)
+        )
+    elif sizes is None:
+        plan = _plan_private_sizes(stat, neighbours)
+    else:
+        plan = _plan_public_sizes(stat, sizes)
+    if details:
+        plan = StatisticPlan(**{**plan.__dict__, "details": {**plan.details, **details}})
+    return plan
+
+
+def _laplace(epsilon: float, sensitivity: float, counts: bool = False) -> Any:
+    if counts:  # counts are integers: a grid of 1, no rounding, integer noise
+        return calibrate_laplace(epsilon, sensitivity, 1.0, values_on_grid=True)
+    return calibrate_laplace(epsilon, sensitivity)
+
+
+def _square_bounds(lo: float, hi: float) -> tuple[float, float]:
+    return (0.0 if lo < 0 < hi else min(lo * lo, hi * hi)), max(lo * lo, hi * hi)
+
+
+def _product_bounds(lx: float, ux: float, ly: float, uy: float) -> tuple[float, float]:
+    corners = (lx * ly, lx * uy, ux * ly, ux * uy)
+    return min(corners), max(corners)
+
+
+def _check_parts(cals: Mapping[str, Any], stat: Statistic) -> Callable:
+    def check(exact: Mapping[str, np.ndarray]) -> None:
+        for p, cal in cals.items():
+            cal.check(exact[stat.part(p)])
+
+    return check
+
+
+def _plan_laplace_part(stat: Statistic, neighbours: str) -> StatisticPlan:
+    is_count = stat.kind == "count"
+    if is_count:
+        delta = sens.histogram_counts(neighbours)
+    else:
+        delta = sens.grouped_sum(stat.lower, stat.upper, neighbours)
+    cal = _laplace(stat.epsilon, delta, counts=is_count)
+    part = "n" if is_count else "sum"
+    return StatisticPlan(
+        statistic=stat,
+        mechanism="laplace",
+        epsilon=stat.epsilon,
+        sensitivity=delta,
+        scale=cal.scale,
+        error95=cal.error(0.95),
+        details=cal.details(),
+        _check=_check_parts({part: cal}, stat),
+        _draw=lambda exact, rng: {stat.name: cal.release(exact[stat.part(part)], rng)},
+    )
+
+
+def _moment_variance(s1: np.ndarray, s2: np.ndarray, n: np.ndarray, r: float) -> np.ndarray:
+    """Variance from noisy sums of x and x**2 and a noisy count, clipped to Table 1's bounds."""
+    n = np.maximum(n, 2.0)
+    var = (s2 - s1**2 / n) / (n - 1)
+    return np.clip(var, 0.0, n * r * r / (4 * (n - 1)))  # sens.variance_bound, vectorised
+
+
+def _plan_private_sizes(stat: Statistic, neighbours: str) -> StatisticPlan:
+    """Mean, proportion or variance from noisy sums and a noisy count (post-processing)."""
+    lo, hi = (0.0, 1.0) if stat.kind == "proportion" else (stat.lower, stat.upper)
+    parts = ["sum", "n"] + (["sumsq"] if stat.kind == "var" else [])
+    share = min(split_epsilon(stat.epsilon, [1.0] * len(parts)))
+    cals = {
+        "sum": _laplace(share, sens.grouped_sum(lo, hi, neighbours)),
+        "n": _laplace(share, sens.histogram_counts(neighbours), counts=True),
+    }
+    if stat.kind == "var":
+        cals["sumsq"] = _laplace(share, sens.grouped_sum(*_square_bounds(lo, hi), neighbours))
+
+    def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
+        noisy = {p: cal.release(exact[stat.part(p)], rng) for p, cal in cals.items()}
+        if stat.kind != "var":
+            n = np.maximum(noisy["n"], 1.0)
+            return {stat.name: np.clip(noisy["sum"] / n, lo, hi)}
+        return {stat.name: _moment_variance(noisy["sum"], noisy["sumsq"], noisy["n"], hi - lo)}
+
+    return StatisticPlan(
+        statistic=stat,
+        mechanism="laplace_ratio" if stat.kind != "var" else "laplace_moments",
+        epsilon=stat.epsilon,
+        sensitivity=max(c.sensitivity for c in cals.values()),
+        scale=max(c.scale for c in cals.values()),
+        error95=None,  # a ratio's error depends on the group's size
+        details={
+            "sizes": "private",
+            "parts": {p: {**c.details(), "epsilon": share} for p, c in cals.items()},
+        },
+        _check=_check_parts(cals, stat),
+        _draw=draw,
+    )
+
+
+def _plan_public_sizes(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
+    """Bounded mechanism per group, with the sensitivity of the group's public size."""
+    lo, hi = (0.0, 1.0) if stat.kind == "proportion" else (stat.lower, stat.upper)
+    minimum = 2 if stat.kind == "var" else 1
+    cals: dict[int, Any] = {}
+    for n in (int(v) for v in np.unique(sizes)):
+        if n < minimum:
+            continue
+        if stat.kind == "var":
+            delta = sens.variance(lo, hi, n, "substitute")
+            bounds = (0.0, sens.variance_bound(lo, hi, n))
+        else:
+            delta = sens.mean(lo, hi, n, "substitute")
+            bounds = (lo, hi)
+        cals[n] = calibrate_bounded(
+            stat.epsilon, delta, *bounds, method=stat.method, calibration=stat.calibration
+        )
+    if not cals:
+        raise InvalidParameterError(
+            f"statistic {stat.name!r}: every group's public size is below {minimum}; "
+            "there is nothing to release"
+        )
+    part = stat.part("var" if stat.kind == "var" else "mean")
+
+    def check(exact: Mapping[str, np.ndarray]) -> None:
+        values = exact[part]
+        for n, cal in cals.items():
+            cal.check(values[sizes == n])
+
+    def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
+        values = exact[part]
+        out = np.full(values.shape, np.nan)
+        for n, cal in cals.items():
+            rows = sizes == n
+            out[rows] = cal.release(values[rows], rng)
+        return {stat.name: out}
+
+    return StatisticPlan(
+        statistic=stat,
+        mechanism="truncated_laplace" if stat.method == "truncated" else "bit_laplace",
+        epsilon=max(c.epsilon_charged for c in cals.values()),
+        sensitivity=max(c.sensitivity for c in cals.values()),
+        scale=max(c.scale for c in cals.values()),
+        error95=max(c.error(0.95) for c in cals.values()),
+        details={
+            "sizes": "public",
+            "method": stat.method,
+            "calibration": stat.calibration,
+            "epsilon_requested": stat.epsilon,
+            "privacy_loss": max(c.privacy_loss for c in cals.values()),
+            "scale_min": min(c.scale for c in cals.values()),
+            "distinct_sizes": len(cals),
+        },
+        _check=check,
+        _draw=draw,
+    )
+
+
+def _covariance_outputs(
+    stat: Statistic, var_x: np.ndarray, var_y: np.ndarray, cov: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The four released columns; the correlation is post-processing, clipped to [-1, 1]."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = np.clip(cov / np.sqrt(var_x * var_y), -1.0, 1.0)
+    corr = np.where(var_x * var_y > 0, corr, np.nan)
+    return dict(zip(stat.outputs(), (var_x, var_y, cov, corr), strict=True))
+
+
+def _plan_cov_private(stat: Statistic, neighbours: str) -> StatisticPlan:
+    """Covariance from noisy sums and a noisy count (epsilon split in six)."""
+    o = stat.options
+    lx, ux, ly, uy = stat.lower, stat.upper, o["lower_y"], o["upper_y"]
+    share = min(split_epsilon(stat.epsilon, [1.0] * 6))
+    bounds = {
+        "sx": (lx, ux),
+        "sy": (ly, uy),
+        "sxx": _square_bounds(lx, ux),
+        "syy": _square_bounds(ly, uy),
+        "sxy": _product_bounds(lx, ux, ly, uy),
+    }
+    cals = {p: _laplace(share, sens.grouped_sum(*b, neighbours)) for p, b in bounds.items()}
+    cals["n"] = _laplace(share, sens.histogram_counts(neighbours), counts=True)
+
+    def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
+        v = {p: cal.release(exact[stat.part(p)], rng) for p, cal in cals.items()}
+        var_x = _moment_variance(v["sx"], v["sxx"], v["n"], ux - lx)
+        var_y = _moment_variance(v["sy"], v["syy"], v["n"], uy - ly)
+        n = np.maximum(v["n"], 2.0)
+        limit = np.sqrt(var_x * var_y)
+        cov = np.clip((v["sxy"] - v["sx"] * v["sy"] / n) / (n - 1), -limit, limit)
+        return _covariance_outputs(stat, var_x, var_y, cov)
+
+    return StatisticPlan(
+        statistic=stat,
+        mechanism="laplace_moments",
+        epsilon=stat.epsilon,
+        sensitivity=max(c.sensitivity for c in cals.values()),
+        scale=max(c.scale for c in cals.values()),
+        error95=None,
+        details={
+            "sizes": "private",
+            "parts": {p: {**c.details(), "epsilon": share} for p, c in cals.items()},
+        },
+        _check=_check_parts(cals, stat),
+        _draw=draw,
+    )
+
+
+def _plan_cov_public(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
+    """Liu (2019), Simulation study 1, per group: variances, then the covariance inside
+    ``[-sqrt(S*xx S*yy), sqrt(S*xx S*yy)]`` from the *sanitized* variances. Epsilon split
+    in three; every part by the bounded mechanism with the group's public size."""
+    o = stat.options
+    lx, ux, ly, uy = stat.lower, stat.upper, o["lower_y"], o["upper_y"]
+    share = min(split_epsilon(stat.epsilon, [1.0] * 3))
+    kw = {"method": stat.method, "calibration": stat.calibration}
+    var_cals: dict[int, tuple[Any, Any]] = {}
+    for n in (int(v) for v in np.unique(sizes)):
+        if n >= 2:
+            var_cals[n] = (
+                calibrate_bounded(
+                    share, sens.variance(lx, ux, n), 0.0, sens.variance_bound(lx, ux, n), **kw
+                ),
+                calibrate_bounded(
+                    share, sens.variance(ly, uy, n), 0.0, sens.variance_bound(ly, uy, n), **kw
+                ),
+            )
+    if not var_cals:
+        raise InvalidParameterError(
+            f"statistic {stat.name!r}: every group's public size is below 2; nothing to release"
+        )
+    parts = [stat.part(p) for p in ("var_x", "var_y", "cov")]
+
+    def check(exact: Mapping[str, np.ndarray]) -> None:
+        for n, (cx, cy) in var_cals.items():
+            rows = sizes == n
+            cx.check(exact[parts[0]][rows])
+            cy.check(exact[parts[1]][rows])
+        if not np.isfinite(exact[parts[2]][sizes >= 2]).all():
+            raise InvalidDataError(f"statistic {stat.name!r}: a covariance is not finite")
+
+    def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
+        vx, vy, c = (exact[p] for p in parts)
+        out = [np.full(vx.shape, np.nan) for _ in range(3)]
+        for n, (cx, cy) in var_cals.items():
+            rows = sizes == n
+            out[0][rows] = cx.release(vx[rows], rng)
+            out[1][rows] = cy.release(vy[rows], rng)
+        for i in np.flatnonzero(sizes >= 2):
+            limit = math.sqrt(out[0][i] * out[1][i])
+            if limit == 0.0:  # a sanitized variance of 0: the covariance must be 0
+                out[2][i] = 0.0
+                continue
+            cal = calibrate_bounded(
+                share, sens.covariance(lx, ux, ly, uy, int(sizes[i])), -limit, limit, **kw
+            )
+            out[2][i] = cal.release(np.array([c[i]]), rng)[0]
+        return _covariance_outputs(stat, *out)
+
+    # exact calibration (paper + truncated is refused by cov()): each part costs its share
+    return StatisticPlan(
+        statistic=stat,
+        mechanism="truncated_laplace" if stat.method == "truncated" else "bit_laplace",
+        epsilon=stat.epsilon,
+        sensitivity=max(cx.sensitivity for cx, _ in var_cals.values()),
+        scale=max(max(cx.scale, cy.scale) for cx, cy in var_cals.values()),
+        error95=None,
+        details={
+            "sizes": "public",
+            "method": stat.method,
+            "calibration": stat.calibration,
+            "split": "variance x, variance y, covariance: epsilon / 3 each",
+        },
+        _check=check,
+        _draw=draw,
+    )
+
+
+# -- constructors (the public ``dpframe.agg`` functions) ----------------------------------
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidParameterError(f"name must be a non-empty string, got {name!r}")
+    return name
+
+
+def _check_column(column: Any, what: str = "column") -> str:
+    if not isinstance(column, str) or not column:
+        raise InvalidParameterError(f"{what} must be a column name, got {column!r}")
+    return column
+
+
+def _bounded(
+    kind: str,
+    column: Any,
+    lower: Any,
+    upper: Any,
+    epsilon: Any,
+    method: Any,
+    calibration: Any,
+    name: Any,
+) -> Statistic:
+    """A mean, proportion or variance statistic, its arguments checked."""
+    column = _check_column(column)
+    lo, hi = check_bounds(lower, upper)
+    return Statistic(
+        kind,
+        _check_name(name or f"{column}_{kind}"),
+        check_epsilon(epsilon),
+        column,
+        lo,
+        hi,
+        check_choice("method", method, METHODS),
+        check_choice("calibration", calibration, CALIBRATIONS),
+    )
+
+
+def count(*, epsilon: float, name: str = "count") -> Statistic:
+    """The number of records per group, released with integer Laplace noise.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.count(epsilon=0.5).name
+    'count'
+    """
+    return Statistic("count", _check_name(name), check_epsilon(epsilon))
+
+
+def sum(
+    column: str, *, lower: float, upper: float, epsilon: float, name: str | None = None
+) -> Statistic:
+    """The per-group sum of ``column`` after clipping each value to ``[lower, upper]``.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.sum("income", lower=0, upper=100_000, epsilon=0.5).name
+    'income_sum'
+    """
+    column = _check_column(column)
+    lo, hi = check_bounds(lower, upper)
+    return Statistic(
+        "sum", _check_name(name or f"{column}_sum"), check_epsilon(epsilon), column, lo, hi
+    )
+
+
+def mean(
+    column: str,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    method: str = "truncated",
+    calibration: str = "exact",
+    name: str | None = None,
+) -> Statistic:
+    """The per-group mean of ``column`` (values clipped to ``[lower, upper]``).
+
+    With public group sizes it is released by the bounded mechanism (``method``,
+    ``calibration`` as in :func:`dpframe.truncated_laplace`); otherwise as a noisy sum
+    over a noisy count, clipped to the bounds.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.mean("age", lower=18, upper=90, epsilon=0.5).name
+    'age_mean'
+    """
+    return _bounded("mean", column, lower, upper, epsilon, method, calibration, name)
+
+
+def proportion(
+    column: str,
+    *,
+    epsilon: float,
+    method: str = "truncated",
+    calibration: str = "exact",
+    name: str | None = None,
+) -> Statistic:
+    """The per-group share of records where the Boolean ``column`` is true, in [0, 1].
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.proportion("employed", epsilon=0.5).name
+    'employed_proportion'
+    """
+    return _bounded("proportion", column, 0.0, 1.0, epsilon, method, calibration, name)
+
+
+def var(
+    column: str,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    method: str = "truncated",
+    calibration: str = "exact",
+    name: str | None = None,
+) -> Statistic:
+    """The per-group sample variance (divisor n - 1) of ``column`` clipped to the bounds.
+
+    Released inside ``[0, n (upper - lower)**2 / (4 (n - 1))]`` (Liu 2019, Table 1).
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.var("score", lower=0, upper=10, epsilon=0.5).name
+    'score_var'
+    """
+    return _bounded("var", column, lower, upper, epsilon, method, calibration, name)
+
+
+def cov(
+    x: str,
+    y: str,
+    *,
+    lower_x: float,
+    upper_x: float,
+    lower_y: float,
+    upper_y: float,
+    epsilon: float,
+    method: str = "truncated",
+    calibration: str = "exact",
+    name: str | None = None,
+) -> Statistic:
+    """Per-group variances of ``x`` and ``y``, their covariance and correlation.
+
+    Releases four columns, ``{name}_var_{x}``, ``{name}_var_{y}``, ``{name}_cov`` and
+    ``{name}_corr`` (``name`` defaults to ``"{x}_{y}"``). With public group sizes the
+    variances are released first, then the covariance inside
+    ``[-sqrt(S*xx S*yy), sqrt(S*xx S*yy)]`` of the *sanitized* variances (Liu 2019,
+    Table 1), epsilon split in three; the correlation is post-processing. With private
+    sizes, from six noisy sums (epsilon split in six).
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> s = dpframe.agg.cov("x", "y", lower_x=-3, upper_x=3, lower_y=-4.5, upper_y=4.5,
+    ...                     epsilon=1.0)
+    >>> s.outputs()
+    ['x_y_var_x', 'x_y_var_y', 'x_y_cov', 'x_y_corr']
+    """
+    x, y = _check_column(x, "x"), _check_column(y, "y")
+    if x == y:
+        raise InvalidParameterError(f"x and y must be different columns, got {x!r} twice")
+    lx, ux = check_bounds(lower_x, upper_x, ("lower_x", "upper_x"))
+    ly, uy = check_bounds(lower_y, upper_y, ("lower_y", "upper_y"))
+    stat = Statistic(
+        "cov",
+        _check_name(name or f"{x}_{y}"),
+        check_epsilon(epsilon),
+        x,
+        lx,
+        ux,
+        check_choice("method", method, METHODS),
+        check_choice("calibration", calibration, CALIBRATIONS),
+        options={"y": y, "lower_y": ly, "upper_y": uy},
+    )
+    if stat.calibration == "paper" and stat.method == "truncated":
+        raise InvalidParameterError(
+            "calibration='paper' is not offered for cov: the covariance's bounds come from "
+            "the sanitized variances, so its true loss could not be charged beforehand; "
+            "use calibration='exact' (or method='bit')"
+        )
+    return stat

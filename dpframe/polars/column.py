@@ -1,0 +1,403 @@
+"""``.dp.laplace`` / ``.dp.truncated_laplace``: a column of statistics, charged once, noised once.
+
+:func:`laplace` and :func:`truncated_laplace` build a polars expression whose
+evaluation is a :class:`ColumnRelease` (the maths: :mod:`dpframe.mechanisms.column`).
+It keeps the rules of ``docs/privacy.md``, "When a release is charged":
+
+* It is bound at build time to an accountant (``accountant=`` or the innermost
+  ``with accountant:`` block). Evaluated without one, it raises
+  :class:`~dpframe.errors.NoAccountantError` and draws nothing.
+* polars evaluates it as one whole column (it is not elementwise), so a streaming
+  query calls it once, not once per morsel.
+* The first evaluation checks the values, charges the accountant (through the executor:
+  :class:`~dpframe.errors.BudgetExceededError` before any noise), then draws.
+* Evaluated again on the same input (a second ``collect()``), it returns the very same
+  released values. Evaluated on different input -- new data, or polars calling it once
+  per group inside ``group_by().agg()`` -- it raises
+  :class:`~dpframe.errors.ReleaseReuseError`: fresh noise would be a new release, which
+  needs a new expression (and a new charge).
+* Inside a runner (``dpframe.collect``), its charge is made with the query's other
+  releases, at once, after the dry pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.constraints import check_positive
+from dpframe.core.executor import Once, Step, execute
+from dpframe.core.randomness import RandomSource, as_source
+from dpframe.core.values import check_finite
+from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.column import ColumnPlan, plan_column
+from dpframe.polars.release import resolve_accountant
+from dpframe.polars.runner import RunnerRelease, current_run
+
+__all__ = ["ColumnRelease", "laplace", "pending_releases", "truncated_laplace"]
+
+_PENDING: weakref.WeakSet[ColumnRelease] = weakref.WeakSet()
+_PENDING_LOCK = threading.Lock()
+
+
+def _fingerprint(values: np.ndarray) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(values.shape).encode())
+    h.update(np.ascontiguousarray(values).tobytes())
+    return h.hexdigest()
+
+
+def _numeric(series: pl.Series, name: str, what: str, allow_inf: bool = False) -> np.ndarray:
+    """A numeric Series as a float array, refusing nulls, NaN (and infinities)."""
+    if not series.dtype.is_numeric():
+        raise InvalidDataError(
+            f"column {name!r} has dtype {series.dtype}; {what} must be numeric: cast it "
+            f"with pl.col({name!r}).cast(pl.Float64)"
+        )
+    if series.null_count():
+        raise InvalidDataError(
+            f"column {name!r} has {series.null_count()} null(s); {what} must be known: "
+            "fill or drop them first"
+        )
+    values = series.cast(pl.Float64).to_numpy()
+    if allow_inf:
+        if np.isnan(values).any():
+            raise InvalidDataError(f"column {name!r} has NaN values; {what} must be known")
+    else:
+        check_finite(values, name)
+    return values
+
+
+class ColumnRelease(RunnerRelease):
+    """One release of a column of statistics (the callable polars runs).
+
+    Not built directly: use :func:`laplace`, :func:`truncated_laplace` or the ``.dp``
+    namespace.
+    """
+
+    def __init__(
+        self,
+        *,
+        mechanism: str,
+        epsilon: float,
+        composition: str,
+        public_groups: bool,
+        sensitivity: float | None,
+        lower: float | None = None,
+        upper: float | None = None,
+        calibration: str = "exact",
+        granularity: float | None = None,
+        row_params: tuple[str, ...] = (),
+        accountant: Accountant | None,
+        random: RandomSource,
+        column: str | None,
+    ) -> None:
+        self.id = uuid.uuid4().hex
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.composition = composition
+        self.public_groups = public_groups
+        self.sensitivity = sensitivity
+        self.lower, self.upper = lower, upper
+        self.calibration = calibration
+        self.granularity = granularity
+        self.row_params = row_params
+        self.accountant = accountant
+        self.random = random
+        self.column = column
+        self.entry: LedgerEntry | None = None
+        self._once = Once()
+        # every parameter is checked now, not at collect time
+        self._plan(1, {k: np.ones(1) for k in row_params})
+        with _PENDING_LOCK:
+            _PENDING.add(self)
+
+    @property
+    def neighbours(self) -> str:
+        return self.accountant.neighbours if self.accountant is not None else "substitute"
+
+    def _plan(self, n_rows: int, arrays: dict[str, np.ndarray]) -> ColumnPlan:
+        return plan_column(
+            mechanism=self.mechanism,
+            epsilon=self.epsilon,
+            composition=self.composition,
+            public_groups=self.public_groups,
+            neighbours=self.neighbours,
+            n_rows=n_rows,
+            column=self.column or "value",
+            sensitivity=self.sensitivity,
+            lower=self.lower,
+            upper=self.upper,
+            calibration=self.calibration,
+            granularity=self.granularity,
+            row_params=arrays or None,
+        )
+
+    @property
+    def materialised(self) -> bool:
+        """True once the release has been charged and its noise drawn."""
+        return self._once.done
+
+    def summary(self, n_rows: int | None = None) -> list[dict[str, Any]]:
+        """What the release costs and how noisy it is, without reading data.
+
+        A sequential release's cost per row depends on its row count, and per-row
+        parameters on the data: then the row shows the epsilon asked for, and no scale.
+        """
+        known = not self.row_params and (self.composition == "parallel" or n_rows is not None)
+        if known:
+            return self._plan(n_rows or 1, {}).summary()
+        return [
+            {
+                "statistic": self.column,
+                "mechanism": self._plan(1, {k: np.ones(1) for k in self.row_params}).mechanism,
+                "epsilon": self.epsilon,
+                "delta": 0.0,
+                "sensitivity": self.sensitivity,
+                "scale": None,
+                "error95": None,
+                "note": f"{self.composition}: scale known at evaluation",
+            }
+        ]
+
+    # -- evaluation (called by polars) ------------------------------------------------
+
+    def _inputs(self, series: pl.Series) -> tuple[str, np.ndarray, dict[str, np.ndarray]]:
+        if series.dtype == pl.Struct:  # the statistic and its per-row parameters
+            fields = series.struct.unnest()
+            value, params = fields["value"], {k: fields[k] for k in self.row_params}
+        else:
+            value, params = series, {}
+        name = self.column or series.name
+        values = _numeric(value, name, "a statistic to release")
+        arrays = {
+            k: _numeric(v, k, "a per-row parameter", allow_inf=True) for k, v in params.items()
+        }
+        return name, values, arrays
+
+    def charged(self, entries: tuple[LedgerEntry, ...], output: Any, run: Any) -> None:
+        """The runner charged this release with its query: keep the drawn values."""
+        self.entry = entries[0] if entries else None
+        self._once.get(run.keys[self.id], lambda: output, what=self._what())
+        with _PENDING_LOCK:
+            _PENDING.discard(self)
+
+    def _what(self) -> str:
+        return f"release {self.id[:8]} on column {self.column!r}"
+
+    def __call__(self, series: pl.Series) -> pl.Series:
+        name, values, arrays = self._inputs(series)
+        if values.size == 0:
+            return pl.Series(name, [], dtype=pl.Float64)
+        key = _fingerprint(np.stack([values, *arrays.values()]))
+        run = current_run()
+        if run is not None and run.dry and not self._once.done:
+            plan = self._plan(values.size, arrays)
+            plan.check(values)  # bad values refuse here, before anything is charged
+            run.register(self, Step(plan, values, self.random), key, values.size)
+            stand_in = pl.Series(name, np.arange(values.size, dtype=np.float64) + run.marker % 997)
+            seed = run.marker % 2**31
+            run.add_fingerprint(self, stand_in.len(), int(stand_in.hash(seed=seed).sum()))
+            return stand_in
+
+        def make() -> np.ndarray:
+            plan = self._plan(values.size, arrays)
+            ex = execute([Step(plan, values, self.random)], self.accountant, note=self._what())
+            self.entry = ex.entries[0]
+            return ex.outputs[0]
+
+        noisy = self._once.get(key, make, what=self._what())
+        with _PENDING_LOCK:
+            _PENDING.discard(self)
+        out = pl.Series(name, noisy, dtype=pl.Float64)
+        if run is not None and run.dry:  # already released: its values, fingerprinted
+            seed = run.marker % 2**31
+            run.add_fingerprint(self, out.len(), int(out.hash(seed=seed).sum()))
+        return out
+
+
+def _release_expr(expr: Any, release: ColumnRelease, per_row: dict[str, pl.Expr]) -> pl.Expr:
+    if not isinstance(expr, pl.Expr):
+        raise InvalidParameterError(
+            f"expr must be a polars expression or a column name, got {type(expr).__name__}"
+        )
+    if per_row:
+        expr = pl.struct(expr.alias("value"), *[e.alias(k) for k, e in per_row.items()])
+    # not elementwise: polars evaluates the whole column at once, never per morsel
+    out = expr.map_batches(release, return_dtype=pl.Float64, is_elementwise=False)
+    return out.alias(release.column) if release.column else out
+
+
+def _output_name(expr: pl.Expr) -> str | None:
+    try:
+        return expr.meta.output_name()
+    except pl.exceptions.ComputeError:
+        return None
+
+
+def laplace(
+    expr: pl.Expr | str,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    composition: str,
+    public_groups: bool = False,
+    granularity: float | None = None,
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> pl.Expr:
+    """Release a column of statistics with (grid, exactly sampled) Laplace noise.
+
+    Parameters
+    ----------
+    expr : polars.Expr or str
+        The column of exact statistics (a name or an expression).
+    epsilon : float
+        The release's privacy cost (> 0), charged once.
+    sensitivity : float
+        l1 sensitivity of one row's statistic to one record, under the accountant's
+        neighbour relation (> 0).
+    composition : {"parallel", "sequential"}
+        ``"parallel"``: one statistic per disjoint group of records; ``"sequential"``:
+        all rows are statistics of the same records (their sensitivities add up).
+        There is no default: say which.
+    public_groups : bool, default False
+        Only for ``"parallel"`` under ``"substitute"``: ``True`` if a record cannot move
+        from one group to another (group membership is public), so a change touches one
+        row; otherwise two rows can change and each gets twice the noise.
+    granularity : float, optional
+        Output grid step (a power of two); default ``sensitivity / 1024`` rounded down.
+    accountant : Accountant, optional
+        Default: the innermost ``with accountant:`` block at build time.
+    seed : int or RandomSource, optional
+        Reproducible noise for tests -- **unsafe for publication**.
+
+    Returns
+    -------
+    polars.Expr
+        A Float64 column of released values (same name).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> stats = pl.DataFrame({"mean_age": [41.2, 38.9, 45.0]})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     out = stats.with_columns(
+    ...         dpframe.laplace("mean_age", epsilon=0.5, sensitivity=0.1, composition="parallel")
+    ...     )
+    >>> acct.spent.epsilon
+    0.5
+    """
+    if isinstance(expr, str):
+        expr = pl.col(expr)
+    release = ColumnRelease(
+        mechanism="laplace",
+        epsilon=epsilon,
+        composition=composition,
+        public_groups=public_groups,
+        sensitivity=check_positive("sensitivity", sensitivity),
+        granularity=granularity,
+        accountant=resolve_accountant(accountant),
+        random=as_source(seed),
+        column=_output_name(expr) if isinstance(expr, pl.Expr) else None,
+    )
+    return _release_expr(expr, release, {})
+
+
+def truncated_laplace(
+    expr: pl.Expr | str,
+    epsilon: float,
+    lower: float | pl.Expr | None,
+    upper: float | pl.Expr | None,
+    sensitivity: float | pl.Expr,
+    *,
+    method: str = "truncated",
+    calibration: str = "exact",
+    composition: str,
+    public_groups: bool = False,
+    granularity: float | None = None,
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> pl.Expr:
+    """Release a column of bounded statistics, keeping every value inside its bounds.
+
+    Parameters
+    ----------
+    expr : polars.Expr or str
+        The column of exact statistics. Values outside ``[lower, upper]`` are clipped
+        first (the bounds are public, and clipping is part of its definition).
+    epsilon : float
+        Privacy cost (> 0), charged once.
+    lower, upper : float, None or polars.Expr
+        Public bounds of the statistic; ``None`` (or an infinity) for a one-sided bound;
+        an expression for per-row bounds (e.g. ``pl.col("max_share")``).
+    sensitivity : float or polars.Expr
+        l1 sensitivity of one row's statistic (see ``dpframe.sensitivity``); an
+        expression for per-row sensitivities (e.g. ``1 / pl.col("n")`` for proportions
+        of groups of public sizes ``n``). Per-row parameters must be *public*: they set
+        the noise, so they must not be computed from the confidential data.
+    method : {"truncated", "bit"}, default "truncated"
+        Condition the noise on the bounds, or clamp it to them (point masses at the
+        bounds; less bias, Liu 2019 Prop. 1).
+    calibration : {"exact", "paper"}, default "exact"
+        ``"exact"`` makes truncation exactly ``epsilon``-DP (more noise than
+        ``sensitivity / epsilon``); ``"paper"`` uses ``sensitivity / epsilon`` as the
+        paper does and charges the true, larger loss. BIT is exact either way.
+    composition : {"parallel", "sequential"}
+        As in :func:`laplace`. There is no default.
+    public_groups, granularity, accountant, seed
+        As in :func:`laplace`.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> props = pl.DataFrame({"share": [0.02, 0.5, 0.97]})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     out = props.with_columns(
+    ...         pl.col("share").dp.truncated_laplace(
+    ...             1.0, 0.0, 1.0, 0.01, composition="parallel", public_groups=True
+    ...         )
+    ...     )
+    >>> bool(out["share"].is_between(0, 1).all())
+    True
+    """
+    if isinstance(expr, str):
+        expr = pl.col(expr)
+    fixed = {"lower": lower, "upper": upper, "sensitivity": sensitivity}
+    per_row = {k: v for k, v in fixed.items() if isinstance(v, pl.Expr)}
+    fixed = {k: (None if k in per_row else v) for k, v in fixed.items()}
+    if method not in ("truncated", "bit"):
+        raise InvalidParameterError(f"method must be one of 'truncated', 'bit'; got {method!r}")
+    release = ColumnRelease(
+        mechanism=method,
+        epsilon=epsilon,
+        composition=composition,
+        public_groups=public_groups,
+        sensitivity=fixed["sensitivity"],
+        lower=fixed["lower"],
+        upper=fixed["upper"],
+        calibration=calibration,
+        granularity=granularity,
+        row_params=tuple(per_row),
+        accountant=resolve_accountant(accountant),
+        random=as_source(seed),
+        column=_output_name(expr) if isinstance(expr, pl.Expr) else None,
+    )
+    return _release_expr(expr, release, per_row)
+
+
+def pending_releases(accountant: Accountant | None = None) -> Iterator[ColumnRelease]:
+    """Column releases built (for ``accountant``, if given) but not yet materialised."""
+    with _PENDING_LOCK:
+        items = list(_PENDING)
+    for r in items:
+        if not r.materialised and (accountant is None or r.accountant is accountant):
+            yield r

@@ -1,0 +1,295 @@
+"""Whole-frame releases: a covariance matrix and a proportion vector (Liu 2019, Section 4).
+
+Thin adapters of the kernels :mod:`dpframe.mechanisms.covariance` and
+:mod:`dpframe.mechanisms.proportions`: the engine computes the exact statistic (values
+clipped to the public bounds; counts per *declared* category), the release checks that
+the declared public size ``n`` is the frame's row count, and the executor charges the
+whole release once, before any noise (:class:`~dpframe.polars.release.Release`).
+
+Both need the dataset size to be public (the paper's setting), so both refuse an
+accountant with ``neighbours="add_remove"``, under which the size is private
+(:mod:`dpframe.core.neighbours`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from dpframe.core.constraints import check_categories, check_int
+from dpframe.core.executor import MechanismPlan
+from dpframe.core.neighbours import require_substitute
+from dpframe.core.values import refuse_bad_values
+from dpframe.engines.driver import check_sources, declared_counts
+from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.covariance import CovarianceResult, plan_covariance_matrix
+from dpframe.mechanisms.proportions import ProportionsResult, plan_proportions
+from dpframe.polars.release import Release
+
+__all__ = [
+    "CovarianceMatrixRelease",
+    "ProportionsRelease",
+    "check_public_size",
+    "covariance_matrix",
+    "proportions",
+]
+
+
+def check_public_size(n: int, rows: int) -> None:
+    """The declared public size must be the data's (the sensitivities assume it)."""
+    if n != rows:
+        raise InvalidDataError(
+            f"n={n} is declared public, but the frame has {rows} rows; the sensitivities "
+            "assume the declared size, so pass the true public size (nothing was charged)"
+        )
+
+
+class CovarianceMatrixRelease(Release):
+    """The release of a covariance matrix (see :func:`covariance_matrix`).
+
+    ``collect()`` returns a frame with a ``column`` key and one Float64 column per
+    variable; the kernel's :class:`~dpframe.mechanisms.covariance.CovarianceResult`
+    (values before and after repair, scales, degenerate pairs) is then ``result``.
+    """
+
+    kind = "covariance matrix"
+
+    def __init__(
+        self,
+        frame: Any,
+        columns: Sequence[str],
+        bounds: Sequence[tuple[float, float]],
+        *,
+        epsilon: float,
+        n: int,
+        method: str,
+        calibration: str,
+        repair: str | None,
+        accountant: Any,
+        seed: Any,
+        neighbours: str | None = None,
+    ) -> None:
+        super().__init__(frame, accountant, seed, neighbours)
+        require_substitute(self.neighbours, "dataset size", argument="n")
+        self.columns = list(columns)
+        if len(self.columns) < 2 or len(set(self.columns)) != len(self.columns):
+            raise InvalidParameterError(
+                f"columns must be two or more distinct names, got {self.columns}"
+            )
+        if not all(isinstance(c, str) for c in self.columns):
+            raise InvalidParameterError(f"columns must be column names, got {self.columns}")
+        self.bounds = [tuple(b) for b in bounds]
+        if len(self.bounds) != len(self.columns):
+            raise InvalidParameterError(
+                f"bounds must give one (lower, upper) pair per column: {len(self.columns)} "
+                f"columns, {len(self.bounds)} pairs"
+            )
+        self.n = check_int("n", n, 2, "the public dataset size of a sample covariance")
+        self.plan = plan_covariance_matrix(
+            len(self.columns),
+            self.n,
+            self.bounds,
+            epsilon,
+            method=method,
+            calibration=calibration,
+            neighbours=self.neighbours,
+            repair=repair,
+        )
+        self.result: CovarianceResult | None = None
+
+    def plans(self) -> list[MechanismPlan]:
+        return [self.plan]
+
+    def _exact_inputs(self) -> list[Any]:
+        check_sources(
+            self.engine.schema(), [(c, "numeric") for c in self.columns], "a covariance matrix"
+        )
+        inputs = self.engine.covariance_inputs(self.columns, self.plan.bounds)
+        refuse_bad_values(inputs.bad)
+        check_public_size(self.n, inputs.rows)
+        return [inputs.cov]
+
+    def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
+        self.result = outputs[0]
+        values = self.result.values
+        return pl.DataFrame({"column": self.columns}).with_columns(
+            [pl.Series(c, values[:, j], dtype=pl.Float64) for j, c in enumerate(self.columns)]
+        )
+
+
+def covariance_matrix(
+    frame: Any,
+    columns: Sequence[str],
+    bounds: Sequence[tuple[float, float]],
+    *,
+    epsilon: float,
+    n: int,
+    method: str = "truncated",
+    calibration: str = "exact",
+    repair: str | None = None,
+    accountant: Any = None,
+    seed: Any = None,
+) -> CovarianceMatrixRelease:
+    """Declare the release of the covariance matrix of ``columns`` (Simulation study 1).
+
+    Variances first, inside ``[0, n (hi - lo)**2 / (4 (n - 1))]``; then covariances
+    inside ``±sqrt(S*jj S*kk)`` of the sanitized variances; epsilon split equally; an
+    optional repair to the nearest positive semi-definite matrix (``repair="higham"``
+    or ``"clip"``). See :mod:`dpframe.mechanisms.covariance`. Nothing runs until
+    ``collect()``; ``summarize()`` shows the cost first.
+
+    Examples
+    --------
+    >>> import numpy as np, polars as pl, dpframe
+    >>> rng = np.random.default_rng(0)
+    >>> df = pl.DataFrame({"x": rng.uniform(-3, 3, 500), "y": rng.uniform(-4, 4, 500)})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     rel = dpframe.covariance_matrix(df, ["x", "y"], [(-3, 3), (-4, 4)], epsilon=1.0,
+    ...                                     n=500)
+    ...     table = rel.collect()
+    >>> table.columns, round(acct.spent.epsilon, 12)  # three shares of 1.0, each 0.333...
+    (['column', 'x', 'y'], 1.0)
+    """
+    return CovarianceMatrixRelease(
+        frame,
+        columns,
+        bounds,
+        epsilon=epsilon,
+        n=n,
+        method=method,
+        calibration=calibration,
+        repair=repair,
+        accountant=accountant,
+        seed=seed,
+    )
+
+
+def declared_categories(schema: pl.Schema, column: str, categories: Any, what: str) -> list[Any]:
+    """The categories of ``column``: declared, or its Enum's -- never the data's."""
+    if column not in schema:
+        raise InvalidParameterError(f"column {column!r} is not in the frame")
+    dtype = schema[column]
+    if categories is None:
+        if not isinstance(dtype, pl.Enum):
+            raise InvalidParameterError(
+                f"categories: column {column!r} has dtype {dtype}, which does not declare its "
+                f"categories; pass categories=[...] (the public list) or cast to pl.Enum. The "
+                f"categories present in the data are private, so {what} never takes them "
+                "from it"
+            )
+        return list(dtype.categories)
+    return list(check_categories(categories))
+
+
+class ProportionsRelease(Release):
+    """The release of a proportion vector (see :func:`proportions`).
+
+    ``collect()`` returns a frame with the categories (in declared order) and
+    ``proportion``; the kernel's
+    :class:`~dpframe.mechanisms.proportions.ProportionsResult` is then ``result``.
+    """
+
+    kind = "proportions"
+
+    def __init__(
+        self,
+        frame: Any,
+        column: str,
+        *,
+        epsilon: float,
+        n: int,
+        categories: Sequence[Any] | None,
+        strategy: str,
+        method: str,
+        calibration: str,
+        accountant: Any,
+        seed: Any,
+        neighbours: str | None = None,
+        dtype: pl.DataType | None = None,
+    ) -> None:
+        super().__init__(frame, accountant, seed, neighbours)
+        require_substitute(self.neighbours, "dataset size", argument="n")
+        #: the dtype of the released category column (a job passes its file's Enum)
+        self.dtype = dtype if dtype is not None else self.engine.schema().get(column)
+        if not isinstance(column, str):
+            raise InvalidParameterError(f"column must be a column name, got {column!r}")
+        self.column = column
+        self.categories = declared_categories(
+            self.engine.schema(), column, categories, "proportions"
+        )
+        self.n = check_int("n", n, 1, "the public dataset size")
+        self.plan = plan_proportions(
+            len(self.categories),
+            self.n,
+            epsilon,
+            strategy=strategy,
+            method=method,
+            calibration=calibration,
+            neighbours=self.neighbours,
+        )
+        self.result: ProportionsResult | None = None
+
+    def plans(self) -> list[MechanismPlan]:
+        return [self.plan]
+
+    def _exact_inputs(self) -> list[Any]:
+        counts = self.engine.category_counts([self.column])[self.column]
+        table = declared_counts(counts, self.column, self.categories)
+        check_public_size(self.n, int(table["count"].sum()))
+        return [table["count"].to_numpy() / self.n]
+
+    def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
+        self.result = outputs[0]
+        dtype = self.dtype
+        cats = pl.Series(self.column, self.categories)
+        if isinstance(dtype, pl.Enum) or dtype.is_integer():
+            cats = cats.cast(dtype)
+        return pl.DataFrame([cats]).with_columns(
+            pl.Series("proportion", self.result.values, dtype=pl.Float64)
+        )
+
+
+def proportions(
+    frame: Any,
+    column: str,
+    *,
+    epsilon: float,
+    n: int,
+    categories: Sequence[Any] | None = None,
+    strategy: str = "rescale",
+    method: str = "truncated",
+    calibration: str = "exact",
+    accountant: Any = None,
+    seed: Any = None,
+) -> ProportionsRelease:
+    """Declare the release of the share of each category of ``column`` (in [0, 1], sum 1).
+
+    Categories come from an Enum dtype or ``categories=`` -- never from the data.
+    ``strategy`` is ``"rescale"``, ``"all_but_one"`` or ``"universal_histogram"`` (Liu
+    2019, Simulation study 2; see :mod:`dpframe.mechanisms.proportions`). Nothing runs
+    until ``collect()``.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> df = pl.DataFrame({"vote": ["a", "b", "b", "c"] * 50})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     table = dpframe.proportions(df, "vote", categories=["a", "b", "c", "d"],
+    ...                                 epsilon=1.0, n=200).collect()
+    >>> round(table["proportion"].sum(), 9)
+    1.0
+    """
+    return ProportionsRelease(
+        frame,
+        column,
+        epsilon=epsilon,
+        n=n,
+        categories=categories,
+        strategy=strategy,
+        method=method,
+        calibration=calibration,
+        accountant=accountant,
+        seed=seed,
+    )

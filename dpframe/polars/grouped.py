@@ -1,0 +1,259 @@
+"""Grouped releases: exact aggregates by the engine, then noise in one vectorised pass.
+
+``dpframe.group_by(frame, keys, margins=public_keys).agg(dpframe.agg.count(...), ...)``
+(or ``lf.dp.group_by(...)``) builds a :class:`GroupedRelease`. ``frame`` is a polars
+LazyFrame / DataFrame, or a Spark DataFrame (the engine follows the frame). Nothing runs
+until :meth:`GroupedRelease.collect`, which
+
+1. computes the exact, clipped aggregates with the engine (polars: lazy, streaming), and
+   checks the data (nulls, NaN, infinities, keys missing from the margins) -- nothing is
+   charged if this fails (:mod:`dpframe.engines.driver`);
+2. joins them onto the public key frame, so groups empty in the data are released too
+   (their exact aggregates are 0) and no group vanishes;
+3. charges the accountant once for all statistics, atomically, before any noise, and
+   draws (:func:`dpframe.core.executor.execute`).
+
+The result is kept: collecting again returns the identical frame, never fresh noise.
+The maths of each statistic is :mod:`dpframe.mechanisms.statistics` (``dpframe.agg``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from dpframe.core.constraints import UNKNOWN_KEYS, check_choice
+from dpframe.core.executor import MechanismPlan
+from dpframe.engines.driver import check_sources, finish_grouped
+from dpframe.errors import InvalidParameterError, MissingMarginsError
+from dpframe.mechanisms.statistics import Statistic, plan_statistic
+from dpframe.polars.release import Release
+
+__all__ = ["GroupBy", "GroupedRelease", "group_by"]
+
+
+def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> Any:
+    """The public group sizes named by ``sizes`` in the margins, as an int64 array."""
+    if sizes is None:
+        return None
+    if not isinstance(sizes, str) or sizes not in margins.columns:
+        raise InvalidParameterError(
+            f"sizes must name a column of margins holding each group's public size; "
+            f"{sizes!r} is not one of {margins.columns}"
+        )
+    if sizes in keys:
+        raise InvalidParameterError(f"sizes={sizes!r} is a key column; name the size column")
+    col = margins[sizes]
+    if not col.dtype.is_integer() or col.null_count() or (col < 0).any():
+        raise InvalidParameterError(
+            f"sizes column {sizes!r} must hold non-negative integers with no nulls"
+        )
+    return col.cast(pl.Int64).to_numpy()
+
+
+class GroupBy:
+    """A grouping over public keys, waiting for :meth:`agg` (see :func:`group_by`)."""
+
+    def __init__(
+        self,
+        frame: Any,
+        keys: str | Sequence[str],
+        *,
+        margins: pl.DataFrame | None,
+        sizes: str | None = None,
+        unknown_keys: str = "error",
+        accountant: Any = None,
+        seed: Any = None,
+        neighbours: str | None = None,
+    ) -> None:
+        self.frame = frame
+        self.neighbours = neighbours
+        self.keys = [keys] if isinstance(keys, str) else list(keys)
+        if not self.keys or not all(isinstance(k, str) for k in self.keys):
+            raise InvalidParameterError(f"keys must be column names, got {keys!r}")
+        if margins is None:
+            raise MissingMarginsError(
+                "margins: a grouped release needs the public frame of all group keys "
+                "(e.g. margins=pl.DataFrame({'region': [...]})); taking the keys from the data "
+                "would let empty groups vanish and the set of groups itself leak"
+            )
+        if isinstance(margins, pl.LazyFrame):
+            margins = margins.collect()
+        if not isinstance(margins, pl.DataFrame):
+            raise InvalidParameterError(
+                f"margins must be a polars DataFrame of public keys, got {type(margins).__name__}"
+            )
+        missing = [k for k in self.keys if k not in margins.columns]
+        if missing:
+            raise InvalidParameterError(f"margins lacks key column(s) {missing}; add them")
+        self.sizes = _public_sizes(margins, sizes, self.keys)
+        self.sizes_column = sizes
+        margins = margins.select(self.keys)
+        if margins.height == 0:
+            raise InvalidParameterError("margins has no rows: there is no group to release")
+        if margins.null_count().sum_horizontal().item():
+            raise InvalidParameterError("margins has null keys; list every group explicitly")
+        if margins.is_duplicated().any():
+            raise InvalidParameterError(
+                "margins has duplicate key rows; pass each group once (margins.unique())"
+            )
+        self.margins = margins
+        self.unknown_keys = check_choice("unknown_keys", unknown_keys, UNKNOWN_KEYS)
+        self.accountant = accountant
+        self.seed = seed
+
+    def agg(self, *statistics: Statistic | list[Statistic]) -> GroupedRelease:
+        """Declare the noisy statistics (from ``dpframe.agg``); nothing runs yet."""
+        stats = [s for group in statistics for s in (group if isinstance(group, list) else [group])]
+        if not stats:
+            raise InvalidParameterError(
+                "agg() needs at least one statistic, e.g. dpframe.agg.count(...)"
+            )
+        for s in stats:
+            if not isinstance(s, Statistic):
+                raise InvalidParameterError(
+                    f"agg() takes dpframe.agg statistics, got {type(s).__name__}: use "
+                    "dpframe.agg.count(...) or dpframe.agg.sum(...)"
+                )
+        names = [out for s in stats for out in s.outputs()]
+        clash = sorted({n for n in names if names.count(n) > 1 or n in self.keys})
+        if clash:
+            raise InvalidParameterError(
+                f"output columns {clash} repeat or clash with keys; pass name="
+            )
+        return GroupedRelease(self, stats)
+
+    def __repr__(self) -> str:
+        return f"GroupBy(keys={self.keys}, groups={self.margins.height})"
+
+
+class GroupedRelease(Release):
+    """A grouped release: summarize it for free, collect it once (charged once)."""
+
+    kind = "grouped release"
+
+    def __init__(self, grouping: GroupBy, statistics: list[Statistic]) -> None:
+        super().__init__(grouping.frame, grouping.accountant, grouping.seed, grouping.neighbours)
+        self.grouping = grouping
+        self.statistics = statistics
+        self._plans = [
+            plan_statistic(
+                s,
+                self.neighbours,
+                grouping.sizes,
+                details={
+                    "keys": grouping.keys,
+                    "groups": grouping.margins.height,
+                    "seeded": self.random.seeded,
+                },
+            )
+            for s in statistics
+        ]
+        self._keys_frame: pl.DataFrame | None = None
+
+    def plans(self) -> list[MechanismPlan]:
+        return list(self._plans)
+
+    @property
+    def outputs(self) -> list[str]:
+        """The released columns after the keys."""
+        return [o for s in self.statistics for o in s.outputs()]
+
+    def exact_aggregates(self) -> pl.DataFrame:
+        """The exact parts joined onto the margins (confidential: for tests and checks).
+
+        One column per part of each statistic, named ``"<statistic>:<part>"``.
+        """
+        g = self.grouping
+        schema = self.engine.schema()
+        missing = [k for k in g.keys if k not in schema]
+        if missing:
+            raise InvalidParameterError(f"keys {missing} are not columns of the frame")
+        sources = [src for s in self.statistics for src in s.sources()]
+        check_sources(schema, sources, "this grouped release")
+        parts = [p for s in self.statistics for p in s.parts(g.sizes is not None)]
+        agg = self.engine.grouped_parts(g.keys, parts, [c for c, _ in sources])
+        return finish_grouped(
+            agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
+        )
+
+    def _exact_inputs(self) -> list[Any]:
+        exact = self.exact_aggregates()
+        self._keys_frame = exact.select(self.grouping.keys)
+        arrays = {
+            c: exact[c].cast(pl.Float64).fill_null(np.nan).to_numpy()
+            for c in exact.columns
+            if c not in self.grouping.keys
+        }
+        return [arrays] * len(self._plans)
+
+    def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
+        released = [
+            pl.Series(name, values, dtype=pl.Float64)
+            for out in outputs
+            for name, values in out.items()
+        ]
+        frame = self._keys_frame.with_columns(released)
+        return frame.with_columns(pl.col(pl.Float64).fill_nan(None))
+
+
+def group_by(
+    frame: Any,
+    keys: str | Sequence[str],
+    *,
+    margins: pl.DataFrame | None,
+    sizes: str | None = None,
+    unknown_keys: str = "error",
+    accountant: Any = None,
+    seed: Any = None,
+) -> GroupBy:
+    """Group ``frame`` by public ``keys`` for a noisy aggregate release.
+
+    Parameters
+    ----------
+    frame : polars.LazyFrame, polars.DataFrame or pyspark.sql.DataFrame
+        The confidential records (the engine follows the frame's type).
+    keys : str or list of str
+        Grouping columns.
+    margins : polars.DataFrame
+        The public frame of every group's keys, one row per group. Groups absent from
+        the data are released (from an exact 0); without margins the release refuses.
+    sizes : str, optional
+        A column of ``margins`` holding each group's *public* size. Then means,
+        proportions and variances are released directly by the bounded mechanism with
+        the sensitivity of each group's size; the data's sizes must match (else the
+        release refuses). Needs substitute neighbours. Without it, sizes are private
+        (see ``dpframe.agg``).
+    unknown_keys : {"error", "drop"}, default "error"
+        What to do with records whose keys are not in ``margins``.
+    accountant : Accountant, optional
+        Default: the innermost ``with accountant:`` block.
+    seed : int or RandomSource, optional
+        Reproducible noise for tests -- **unsafe for publication**.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["N", "N", "S"], "income": [10.0, 20.0, 30.0]})
+    >>> regions = pl.DataFrame({"region": ["N", "S", "E"]})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     release = dpframe.group_by(people, "region", margins=regions).agg(
+    ...         dpframe.agg.count(epsilon=0.5),
+    ...         dpframe.agg.sum("income", lower=0, upper=50, epsilon=0.5),
+    ...     )
+    ...     out = release.collect()
+    >>> out.columns, out.height, acct.spent.epsilon
+    (['region', 'count', 'income_sum'], 3, 1.0)
+    """
+    return GroupBy(
+        frame,
+        keys,
+        margins=margins,
+        sizes=sizes,
+        unknown_keys=unknown_keys,
+        accountant=accountant,
+        seed=seed,
+    )

@@ -1,0 +1,708 @@
+"""PRAM on polars (and Spark) frames: ``.dp.pram``, microdata releases, DP priors, estimation.
+
+Each record's category is kept with probability ``q_k`` and otherwise moved to one of
+the other ``S - 1`` categories, uniformly (Ayed, Battiston & Camerlenghi, eq. 8). This
+module is ``dpframe.pram``:
+
+* :func:`apply` -- the expression behind ``pl.col(c).dp.pram(epsilon, ...)``: a
+  row-wise release, run by :func:`dpframe.collect` / :func:`dpframe.sink_parquet`
+  (see :mod:`dpframe.polars.runner` for how it is charged);
+* :func:`release` -- a :class:`MicrodataRelease` of whole columns of a polars or Spark
+  frame, written once (what release specs use);
+* :func:`dp_prior` -- a DP histogram of a column, to use as a public prior;
+* :func:`estimate` / :func:`estimate_grouped` -- unbiased frequencies from a released
+  column (or counts), with covariance and a simplex-projected version;
+* the kernels, re-exported: :func:`design`, :func:`krr`, :func:`sampler`, ...
+  (:mod:`dpframe.mechanisms.pram`; ``docs/pram-design.md`` has the maths).
+
+Every PRAM release is charged the epsilon of the matrix it actually samples, derived
+again from the sampler's integers (:mod:`dpframe.mechanisms.pram.plan`).
+
+Examples
+--------
+>>> import numpy as np
+>>> from dpframe import pram
+>>> d = pram.design([0.5, 0.3, 0.2], epsilon=1.0)
+>>> d.matrix.shape, bool(d.epsilon_actual <= 1.0)
+((3, 3), True)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.constraints import check_categories
+from dpframe.core.executor import MechanismPlan, Step
+from dpframe.core.randomness import RandomSource, as_source
+from dpframe.engines.driver import check_categories_fit, declared_counts
+from dpframe.engines.polars import decode, encode
+from dpframe.errors import InvalidParameterError, ReleaseNotArmedError, ReleaseReuseError
+from dpframe.mechanisms.pram import (
+    PramDesign,
+    PramEstimate,
+    PramSampler,
+    check_matrix,
+    design,
+    dominance_cost,
+    krr,
+    mutual_information,
+    randomize,
+    sampler,
+    vertex_families,
+)
+from dpframe.mechanisms.pram import estimate as _estimate_counts
+from dpframe.mechanisms.pram.plan import (
+    ArmedPram,
+    DPPriorPramPlan,
+    PramPlan,
+    design_from_record,
+    plan_dp_prior,
+    plan_pram,
+)
+from dpframe.mechanisms.proportions import project_to_simplex
+from dpframe.polars.io import METADATA_KEY, provenance_json
+from dpframe.polars.release import Release, resolve_accountant
+from dpframe.polars.runner import RunnerRelease, current_run
+
+__all__ = [
+    "MicrodataRelease",
+    "PramDesign",
+    "PramEstimate",
+    "PramExpression",
+    "PramSampler",
+    "apply",
+    "check_matrix",
+    "design",
+    "design_from_dict",
+    "dominance_cost",
+    "dp_prior",
+    "estimate",
+    "estimate_grouped",
+    "krr",
+    "mutual_information",
+    "project_simplex",
+    "randomize",
+    "release",
+    "sampler",
+    "vertex_families",
+]
+
+#: the Euclidean projection onto the simplex (one definition, in the proportions kernel)
+project_simplex = project_to_simplex
+#: rebuild a design from its ledger / provenance record (its epsilon derived again)
+design_from_dict = design_from_record
+
+_EXPRESSIONS: weakref.WeakSet[PramExpression] = weakref.WeakSet()
+
+
+def _categories_of(dtype: pl.DataType, name: str, declared: tuple[Any, ...] | None) -> tuple:
+    """The categories of column ``name``: declared (checked against an Enum), or the Enum's."""
+    if isinstance(dtype, pl.Enum):
+        own = tuple(dtype.categories.to_list())
+        if declared is not None and set(own) != set(declared):
+            raise InvalidParameterError(
+                f"column {name!r} is an Enum with categories {list(own)[:8]}, which differ "
+                f"from categories={list(declared)[:8]}; pass the same set, or omit "
+                "categories= to use the Enum's"
+            )
+        return declared or own
+    if declared is None:
+        raise InvalidParameterError(
+            f"column {name!r} has dtype {dtype}: pass categories=[...] (every possible "
+            "value, in a fixed order). dpframe never takes them from the data, because "
+            "which values occur is itself private. An Enum column carries its own."
+        )
+    return declared
+
+
+class PramExpression(RunnerRelease):
+    """The callable polars runs for ``.dp.pram`` (built by :func:`apply`).
+
+    Per call (one streaming morsel, or the whole column with ``prior="dp"``): in the
+    runner's dry pass it checks the data and registers its plan; in the real pass it
+    randomizes under the charge the runner made, with a freshly keyed generator.
+    Outside a runner it refuses.
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon: float | None,
+        categories: tuple[Any, ...] | None,
+        prior: Any,
+        matrix: Any,
+        diagonal: str,
+        prior_share: float,
+        accountant: Accountant | None,
+        random: RandomSource,
+        column: str | None,
+    ) -> None:
+        self.id = uuid.uuid4().hex
+        self.column = column
+        self.categories = categories
+        self.epsilon = epsilon
+        self.prior = prior
+        self.matrix = matrix
+        self.diagonal = diagonal
+        self.prior_share = prior_share
+        self.accountant = accountant
+        self.random = random
+        self._plans: dict[tuple[Any, ...], PramPlan | DPPriorPramPlan] = {}
+        self._lock = threading.Lock()
+        known = categories
+        if known is None and isinstance(prior, Mapping):
+            known = check_categories(list(prior))
+            self.categories = known  # a dict prior names the categories
+        if known is not None:  # validate everything now, before any query runs
+            self.plan_for(known)
+        else:  # the categories come from the column's Enum: check what can be checked
+            if matrix is not None:
+                size = _matrix_size(matrix)
+            elif isinstance(prior, str | Mapping) or not hasattr(prior, "__len__"):
+                size = 2
+            else:
+                size = max(len(prior), 2)
+            plan_pram(
+                column or "value",
+                [f"c{i}" for i in range(size)],
+                epsilon,
+                prior=prior,
+                matrix=matrix,
+                diagonal=diagonal,
+                prior_share=prior_share,
+                neighbours=self.neighbours,
+            )
+        _EXPRESSIONS.add(self)
+
+    @property
+    def neighbours(self) -> str:
+        return self.accountant.neighbours if self.accountant is not None else "substitute"
+
+    @property
+    def row_wise(self) -> bool:
+        """False only for ``prior="dp"``, which needs the whole column at once."""
+        return not (isinstance(self.prior, str) and self.prior == "dp")
+
+    def plan_for(self, cats: tuple[Any, ...]) -> PramPlan | DPPriorPramPlan:
+        """The plan for the column's categories (built once per set of categories)."""
+        with self._lock:
+            if cats not in self._plans:
+                self._plans[cats] = plan_pram(
+                    self.column or "value",
+                    cats,
+                    self.epsilon,
+                    prior=self.prior,
+                    matrix=self.matrix,
+                    diagonal=self.diagonal,
+                    prior_share=self.prior_share,
+                    neighbours=self.neighbours,
+                    details={"seeded": self.random.seeded},
+                )
+            return self._plans[cats]
+
+    def summary(self) -> list[dict[str, Any]]:
+        """What one run of this release costs (categories from an Enum: known at run time)."""
+        if self._plans:
+            return next(iter(self._plans.values())).summary()
+        return [
+            {
+                "statistic": self.column,
+                "mechanism": "pram",
+                "epsilon": self.epsilon,
+                "delta": 0.0,
+                "sensitivity": None,
+                "scale": None,
+                "error95": None,
+                "note": "categories from the column's Enum",
+            }
+        ]
+
+    def charged(self, entries: tuple[LedgerEntry, ...], armed: ArmedPram, run: Any) -> None:
+        """The runner charged this release: record its design for the provenance."""
+        run.records[armed.column] = armed.record
+        run.designs[armed.column] = armed.design
+
+    def __call__(self, s: pl.Series) -> pl.Series:
+        name = self.column or s.name
+        run = current_run()
+        if run is None:
+            raise ReleaseNotArmedError(
+                f".dp.pram on column {name!r} is a row-wise release: it only runs inside a "
+                "dpframe runner, which charges it once per run. Use dpframe.collect(lf) or "
+                "lf.dpf.collect(), dpframe.sink_parquet(lf, path) or lf.dpf.sink_parquet(path), "
+                "or df.dpf.with_columns(...) for an eager DataFrame -- not a plain collect() "
+                "or DataFrame.with_columns(). Nothing was charged or drawn."
+            )
+        cats = _categories_of(s.dtype, name, self.categories)
+        check_categories_fit(s.dtype, cats, name)
+        codes = encode(s, name, cats)  # nulls and unknown values refuse here
+        if run.dry:
+            plan = self.plan_for(cats)
+            counts = None if self.row_wise else np.bincount(codes, minlength=len(cats))
+            key = None if self.row_wise else len(codes)
+            run.register(self, Step(plan, counts, self.random), key, len(codes))
+            shift = (np.arange(len(codes)) + run.marker) % len(cats)
+            stand_in = decode(shift, cats, s)
+            stand_in = stand_in.alias(s.name)
+            seed = run.marker % 2**31
+            run.add_fingerprint(self, stand_in.len(), int(stand_in.hash(seed=seed).sum()))
+            return stand_in
+        armed: ArmedPram = run.armed_output(self, len(codes))
+        return decode(armed.randomize(codes, self.random.generator()), cats, s)
+
+
+def _matrix_size(matrix: Any) -> int:
+    if isinstance(matrix, PramDesign | PramSampler):
+        return sampler(matrix).n_categories
+    return int(np.asarray(matrix).shape[0])
+
+
+def apply(
+    expr: pl.Expr | str,
+    epsilon: float | None = None,
+    *,
+    categories: Sequence[Any] | None = None,
+    prior: str | Mapping[Any, float] | Sequence[float] | np.ndarray = "uniform",
+    matrix: Any = None,
+    diagonal: str = "optimal",
+    prior_share: float = 0.1,
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> pl.Expr:
+    """Post-randomize a categorical column under ``epsilon``-DP (``.dp.pram``).
+
+    Parameters
+    ----------
+    expr : polars.Expr or str
+        The categorical column: Enum, Categorical, String or integer.
+    epsilon : float
+        Privacy cost (> 0), charged once per run (see :mod:`dpframe.polars.runner`).
+        Optional with ``matrix=``: then the matrix's own epsilon is charged.
+    categories : list of str or int, optional
+        Every possible value, in a fixed order. Required unless the column is an Enum
+        (whose categories are used) or ``prior`` is a dict (whose keys are). Never taken
+        from the data: the set of values present is itself private.
+    prior : "uniform", "dp", dict or array, default "uniform"
+        The category distribution ``p`` the matrix is optimised for. ``"uniform"``
+        gives symmetric k-ary randomized response (safe: uses nothing about the data).
+        A dict ``{category: weight}`` or an array aligned with ``categories`` is a
+        *public* prior (e.g. last census). ``"dp"`` spends ``prior_share * epsilon`` on
+        a DP histogram of the column and optimises for it with the rest; it needs the
+        whole column in memory (for large data use :func:`dp_prior` and pass the result).
+    matrix : array_like (S, S) or PramDesign, optional
+        Use this row-stochastic matrix instead (row = true, column = released); its
+        epsilon is derived from the matrix actually sampled and charged.
+    diagonal : {"optimal", "dominant"}, default "optimal"
+        ``"dominant"`` forces ``q_k >= 1/S``: every record is at least as likely to keep
+        its value as to take any particular other one (costs mutual information).
+    prior_share : float, default 0.1
+        Share of ``epsilon`` spent on the DP histogram when ``prior="dp"``.
+    accountant : Accountant, optional
+        Default: the innermost ``with accountant:`` block at build time. Must use
+        ``neighbours="substitute"``.
+    seed : int or RandomSource, optional
+        Reproducible randomization for tests -- **unsafe for publication**.
+
+    Returns
+    -------
+    polars.Expr
+        The released column, same dtype and name.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> lf = pl.LazyFrame({"tenure": ["own", "rent", "rent", "other"]})
+    >>> with dpframe.Accountant(epsilon=2.0) as acct:
+    ...     q = lf.with_columns(
+    ...         pl.col("tenure").dp.pram(1.0, categories=["own", "rent", "other"])
+    ...     )
+    ...     out = dpframe.collect(q)
+    >>> set(out["tenure"]) <= {"own", "rent", "other"}, acct.spent.epsilon
+    (True, 1.0)
+    """
+    if isinstance(expr, str):
+        expr = pl.col(expr)
+    if not isinstance(expr, pl.Expr):
+        raise InvalidParameterError(
+            f"expr must be a polars expression or a column name, got {type(expr).__name__}"
+        )
+    try:
+        column = expr.meta.output_name()
+    except pl.exceptions.ComputeError:
+        column = None
+    release = PramExpression(
+        epsilon=epsilon,
+        categories=check_categories(categories),
+        prior=prior,
+        matrix=matrix,
+        diagonal=diagonal,
+        prior_share=prior_share,
+        accountant=resolve_accountant(accountant),
+        random=as_source(seed),
+        column=column,
+    )
+    out = expr.map_batches(release, return_dtype=pl.dtype_of(expr), is_elementwise=release.row_wise)
+    return out.alias(column) if column else out
+
+
+def pending_expressions(accountant: Accountant | None = None) -> list[PramExpression]:
+    """The ``.dp.pram`` expressions built (for ``accountant``, if given): each run charges."""
+    return [e for e in list(_EXPRESSIONS) if accountant is None or e.accountant is accountant]
+
+
+# ---------------------------------------------------------------------------
+# Whole columns of a frame (polars or Spark), written once
+# ---------------------------------------------------------------------------
+
+
+def _column_specs(columns: Any) -> list[dict[str, Any]]:
+    if isinstance(columns, (Mapping, str)) or not isinstance(columns, Sequence):
+        raise InvalidParameterError(
+            "columns must be a list of {'column': ..., 'epsilon': ..., 'categories': ...} "
+            f"entries, got {type(columns).__name__}"
+        )
+    out = []
+    for c in columns:
+        if not isinstance(c, Mapping) or "column" not in c:
+            raise InvalidParameterError(f"each column entry needs a 'column' name, got {c!r}")
+        unknown = sorted(set(c) - {"column", "epsilon", "categories", "prior", "diagonal"})
+        if unknown:
+            raise InvalidParameterError(f"column {c['column']!r}: unknown settings {unknown}")
+        out.append(dict(c))
+    names = [c["column"] for c in out]
+    if len(set(names)) != len(names) or not names:
+        raise InvalidParameterError(f"columns must name each column once, got {names}")
+    return out
+
+
+class MicrodataRelease(Release):
+    """PRAM of whole columns of a frame, written once (see :func:`release`)."""
+
+    kind = "PRAM microdata"
+
+    def __init__(
+        self,
+        frame: Any,
+        columns: Any,
+        *,
+        keep: Sequence[str] = (),
+        accountant: Any = None,
+        seed: Any = None,
+        neighbours: str | None = None,
+    ) -> None:
+        super().__init__(frame, accountant, seed, neighbours)
+        schema = self.engine.schema()
+        specs = _column_specs(columns)
+        self.keep = list(keep)
+        missing = [c for c in [*(s["column"] for s in specs), *self.keep] if c not in schema]
+        if missing:
+            raise InvalidParameterError(
+                f"columns {missing} are not in the data (its columns: {sorted(schema.names())})"
+            )
+        self._plans: list[PramPlan | DPPriorPramPlan] = []
+        for s in specs:
+            name = s["column"]
+            if s.get("prior") == "dp" and self.engine.name == "spark":
+                raise InvalidParameterError(
+                    f"column {name!r}: prior='dp' is not offered on Spark; release a DP prior "
+                    "first with dpframe.pram.dp_prior(sdf, ...) and pass it as prior="
+                )
+            cats = _categories_of(schema[name], name, check_categories(s.get("categories")))
+            check_categories_fit(schema[name], cats, name)
+            self._plans.append(
+                plan_pram(
+                    name,
+                    cats,
+                    s.get("epsilon"),
+                    prior=s.get("prior", "uniform"),
+                    diagonal=s.get("diagonal", "optimal"),
+                    neighbours=self.neighbours,
+                    details={"seeded": self.random.seeded},
+                )
+            )
+        self.records: dict[str, Any] = {}
+
+    def plans(self) -> list[MechanismPlan]:
+        return list(self._plans)
+
+    @property
+    def columns(self) -> list[str]:
+        return [p.column for p in self._plans]
+
+    def _exact_inputs(self) -> list[Any]:
+        counts = self.engine.category_counts(self.columns)
+        return [
+            declared_counts(counts[p.column], p.column, p.categories)["count"].to_numpy()
+            for p in self._plans
+        ]
+
+    def _finish(self, outputs: tuple[Any, ...]) -> list[ArmedPram]:
+        self.records = {a.column: a.record for a in outputs}
+        return list(outputs)
+
+    def write(self, path: str | os.PathLike[str], *, spec: dict[str, Any] | None = None) -> Any:
+        """Charge (once), randomize and write the released columns, with provenance.
+
+        polars: one Parquet file, written atomically; Spark: a new folder of parts with
+        the provenance in ``_dpframe.json``. Writing again refuses: the randomized
+        records are not kept, and a second randomization would be a new release.
+        """
+        if self.materialised:
+            raise_reuse(self)
+        target = self.engine.check_output(path)  # before the charge
+        armed = self.collect()
+        return self.write_armed(armed, target, spec=spec)
+
+    def write_armed(self, armed: list[ArmedPram], path: Any, *, spec: dict[str, Any] | None) -> Any:
+        """Write columns charged elsewhere (by a job that charged all its releases at once)."""
+        metadata = {
+            METADATA_KEY: provenance_json(
+                self.ledger, self.neighbours, spec, designs={a.column: a.record for a in armed}
+            )
+        }
+        return self.engine.write_rowwise(armed, self.keep, path, metadata, source=self.random)
+
+
+def raise_reuse(release: Release) -> None:
+    raise ReleaseReuseError(
+        f"{release.kind} {release.id[:8]} has already been written; a second randomization "
+        "of the same records would be a new release: build a new one (and pay for it)"
+    )
+
+
+def release(
+    frame: Any,
+    columns: Sequence[Mapping[str, Any]],
+    *,
+    keep: Sequence[str] = (),
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> MicrodataRelease:
+    """Declare PRAM of whole columns of a polars or Spark frame (write it with ``.write``).
+
+    Parameters
+    ----------
+    frame : polars.LazyFrame, polars.DataFrame or pyspark.sql.DataFrame
+    columns : list of dict
+        Each ``{"column", "epsilon", "categories" (unless an Enum), "prior" (optional),
+        "diagonal" (optional)}``.
+    keep : list of str
+        Other columns to carry through unchanged: they are published as they are.
+    accountant, seed
+        As for ``.dp.pram``.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe, tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "micro.parquet")
+    >>> df = pl.DataFrame({"c": ["a", "b", "a"]})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     rel = dpframe.pram.release(df, [{"column": "c", "epsilon": 1.0,
+    ...                                      "categories": ["a", "b"]}])
+    ...     _ = rel.write(out)
+    >>> pl.read_parquet(out).height, acct.spent.epsilon
+    (3, 1.0)
+    """
+    return MicrodataRelease(frame, columns, keep=keep, accountant=accountant, seed=seed)
+
+
+# ---------------------------------------------------------------------------
+# A DP prior
+# ---------------------------------------------------------------------------
+
+
+class DPPriorRelease(Release):
+    """A DP histogram of a column, normalised into a prior (see :func:`dp_prior`)."""
+
+    kind = "DP prior"
+
+    def __init__(
+        self,
+        frame: Any,
+        column: str,
+        epsilon: float,
+        *,
+        categories: Any,
+        accountant: Any,
+        seed: Any,
+    ) -> None:
+        super().__init__(frame, accountant, seed)
+        schema = self.engine.schema()
+        if column not in schema:
+            raise InvalidParameterError(f"column {column!r} is not in the frame")
+        cats = _categories_of(schema[column], column, check_categories(categories))
+        check_categories_fit(schema[column], cats, column)
+        self.column = column
+        self.plan = plan_dp_prior(column, cats, epsilon, neighbours=self.neighbours)
+
+    def plans(self) -> list[MechanismPlan]:
+        return [self.plan]
+
+    def _exact_inputs(self) -> list[Any]:
+        counts = self.engine.category_counts([self.column])[self.column]
+        return [declared_counts(counts, self.column, self.plan.categories)["count"].to_numpy()]
+
+    def _finish(self, outputs: tuple[Any, ...]) -> dict[Any, float]:
+        return {c: float(v) for c, v in zip(self.plan.categories, outputs[0], strict=True)}
+
+
+def dp_prior(
+    frame: Any,
+    column: str,
+    epsilon: float,
+    *,
+    categories: Sequence[Any] | None = None,
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> dict[Any, float]:
+    """A DP estimate of a column's category distribution, to use as a public prior.
+
+    Counts each declared category with the engine (polars streaming, or Spark), charges
+    ``epsilon`` (discrete Laplace, l1 sensitivity 2 under substitute neighbours), clips
+    at 0 and normalises. Calling it is collecting it: it is charged when called. The
+    result may be published and passed as ``prior=`` to ``.dp.pram``; the total cost is
+    this ``epsilon`` plus PRAM's.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> df = pl.DataFrame({"c": ["a"] * 70 + ["b"] * 30})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     p = dpframe.pram.dp_prior(df, "c", 0.2, categories=["a", "b", "z"])
+    >>> sorted(p), round(sum(p.values()), 9), acct.spent.epsilon
+    (['a', 'b', 'z'], 1.0, 0.2)
+    """
+    rel = DPPriorRelease(
+        frame, column, epsilon, categories=categories, accountant=accountant, seed=seed
+    )
+    return rel.collect()
+
+
+# ---------------------------------------------------------------------------
+# Estimation (post-processing: free)
+# ---------------------------------------------------------------------------
+
+
+def _as_design(design_like: Any) -> Any:
+    if isinstance(design_like, PramDesign):
+        return design_like
+    if isinstance(design_like, Mapping) and "q" in design_like:
+        return design_from_record(design_like)
+    if isinstance(design_like, Mapping) and "matrix" in design_like:  # a matrix= record
+        return np.asarray(design_like["matrix"], dtype=np.float64)
+    return design_like  # a matrix; validated by the kernel
+
+
+def estimate(
+    released: pl.Series | Sequence[int] | np.ndarray,
+    design: PramDesign | Mapping[str, Any] | np.ndarray,
+    *,
+    categories: Sequence[Any] | None = None,
+) -> PramEstimate:
+    """Estimate the true category distribution from a PRAM release.
+
+    Parameters
+    ----------
+    released : polars.Series or array_like
+        The released column (a Series of values; ``categories`` or an Enum dtype gives
+        their order), or released counts per category (length ``S`` numpy/list).
+    design : PramDesign, dict or array_like (S, S)
+        The design that was sampled: a :class:`PramDesign`, the ``"design"`` dict of the
+        ledger entry / provenance, or the matrix.
+    categories : list, optional
+        Category order of a released Series (default: its Enum categories, or the
+        design dict's ``"categories"``).
+
+    Returns
+    -------
+    PramEstimate
+        ``p_hat`` = ``(M^T)^{-1} m_hat`` (unbiased), its estimated ``covariance``,
+        ``p_simplex`` (projected onto the simplex), ``counts``, ``n``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> d = design([0.6, 0.3, 0.1], 2.0)
+    >>> expected = np.rint(10_000 * d.matrix.T @ [0.6, 0.3, 0.1])  # released counts
+    >>> est = estimate(expected, d)
+    >>> est.p_hat.round(2).tolist(), bool(abs(est.p_simplex.sum() - 1) < 1e-12)
+    ([0.6, 0.3, 0.1], True)
+    """
+    if isinstance(released, pl.Series):
+        cats = categories
+        if cats is None and isinstance(design, Mapping):
+            cats = design.get("categories")
+        cats_t = _categories_of(released.dtype, released.name, check_categories(cats))
+        codes = encode(released, released.name, cats_t)
+        counts = np.bincount(codes, minlength=len(cats_t))
+        return _estimate_counts(counts, _as_design(design), kind="counts")
+    return _estimate_counts(np.asarray(released), _as_design(design), kind="counts")
+
+
+def estimate_grouped(
+    frame: pl.DataFrame | pl.LazyFrame,
+    column: str,
+    by: str | Sequence[str],
+    design: PramDesign | Mapping[str, Any] | np.ndarray,
+    *,
+    categories: Sequence[Any] | None = None,
+) -> pl.DataFrame:
+    """Per-group frequency estimates of a PRAM'd column (a cross-tabulation).
+
+    For each group of ``by`` (columns that were *not* randomized), the released counts
+    of ``column`` give ``p_hat = (M^T)^{-1} m_hat`` within the group, with standard
+    errors and the simplex projection. Groups are those present in the released frame.
+
+    Returns
+    -------
+    polars.DataFrame
+        Columns ``by..., category, n, count, p_hat, se, p_simplex``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> d = krr(2, 2.0)
+    >>> rel = pl.DataFrame({"g": ["x"] * 4 + ["y"] * 4, "c": list("aababbba")})
+    >>> estimate_grouped(rel, "c", "g", d, categories=["a", "b"]).columns
+    ['g', 'category', 'n', 'count', 'p_hat', 'se', 'p_simplex']
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    df = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+    if not isinstance(df, pl.DataFrame):
+        raise InvalidParameterError(f"frame must be a polars frame, got {type(frame).__name__}")
+    missing = [c for c in [column, *keys] if c not in df.columns]
+    if missing:
+        raise InvalidParameterError(f"columns {missing} are not in the frame")
+    cats = categories
+    if cats is None and isinstance(design, Mapping):
+        cats = design.get("categories")
+    if cats is None and isinstance(df.schema[column], pl.Enum):
+        cats = df.schema[column].categories.to_list()
+    if cats is None:
+        raise InvalidParameterError("pass categories= (the order the design uses)")
+    rows = []
+    for key, part in df.group_by(keys, maintain_order=True):
+        est = estimate(part[column], design, categories=cats)
+        se = est.standard_errors
+        for i, c in enumerate(cats):
+            rows.append(
+                {
+                    **dict(zip(keys, key, strict=True)),
+                    "category": c,
+                    "n": est.n,
+                    "count": int(est.counts[i]),
+                    "p_hat": float(est.p_hat[i]),
+                    "se": float(se[i]),
+                    "p_simplex": float(est.p_simplex[i]),
+                }
+            )
+    return pl.DataFrame(rows)

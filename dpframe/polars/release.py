@@ -1,0 +1,185 @@
+"""The release object every frame-level release shares: declare, summarize, collect once.
+
+A grouped release, a covariance matrix, a proportion vector, a DP prior and a PRAM'd
+microdata release are each a :class:`Release` over a frame (polars or Spark: the engine
+is chosen by the frame's type, :func:`dpframe.engines.engine_for`):
+
+* built from public parameters only -- nothing is read, charged or drawn;
+* :meth:`Release.summarize` -- every charged statistic's mechanism, epsilon, scale and
+  95% error, from the plans alone (no data, no budget, no noise);
+* :meth:`Release.prepare` -- the engine computes the exact inputs and the release checks
+  them: bad data raises here, and nothing is spent;
+* :meth:`Release.collect` -- the executor charges everything at once and draws
+  (:func:`dpframe.core.executor.execute`); the result is kept, and collecting again
+  returns the very same result, never fresh noise.
+
+Examples
+--------
+>>> import polars as pl, dpframe
+>>> people = pl.DataFrame({"region": ["N", "S", "S"]})
+>>> with dpframe.Accountant(epsilon=1.0) as acct:
+...     rel = dpframe.group_by(people, "region", margins=pl.DataFrame({"region": ["N", "S"]})
+...                            ).agg(dpframe.agg.count(epsilon=0.5))
+...     first = rel.collect()
+...     again = rel.collect()
+>>> first.equals(again), acct.spent.epsilon
+(True, 0.5)
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import polars as pl
+
+from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
+from dpframe.core.budget import exact_sum
+from dpframe.core.constraints import NEIGHBOURS, check_choice
+from dpframe.core.executor import SUMMARY_FIELDS, MechanismPlan, Once, Step, execute
+from dpframe.core.randomness import RandomSource, as_source
+from dpframe.engines import Engine, engine_for
+from dpframe.errors import InvalidParameterError
+
+__all__ = ["SUMMARY_SCHEMA", "Release", "resolve_accountant", "summary_frame"]
+
+#: The columns of ``summarize()`` (one row per charged statistic).
+SUMMARY_SCHEMA = {
+    "release": pl.String,
+    "statistic": pl.String,
+    "mechanism": pl.String,
+    "epsilon": pl.Float64,
+    "delta": pl.Float64,
+    "sensitivity": pl.Float64,
+    "scale": pl.Float64,
+    "error95": pl.Float64,
+    "note": pl.String,
+}
+assert tuple(SUMMARY_SCHEMA)[1:] == SUMMARY_FIELDS
+
+
+def summary_frame(release: str, plans: list[MechanismPlan]) -> pl.DataFrame:
+    """The summary rows of ``plans`` as a polars DataFrame (:data:`SUMMARY_SCHEMA`)."""
+    rows = [{"release": release, **row} for p in plans for row in p.summary()]
+    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
+
+
+def resolve_accountant(accountant: Any) -> Accountant | None:
+    """``accountant``, or the innermost ``with accountant:`` block's (checked)."""
+    if accountant is not None and not isinstance(accountant, Accountant):
+        raise InvalidParameterError(
+            f"accountant must be a dpframe.Accountant, got {type(accountant).__name__}"
+        )
+    return accountant or current_accountant()
+
+
+class Release:
+    """Base of the frame-level release objects (see the module docstring).
+
+    A subclass gives :meth:`plans` (from parameters), :meth:`_exact_inputs` (the engine's
+    exact inputs, one per plan, checked) and :meth:`_finish` (the released result from
+    the drawn outputs).
+    """
+
+    #: what the release is, in messages and the ledger's note
+    kind = "release"
+
+    def __init__(
+        self, frame: Any, accountant: Any, seed: Any, neighbours: str | None = None
+    ) -> None:
+        self.id = uuid.uuid4().hex
+        self.engine: Engine = engine_for(frame)
+        self.accountant = resolve_accountant(accountant)
+        if neighbours is not None:  # a release planned before its accountant is opened
+            check_choice("neighbours", neighbours, NEIGHBOURS)
+            if self.accountant is not None and self.accountant.neighbours != neighbours:
+                raise InvalidParameterError(
+                    f"neighbours={neighbours!r} differs from the accountant's "
+                    f"{self.accountant.neighbours!r}"
+                )
+        self._neighbours = neighbours
+        self.random: RandomSource = as_source(seed)
+        self._once = Once()
+        self._steps: list[Step] | None = None
+        self._lock = threading.Lock()
+        self.ledger: tuple[LedgerEntry, ...] = ()
+
+    @property
+    def neighbours(self) -> str:
+        """The accountant's neighbour relation (without one: as planned, or substitute)."""
+        if self.accountant is not None:
+            return self.accountant.neighbours
+        return self._neighbours or "substitute"
+
+    # -- what a subclass gives ------------------------------------------------------------
+
+    def plans(self) -> list[MechanismPlan]:
+        raise NotImplementedError
+
+    def _exact_inputs(self) -> list[Any]:
+        raise NotImplementedError
+
+    def _finish(self, outputs: tuple[Any, ...]) -> Any:
+        raise NotImplementedError
+
+    # -- the one path ---------------------------------------------------------------------
+
+    def summarize(self) -> pl.DataFrame:
+        """Every charged statistic: mechanism, epsilon, sensitivity, scale, 95% error.
+
+        Computed from the declaration alone: no data is read, no budget spent, no noise
+        drawn.
+        """
+        return summary_frame(self.id[:8], self.plans())
+
+    @property
+    def epsilon(self) -> float:
+        """Total epsilon the release charges (its statistics compose sequentially)."""
+        return float(exact_sum(c.epsilon for p in self.plans() for c in p.charges))
+
+    def prepare(self) -> list[Step]:
+        """Compute and check the exact inputs now, charging nothing (kept for collect).
+
+        A job that runs several releases prepares all of them first, so that bad data in
+        any of them is found before the first charge, then charges them together.
+        """
+        with self._lock:
+            if self._steps is None:
+                plans = self.plans()
+                inputs = self._exact_inputs()
+                steps = [Step(p, x, self.random) for p, x in zip(plans, inputs, strict=True)]
+                for s in steps:  # refuse bad values before anything is charged
+                    s.plan.check(s.exact)
+                self._steps = steps
+            return self._steps
+
+    def finish(self, outputs: tuple[Any, ...], entries: tuple[LedgerEntry, ...]) -> Any:
+        """The released result from drawn outputs (used by a job that charged it)."""
+        self.ledger = tuple(entries)
+        return self._once.get(
+            None, lambda: self._finish(outputs), what=f"{self.kind} {self.id[:8]}"
+        )
+
+    def collect(self) -> Any:
+        """Run the release: one atomic charge, then noise. Collected again: the same result."""
+
+        def make() -> Any:
+            steps = self.prepare()
+            run = execute(steps, self.accountant, note=f"{self.kind} {self.id[:8]}")
+            self.ledger = run.entries
+            return self._finish(run.outputs)
+
+        return self._once.get(None, make, what=f"{self.kind} {self.id[:8]}")
+
+    @property
+    def materialised(self) -> bool:
+        """True once the release has been charged and its noise drawn."""
+        return self._once.done
+
+    def __repr__(self) -> str:
+        state = "collected" if self.materialised else "not collected"
+        return (
+            f"{type(self).__name__}(id={self.id[:8]}, epsilon={self.epsilon:g}, "
+            f"engine={self.engine.name}, {state})"
+        )

@@ -1,0 +1,467 @@
+"""The runner of queries that hold ``.dp`` expressions: ``dpframe.collect`` / ``sink_parquet``.
+
+A row-wise release (``.dp.pram``) randomizes each record independently, so polars may
+run it morsel by morsel -- that is what lets it stream over larger-than-memory Parquet --
+but then no single call sees the whole column, and nothing in polars tells a Python
+function where one query ends and the next begins. So a query holding ``.dp``
+expressions runs through a runner, in four steps:
+
+1. **inspect** the query plan. Every Python object in it must be one of dpframe's
+   releases, each at one place: an opaque Python step (``LazyFrame.map_batches``, a
+   ``map_batches``/``map_elements`` of another function, a Python scan) could evaluate a
+   release again, or out of sight; one release at two places (a ``concat`` of two queries
+   holding it, a self-join) would randomize the same records twice under one charge.
+   Either is refused before anything is read.
+2. **dry pass**: the query runs once with every release returning a data-free stand-in
+   (nothing charged, nothing drawn): each release checks its data (nulls, categories,
+   values) and records its plan and exact inputs; every output column is fingerprinted.
+   Only columns produced by a release -- their fingerprint is a release's -- or declared
+   public by name (``public=[...]``) may leave: a raw column beside a private one is
+   refused, naming it.
+3. **charge**: the executor charges every release of the query at once, atomically
+   (:func:`dpframe.core.executor.execute`), and arms them.
+4. **real pass**: the releases draw under that charge -- a column release returns its
+   noisy values, a row-wise release randomizes each morsel with a freshly keyed
+   generator, never more records than the dry pass saw.
+
+Runs are serialised: one runner at a time per process. A plain ``collect()`` of a query
+holding a row-wise release refuses (:class:`~dpframe.errors.ReleaseNotArmedError`).
+
+The runner trusts that each row reaching a row-wise release is one record (one person):
+a query that duplicates records *before* the release (``concat`` of the input with
+itself, a join that fans out, ``explode``) randomizes a person's record more than once
+under one charge. Bound each person's contribution first (``docs/privacy.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.executor import Execution, Step, execute
+from dpframe.errors import InvalidParameterError, ReleaseNotArmedError
+
+__all__ = [
+    "Prepared",
+    "Run",
+    "RunnerRelease",
+    "collect",
+    "current_run",
+    "inspect_plan",
+    "last_run",
+    "prepare",
+]
+
+_RUN_LOCK = threading.Lock()
+_STATE_LOCK = threading.Lock()
+_CURRENT: Run | None = None
+_LAST: Run | None = None
+_LOCAL = threading.local()
+
+
+class RunnerRelease:
+    """Base of the callables dpframe puts in a polars query (column and row-wise releases).
+
+    The runner recognises them in a query plan; anything else there is foreign.
+    """
+
+    id: str
+    column: str | None
+    accountant: Accountant | None
+
+    def __reduce__(self) -> Any:  # a query plan with a release never pickles its data
+        raise TypeError("a dpframe release cannot be pickled: build it where it runs")
+
+
+@dataclass
+class Run:
+    """One execution of a query by the runner: the dry pass, then the armed real pass."""
+
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: True in the dry pass (check only; nothing charged or drawn)
+    dry: bool = True
+    #: a secret of this run: what the dry pass's stand-ins are built from
+    marker: int = field(default_factory=lambda: secrets.randbits(62))
+    releases: dict[str, RunnerRelease] = field(default_factory=dict)
+    steps: dict[str, Step] = field(default_factory=dict)
+    keys: dict[str, Any] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+    drawn: dict[str, int] = field(default_factory=dict)
+    fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    #: the accountant charged for the run, and the ledger entries it made
+    accountant: Accountant | None = None
+    entries: list[LedgerEntry] = field(default_factory=list)
+    #: the PRAM design each released column used, JSON-ready, for provenance
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the designs themselves (``None`` for a user matrix)
+    designs: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def register(self, release: RunnerRelease, step: Step, key: Any, rows: int) -> None:
+        """Dry pass: a release met its data (checked); keep its step for the charge."""
+        with self._lock:
+            known = self.keys.get(release.id, key)
+            if known != key:
+                raise InvalidParameterError(
+                    f"release on column {release.column!r} met two different inputs in one "
+                    "query (polars split it, e.g. in group_by().agg()); a release is one "
+                    "column of one frame. Nothing was charged."
+                )
+            self.releases[release.id] = release
+            self.keys[release.id] = key
+            self.rows[release.id] = self.rows.get(release.id, 0) + rows
+            if release.id not in self.steps:
+                self.steps[release.id] = step
+
+    def add_fingerprint(self, release: RunnerRelease, count: int, hashsum: int) -> None:
+        """Dry pass: what the release's stand-in output hashes to (for the lineage check)."""
+        with self._lock:
+            n, h = self.fingerprints.get(release.id, (0, 0))
+            self.fingerprints[release.id] = (n + count, (h + hashsum) % 2**64)
+
+    def armed_output(self, release: RunnerRelease, rows: int) -> Any:
+        """Real pass: what the executor drew for ``release`` (row-wise: its armed sampler).
+
+        Counts the rows: a row-wise release never randomizes more records than it met in
+        the dry pass (a backstop; the plan inspection already refused double use).
+        """
+        with self._lock:
+            if release.id not in self.outputs:
+                raise ReleaseNotArmedError(
+                    f"release on column {release.column!r} was not met by the dry pass, so "
+                    "it was not charged; nothing is drawn for it"
+                )
+            drawn = self.drawn.get(release.id, 0) + rows
+            if drawn > self.rows.get(release.id, 0):
+                raise InvalidParameterError(
+                    f"release on column {release.column!r} was asked to randomize more records "
+                    "than its charge covers (it is evaluated again somewhere in the query); "
+                    "the run stops and publishes nothing"
+                )
+            self.drawn[release.id] = drawn
+            return self.outputs[release.id]
+
+
+def current_run() -> Run | None:
+    """The run in progress, if the runner is executing a query."""
+    with _STATE_LOCK:
+        return _CURRENT
+
+
+def last_run() -> Run | None:
+    """The last finished run (its ledger ``entries`` and PRAM ``designs``), if any.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     _ = dpframe.collect(pl.LazyFrame({"c": [1, 2]}).select(
+    ...         pl.col("c").dp.pram(1.0, categories=[1, 2, 3])))
+    >>> run = dpframe.last_run()
+    >>> [e.mechanism for e in run.entries], float(round(run.designs["c"].q[0], 3))
+    (['pram'], 0.576)
+    """
+    with _STATE_LOCK:
+        return _LAST
+
+
+def thread_last_run() -> Run:
+    """The run this thread's last runner call made (immune to other threads)."""
+    return _LOCAL.last
+
+
+def _not_nested() -> None:
+    if getattr(_LOCAL, "active", False):
+        raise InvalidParameterError(
+            "dpframe runners cannot be nested: finish one collect/sink_parquet first"
+        )
+
+
+@contextlib.contextmanager
+def _running(run: Run) -> Iterator[Run]:
+    global _CURRENT, _LAST
+    _not_nested()
+    with _RUN_LOCK:
+        with _STATE_LOCK:
+            _CURRENT = run
+        _LOCAL.active = True
+        try:
+            yield run
+        finally:
+            with _STATE_LOCK:
+                _CURRENT = None
+                if not run.dry:
+                    _LAST = run
+            _LOCAL.active = False
+
+
+# -- 1. the plan ---------------------------------------------------------------------------
+
+
+def _ours(obj: Any) -> RunnerRelease | None:
+    """The dpframe release a plan's Python object wraps, if it is exactly that."""
+    if isinstance(obj, RunnerRelease):
+        return obj
+    inner = getattr(obj, "function", None)  # polars' map_batches wrapper
+    if isinstance(inner, RunnerRelease):
+        return inner
+    closure = getattr(inner, "__closure__", None)
+    name = getattr(inner, "__qualname__", "")
+    if closure and name.endswith("map_batches.<locals>._wrap") and len(closure) == 1:
+        cell = closure[0].cell_contents
+        if isinstance(cell, RunnerRelease):
+            return cell
+    return None
+
+
+_OPAQUE_NODES = ("python_udf(", "OPAQUE_PYTHON", "PYTHON SCAN")
+
+
+def inspect_plan(lf: pl.LazyFrame) -> list[RunnerRelease]:
+    """The dpframe releases in ``lf``'s plan; refuse anything opaque or used twice.
+
+    Polars serializes every Python object of a plan with ``cloudpickle.dumps``; the
+    runner lists them by serializing the plan with that function stood in for (nothing
+    is pickled). Fails closed: a plan that cannot be inspected is refused.
+    """
+    import cloudpickle  # polars' own serializer of Python objects
+
+    _not_nested()
+    seen: list[Any] = []
+
+    def spy(obj: Any, *args: Any, **kwargs: Any) -> bytes:
+        seen.append(obj)
+        return b"0"
+
+    with _RUN_LOCK:
+        real = cloudpickle.dumps
+        cloudpickle.dumps = spy
+        try:
+            lf.serialize()
+        except Exception as exc:
+            raise InvalidParameterError(
+                f"the query's plan cannot be inspected ({type(exc).__name__}: {exc}); a query "
+                "holding a dpframe release must be a plain polars query. Nothing was charged."
+            ) from None
+        finally:
+            cloudpickle.dumps = real
+    ours = [_ours(o) for o in seen]
+    foreign = [o for o, r in zip(seen, ours, strict=True) if r is None]
+    if foreign:
+        what = ", ".join(sorted({type(o).__name__ for o in foreign}))
+        raise InvalidParameterError(
+            f"the query holds a Python step that is not a dpframe release ({what}: e.g. "
+            "LazyFrame.map_batches, map_batches/map_elements of a function, a Python scan); "
+            "its inputs cannot be seen, so it could evaluate a release again out of sight. "
+            "Run other Python functions in a separate query, before or after. Nothing was "
+            "charged."
+        )
+    found = [r for r in ours if r is not None]
+    ids = [r.id for r in found]
+    twice = sorted({r.column or "?" for r in found if ids.count(r.id) > 1})
+    if twice:
+        raise InvalidParameterError(
+            f"the .dp release(s) on {twice} are used at more than one place of the query "
+            "(a concat or join of queries holding the same expression, or the expression "
+            "selected twice): each place would randomize the same records again under one "
+            "charge. Build one expression per use. Nothing was charged."
+        )
+    opaque = sum(lf.explain(optimized=False).count(n) for n in _OPAQUE_NODES)
+    if opaque > len(seen):  # the inspection missed a Python node: fail closed
+        raise InvalidParameterError(
+            "the query's plan holds Python steps the runner cannot see into; nothing was charged"
+        )
+    return found
+
+
+# -- 2. the dry pass -----------------------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """A query that passed inspection and its dry pass: ready to be charged and run."""
+
+    lf: pl.LazyFrame
+    run: Run
+    public: tuple[str, ...]
+
+    @property
+    def steps(self) -> list[Step]:
+        return list(self.run.steps.values())
+
+    @property
+    def accountant(self) -> Accountant | None:
+        accts = {id(r.accountant): r.accountant for r in self.run.releases.values()}
+        if len(accts) > 1:
+            raise InvalidParameterError(
+                "the query's .dp releases were built for different accountants; one query is "
+                "charged to one accountant. Nothing was charged."
+            )
+        return next(iter(accts.values()), None)
+
+
+def _check_lazy(frame: Any, name: str = "frame") -> pl.LazyFrame:
+    if isinstance(frame, pl.DataFrame):
+        return frame.lazy()
+    if not isinstance(frame, pl.LazyFrame):
+        raise InvalidParameterError(
+            f"{name} must be a polars LazyFrame (or DataFrame), got {type(frame).__name__}"
+        )
+    return frame
+
+
+def _check_public(public: Any, columns: Sequence[str]) -> tuple[str, ...]:
+    if public is None:
+        return ()
+    if isinstance(public, str) or not all(isinstance(c, str) for c in public):
+        raise InvalidParameterError(f"public must be a list of column names, got {public!r}")
+    unknown = sorted(set(public) - set(columns))
+    if unknown:
+        raise InvalidParameterError(
+            f"public names {unknown}, which are not columns of the query's output {list(columns)}"
+        )
+    return tuple(public)
+
+
+def prepare(frame: Any, *, public: Sequence[str] | None = None) -> Prepared:
+    """Inspect the query and make its dry pass (steps 1 and 2): nothing is charged.
+
+    Raises if the query holds an opaque Python step or one release twice, if any
+    release's data is bad, or if an output column is neither produced by a release nor
+    declared ``public``.
+    """
+    lf = _check_lazy(frame)
+    found = inspect_plan(lf)
+    names = lf.collect_schema().names()
+    pub = _check_public(public, names)
+    run = Run(dry=True)
+    seed = run.marker % 2**31
+    probes = [
+        e
+        for i, c in enumerate(names)
+        for e in (pl.col(c).len().alias(f"n{i}"), pl.col(c).hash(seed=seed).sum().alias(f"h{i}"))
+    ]
+    with _running(run):
+        row = lf.select(probes).collect(engine="streaming").row(0) if probes else ()
+    met = set(run.releases)
+    stray = met - {r.id for r in found}
+    if stray:  # evaluated from somewhere the plan does not show
+        raise InvalidParameterError(
+            "a .dp release was evaluated outside the query's plan; nothing was charged"
+        )
+    prints = {fp: rid for rid, fp in run.fingerprints.items()}
+    for i, c in enumerate(names):
+        if c in pub:
+            continue
+        fp = (int(row[2 * i]), int(row[2 * i + 1]) % 2**64)
+        if fp not in prints:
+            raise InvalidParameterError(
+                f"column {c!r} would leave the query without being released by a .dp "
+                "expression (it is raw, or computed after a release: filter and transform "
+                f"before the release, post-process after the run). Drop it, or declare it "
+                f"public with public=[{c!r}] if it may be published as it is. Nothing was "
+                "charged."
+            )
+    return Prepared(lf, run, pub)
+
+
+# -- 3 and 4. the charge and the real pass ---------------------------------------------------
+
+
+def arm(prepared: Prepared, execution: Execution) -> None:
+    """Give each release of a prepared query what the executor drew for it."""
+    run = prepared.run
+    for (rid, _), out, i in zip(
+        run.steps.items(), execution.outputs, range(len(execution.outputs)), strict=True
+    ):
+        run.outputs[rid] = out
+        run.releases[rid].charged(execution.entries_of(i), out, run)  # type: ignore[attr-defined]
+    run.entries.extend(execution.entries)
+
+
+def charge(prepared: Prepared) -> Execution | None:
+    """Step 3: charge every release of the query at once (``None`` if it holds none)."""
+    if not prepared.run.steps:
+        return None
+    acct = prepared.accountant
+    execution = execute(prepared.steps, acct, note=f"query run {prepared.run.id[:8]}")
+    prepared.run.accountant = acct
+    arm(prepared, execution)
+    return execution
+
+
+@contextlib.contextmanager
+def armed(prepared: Prepared) -> Iterator[Run]:
+    """Step 4's context: the releases draw under the charge made in step 3."""
+    run = prepared.run
+    run.dry = False
+    with _running(run):
+        yield run
+    _LOCAL.last = run
+
+
+def collect(
+    frame: pl.LazyFrame | pl.DataFrame,
+    *,
+    public: Sequence[str] | None = None,
+    **collect_kwargs: Any,
+) -> pl.DataFrame:
+    """Run a query holding ``.dp`` releases and return the result (all four steps).
+
+    Each release in the query is charged once, all of them together, after a dry pass
+    that checks the data and before anything is drawn; calling :func:`collect` again is a
+    new run, charged again (a column release returns its first values instead).
+
+    Parameters
+    ----------
+    frame : polars.LazyFrame or polars.DataFrame
+        The query (a DataFrame is run as ``frame.lazy()``).
+    public : list of str, optional
+        Output columns that leave as they are (not released by a ``.dp`` expression):
+        they are published raw. Any other column that no release produced is refused.
+    **collect_kwargs
+        Passed to :meth:`polars.LazyFrame.collect` (e.g. ``engine="streaming"``).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.LazyFrame({"region": ["N", "S", "S", "E"], "id": [1, 2, 3, 4]})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     q = people.select(pl.col("region").dp.pram(1.0, categories=["N", "S", "E"]))
+    ...     out = dpframe.collect(q)
+    >>> out.height, acct.spent.epsilon
+    (4, 1.0)
+    """
+    prepared = prepare(frame, public=public)
+    charge(prepared)
+    with armed(prepared):
+        return prepared.lf.collect(**collect_kwargs)
+
+
+def sink(
+    frame: Any,
+    path: Path,
+    *,
+    public: Sequence[str] | None,
+    metadata: Any,
+    compression: str,
+) -> Run:
+    """All four steps, streaming the result to ``path`` (a temporary file the caller renames).
+
+    ``metadata(run)`` gives the Parquet key-value metadata once the run is charged.
+    """
+    prepared = prepare(frame, public=public)
+    charge(prepared)
+    with armed(prepared) as r:
+        prepared.lf.sink_parquet(path, metadata=metadata(r), compression=compression)
+    return r

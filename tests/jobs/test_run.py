@@ -1,0 +1,316 @@
+"""The release runner and the CLI, end to end: outputs, provenance, checks, atomicity."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+import dpframe
+from dpframe.cli import app
+from dpframe.errors import BudgetExceededError
+from dpframe.jobs import CheckFailedError, check, load_spec, plan, run
+
+from .conftest import EPSILON_TOTAL, write_spec
+
+runner = CliRunner()
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_cli_release_of_a_million_rows(tmp_path):
+    spec_path = write_spec(tmp_path, rows=1_000_000)
+    res = runner.invoke(app, ["plan", str(spec_path)])
+    assert res.exit_code == 0, res.output
+    planned = plan(load_spec(spec_path)).epsilon
+    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "released"
+    names = ["by_region", "microdata", "age_shares", "scores_cov"]
+    for name in names:
+        assert (out / f"{name}.parquet").exists()
+        assert (out / f"{name}.suite.json").exists()
+        assert (out / f"{name}.validation.json").exists()
+        prov = dpframe.read_provenance(out / f"{name}.parquet")
+        assert prov.entries and prov.spec["release"][0]["name"] == "by_region"
+    assert not [f for f in _files(out) if f.startswith(".")]  # no staging left
+    ledger = dpframe.Accountant.open(tmp_path / "ledger.json")
+    assert ledger.spent.epsilon == pytest.approx(planned) == pytest.approx(EPSILON_TOTAL)
+    in_files = sum(dpframe.read_provenance(out / f"{n}.parquet").epsilon for n in names)
+    assert in_files == pytest.approx(planned)  # every charge is recorded with its output
+    assert pl.scan_parquet(out / "microdata.parquet").select(pl.len()).collect().item() == 1e6
+    res = runner.invoke(app, ["check", str(spec_path)])
+    assert res.exit_code == 0, res.output
+
+
+def test_an_overspending_spec_fails_at_plan_and_spends_nothing(tmp_path):
+    spec_path = write_spec(tmp_path, rows=2000, budget=1.0)
+    res = runner.invoke(app, ["plan", str(spec_path)])
+    assert res.exit_code == 1 and "OVERSPENDS" in res.output
+    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+    assert res.exit_code == 1
+    with pytest.raises(BudgetExceededError, match="Nothing was charged"):
+        run(load_spec(spec_path), progress=False)
+    assert not (tmp_path / "ledger.json").exists()
+    assert _files(tmp_path / "released") == []
+
+
+def test_checks_that_would_exit_stop_the_job_before_any_charge(tmp_path, monkeypatch):
+    """pyspark without grpcio makes `import great_expectations` call sys.exit(0) in a
+    program with no file (python -c). The job finds that before its first charge."""
+    import sys
+    import types
+
+    pytest.importorskip("pyspark")
+    import pyspark.testing.utils as pyspark_testing
+
+    from dpframe.errors import ChecksUnavailableError
+
+    for name in [m for m in sys.modules if m.split(".")[0] == "great_expectations"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))  # python -c
+    monkeypatch.setattr(pyspark_testing, "should_test_connect", False)  # no grpcio
+    spec_path = write_spec(tmp_path, rows=500)
+    with pytest.raises(ChecksUnavailableError, match=r"pyspark\[connect\]"):
+        run(load_spec(spec_path), progress=False)
+    assert not (tmp_path / "ledger.json").exists()
+    assert _files(tmp_path / "released") == []
+
+
+def test_an_import_of_the_checks_that_exits_is_an_error_not_exit_0(tmp_path, monkeypatch):
+    """Should Great Expectations' import exit anyway, the job fails loudly, publishes
+    nothing, and what it charged stays spent (its noise was drawn): exit code 4, which
+    says so, not 2, which would claim nothing was spent."""
+    import sys
+
+    from dpframe.errors import ChecksUnavailableError
+
+    fake = tmp_path / "fake" / "great_expectations"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "fake"))
+    for name in [m for m in sys.modules if m.split(".")[0] == "great_expectations"]:
+        monkeypatch.delitem(sys.modules, name)
+    spec_path = write_spec(tmp_path, rows=500)
+    with pytest.raises(ChecksUnavailableError, match=r"pyspark\[connect\]"):
+        run(load_spec(spec_path), progress=False)
+    assert _files(tmp_path / "released") == []
+    other = tmp_path / "cli"
+    other.mkdir()
+    res = runner.invoke(app, ["release", str(write_spec(other, rows=500)), "--no-progress"])
+    assert res.exit_code == 4 and f"after spending epsilon {EPSILON_TOTAL:g}" in res.output
+    assert _files(other / "released") == []
+
+
+def test_a_crash_mid_release_leaves_no_output(tmp_path, monkeypatch):
+    spec = load_spec(write_spec(tmp_path, rows=5000))
+    import dpframe.jobs.job as run_mod
+
+    real = run_mod.write_parquet
+
+    def boom(frame, path, **kwargs):
+        if "age_shares" in str(path):
+            raise RuntimeError("disk full")
+        return real(frame, path, **kwargs)
+
+    monkeypatch.setattr(run_mod, "write_parquet", boom)  # the third release's file fails
+    with pytest.raises(RuntimeError, match="disk full"):
+        run(spec, progress=False)
+    out = tmp_path / "released"
+    assert _files(out) == []  # nothing published, staging removed
+    spent = dpframe.Accountant.open(tmp_path / "ledger.json").spent.epsilon
+    # the whole spec was charged at once, before any noise; every release then drew its
+    # noise (and PRAM its records), so all of it stays spent
+    assert spent == pytest.approx(EPSILON_TOTAL)
+
+
+def test_a_failed_expectation_publishes_nothing(tmp_path, monkeypatch):
+    spec_path = write_spec(tmp_path, rows=5000, budget=5.0)  # room for a second attempt
+    from dpframe.polars.frame import ProportionsRelease
+
+    real = ProportionsRelease._finish
+
+    def corrupt(self, outputs):
+        frame = real(self, outputs)
+        return frame.with_columns(pl.col("proportion") * 1.5)  # shares sum to 1.5
+
+    monkeypatch.setattr(ProportionsRelease, "_finish", corrupt)
+    with pytest.raises(CheckFailedError, match="age_shares") as info:
+        run(load_spec(spec_path), progress=False)
+    assert "nothing was published" in str(info.value)
+    out = tmp_path / "released"
+    visible = [f for f in _files(out) if not f.startswith(".")]
+    assert visible == []
+    failed = [f for f in _files(out) if f.startswith(".failed-")]
+    assert len(failed) == 1 and "age_shares.validation.json" in _files(out / failed[0])
+    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+    assert res.exit_code == 3 and "age_shares" in res.output
+    # the failed attempts drew noise: their budget stays spent, and a third one would not fit
+    assert dpframe.Accountant.open(tmp_path / "ledger.json").spent.epsilon == pytest.approx(
+        2 * EPSILON_TOTAL
+    )
+
+
+def test_check_finds_a_tampered_output(tmp_path):
+    spec_path = write_spec(tmp_path, rows=5000)
+    spec = load_spec(spec_path)
+    run(spec, progress=False)
+    out = tmp_path / "released" / "scores_cov.parquet"
+    frame = pl.read_parquet(out)
+    tampered = frame.with_columns(
+        pl.when(pl.col("column") == "satisfaction")
+        .then(pl.lit(50.0))
+        .otherwise(pl.col("trust"))
+        .alias("trust")
+    )
+    tampered.write_parquet(out)
+    results = {r.release: r for r in check(spec)}
+    assert not results["scores_cov"].success
+    assert "scores_cov" in results["scores_cov"].report()
+    res = runner.invoke(app, ["check", str(spec_path)])
+    assert res.exit_code == 3
+
+
+def test_spec_from_python_with_a_lazyframe(tmp_path):
+    from dpframe.datasets import REGIONS, synthetic_survey
+    from dpframe.jobs import parse_spec
+
+    lf = synthetic_survey(4000).lazy().filter(pl.col("age") >= 18)
+    spec = parse_spec(
+        {
+            "version": 1,
+            "privacy": {"budget": {"epsilon": 1.0}, "ledger": str(tmp_path / "l.json")},
+            "output": {"folder": str(tmp_path / "out")},
+            "margins": {"r": {"values": {"region": list(REGIONS)}}},
+            "release": [
+                {
+                    "name": "counts",
+                    "kind": "grouped",
+                    "by": ["region"],
+                    "margins": "r",
+                    "statistics": [{"stat": "count", "epsilon": 0.5}],
+                }
+            ],
+        },
+        frame=lf,
+    )
+    result = run(spec, progress=False)
+    assert result.epsilon == pytest.approx(0.5)
+    assert pl.read_parquet(result.outputs["counts"]).height == len(REGIONS)
+    assert os.path.exists(tmp_path / "out" / "counts.suite.json")
+
+
+def test_invalid_spec_exit_code(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("version = 1\n[privacy]\nbudget = { epsilon = -1 }\n")
+    res = runner.invoke(app, ["plan", str(bad)])
+    assert res.exit_code == 2 and "budget.epsilon" in res.output
+    res = runner.invoke(app, ["release", str(tmp_path / "missing.toml")])
+    assert res.exit_code == 2
+
+
+def _edit_spec(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def _edit_data(folder: Path, column: str, value: object) -> None:
+    survey = pl.read_parquet(folder / "survey.parquet")
+    row = pl.int_range(pl.len()) == 7
+    survey.with_columns(
+        pl.when(row).then(value).otherwise(pl.col(column)).alias(column)
+    ).write_parquet(folder / "survey.parquet")
+
+
+BAD_LATER = {
+    "a value outside a PRAM column's categories": lambda f: _edit_spec(
+        f / "release.toml",
+        '{ column = "age_band", epsilon = 0.5 }',
+        '{ column = "age_band", epsilon = 0.5, categories = ["18-34", "35-54"] }',
+    ),
+    "a PRAM prior that does not fit the categories": lambda f: _edit_spec(
+        f / "release.toml",
+        '{ column = "region", epsilon = 0.5 }',
+        '{ column = "region", epsilon = 0.5, prior = [1.0, 2.0] }',
+    ),
+    "a public n that is not the data's": lambda f: _edit_spec(
+        f / "release.toml", 'strategy = "all_but_one"', 'strategy = "all_but_one"\nn = 5'
+    ),
+    "a null in a covariance column": lambda f: _edit_data(f, "trust", None),
+    "a NaN in a covariance column": lambda f: _edit_data(f, "satisfaction", float("nan")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_LATER))
+def test_bad_data_in_a_later_release_is_found_before_anything_is_charged(tmp_path, case):
+    spec_path = write_spec(tmp_path, rows=3000)
+    BAD_LATER[case](tmp_path)
+    res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+    assert res.exit_code == 2, res.output
+    ledger = tmp_path / "ledger.json"
+    assert not ledger.exists() or dpframe.Accountant.open(ledger).spent.epsilon == 0
+    assert [f for f in _files(tmp_path / "released") if not f.startswith(".")] == []
+
+
+def test_plan_draws_no_noise(tmp_path, monkeypatch):
+    """plan() reads the kernels' plans only: no random source is ever asked."""
+    from dpframe.core.randomness import RandomSource
+
+    def refuse(self):
+        raise AssertionError("plan() asked for a random generator")
+
+    monkeypatch.setattr(RandomSource, "generator", refuse)
+    the_plan = plan(load_spec(write_spec(tmp_path, rows=2000)))
+    assert the_plan.fits and the_plan.epsilon == pytest.approx(EPSILON_TOTAL)
+    assert not (tmp_path / "ledger.json").exists()
+
+
+def test_method_needs_public_sizes():
+    from dpframe.jobs import parse_spec
+    from dpframe.jobs.spec import SpecError
+
+    spec = {
+        "version": 1,
+        "input": {"path": "x.parquet"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.json"},
+        "margins": {"m": {"values": {"r": ["a", "b"]}}},
+        "release": [
+            {
+                "name": "g",
+                "kind": "grouped",
+                "by": ["r"],
+                "margins": "m",
+                "statistics": [
+                    {
+                        "stat": "mean",
+                        "column": "x",
+                        "lower": 0,
+                        "upper": 1,
+                        "epsilon": 0.1,
+                        "method": "bit",
+                    }
+                ],
+            }
+        ],
+    }
+    with pytest.raises(SpecError, match="public group sizes"):
+        parse_spec(spec)
+
+
+def test_published_files_are_readable_and_a_rerun_replaces_data_docs(tmp_path, monkeypatch):
+    write_spec(tmp_path, rows=3000, budget=10.0)
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):  # a relative spec path, Data Docs, twice
+        res = runner.invoke(app, ["release", "release.toml", "--no-progress", "--data-docs"])
+        assert res.exit_code == 0, res.output
+    out = tmp_path / "released"
+    assert (out / "data_docs").is_dir()
+    assert not [f for f in _files(out) if f.startswith(".")]
+    mode = (out / "by_region.parquet").stat().st_mode & 0o777
+    assert mode & 0o044  # readable by others, like any file the umask allows

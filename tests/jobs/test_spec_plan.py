@@ -1,0 +1,141 @@
+"""The release spec (TOML, pydantic) and the plan (nothing spent, nothing drawn)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpframe.jobs import load_spec, parse_spec, plan
+from dpframe.jobs.spec import SpecError
+
+from .conftest import EPSILON_TOTAL, write_spec
+
+
+def test_spec_loads_and_resolves_paths(spec_path):
+    spec = load_spec(spec_path)
+    assert spec.version == 1 and len(spec.release) == 4
+    assert spec.epsilon_total == pytest.approx(EPSILON_TOTAL)
+    assert spec.resolve(spec.privacy.ledger) == spec_path.parent / "ledger.json"
+    assert spec.margins_frame("region_age").height == 18
+    assert spec.to_dict()["release"][0]["kind"] == "grouped"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"version": 2}, "version"),
+        ({"privacy": {"budget": {"epsilon": -1}, "ledger": "l.json"}}, "budget.epsilon"),
+        (
+            {"privacy": {"budget": {"epsilon": 1}, "ledger": "l.json", "neighbours": "x"}},
+            "neighbours",
+        ),
+        ({"release": []}, "release"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_bad_specs_name_the_field(change, message):
+    base = {
+        "version": 1,
+        "input": {"path": "x.parquet"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.json"},
+        "release": [{"name": "p", "kind": "proportions", "column": "c", "epsilon": 0.1}],
+    }
+    with pytest.raises(SpecError, match=message):
+        parse_spec({**base, **change})
+
+
+@pytest.mark.parametrize(
+    ("release", "message"),
+    [
+        (
+            {
+                "name": "g",
+                "kind": "grouped",
+                "by": ["r"],
+                "margins": "nope",
+                "statistics": [{"stat": "count", "epsilon": 0.1}],
+            },
+            "not defined",
+        ),
+        (
+            {
+                "name": "g",
+                "kind": "grouped",
+                "by": ["r"],
+                "margins": "m",
+                "statistics": [{"stat": "mean", "column": "x", "epsilon": 0.1}],
+            },
+            "lower, upper",
+        ),
+        (
+            {
+                "name": "g",
+                "kind": "grouped",
+                "by": ["r"],
+                "margins": "m",
+                "statistics": [
+                    {"stat": "mean", "column": "x", "lower": 5, "upper": 1, "epsilon": 0.1}
+                ],
+            },
+            "must be <",
+        ),
+        (
+            {
+                "name": "c",
+                "kind": "covariance",
+                "columns": ["a", "b"],
+                "bounds": [[0, 1]],
+                "epsilon": 0.1,
+            },
+            "one \\[lower, upper\\] per column",
+        ),
+        (
+            {
+                "name": "p",
+                "kind": "pram",
+                "columns": [{"column": "a", "epsilon": 0.1}, {"column": "a", "epsilon": 0.1}],
+            },
+            "twice",
+        ),
+        ({"name": "bad name!", "kind": "proportions", "column": "c", "epsilon": 0.1}, "name"),
+    ],
+)
+def test_bad_releases_name_the_field(release, message):
+    spec = {
+        "version": 1,
+        "input": {"path": "x.parquet"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.json"},
+        "margins": {"m": {"values": {"r": ["a", "b"]}}},
+        "release": [release],
+    }
+    with pytest.raises(SpecError, match=message):
+        parse_spec(spec)
+
+
+def test_add_remove_refuses_releases_that_need_a_public_size():
+    spec = {
+        "version": 1,
+        "input": {"path": "x.parquet"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.json", "neighbours": "add_remove"},
+        "release": [{"name": "p", "kind": "pram", "columns": [{"column": "a", "epsilon": 0.1}]}],
+    }
+    with pytest.raises(SpecError, match="substitute"):
+        parse_spec(spec)
+
+
+def test_plan_spends_nothing_and_lists_every_statistic(spec_path):
+    spec = load_spec(spec_path)
+    p = plan(spec)
+    assert not (spec_path.parent / "ledger.json").exists()  # the plan wrote nothing
+    assert p.fits and p.spent_before == 0
+    assert p.epsilon == pytest.approx(EPSILON_TOTAL)
+    rows = p.rows
+    assert set(rows["release"]) == {"by_region", "microdata", "age_shares", "scores_cov"}
+    assert rows.filter(rows["statistic"] == "count")["error95"].item() > 0
+    assert rows["epsilon"].sum() == pytest.approx(EPSILON_TOTAL)
+
+
+def test_plan_reports_an_overspend(tmp_path):
+    spec = load_spec(write_spec(tmp_path, rows=1000, budget=1.0))
+    p = plan(spec)
+    assert not p.fits
+    assert "OVERSPENDS" in p.summary()

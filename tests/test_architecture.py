@@ -1,0 +1,134 @@
+"""The layering of docs/architecture.md, checked on the source (no import is run).
+
+Each folder of ``dpframe`` is one layer and imports only from the layers below it; no
+module reaches into another layer's private names; and only the executor charges an
+accountant.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "dpframe"
+
+#: each layer may import the layers of a lower rank (and its own)
+RANK = {
+    "errors": 0,
+    "version": 0,
+    "core": 1,
+    "mechanisms": 2,
+    "risk": 2,
+    "datasets": 2,
+    "engines": 3,
+    "polars": 4,
+    "jobs": 5,
+    "dpframe": 6,  # the package's __init__: the public names
+    "demo": 7,
+    "cli": 8,
+}
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "dpframe"
+
+
+def _imports() -> dict[str, list[tuple[str, tuple[str, ...], bool]]]:
+    """module -> [(imported module, names, at module level)] for every dpframe import."""
+    out: dict[str, list[tuple[str, tuple[str, ...], bool]]] = defaultdict(list)
+    for path in ROOT.rglob("*.py"):
+        mod = _module(path)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        top = {id(n) for n in tree.body}
+        top |= {id(n) for s in tree.body if isinstance(s, ast.If) for n in ast.walk(s)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.split(".")[0] == "dpframe":
+                    names = tuple(a.name for a in node.names)
+                    out[mod].append((node.module, names, id(node) in top))
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == "dpframe":
+                        out[mod].append((a.name, (), id(node) in top))
+    return out
+
+
+IMPORTS = _imports()
+
+
+def test_every_folder_of_the_package_has_a_layer():
+    layers = {_layer(m) for m in IMPORTS} | {_layer(_module(p)) for p in ROOT.rglob("*.py")}
+    assert layers <= set(RANK), f"add {sorted(layers - set(RANK))} to RANK (and the docs)"
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    wrong = [
+        f"{mod} imports {target}"
+        for mod, imports in IMPORTS.items()
+        for target, _, _ in imports
+        if RANK[_layer(target)] > RANK[_layer(mod)]
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_another_layers_private_names():
+    wrong = [
+        f"{mod} imports {name} from {target}"
+        for mod, imports in IMPORTS.items()
+        for target, names, _ in imports
+        for name in names
+        if name.startswith("_") and not name.startswith("__") and _layer(target) != _layer(mod)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_module_level_imports_have_no_cycle():
+    graph = {
+        mod: {t for t, _, top in imports if top and t != mod} for mod, imports in IMPORTS.items()
+    }
+    # a package's __init__ importing its own submodules is not a cycle back into it
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in graph.get(m, ()):
+            if m.startswith(t + "."):  # a submodule importing its package's __init__
+                continue
+            if state.get(t) == 1:
+                cycle = [*stack[stack.index(t) :], t]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_only_the_executor_charges_an_accountant():
+    """One charge point: no other module of the package calls spend / spend_all (the
+    accountant's own ``spend`` is ``spend_all`` of one charge)."""
+    callers = []
+    for path in ROOT.rglob("*.py"):
+        mod = _module(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"spend", "spend_all"}
+            ):
+                callers.append(mod)
+    assert sorted(set(callers) - {"dpframe.core.accountant"}) == ["dpframe.core.executor"]
