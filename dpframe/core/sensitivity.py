@@ -27,7 +27,7 @@ Conventions shared by every function below (see ``docs/sensitivity.md``):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from numbers import Integral
 from typing import Any
 
@@ -421,6 +421,19 @@ def _pooled_covariance_unit(sizes: list[int], neighbours: str, membership: str) 
     return best
 
 
+def _pooled_unit(
+    unit: Callable[[list[int], str, str], float],
+    sizes: Iterable[int],
+    neighbours: str,
+    membership: str,
+) -> float:
+    """The checked arguments of a pooled statistic's sensitivity, passed to ``unit``."""
+    groups = _sizes(sizes)
+    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check_choice("membership", membership, MEMBERSHIPS)
+    return unit(groups, neighbours, membership)
+
+
 def pooled_variance(
     lower: float,
     upper: float,
@@ -474,10 +487,7 @@ def pooled_variance(
     0.0952
     """
     width = _width("lower", lower, "upper", upper)
-    groups = _sizes(sizes)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
-    check_choice("membership", membership, MEMBERSHIPS)
-    unit = _pooled_variance_unit(groups, neighbours, membership)
+    unit = _pooled_unit(_pooled_variance_unit, sizes, neighbours, membership)
     return _finite(width * width * unit, "pooled variance")
 
 
@@ -496,13 +506,8 @@ def pooled_covariance(
     ----------
     lower_x, upper_x, lower_y, upper_y : float
         Public bounds of ``x`` and of ``y`` (finite, lower < upper).
-    sizes : sequence of int
-        The group sizes of the released dataset, each ``>= 2``; ``n = sum(sizes)``.
-    neighbours : {"substitute", "add_remove"}
-        The neighbour relation (``add_remove`` covers one record fewer or one more).
-    membership : {"public", "private"}
-        ``"public"``: a substituted record stays in its group; ``"private"``: it may
-        move to another group. Under ``"add_remove"`` the two coincide.
+    sizes, neighbours, membership
+        As in :func:`pooled_variance`.
 
     Returns
     -------
@@ -536,8 +541,5 @@ def pooled_covariance(
     """
     wx = _width("lower_x", lower_x, "upper_x", upper_x)
     wy = _width("lower_y", lower_y, "upper_y", upper_y)
-    groups = _sizes(sizes)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
-    check_choice("membership", membership, MEMBERSHIPS)
-    unit = _pooled_covariance_unit(groups, neighbours, membership)
+    unit = _pooled_unit(_pooled_covariance_unit, sizes, neighbours, membership)
     return _finite(wx * wy * unit, "pooled covariance")
