@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Mapping, Set
 from numbers import Integral
 from typing import Any
 
+import numpy as np
+
 from dpframe.core.constraints import NEIGHBOURS, check_choice, check_real
 from dpframe.errors import InvalidParameterError
 
@@ -46,6 +48,7 @@ __all__ = [
     "proportion",
     "variance",
     "variance_bound",
+    "variance_bounds",
 ]
 
 #: ``"public"``: a record's group cannot change between neighbours (the group sizes are
@@ -182,7 +185,27 @@ def variance_bound(lower: float, upper: float, n: int) -> float:
     """
     width = _width("lower", lower, "upper", upper)
     n = _count("n", n, 2, "a sample variance needs two records")
-    return _finite(n * width * width / (4.0 * (n - 1)), "variance bound")
+    return _finite(float(_variance_bound(width, n)), "variance bound")
+
+
+def variance_bounds(lower: float, upper: float, n: np.ndarray) -> np.ndarray:
+    """:func:`variance_bound` for an array of sizes (e.g. noisy counts), each ``>= 2``.
+
+    Examples
+    --------
+    >>> variance_bounds(0, 2, np.array([2.0, 3.0])).tolist()
+    [2.0, 1.5]
+    """
+    width = _width("lower", lower, "upper", upper)
+    sizes = np.asarray(n, dtype=np.float64)
+    if not (sizes >= 2).all():
+        raise InvalidParameterError("n: every size must be >= 2 for a sample variance")
+    return _variance_bound(width, sizes)
+
+
+def _variance_bound(width: float, n: Any) -> Any:
+    """``n R**2 / (4 (n - 1))``: the one place the formula is written."""
+    return n * width * width / (4.0 * (n - 1))
 
 
 def mean(lower: float, upper: float, n: int, neighbours: str = "substitute") -> float:

@@ -59,6 +59,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.files import atomic_write_text
+from dpframe.core.sensitivity import variance_bound
 from dpframe.errors import (
     ChecksUnavailableError,
     InvalidDataError,
@@ -612,7 +613,7 @@ def _plan_covariance(spec: CovarianceSpec, frame: pl.DataFrame, input_rows: int 
             "variable": cols,
             "var": [cell.get((c, c)) for c in cols],
             "upper": [
-                None if n is None else n * (hi - lo) ** 2 / (4 * (n - 1)) for lo, hi in spec.bounds
+                None if n is None or n < 2 else variance_bound(lo, hi, n) for lo, hi in spec.bounds
             ],
         },
         schema={"variable": pl.String, "var": pl.Float64, "upper": pl.Float64},

@@ -342,7 +342,7 @@ def _moment_variance(s1: np.ndarray, s2: np.ndarray, n: np.ndarray, r: float) ->
     """Variance from noisy sums of x and x**2 and a noisy count, clipped to Table 1's bounds."""
     n = np.maximum(n, 2.0)
     var = (s2 - s1**2 / n) / (n - 1)
-    return np.clip(var, 0.0, n * r * r / (4 * (n - 1)))  # sens.variance_bound, vectorised
+    return np.clip(var, 0.0, sens.variance_bounds(0.0, r, n))
 
 
 def _plan_private_sizes(stat: Statistic, neighbours: str) -> StatisticPlan:
