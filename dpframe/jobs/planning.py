@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ class JobPlan:
 
     @property
     def remaining_after(self) -> float:
-        return float(exact(self.budget_epsilon) - Fraction(repr(self.spent_after)))
+        return float(exact(self.budget_epsilon) - exact(self.spent_after))
 
     @property
     def fits(self) -> bool:

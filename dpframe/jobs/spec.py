@@ -58,6 +58,7 @@ from pydantic import (
     model_validator,
 )
 
+from dpframe.core.budget import exact, exact_sum
 from dpframe.core.constraints import spec_field
 from dpframe.core.neighbours import require_substitute
 from dpframe.engines.protocol import is_spark_frame
@@ -214,7 +215,7 @@ class GroupedSpec(_Release):
     )
 
     def epsilon_total(self) -> Fraction:
-        return sum((Fraction(repr(s.epsilon)) for s in self.statistics), Fraction(0))
+        return exact_sum(s.epsilon for s in self.statistics)
 
 
 class PramColumnSpec(_Model):
@@ -238,7 +239,7 @@ class PramSpec(_Release):
         return v
 
     def epsilon_total(self) -> Fraction:
-        return sum((Fraction(repr(c.epsilon)) for c in self.columns), Fraction(0))
+        return exact_sum(c.epsilon for c in self.columns)
 
 
 class ProportionsSpec(_Release):
@@ -252,7 +253,7 @@ class ProportionsSpec(_Release):
     tolerance: Annotated[float, Field(gt=0, lt=0.5)] = 1e-9
 
     def epsilon_total(self) -> Fraction:
-        return Fraction(repr(self.epsilon))
+        return exact(self.epsilon)
 
 
 class CovarianceSpec(_Release):
@@ -279,7 +280,7 @@ class CovarianceSpec(_Release):
         return self
 
     def epsilon_total(self) -> Fraction:
-        return Fraction(repr(self.epsilon))
+        return exact(self.epsilon)
 
 
 ReleaseSpec = Annotated[
