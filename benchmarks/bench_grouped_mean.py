@@ -6,7 +6,7 @@ scanned lazily (``g`` an Int64 group key, ``x`` a Float64 in [0, 10]), this scri
 * plain:           ``lf.group_by("g").agg(pl.col("x").clip(0, 10).mean())``, streaming
   (the baseline: the exact aggregation a release wraps);
 * dpframe private: ``dpframe.group_by(lf, "g", margins=keys).agg(dpframe.agg.mean("x",
-  lower=0, upper=10, epsilon=1.0)).collect(engine="streaming")`` -- noisy sum over noisy
+  lower=0, upper=10, epsilon=1.0)).collect()`` (always streaming) -- noisy sum over noisy
   count (a fresh release and accountant per repeat: a release collects once);
 * dpframe public:  the same with ``margins`` holding the true group sizes in ``n`` and
   ``sizes="n"`` -- the truncated Laplace mechanism per group size;
@@ -134,7 +134,7 @@ def _run_dpframe(
         dpframe.agg.mean("x", lower=LOWER, upper=UPPER, epsilon=EPSILON)
     )
     build = time.perf_counter() - t
-    return build, release.collect(engine="streaming")
+    return build, release.collect()  # always streaming
 
 
 def run_private(data: Path, margins: pl.DataFrame, max_length: int) -> tuple[float, pl.DataFrame]:
@@ -394,7 +394,7 @@ def dpframe_noise(margins: pl.DataFrame) -> dict[str, str]:
         release = dpframe.group_by(lf, "g", margins=keys, sizes=sizes, accountant=acct).agg(
             dpframe.agg.mean("x", lower=LOWER, upper=UPPER, epsilon=EPSILON)
         )
-        plan = release.plans[0]
+        plan = release.plans()[0]
         if sizes is None:
             parts = ", ".join(
                 f"{p}: sensitivity {d['sensitivity']:g}, eps {d['epsilon']:g}"

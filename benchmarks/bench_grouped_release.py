@@ -7,9 +7,11 @@ engine really streams), and for 1e4 and 1e5 groups, this script times
 * release: ``dpframe.group_by(lf, "g", margins=...).agg(dpframe.agg.count(...),
   dpframe.agg.sum("x", lower=0, upper=10, ...))``
 
-both collected with ``engine="streaming"`` and run alternately (best of N), plus the time
-of drawing the noise alone (``release_laplace`` on the two statistics' vectors). Each
-repeat builds a new release with a fresh accountant: a release collects once.
+the plain query collected with ``engine="streaming"``, the release with ``.collect()``
+(always streaming), run alternately (best of N), plus the time of drawing the noise
+alone (the two statistics' plans, ``plan_statistic(...).draw``, i.e. ``release_laplace``
+on each statistic's vector). Each repeat builds a new release with a fresh accountant: a
+release collects once.
 
 Peak memory (``ru_maxrss``) is measured in a fresh subprocess per path and run, so the
 paths cannot contaminate each other; the table shows the peak and the part above the
@@ -42,7 +44,7 @@ import polars as pl
 
 import dpframe
 from dpframe.core.randomness import secure_generator
-from dpframe.mechanisms.laplace import release_laplace
+from dpframe.mechanisms.statistics import plan_statistic
 
 EPSILON = 0.5  # per statistic
 LOWER, UPPER = 0, 10
@@ -79,7 +81,7 @@ def run_release(path: Path, margins: pl.DataFrame) -> pl.DataFrame:
         dpframe.agg.count(epsilon=EPSILON),
         dpframe.agg.sum("x", lower=LOWER, upper=UPPER, epsilon=EPSILON),
     )
-    return release.collect(engine="streaming")
+    return release.collect()  # always streaming
 
 
 PATHS: dict[str, Callable[[Path, pl.DataFrame], pl.DataFrame]] = {
@@ -138,13 +140,14 @@ def time_noise(groups: int, rows: int, repeats: int) -> float:
     total = dpframe.agg.sum("x", lower=LOWER, upper=UPPER, epsilon=EPSILON)
     counts = np.full(groups, float(rows // groups))
     sums = counts * 5.0
-    cal_count, cal_sum = count.calibration(neighbours), total.calibration(neighbours)
+    p_count, p_sum = plan_statistic(count, neighbours), plan_statistic(total, neighbours)
+    exact = {count.part("n"): counts, total.part("sum"): sums}
     best = float("inf")
     for _ in range(repeats):
         t = time.perf_counter()
         rng = secure_generator()
-        release_laplace(counts, cal_count, rng)
-        release_laplace(sums, cal_sum, rng)
+        p_count.draw(exact, rng)  # release_laplace on the counts
+        p_sum.draw(exact, rng)  # release_laplace on the sums
         best = min(best, time.perf_counter() - t)
     return best
 

@@ -1,6 +1,6 @@
 """PRAM sampling against a numpy floor (one uniform + one gather per row), in the same run.
 
-Times ``PramSampler.randomize`` (``dpframe.mechanisms.pram``: exact, integer-only
+Times ``PramSampler.randomize`` (``dpframe.mechanisms.pram.sampling``: exact, integer-only
 decisions) on 1e7 ``int64`` category codes (``--quick``: 1e6) for
 
 * the grid sampler of an MI-optimal design (``design(p, 1.0)``, ``p ~ Dirichlet(1)``,
@@ -19,7 +19,7 @@ differential privacy. All paths run alternately, best of ``--repeats`` (default 
 both on dpframe's secure generator (``secure_generator()``, AES-128-CTR) and on PCG64.
 
 Also printed: the same 1e7 rows sent in batches of 1e5 (``--quick``: 1e4), as the polars
-integration does once per morsel; :func:`~dpframe.mechanisms.pram.optimum` time for
+integration does once per morsel; :func:`~dpframe.mechanisms.pram.optimum.design` time for
 S = 10, 100, 1000, priors Dirichlet(0.1), Dirichlet(1), Zipf (``p_k ~ 1/k``) and
 uniform, eps = 0.5, 1, 2, 4 (best of 3); and the peak memory traced by ``tracemalloc``
 while randomizing 1e7 codes (``int64`` and ``uint32`` input), as a multiple of the
@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 
 from dpframe.core.randomness import secure_generator
 from dpframe.mechanisms import pram
+from dpframe.mechanisms.pram.sampling import _CHUNK
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
 GOAL = 2.0
@@ -138,7 +139,7 @@ def main() -> None:
     print(
         f"bench_pram: numpy {np.__version__}, polars {polars_version}, "
         f"python {platform.python_version()}, cpu_count={os.cpu_count()}, n={n:,}, "
-        f"best of {repeats}, pram._CHUNK={pram._CHUNK}"
+        f"best of {repeats}, pram.sampling._CHUNK={_CHUNK}"
     )
 
     setup = np.random.default_rng(20240611)  # matrices and codes only, never the noise

@@ -17,21 +17,23 @@ keeps the generator's memory out of the figures), it measures wall time and peak
 * ``baseline``: plain polars, streaming, doing comparable work without privacy: the
   grouped aggregation of the grouped release (count, clipped income sum, the five sums
   of the covariance), the sink of the two microdata columns to Parquet, the age-band
-  counts and the 2 x 2 covariance: four passes over the input (the release makes five --
-  its PRAM sink is preceded by a dry validation pass -- and reads the PRAM'd output once
-  more for its check);
+  counts and the 2 x 2 covariance: four passes over the input (the release reads it once
+  per release to compute and check that release's exact inputs -- the PRAM's are the
+  category counts of its columns -- before the one charge, then once more for the PRAM
+  sink, and counts the PRAM'd output for its check);
 * ``plan``: ``dpframe plan spec.toml`` (reads the schema and row count only);
 * ``import GE``: ``import dpframe, great_expectations`` -- the floor the check step adds;
 * ``release``: ``dpframe release spec.toml --no-progress`` (fresh ledger each run);
-* ``release, no checks``: the same job through ``dpframe.release.release`` with the
-  check step replaced by a no-op in that subprocess (Great Expectations never imported):
-  the release's own peak.
+* ``release, no checks``: the same job through ``dpframe.jobs.run`` with the check step
+  (``check_release``, ``save_check`` and the count of the PRAM'd output that feeds the
+  check) replaced by no-ops in that subprocess (Great Expectations never imported): the
+  release's own peak.
 
 and prints the ratios to the baseline. Then (unless ``--no-steps``) ``dpframe release``
-runs once more (``--steps-runs`` times) in a subprocess that wraps every step of the
-runner (in that subprocess only; the library is not changed) to attribute the peak: for
-each step, the RSS when it starts and ends, the highest RSS sampled during it (every 5 ms)
-and ``ru_maxrss`` when it ends.
+runs once more (``--steps-runs`` times) in a subprocess that wraps every step of the job
+(``dpframe.jobs.job``; in that subprocess only, the library is not changed) to attribute
+the peak: for each step, the RSS when it starts and ends, the highest RSS sampled during
+it (every 5 ms) and ``ru_maxrss`` when it ends.
 
 The machine is shared and noisy: read the ratios; nothing here asserts anything.
 
@@ -91,11 +93,16 @@ lf.select(pl.cov(s, t).alias("st"), s.var().alias("ss"), t.var().alias("tt")).co
 
 NO_CHECKS = r"""
 import sys
-import dpframe.release.run as run
-from dpframe.release import load_spec, release
+import dpframe.jobs.job as job
+from dpframe.jobs import load_spec, run
+from dpframe.jobs.checks import CheckResult
 
-run._check_staged = lambda staged, folder, data_docs: []   # this subprocess only
-result = release(load_spec(sys.argv[1]), progress=False)
+# this subprocess only: the check step is a no-op (Great Expectations is never imported),
+# and so is the count of the PRAM'd output, which only feeds its check
+job.check_release = lambda r, table, **extra: CheckResult(r.name, True, [], {}, {}, 0)
+job.save_check = lambda result, folder, data_docs=False: []
+job._written_counts = lambda engine, path, columns: {}
+result = run(load_spec(sys.argv[1]), progress=False)
 print(f"published {len(result.outputs)} releases, epsilon {result.epsilon:g}")
 """
 
@@ -103,6 +110,7 @@ IMPORT_GE = "import dpframe, polars, great_expectations"
 
 STEPS = r"""
 import json, resource, sys, threading, time
+from pathlib import Path
 
 def rss():
     with open("/proc/self/statm") as f:
@@ -144,21 +152,26 @@ def wrap(module, name, label, once=None):
     setattr(module, name, wrapper)
 
 base = {"step": "interpreter + polars + dpframe + cli", "start": rss(), "maxrss": maxrss()}
-import dpframe, dpframe.io, dpframe.release, dpframe.release.run as run
-import dpframe.release.checks as checks
+import dpframe, dpframe.jobs, dpframe.jobs.job as job, dpframe.jobs.checks as checks
+from dpframe.engines.polars import PolarsEngine
+from dpframe.polars.pram import MicrodataRelease
+from dpframe.polars.release import Release
 from dpframe.cli import app
 base.update(end=rss(), maxrss=maxrss())
 threading.Thread(target=sampler, daemon=True).start()
-wrap(dpframe.release, "plan", "plan (printed by the command)")
-wrap(run, "plan", "plan (inside release)")
-wrap(run, "input_rows", "input_rows")
-wrap(run, "_run_grouped", lambda a, k: f"release {a[1].name} (grouped: aggregate + noise)")
-wrap(run, "_run_pram", lambda a, k: f"release {a[1].name} (pram: sink_parquet)")
-wrap(run, "_run_frame_release", lambda a, k: f"release {a[1].name} ({a[1].kind})")
-wrap(dpframe.io, "write_parquet", lambda a, k: f"write {a[1].name}")
+wrap(dpframe.jobs, "plan", "plan (printed by the command)")
+wrap(job, "plan", "plan (inside run)")
+wrap(job, "ensure_checks_available", "ensure the checks can run")
+wrap(job, "build_all", "build the releases (public facts only)")
+wrap(PolarsEngine, "rows", "input rows")
+wrap(Release, "prepare", lambda a, k: f"prepare {a[0].kind}: exact inputs, check")
+wrap(job, "execute", "charge all releases + draw the noise")
+wrap(MicrodataRelease, "write_armed", lambda a, k: f"write {Path(str(a[2])).name} (PRAM sink)")
+wrap(job, "write_parquet", lambda a, k: f"write {a[1].name}")
+wrap(job, "_written_counts", lambda a, k: f"count {Path(str(a[1])).name} (for its check)")
 wrap(checks, "_gx", "import great_expectations", once="great_expectations")
-wrap(checks, "check_release", lambda a, k: f"check {a[0].name} ({a[0].kind})")
-wrap(checks, "save_check", lambda a, k: f"save check {a[0].release}")
+wrap(job, "check_release", lambda a, k: f"check {a[0].name} ({a[0].kind})")
+wrap(job, "save_check", lambda a, k: f"save check {a[0].release}")
 t = time.perf_counter()
 app(["release", sys.argv[1], "--no-progress"], standalone_mode=False)  # dpframe release
 stop.set()
@@ -219,7 +232,7 @@ def steps_table(folder: Path, spec: Path) -> None:
         raise RuntimeError(res["stderr"])
     doc = json.loads(res["stdout"].strip().splitlines()[-1])
     print(
-        f"\nwhere the release's memory goes (one more run, every runner step wrapped; "
+        f"\nwhere the release's memory goes (one more run, every job step wrapped; "
         f"{doc['time']:.1f} s, peak {doc['maxrss']:.0f} MiB; RSS in MiB):"
     )
     print(

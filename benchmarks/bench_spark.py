@@ -23,24 +23,26 @@ execs: it is counted once. The polars subprocess is sampled the same way (its tr
 process), so the two "tree RSS" figures are comparable; ``ru_maxrss`` (the largest single
 process) is printed as well.
 
-* **polars**: ``dpframe.release.release(load_spec(spec), progress=False)``, run
+* **polars**: ``dpframe.jobs.run(load_spec(spec), progress=False)``, run
   ``--releases`` times (default 2: the first as ``dpframe release`` runs it, in a fresh
   process; the second warm, Great Expectations already imported; a fresh ledger and output
   folder each); then, best of ``--repeats``: the same grouped aggregates in plain polars
   (``group_by().agg()``, streaming), dpframe's exact aggregates alone
   (``GroupedRelease.prepare``), the charge and noise alone (``collect()`` of the prepared
   release), a plain ``scan_parquet -> sink_parquet`` of ``age_band`` (the copy floor) and
-  the PRAM of ``age_band`` (``dpframe.sink_parquet``, no dry pass).
+  the PRAM of ``age_band`` (``dpframe.sink_parquet``, with its dry pass: the privacy check,
+  which can no longer be skipped).
 * **Spark**: ``dpframe.engines.spark.local_session("local[2]")`` (its start timed apart),
-  ``dpframe.engines.spark_release.release_spark(load_spec(spec), spark)``, run
+  ``dpframe.jobs.run(load_spec(spec), engine="spark", spark=spark, progress=False)``, run
   ``--releases`` times in that session (the first with a cold JVM and no Python workers
   yet); then, in the same session, best of ``--repeats``: the plain
   ``groupBy("region").agg(...).toArrow()`` of the same aggregates, dpframe's
-  ``grouped_release(...)`` (its aggregates, computed when it is built), the charge and
-  noise alone (``rel.collect()``), a plain ``select("age_band").write.parquet`` (the copy
-  floor), an identity ``mapInArrow`` of that column written to Parquet (the JVM <-> Python
-  Arrow crossing alone) and the PRAM (``dpframe.engines.spark.pram``, which writes its
-  Parquet folder).
+  ``dpframe.group_by(sdf, ...).agg(...).prepare()`` (its exact aggregates, computed by
+  Spark, nothing charged), the charge and noise alone (``rel.collect()``), a plain
+  ``select("age_band").write.parquet`` (the copy floor), an identity ``mapInArrow`` of
+  that column written to Parquet (the JVM <-> Python Arrow crossing alone) and the PRAM
+  (``dpframe.pram.release(sdf, columns, accountant=...).write(path)``: a data check, then
+  the randomized Parquet folder).
 
 Both releases are traced step by step (the runner's functions and Spark's actions are
 wrapped, in the subprocess only; the library is not changed): each step's time in each run
@@ -259,24 +261,30 @@ def wrap(owner, attr, label, leaf=False, skip=None):
     setattr(owner, attr, functools.wraps(real)(wrapper))
 
 def wrap_release_steps():
-    import dpframe.release.checks as checks
-    import dpframe.release.run as run
-    import dpframe.rowwise as rowwise
-    from dpframe.grouped import GroupedRelease
+    import dpframe.jobs.checks as checks
+    import dpframe.jobs.job as job
+    from dpframe.engines.polars import PolarsEngine
+    from dpframe.polars.pram import MicrodataRelease
+    from dpframe.polars.release import Release
 
-    wrap(run, "start_job", "plan, ledger, staging (start_job)")
-    wrap(run, "preflight", "preflight (every data check, no charge)")
-    wrap(GroupedRelease, "prepare", "exact grouped aggregates (prepare; cached)")
-    wrap(rowwise, "_validate", "PRAM dry pass (nulls, categories)")
-    wrap(GroupedRelease, "collect", "charge + noise (GroupedRelease.collect)")
-    wrap(run.Job, "write", lambda a, k: f"write {a[1].name}.parquet (small table)")
-    wrap(run, "_run_pram", "PRAM: dpframe.sink_parquet (no dry pass)")
-    wrap(run, "input_rows", "input rows (Parquet metadata)")
-    wrap(run, "check_job", "checks (Great Expectations)")
+    wrap(job, "plan", "plan (budget, no data read)")
+    wrap(job, "build_all", "build the releases (public facts only)")
+    wrap(Release, "prepare", lambda a, k: f"{a[0].kind}: exact inputs + data check (prepare)")
+    wrap(job, "execute", "charge + noise, all releases (executor)")
+    wrap(job, "write_parquet", lambda a, k: f"write {a[1].name} (small table)")
+    wrap(MicrodataRelease, "write_armed", "PRAM: randomize + write (write_armed)")
+    wrap(PolarsEngine, "rows", "input rows")
+    try:
+        from dpframe.engines.spark import SparkEngine
+    except ImportError:
+        pass
+    else:
+        wrap(SparkEngine, "rows", "input rows")
+    wrap(job, "_written_counts", "count the PRAM'd output (for its check)")
     wrap(checks, "_gx", "import great_expectations", leaf=True,
          skip=lambda: "great_expectations" in sys.modules)
-    wrap(checks, "check_release", lambda a, k: f"check {a[0].name}")
-    wrap(run, "publish_job", "publish")
+    wrap(job, "check_release", lambda a, k: f"check {a[0].name}")
+    wrap(job, "_publish", "publish")
 
 def fresh(folder):
     # a new ledger and output folder for each run of the release (the budget fits one)
@@ -313,13 +321,13 @@ repeats, releases = int(sys.argv[4]), int(sys.argv[5])
 with phase("import"):
     import polars as pl
     import dpframe
-    from dpframe.release import load_spec, release
+    from dpframe.jobs import load_spec, run as run_job
 wrap_release_steps()
 for run in range(releases):
     fresh(work)
     ACTIVE[0] = True
     with phase("release", run=run):
-        result = release(load_spec(spec_path), progress=False)
+        result = run_job(load_spec(spec_path), progress=False)
     ACTIVE[0] = False
     if run == 0:
         release_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -335,16 +343,15 @@ for rep in range(repeats):
         ).collect(engine="streaming")
     rel = dpframe.group_by(lf, "region", margins=margins, accountant=acct).agg(*stats())
     with phase("dp agg", rep=rep):
-        rel.prepare(engine="streaming")
+        rel.prepare()  # always streaming
     with phase("noise", rep=rep):
         rel.collect()
     with phase("copy", rep=rep):
         lf.select("age_band").sink_parquet(f"{work}/copy.parquet")
     with phase("pram", rep=rep):
-        dpframe.sink_parquet(
+        dpframe.sink_parquet(  # with its dry pass, the privacy check (no longer optional)
             lf.select(pl.col("age_band").dp.pram(0.5, categories=CATS, accountant=acct)),
             f"{work}/pram.parquet",
-            validate=False,
         )
 done(release_maxrss=release_maxrss, outputs=sorted(result.outputs))
 """
@@ -360,18 +367,14 @@ os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors' Python workers
 with phase("import"):
     import polars as pl
     import dpframe
-    import dpframe.engines.spark_release as sr
     from dpframe.engines import spark as dps
-    from dpframe.release import load_spec
+    from dpframe.jobs import load_spec, run as run_job
     from pyspark.sql import functions as sf
     from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 with phase("session start"):
     spark = dps.local_session("local[2]")
 try:
     wrap_release_steps()
-    wrap(sr, "_spark_preflight_pram", "PRAM preflight (filter isin, limit 5)")
-    wrap(dps, "grouped_release", "dps.grouped_release (Spark aggregates, no charge)")
-    wrap(dps, "pram", "dps.pram (charge on the driver; the mapInArrow job)")
     # Spark actions, traced where the release calls them (the DataFrame class Spark returns)
     frame_cls = type(spark.range(1))
     for action in ("count", "first", "collect", "toArrow"):
@@ -385,7 +388,7 @@ try:
         jobs0 = len(tracker.getJobIdsForGroup())
         ACTIVE[0] = True
         with phase("release", run=run):
-            result = sr.release_spark(load_spec(spec_path), spark)
+            result = run_job(load_spec(spec_path), engine="spark", spark=spark, progress=False)
         ACTIVE[0] = False
         release_jobs.append(len(tracker.getJobIdsForGroup()) - jobs0)
 
@@ -406,7 +409,8 @@ try:
                 sf.sum(clip("satisfaction", 0, 10)).alias("satisfaction"),
             ).toArrow()
         with phase("dp agg", rep=rep):
-            rel = dps.grouped_release(sdf, "region", stats(), margins=margins, accountant=acct)
+            rel = dpframe.group_by(sdf, "region", margins=margins, accountant=acct).agg(*stats())
+            rel.prepare()  # Spark computes the exact aggregates, nothing charged
         with phase("noise", rep=rep):
             rel.collect()
         col = sdf.select("age_band")
@@ -416,7 +420,7 @@ try:
             col.mapInArrow(identity, col.schema).write.mode("overwrite").parquet(f"{work}/ident")
         with phase("pram", rep=rep):
             cols = [{"column": "age_band", "epsilon": 0.5, "categories": CATS}]
-            dps.pram(sdf, cols, f"{work}/pram-{rep}", accountant=acct)  # writes, once
+            dpframe.pram.release(sdf, cols, accountant=acct).write(f"{work}/pram-{rep}")
     conf = {}
     for k in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled",
               "spark.sql.execution.arrow.maxRecordsPerBatch", "spark.driver.memory"):
@@ -610,13 +614,11 @@ def main() -> None:
         )
 
         again = releases > 1
-        steps_table(
-            po, "polars release, dpframe.release.release" + (" (run 2: same process)" * again)
-        )
+        steps_table(po, "polars release, dpframe.jobs.run" + (" (run 2: same process)" * again))
         print(f"  polars process ru_maxrss after run 1: {po['release_maxrss']:.0f} MiB")
         steps_table(
             sp,
-            "Spark release, release_spark (session started"
+            'Spark release, dpframe.jobs.run(engine="spark") (session started'
             + ("; run 2: same session)" if again else ")"),
         )
 
@@ -631,7 +633,7 @@ def main() -> None:
         got: dict[str, tuple[float, float]] = {}
         for label, key in (
             ("grouped aggregates, plain group_by / groupBy", "agg"),
-            ("grouped aggregates, dpframe (prepare / grouped_release)", "dp agg"),
+            ("grouped aggregates, dpframe (group_by().agg().prepare())", "dp agg"),
             ("charge + noise on the driver (collect, aggregates ready)", "noise"),
             ("copy age_band Parquet -> Parquet (the floor)", "copy"),
             ("identity mapInArrow of age_band -> Parquet", "identity"),
@@ -676,7 +678,7 @@ def main() -> None:
             ]
         lines += [
             ("Spark plain groupBy / polars plain group_by", got["agg"][1], got["agg"][0]),
-            ("Spark grouped_release / Spark plain groupBy", got["dp agg"][1], got["agg"][1]),
+            ("Spark prepare / Spark plain groupBy", got["dp agg"][1], got["agg"][1]),
             ("polars prepare / polars plain group_by", got["dp agg"][0], got["agg"][0]),
             ("Spark copy / polars copy", got["copy"][1], got["copy"][0]),
             ("Spark identity mapInArrow / Spark copy", got["identity"][1], got["copy"][1]),
