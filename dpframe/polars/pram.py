@@ -250,12 +250,11 @@ class PramExpression(RunnerRelease):
             counts = None if self.row_wise else np.bincount(codes, minlength=len(cats))
             key = None if self.row_wise else len(codes)
             run.register(self, Step(plan, counts, self.random), key, len(codes))
-            shift = (np.arange(len(codes)) + run.marker) % len(cats)
-            stand_in = decode(shift, cats, s)
-            stand_in = stand_in.alias(s.name)
-            seed = run.marker % 2**31
-            run.add_fingerprint(self, stand_in.len(), int(stand_in.hash(seed=seed).sum()))
-            return stand_in
+
+            def make(n: int) -> pl.Series:  # data-free: the run's marker and the categories
+                return decode((np.arange(n) + run.marker) % len(cats), cats, s)
+
+            return run.stand_in(self, len(codes), make).alias(s.name)
         armed: ArmedPram = run.armed_output(self, len(codes))
         return decode(armed.randomize(codes, self.random.generator()), cats, s)
 

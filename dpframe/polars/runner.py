@@ -39,11 +39,12 @@ import contextlib
 import secrets
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from dpframe.core.accountant import Accountant, LedgerEntry
@@ -105,7 +106,32 @@ class Run:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the designs themselves (``None`` for a user matrix)
     designs: dict[str, Any] = field(default_factory=dict)
+    _stand_ins: dict[str, tuple[pl.Series, np.ndarray]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def stand_in(
+        self, release: RunnerRelease, rows: int, make: Callable[[int], pl.Series]
+    ) -> pl.Series:
+        """Dry pass: ``rows`` rows of the release's data-free stand-in, fingerprinted.
+
+        ``make(n)`` builds ``n`` rows of it (from the run's marker, never from the data);
+        it is built once per run, grown by doubling, and sliced (a slice costs nothing),
+        with the prefix sums of its hashes, so a morsel costs no more than its check.
+        """
+        with self._lock:
+            cached = self._stand_ins.get(release.id)
+            if cached is None or cached[0].len() < rows:
+                size = max(rows, 2 * (0 if cached is None else cached[0].len()), 1)
+                series = make(size)
+                hashes = series.hash(seed=self.marker % 2**31).to_numpy()
+                prefix = np.zeros(size + 1, dtype=np.uint64)
+                np.cumsum(hashes, dtype=np.uint64, out=prefix[1:])
+                cached = (series, prefix)
+                self._stand_ins[release.id] = cached
+            series, prefix = cached
+            n, h = self.fingerprints.get(release.id, (0, 0))
+            self.fingerprints[release.id] = (n + rows, (h + int(prefix[rows])) % 2**64)
+        return series.slice(0, rows)
 
     def register(self, release: RunnerRelease, step: Step, key: Any, rows: int) -> None:
         """Dry pass: a release met its data (checked); keep its step for the charge."""
