@@ -215,7 +215,7 @@ def measure(cmd: list[str], cwd: Path) -> dict:
 
 def fresh(folder: Path) -> None:
     """Forget the previous run: the ledger (the spec's budget fits one run) and outputs."""
-    (folder / "ledger.json").unlink(missing_ok=True)
+    (folder / "ledger.db").unlink(missing_ok=True)
     shutil.rmtree(folder / "released", ignore_errors=True)
 
 

@@ -94,7 +94,7 @@ path = "{src}"
 unit = "record"
 neighbours = "substitute"
 budget = {{ epsilon = 2.0 }}
-ledger = "ledger.json"
+ledger = "ledger.db"
 
 [output]
 folder = "released"
@@ -289,7 +289,7 @@ def wrap_release_steps():
 def fresh(folder):
     # a new ledger and output folder for each run of the release (the budget fits one)
     import os, shutil
-    for f in ("ledger.json", "ledger.json.lock"):
+    for f in ("ledger.db", "ledger.db.lock"):
         if os.path.exists(os.path.join(folder, f)):
             os.remove(os.path.join(folder, f))
     shutil.rmtree(os.path.join(folder, "released"), ignore_errors=True)

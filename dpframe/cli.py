@@ -12,7 +12,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-ledger_app = typer.Typer(help="Inspect privacy ledgers.", no_args_is_help=True)
+ledger_app = typer.Typer(
+    help="Inspect, verify, export and migrate privacy ledgers.", no_args_is_help=True
+)
 app.add_typer(ledger_app, name="ledger")
 
 
@@ -374,11 +376,11 @@ def _ledger_view(frame):
 
 @ledger_app.command("show")
 def ledger_show(
-    path: Annotated[Path, typer.Argument(help="A ledger JSON file or a released Parquet file.")],
+    path: Annotated[Path, typer.Argument(help="A ledger file or a released Parquet file.")],
 ) -> None:
     """Print a ledger: from a ledger file, or the provenance of a released Parquet file.
 
-    Example: dpframe ledger show out/demo/ledger.json
+    Example: dpframe ledger show out/demo/ledger.db
     """
     import dpframe
 
@@ -394,6 +396,115 @@ def ledger_show(
         )
     else:
         _print_ledger(path)
+
+
+@ledger_app.command("verify")
+def ledger_verify(
+    path: Annotated[Path, typer.Argument(help="The ledger file.")],
+    against: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Released Parquet files or folders: every ledger entry their provenance "
+            "records must be in the ledger, with the same hash."
+        ),
+    ] = None,
+) -> None:
+    """Verify a ledger's hash chain (and that it still holds what released files record).
+
+    Exit code 0: verified; 1: the ledger (or a file's provenance) fails verification;
+    2: the ledger cannot be read.
+
+    Example: dpframe ledger verify out/demo/ledger.db --against out/demo/released
+    """
+    import dpframe
+    from dpframe.errors import DPFrameError, LedgerIntegrityError
+
+    try:
+        acct = dpframe.Accountant.open(path)
+        entries = {e.id: e for e in acct.ledger}
+        files = _released_files(against or [])
+        for f in files:
+            for e in dpframe.read_provenance(f).entries:
+                kept = entries.get(e.id)
+                if kept is None or (e.hash and kept.hash != e.hash):
+                    raise LedgerIntegrityError(
+                        f"{f} records ledger entry {e.id!r} ({e.mechanism}, epsilon "
+                        f"{e.epsilon:g}), which the ledger {'lacks' if kept is None else 'altered'}"
+                        ": the ledger was rewritten or restored from an older copy"
+                    )
+    except LedgerIntegrityError as exc:
+        typer.echo(f"FAILED: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except (DPFrameError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    spent = acct.spent
+    head = acct.ledger[-1].hash[:16] if acct.ledger else "(empty)"
+    typer.echo(
+        f"verified: {path}, {len(entries)} entries, spent epsilon={spent.epsilon:g} of "
+        f"{acct.epsilon:g}, head {head}"
+        + (f"; {len(files)} released file(s) agree" if against else "")
+    )
+
+
+def _released_files(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir() and not (p / "_dpframe.json").exists():
+            files += sorted(p.rglob("*.parquet"))
+        else:
+            files.append(p)
+    return files
+
+
+@ledger_app.command("export")
+def ledger_export(
+    path: Annotated[Path, typer.Argument(help="The ledger file.")],
+    output: Annotated[Path, typer.Option(help="Where to write (.json or .parquet).")],
+) -> None:
+    """Export a verified ledger: JSON (header, entries and hashes) or Parquet (one row an
+    entry). Exit code 0, or 2 if the ledger cannot be read or the output written."""
+    import dpframe
+    from dpframe.core.files import atomic_write_text
+    from dpframe.errors import DPFrameError
+
+    try:
+        acct = dpframe.Accountant.open(path)
+        if output.suffix == ".json":
+            atomic_write_text(output, acct.to_json() + "\n")
+        elif output.suffix == ".parquet":
+            dpframe.ledger_frame(acct).write_parquet(output)
+        else:
+            raise DPFrameError(f"output: give a .json or .parquet file, got {output}")
+    except (DPFrameError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2 if not isinstance(exc, dpframe.LedgerIntegrityError) else 1) from None
+    typer.echo(f"exported {len(acct.ledger)} entries of {path} to {output}")
+
+
+@ledger_app.command("migrate")
+def ledger_migrate(
+    path: Annotated[Path, typer.Argument(help="A JSON ledger of an older dpframe.")],
+    to: Annotated[
+        Path | None, typer.Option(help="The new SQLite ledger (default: same name, .db).")
+    ] = None,
+) -> None:
+    """Convert a JSON ledger into a SQLite ledger (budget and entries kept, verified).
+
+    The JSON file is left as it is (it stays read-only); point the spec at the new file.
+    """
+    from dpframe.core.legacy import migrate_json
+    from dpframe.errors import DPFrameError
+
+    try:
+        store = migrate_json(path, to)
+    except (DPFrameError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"migrated {len(store.read())} entries of {path} to {store.path}; set "
+        f'ledger = "{store.path.name}" in the spec'
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,7 +5,7 @@ synthetic survey to Parquet and the release spec (``release.toml``, a copy of
 ``dpframe/data/demo_release.toml``), then:
 
 1. **plan** -- every release with its mechanism, ε, scale and 95% error, nothing spent;
-2. **release** -- charges the ledger (``ledger.json``), sanitizes (grouped counts, mean
+2. **release** -- charges the ledger (``ledger.db``), sanitizes (grouped counts, mean
    incomes and the satisfaction-trust covariance by region x age band over public
    margins; PRAM'd microdata of region and age band, streamed Parquet to Parquet; the
    age-band shares; the covariance matrix of the two scores), writes each table to

@@ -11,7 +11,9 @@ __all__ = [
     "DPFrameError",
     "InvalidDataError",
     "InvalidParameterError",
+    "LedgerIntegrityError",
     "LedgerMismatchError",
+    "LedgerReadOnlyError",
     "MissingMarginsError",
     "NamespaceConflictWarning",
     "NoAccountantError",
@@ -71,6 +73,18 @@ class BudgetExceededError(DPFrameError):
 
 class LedgerMismatchError(DPFrameError):
     """A ledger file was opened with another budget or neighbour relation than it was made with."""
+
+
+class LedgerIntegrityError(LedgerMismatchError):
+    """A ledger failed verification: edited, reordered, truncated, deleted or swapped.
+
+    The budget it records may have been spent; nothing is charged against it until it is
+    restored (from a backup) and verifies again.
+    """
+
+
+class LedgerReadOnlyError(LedgerMismatchError):
+    """A ledger that can be read but not charged (an old JSON ledger: migrate it first)."""
 
 
 class NoAccountantError(DPFrameError):

@@ -21,7 +21,7 @@ def main(folder: Path, rows: int = 100_000) -> None:
     synthetic_survey(rows).write_parquet(source)  # the confidential input
 
     regions = pl.DataFrame({"region": pl.Series(REGIONS, dtype=pl.Enum(REGIONS))})
-    ledger = folder / "ledger.json"
+    ledger = folder / "ledger.db"
     ledger.unlink(missing_ok=True)
     acct = dpframe.Accountant.open(ledger, epsilon=1.0)
 

@@ -19,7 +19,7 @@ def test_demo_end_to_end(tmp_path):
         assert (released / f"{name}.suite.json").exists()
         assert (released / f"{name}.validation.json").exists()
     assert not list(released.glob(".staging-*")) and not list(released.glob(".failed-*"))
-    ledger = dpframe.Accountant.open(out / "ledger.json")
+    ledger = dpframe.Accountant.open(out / "ledger.db")
     assert ledger.spent.epsilon == pytest.approx(1.8) and len(ledger.ledger) == 9
     grouped = pl.read_parquet(released / "by_region.parquet")
     assert grouped.height == 18  # 6 regions x 3 age bands, the empty "Islands" included
@@ -55,7 +55,7 @@ def test_demo_replaces_previous_output(tmp_path):
 def test_ledger_show(tmp_path):
     out = tmp_path / "demo"
     runner.invoke(app, ["demo", "--out", str(out), "--rows", "2000"])
-    res = runner.invoke(app, ["ledger", "show", str(out / "ledger.json")])
+    res = runner.invoke(app, ["ledger", "show", str(out / "ledger.db")])
     assert res.exit_code == 0 and "spent epsilon=1.8" in res.output
     res = runner.invoke(app, ["ledger", "show", str(out / "released" / "by_region.parquet")])
     assert res.exit_code == 0 and "Provenance" in res.output

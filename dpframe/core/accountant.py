@@ -3,6 +3,9 @@
 An :class:`Accountant` holds a total budget ``(epsilon, delta)`` for one neighbour
 relation and composes releases sequentially (basic composition: epsilons add, deltas
 add). Every charge is checked and recorded atomically, *before* the caller draws noise.
+Its ledger lives in a store (:mod:`dpframe.core.stores`): in memory, or in a SQLite
+database (:meth:`Accountant.open`) whose entries form a hash chain
+(:mod:`dpframe.core.chain`), verified at every read.
 
 Budget arithmetic is exact: each epsilon/delta is read as the decimal number it prints
 as (``0.1`` is one tenth) and summed with :class:`fractions.Fraction`, so ``0.1 + 0.2 +
@@ -13,14 +16,12 @@ they incur never exceeds the decimal amount charged.)
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import json
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -28,17 +29,17 @@ from typing import Any
 
 from dpframe.core.budget import exact
 from dpframe.core.constraints import NEIGHBOURS, check_choice, check_delta, check_epsilon
-from dpframe.core.files import atomic_write_text
+from dpframe.core.legacy import JSONLedger
+from dpframe.core.records import Budget, Charge, LedgerEntry
+from dpframe.core.stores import MemoryStore, SQLiteStore, new_header
 from dpframe.errors import (
     BudgetExceededError,
     InvalidParameterError,
+    LedgerIntegrityError,
     LedgerMismatchError,
 )
 
 __all__ = ["Accountant", "Budget", "Charge", "LedgerEntry", "current_accountant"]
-
-LEDGER_FORMAT = "dpframe-ledger"
-LEDGER_VERSION = 1
 
 _ACTIVE: contextvars.ContextVar[tuple[Accountant, ...]] = contextvars.ContextVar(
     "dpframe_active_accountants", default=()
@@ -49,144 +50,6 @@ def current_accountant() -> Accountant | None:
     """The accountant of the innermost ``with accountant:`` block, or ``None``."""
     stack = _ACTIVE.get()
     return stack[-1] if stack else None
-
-
-@dataclass(frozen=True)
-class Budget:
-    """An amount of privacy budget."""
-
-    epsilon: float
-    delta: float = 0.0
-
-
-@dataclass(frozen=True)
-class Charge:
-    """A request to spend budget on one release (see :meth:`Accountant.spend_all`).
-
-    ``scale`` is the noise scale the release will use (``None`` if not a single number);
-    ``composition`` is how the release's rows compose (``"parallel"`` or
-    ``"sequential"``); ``details`` holds mechanism-specific facts for the ledger.
-    """
-
-    epsilon: float
-    delta: float = 0.0
-    mechanism: str = "unspecified"
-    columns: tuple[str, ...] = ()
-    scale: float | None = None
-    composition: str = "sequential"
-    note: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        if isinstance(self.columns, str):
-            object.__setattr__(self, "columns", (self.columns,))
-        else:
-            object.__setattr__(self, "columns", tuple(self.columns))
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """One release as recorded in the ledger."""
-
-    id: str
-    release: str
-    time: str
-    mechanism: str
-    columns: tuple[str, ...]
-    epsilon: float
-    delta: float
-    scale: float | None
-    composition: str
-    note: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        d = asdict(self)
-        d["columns"] = list(self.columns)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LedgerEntry:
-        """Inverse of :meth:`to_dict`."""
-        d = dict(d)
-        d["columns"] = tuple(d.get("columns", ()))
-        d.setdefault("details", {})
-        return cls(**d)
-
-
-class _MemoryStore:
-    """Entries held in memory."""
-
-    def __init__(self) -> None:
-        self._entries: list[LedgerEntry] = []
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[list[LedgerEntry]]:
-        entries = list(self._entries)
-        yield entries
-        self._entries = entries
-
-    def read(self) -> list[LedgerEntry]:
-        return list(self._entries)
-
-
-class _FileStore:
-    """Entries kept in a JSON file, updated under a file lock with an atomic rename."""
-
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
-        from filelock import FileLock
-
-        self.path = path
-        self.header = header
-        self._lock = FileLock(str(path) + ".lock")
-
-    def _load(self) -> list[LedgerEntry]:
-        if not self.path.exists():
-            return []
-        try:
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise LedgerMismatchError(
-                f"ledger file {self.path} is not valid JSON ({exc}); restore it from backup "
-                "rather than deleting it: the budget it records has been spent"
-            ) from exc
-        _check_header(self.path, doc, self.header)
-        return [LedgerEntry.from_dict(e) for e in doc["entries"]]
-
-    def _write(self, entries: list[LedgerEntry]) -> None:
-        doc = dict(self.header)
-        doc["entries"] = [e.to_dict() for e in entries]
-        atomic_write_text(
-            self.path, json.dumps(doc, indent=2, sort_keys=False) + "\n", private=True
-        )
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[list[LedgerEntry]]:
-        with self._lock:
-            entries = self._load()
-            before = len(entries)
-            yield entries
-            if len(entries) != before or not self.path.exists():
-                self._write(entries)
-
-    def read(self) -> list[LedgerEntry]:
-        with self._lock:
-            return self._load()
-
-
-def _check_header(path: Path, doc: dict[str, Any], header: dict[str, Any]) -> None:
-    if doc.get("format") != LEDGER_FORMAT:
-        raise LedgerMismatchError(f"{path} is not a dpframe ledger (no format={LEDGER_FORMAT!r})")
-    for key in ("epsilon", "delta", "neighbours"):
-        if doc.get(key) != header[key]:
-            raise LedgerMismatchError(
-                f"ledger {path} was created with {key}={doc.get(key)!r}, but opened with "
-                f"{key}={header[key]!r}; open it with the same {key} (or {key}=None to take "
-                "the file's), or start a new ledger file"
-            )
 
 
 class Accountant:
@@ -218,17 +81,19 @@ class Accountant:
         delta: float = 0.0,
         neighbours: str = "substitute",
         *,
-        _path: Path | None = None,
+        _store: Any = None,
     ) -> None:
         self._epsilon = check_epsilon(epsilon)
         self._delta = check_delta(delta)
         self._neighbours = check_choice("neighbours", neighbours, NEIGHBOURS)
         self._lock = threading.RLock()
-        self._path = _path
-        if _path is None:
-            self._store: _MemoryStore | _FileStore = _MemoryStore()
-        else:
-            self._store = _FileStore(_path, self._header())
+        if _store is None:
+            _store = MemoryStore(new_header(self._epsilon, self._delta, self._neighbours))
+        self._store: MemoryStore | SQLiteStore | JSONLedger = _store
+        self._path: Path | None = getattr(_store, "path", None)
+        #: how many entries this accountant has seen, and the last one's hash: a store
+        #: that later shows fewer, or another entry there, went back in time
+        self._seen: tuple[int, str] = (0, "")
 
     # -- construction -----------------------------------------------------------------
 
@@ -240,67 +105,85 @@ class Accountant:
         delta: float | None = None,
         neighbours: str | None = None,
     ) -> Accountant:
-        """Open (or create) a persistent accountant whose ledger lives in a JSON file.
+        """Open (or create) a persistent accountant whose ledger is a SQLite database.
 
-        Every charge re-reads the file, checks the budget and writes the new ledger
-        atomically (temporary file + rename) while holding ``<path>.lock``, so several
-        processes sharing one ledger can never overspend together.
+        Every charge is one exclusive transaction that re-reads and verifies the whole
+        ledger (its hash chain), checks the budget and appends, so several processes
+        sharing one ledger can never overspend together. A symbolic link is followed to
+        its file; a file with several hard links, a ledger that was edited, truncated,
+        deleted or replaced is refused (:class:`~dpframe.errors.LedgerIntegrityError`).
+        A JSON ledger of an older dpframe opens read-only (``dpframe ledger migrate``).
 
         Parameters
         ----------
         path : path-like
             The ledger file. Created if missing (its folder must exist).
         epsilon, delta, neighbours
-            The budget and relation. For a new file ``epsilon`` is required
+            The budget and relation. For a new ledger ``epsilon`` is required
             (``delta`` defaults to 0, ``neighbours`` to ``"substitute"``); for an
-            existing file, ``None`` takes the file's value and anything else must match.
+            existing one, ``None`` takes the ledger's value and anything else must match.
 
         Examples
         --------
         >>> import dpframe, tempfile, os
-        >>> path = os.path.join(tempfile.mkdtemp(), "ledger.json")
+        >>> path = os.path.join(tempfile.mkdtemp(), "ledger.db")
         >>> acct = dpframe.Accountant.open(path, epsilon=2.0)
         >>> _ = acct.spend(0.5, mechanism="laplace")
         >>> dpframe.Accountant.open(path).spent.epsilon
         0.5
         """
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidParameterError(
+                f"path must be a file path (str or os.PathLike), got {type(path).__name__}"
+            )
         p = Path(path)
         if not p.parent.exists():
             raise InvalidParameterError(
                 f"path: folder {p.parent} does not exist; create it before opening the ledger"
             )
-        lock_path = str(p) + ".lock"
-        from filelock import FileLock
-
-        with FileLock(lock_path):
-            if p.exists():
-                try:
-                    doc = json.loads(p.read_text(encoding="utf-8"))
-                except json.JSONDecodeError as exc:
-                    raise LedgerMismatchError(f"ledger file {p} is not valid JSON: {exc}") from exc
-                if doc.get("format") != LEDGER_FORMAT:
-                    raise LedgerMismatchError(f"{p} is not a dpframe ledger file")
-                epsilon = doc["epsilon"] if epsilon is None else epsilon
-                delta = doc["delta"] if delta is None else delta
-                neighbours = doc["neighbours"] if neighbours is None else neighbours
-                acct = cls(epsilon, delta, neighbours, _path=p)
-                _check_header(p, doc, acct._header())
-            else:
-                if epsilon is None:
-                    raise InvalidParameterError(
-                        f"epsilon: ledger {p} does not exist yet, so its total budget is "
-                        "needed; pass epsilon=..."
-                    )
-                acct = cls(
-                    epsilon, 0.0 if delta is None else delta, neighbours or "substitute", _path=p
+        if p.is_dir():
+            raise InvalidParameterError(f"path: {p} is a folder; give the ledger's file path")
+        if not p.exists():
+            if epsilon is None:
+                raise InvalidParameterError(
+                    f"epsilon: ledger {p} does not exist yet, so its total budget is "
+                    "needed; pass epsilon=..."
                 )
-                acct._store._write([])  # type: ignore[union-attr]
+            if p.suffix.lower() == ".json":
+                raise InvalidParameterError(
+                    f"path: new ledgers are SQLite databases; name it {p.with_suffix('.db')} "
+                    "(a .json name is kept for the JSON ledgers of older versions)"
+                )
+            acct = cls(epsilon, 0.0 if delta is None else delta, neighbours or "substitute")
+            try:
+                store = SQLiteStore.create(p, acct._store.header())
+            except LedgerMismatchError:  # another process created it meanwhile
+                store = SQLiteStore.open(p)
+        elif SQLiteStore.is_sqlite(p):
+            store = SQLiteStore.open(p)
+        else:
+            store = JSONLedger(Path(os.path.realpath(p)))
+        return cls._with_store(store, epsilon, delta, neighbours)
+
+    @classmethod
+    def _with_store(
+        cls, store: Any, epsilon: float | None, delta: float | None, neighbours: str | None
+    ) -> Accountant:
+        header = store.header()
+        asked = {"epsilon": epsilon, "delta": delta, "neighbours": neighbours}
+        for key, value in asked.items():
+            if value is not None and value != header[key]:
+                raise LedgerMismatchError(
+                    f"ledger {store.where} was created with {key}={header[key]!r}, but opened "
+                    f"with {key}={value!r}; open it with the same {key} (or {key}=None to take "
+                    "the ledger's), or start a new ledger file"
+                )
+        acct = cls(header["epsilon"], header["delta"], header["neighbours"], _store=store)
+        acct._entries()  # verified now, and remembered: it may never go back
         return acct
 
     def _header(self) -> dict[str, Any]:
         return {
-            "format": LEDGER_FORMAT,
-            "version": LEDGER_VERSION,
             "epsilon": self._epsilon,
             "delta": self._delta,
             "neighbours": self._neighbours,
@@ -331,19 +214,18 @@ class Accountant:
     @property
     def ledger(self) -> tuple[LedgerEntry, ...]:
         """Every release charged so far, oldest first."""
-        with self._lock:
-            return tuple(self._store.read())
+        return tuple(self._entries())
 
     @property
     def spent(self) -> Budget:
         """Budget spent so far (re-read from the file for a persistent accountant)."""
-        eps, delta = _totals(self._store.read())
+        eps, delta = _totals(self._entries())
         return Budget(float(eps), float(delta))
 
     @property
     def remaining(self) -> Budget:
         """Budget left: total minus spent."""
-        eps, delta = _totals(self._store.read())
+        eps, delta = _totals(self._entries())
         return Budget(
             float(exact(self._epsilon) - eps),
             float(exact(self._delta) - delta),
@@ -397,32 +279,59 @@ class Accountant:
         want_delta = sum((exact(c.delta) for c in charges), Fraction(0))
         release_id = uuid.uuid4().hex
         now = datetime.now(UTC).isoformat(timespec="microseconds")
-        with self._lock, self._store.transaction() as entries:
+        new = [
+            LedgerEntry(
+                id=uuid.uuid4().hex,
+                release=release_id,
+                time=now,
+                mechanism=c.mechanism,
+                columns=c.columns,
+                epsilon=float(c.epsilon),
+                delta=float(c.delta),
+                scale=None if c.scale is None else float(c.scale),
+                composition=c.composition,
+                note=c.note or note,
+                details=dict(c.details),
+            )
+            for c in charges
+        ]
+
+        total = [0]
+
+        def decide(entries: list[LedgerEntry]) -> list[LedgerEntry]:
+            self._check_history(entries)
             self._check_fits(entries, want_eps, want_delta)
-            new = [
-                LedgerEntry(
-                    id=uuid.uuid4().hex,
-                    release=release_id,
-                    time=now,
-                    mechanism=c.mechanism,
-                    columns=c.columns,
-                    epsilon=float(c.epsilon),
-                    delta=float(c.delta),
-                    scale=None if c.scale is None else float(c.scale),
-                    composition=c.composition,
-                    note=c.note or note,
-                    details=dict(c.details),
-                )
-                for c in charges
-            ]
-            entries.extend(new)
-        return tuple(new)
+            total[0] = len(entries) + len(new)
+            return new
+
+        with self._lock:
+            recorded = self._store.append(decide)
+            self._seen = (total[0], recorded[-1].hash)
+        return tuple(recorded)
 
     def check(self, charges: Sequence[Charge]) -> None:
         """Raise :class:`BudgetExceededError` if ``charges`` would not fit; charge nothing."""
         want_eps = sum((exact(c.epsilon) for c in charges), Fraction(0))
         want_delta = sum((exact(c.delta) for c in charges), Fraction(0))
-        self._check_fits(self._store.read(), want_eps, want_delta)
+        self._check_fits(self._entries(), want_eps, want_delta)
+
+    def _entries(self) -> list[LedgerEntry]:
+        """The ledger's entries, verified, and never fewer than this accountant has seen."""
+        with self._lock:
+            entries = self._store.read()
+            self._check_history(entries)
+            self._seen = (len(entries), entries[-1].hash if entries else "")
+            return entries
+
+    def _check_history(self, entries: Sequence[LedgerEntry]) -> None:
+        n, head = self._seen
+        if len(entries) < n or (n and entries[n - 1].hash != head):
+            raise LedgerIntegrityError(
+                f"ledger {self._store.where} now holds {len(entries)} entries, but this "
+                f"accountant has seen {n} ending in {head[:12]}: it was truncated, "
+                "restored from an older copy or rewritten. Nothing was charged; restore "
+                "the ledger."
+            )
 
     def _check_fits(
         self, entries: Sequence[LedgerEntry], want_eps: Fraction, want_delta: Fraction
@@ -441,11 +350,14 @@ class Accountant:
     # -- export -----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """Budget, relation, spent amounts and entries as a JSON-ready dict."""
-        doc = self._header()
-        spent = self.spent
-        doc["spent"] = {"epsilon": spent.epsilon, "delta": spent.delta}
-        doc["entries"] = [e.to_dict() for e in self.ledger]
+        """Header (budget, relation, creation id), spent amounts, entries and the chain's
+        head hash as a JSON-ready dict."""
+        entries = self._entries()
+        eps, delta = _totals(entries)
+        doc = {**self._store.header(), **self._header()}
+        doc["spent"] = {"epsilon": float(eps), "delta": float(delta)}
+        doc["head"] = entries[-1].hash if entries else ""
+        doc["entries"] = [e.to_dict() for e in entries]
         return doc
 
     def to_json(self) -> str:

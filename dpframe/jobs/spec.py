@@ -16,7 +16,7 @@ Example (``docs/release-cli.md`` has the full tutorial)::
     unit = "record"
     neighbours = "substitute"
     budget = { epsilon = 2.0 }
-    ledger = "ledger.json"
+    ledger = "ledger.db"
 
     [output]
     folder = "released"
@@ -431,7 +431,7 @@ def load_spec(path: str | Path, *, frame: Any = None) -> Spec:
     ... path = "survey.parquet"
     ... [privacy]
     ... budget = { epsilon = 1.0 }
-    ... ledger = "ledger.json"
+    ... ledger = "ledger.db"
     ... [[release]]
     ... name = "shares"
     ... kind = "proportions"

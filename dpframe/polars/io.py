@@ -22,7 +22,7 @@ import polars as pl
 from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.budget import exact_sum
 from dpframe.core.files import atomic_file, check_output_path
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidParameterError, LedgerIntegrityError
 from dpframe.polars.release import Release
 from dpframe.polars.runner import RunnerRelease, sink
 from dpframe.version import __version__
@@ -235,8 +235,14 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
     doc = json.loads(raw)
     if doc.get("format") != PROVENANCE_FORMAT:
         raise InvalidParameterError(f"{path}: metadata key {METADATA_KEY!r} is not dpframe's")
+    try:
+        entries = tuple(LedgerEntry.from_dict(e) for e in doc["entries"])
+    except (TypeError, AttributeError, KeyError) as exc:
+        raise LedgerIntegrityError(f"provenance of {path}: malformed entries ({exc})") from None
+    for e in entries:  # each entry against its hash, and consecutive ones linked
+        e.verify(f"provenance of {path}")
     return Provenance(
-        entries=tuple(LedgerEntry.from_dict(e) for e in doc["entries"]),
+        entries=entries,
         spec=doc.get("spec"),
         written=doc["written"],
         dpframe_version=doc["dpframe_version"],

@@ -120,7 +120,7 @@ def test_thread_safe_spending_never_overspends():
 
 
 def test_persistent_ledger_roundtrip(tmp_path):
-    path = tmp_path / "ledger.json"
+    path = tmp_path / "ledger.db"
     acct = Accountant.open(path, epsilon=1.0, neighbours="add_remove")
     acct.spend(0.25, mechanism="laplace", columns=["x"])
     again = Accountant.open(path)
@@ -137,9 +137,9 @@ def test_persistent_ledger_roundtrip(tmp_path):
 
 def test_persistent_ledger_needs_epsilon_when_new(tmp_path):
     with pytest.raises(InvalidParameterError, match="epsilon"):
-        Accountant.open(tmp_path / "new.json")
+        Accountant.open(tmp_path / "new.db")
     with pytest.raises(InvalidParameterError, match="folder"):
-        Accountant.open(tmp_path / "missing" / "l.json", epsilon=1.0)
+        Accountant.open(tmp_path / "missing" / "l.db", epsilon=1.0)
 
 
 def test_corrupt_ledger_is_refused(tmp_path):
@@ -147,6 +147,10 @@ def test_corrupt_ledger_is_refused(tmp_path):
     path.write_text("{not json")
     with pytest.raises(LedgerMismatchError, match="not valid JSON"):
         Accountant.open(path, epsilon=1.0)
+    other = tmp_path / "ledger.db"
+    other.write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
+    with pytest.raises(LedgerMismatchError):
+        Accountant.open(other, epsilon=1.0)
 
 
 def _spend_many(path: str, n: int, eps: float, out: mp.Queue) -> None:
@@ -176,7 +180,7 @@ def _race(path: str, attempts: int, eps: float) -> int:
 
 
 def test_two_processes_never_overspend_a_shared_ledger(tmp_path):
-    path = str(tmp_path / "ledger.json")
+    path = str(tmp_path / "ledger.db")
     successes = _race(path, 10, 0.3)
     final = Accountant.open(path)
     assert successes == 3 == len(final.ledger)  # floor(1 / 0.3) releases fit, no more
@@ -189,7 +193,7 @@ def test_concurrent_processes_lose_no_update(tmp_path):
     A lost update (two writers reading the same ledger) would leave fewer entries than
     successes; an overspend more than floor(1 / 0.03) = 33 successes.
     """
-    path = str(tmp_path / "ledger.json")
+    path = str(tmp_path / "ledger.db")
     successes = _race(path, 30, 0.03)
     final = Accountant.open(path)
     assert successes == 33 == len(final.ledger)

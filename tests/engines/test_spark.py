@@ -54,7 +54,7 @@ def _spark_spec(folder, rows: int, budget: float = 3.0, seed: int | None = None)
         )
     )
     if seed is not None:
-        text = text.replace('ledger = "ledger.json"', f'ledger = "ledger.json"\nseed = {seed}')
+        text = text.replace('ledger = "ledger.db"', f'ledger = "ledger.db"\nseed = {seed}')
     spec_path.write_text(text)
     survey = pl.read_parquet(folder / "survey.parquet").with_columns(
         pl.col("region").cast(pl.String), pl.col("age_band").cast(pl.String)
@@ -431,7 +431,7 @@ def run_spark(spec):
 
 
 def _ledger_untouched(folder) -> None:
-    ledger = folder / "ledger.json"
+    ledger = folder / "ledger.db"
     assert not ledger.exists() or dpframe.Accountant.open(ledger).ledger == ()
     released = folder / "released"
     assert not released.exists() or not any(released.iterdir())

@@ -18,7 +18,7 @@ path = "survey.parquet"
 unit = "record"
 neighbours = "substitute"
 budget = {{ epsilon = {budget} }}
-ledger = "ledger.json"
+ledger = "ledger.db"
 
 [output]
 folder = "released"

@@ -39,7 +39,7 @@ def test_cli_release_of_a_million_rows(tmp_path):
         prov = dpframe.read_provenance(out / f"{name}.parquet")
         assert prov.entries and prov.spec["release"][0]["name"] == "by_region"
     assert not [f for f in _files(out) if f.startswith(".")]  # no staging left
-    ledger = dpframe.Accountant.open(tmp_path / "ledger.json")
+    ledger = dpframe.Accountant.open(tmp_path / "ledger.db")
     assert ledger.spent.epsilon == pytest.approx(planned) == pytest.approx(EPSILON_TOTAL)
     in_files = sum(dpframe.read_provenance(out / f"{n}.parquet").epsilon for n in names)
     assert in_files == pytest.approx(planned)  # every charge is recorded with its output
@@ -56,7 +56,7 @@ def test_an_overspending_spec_fails_at_plan_and_spends_nothing(tmp_path):
     assert res.exit_code == 1
     with pytest.raises(BudgetExceededError, match="Nothing was charged"):
         run(load_spec(spec_path), progress=False)
-    assert not (tmp_path / "ledger.json").exists()
+    assert not (tmp_path / "ledger.db").exists()
     assert _files(tmp_path / "released") == []
 
 
@@ -78,7 +78,7 @@ def test_checks_that_would_exit_stop_the_job_before_any_charge(tmp_path, monkeyp
     spec_path = write_spec(tmp_path, rows=500)
     with pytest.raises(ChecksUnavailableError, match=r"pyspark\[connect\]"):
         run(load_spec(spec_path), progress=False)
-    assert not (tmp_path / "ledger.json").exists()
+    assert not (tmp_path / "ledger.db").exists()
     assert _files(tmp_path / "released") == []
 
 
@@ -123,7 +123,7 @@ def test_a_crash_mid_release_leaves_no_output(tmp_path, monkeypatch):
         run(spec, progress=False)
     out = tmp_path / "released"
     assert _files(out) == []  # nothing published, staging removed
-    spent = dpframe.Accountant.open(tmp_path / "ledger.json").spent.epsilon
+    spent = dpframe.Accountant.open(tmp_path / "ledger.db").spent.epsilon
     # the whole spec was charged at once, before any noise; every release then drew its
     # noise (and PRAM its records), so all of it stays spent
     assert spent == pytest.approx(EPSILON_TOTAL)
@@ -151,7 +151,7 @@ def test_a_failed_expectation_publishes_nothing(tmp_path, monkeypatch):
     res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
     assert res.exit_code == 3 and "age_shares" in res.output
     # the failed attempts drew noise: their budget stays spent, and a third one would not fit
-    assert dpframe.Accountant.open(tmp_path / "ledger.json").spent.epsilon == pytest.approx(
+    assert dpframe.Accountant.open(tmp_path / "ledger.db").spent.epsilon == pytest.approx(
         2 * EPSILON_TOTAL
     )
 
@@ -184,7 +184,7 @@ def test_spec_from_python_with_a_lazyframe(tmp_path):
     spec = parse_spec(
         {
             "version": 1,
-            "privacy": {"budget": {"epsilon": 1.0}, "ledger": str(tmp_path / "l.json")},
+            "privacy": {"budget": {"epsilon": 1.0}, "ledger": str(tmp_path / "l.db")},
             "output": {"folder": str(tmp_path / "out")},
             "margins": {"r": {"values": {"region": list(REGIONS)}}},
             "release": [
@@ -253,7 +253,7 @@ def test_bad_data_in_a_later_release_is_found_before_anything_is_charged(tmp_pat
     BAD_LATER[case](tmp_path)
     res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
     assert res.exit_code == 2, res.output
-    ledger = tmp_path / "ledger.json"
+    ledger = tmp_path / "ledger.db"
     assert not ledger.exists() or dpframe.Accountant.open(ledger).spent.epsilon == 0
     assert [f for f in _files(tmp_path / "released") if not f.startswith(".")] == []
 
@@ -268,7 +268,7 @@ def test_plan_draws_no_noise(tmp_path, monkeypatch):
     monkeypatch.setattr(RandomSource, "generator", refuse)
     the_plan = plan(load_spec(write_spec(tmp_path, rows=2000)))
     assert the_plan.fits and the_plan.epsilon == pytest.approx(EPSILON_TOTAL)
-    assert not (tmp_path / "ledger.json").exists()
+    assert not (tmp_path / "ledger.db").exists()
 
 
 def test_method_needs_public_sizes():
@@ -278,7 +278,7 @@ def test_method_needs_public_sizes():
     spec = {
         "version": 1,
         "input": {"path": "x.parquet"},
-        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.json"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.db"},
         "margins": {"m": {"values": {"r": ["a", "b"]}}},
         "release": [
             {

@@ -14,7 +14,7 @@ def test_spec_loads_and_resolves_paths(spec_path):
     spec = load_spec(spec_path)
     assert spec.version == 1 and len(spec.release) == 4
     assert spec.epsilon_total == pytest.approx(EPSILON_TOTAL)
-    assert spec.resolve(spec.privacy.ledger) == spec_path.parent / "ledger.json"
+    assert spec.resolve(spec.privacy.ledger) == spec_path.parent / "ledger.db"
     assert spec.margins_frame("region_age").height == 18
     assert spec.to_dict()["release"][0]["kind"] == "grouped"
 
@@ -23,9 +23,9 @@ def test_spec_loads_and_resolves_paths(spec_path):
     ("change", "message"),
     [
         ({"version": 2}, "version"),
-        ({"privacy": {"budget": {"epsilon": -1}, "ledger": "l.json"}}, "budget.epsilon"),
+        ({"privacy": {"budget": {"epsilon": -1}, "ledger": "l.db"}}, "budget.epsilon"),
         (
-            {"privacy": {"budget": {"epsilon": 1}, "ledger": "l.json", "neighbours": "x"}},
+            {"privacy": {"budget": {"epsilon": 1}, "ledger": "l.db", "neighbours": "x"}},
             "neighbours",
         ),
         ({"release": []}, "release"),
@@ -36,7 +36,7 @@ def test_bad_specs_name_the_field(change, message):
     base = {
         "version": 1,
         "input": {"path": "x.parquet"},
-        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.json"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.db"},
         "release": [{"name": "p", "kind": "proportions", "column": "c", "epsilon": 0.1}],
     }
     with pytest.raises(SpecError, match=message):
@@ -103,7 +103,7 @@ def test_bad_releases_name_the_field(release, message):
     spec = {
         "version": 1,
         "input": {"path": "x.parquet"},
-        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.json"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.db"},
         "margins": {"m": {"values": {"r": ["a", "b"]}}},
         "release": [release],
     }
@@ -115,7 +115,7 @@ def test_add_remove_refuses_releases_that_need_a_public_size():
     spec = {
         "version": 1,
         "input": {"path": "x.parquet"},
-        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.json", "neighbours": "add_remove"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.db", "neighbours": "add_remove"},
         "release": [{"name": "p", "kind": "pram", "columns": [{"column": "a", "epsilon": 0.1}]}],
     }
     with pytest.raises(SpecError, match="substitute"):
@@ -125,7 +125,7 @@ def test_add_remove_refuses_releases_that_need_a_public_size():
 def test_plan_spends_nothing_and_lists_every_statistic(spec_path):
     spec = load_spec(spec_path)
     p = plan(spec)
-    assert not (spec_path.parent / "ledger.json").exists()  # the plan wrote nothing
+    assert not (spec_path.parent / "ledger.db").exists()  # the plan wrote nothing
     assert p.fits and p.spent_before == 0
     assert p.epsilon == pytest.approx(EPSILON_TOTAL)
     rows = p.rows

@@ -1,0 +1,110 @@
+"""The ledger's records: a budget, a charge (what a release asks to spend) and an entry.
+
+Examples
+--------
+>>> from dpframe.core.records import Charge
+>>> Charge(0.5, mechanism="laplace", columns="income").columns
+('income',)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dpframe.core.chain import entry_hash
+from dpframe.core.constraints import check_delta, check_epsilon
+from dpframe.errors import LedgerIntegrityError
+
+__all__ = ["Budget", "Charge", "LedgerEntry"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """An amount of privacy budget."""
+
+    epsilon: float
+    delta: float = 0.0
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A request to spend budget on one release (see :meth:`Accountant.spend_all`).
+
+    ``scale`` is the noise scale the release will use (``None`` if not a single number);
+    ``composition`` is how the release's rows compose (``"parallel"`` or
+    ``"sequential"``); ``details`` holds mechanism-specific facts for the ledger.
+    """
+
+    epsilon: float
+    delta: float = 0.0
+    mechanism: str = "unspecified"
+    columns: tuple[str, ...] = ()
+    scale: float | None = None
+    composition: str = "sequential"
+    note: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_epsilon(self.epsilon)
+        check_delta(self.delta)
+        if isinstance(self.columns, str):
+            object.__setattr__(self, "columns", (self.columns,))
+        else:
+            object.__setattr__(self, "columns", tuple(self.columns))
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One release as recorded in the ledger."""
+
+    id: str
+    release: str
+    time: str
+    mechanism: str
+    columns: tuple[str, ...]
+    epsilon: float
+    delta: float
+    scale: float | None
+    composition: str
+    note: str
+    details: dict[str, Any] = field(default_factory=dict)
+    #: the hash of the entry before it (or of the ledger's header), and this entry's
+    #: hash chained to it (:mod:`dpframe.core.chain`); empty until a store records it
+    previous: str = ""
+    hash: str = ""
+
+    def content(self) -> dict[str, Any]:
+        """What the entry's hash covers: every field but the chain's (JSON-ready)."""
+        d = asdict(self)
+        d.pop("hash")
+        d.pop("previous")
+        d["columns"] = list(self.columns)
+        return d
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (with the hash)."""
+        d = asdict(self)
+        d["columns"] = list(self.columns)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LedgerEntry:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(d)
+        d["columns"] = tuple(d.get("columns", ()))
+        d.setdefault("details", {})
+        d.setdefault("previous", "")
+        d.setdefault("hash", "")
+        return cls(**d)
+
+    def verify(self, where: str) -> None:
+        """Check that the entry matches its hash (an entry read from a file's provenance).
+
+        Raises :class:`~dpframe.errors.LedgerIntegrityError` if it does not; an entry
+        with no hash (written by dpframe before the hash chain) passes unverified.
+        """
+        if self.hash and entry_hash(self.previous, self.content()) != self.hash:
+            raise LedgerIntegrityError(
+                f"{where}: ledger entry {self.id!r} does not match its hash: it was edited"
+            )
