@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -160,16 +160,21 @@ def release(
         the_plan = make_plan(loaded)
         _print_plan(the_plan)
         if not the_plan.fits:
+            typer.echo(
+                "error: the plan overspends the ledger. Nothing was charged; nothing spent: "
+                "this job charged no budget",
+                err=True,
+            )
             raise typer.Exit(EXIT_OVERSPEND)
         result = run_job(loaded, engine=engine, progress=progress, data_docs=data_docs)
     except CheckFailedError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {exc} (epsilon spent: {_spent_by_run(exc):g})", err=True)
         raise typer.Exit(EXIT_CHECK_FAILED) from None
     except typer.Exit:
         raise
     except Exception as exc:
         # exit codes 1 and 2 promise that nothing was spent: only when the ledger agrees
-        spent = _spent_by_run(loaded, the_plan)
+        spent = _spent_by_run(exc)
         if spent > 0:  # a failure after a charge: what was drawn stays spent
             typer.echo(
                 f"error: the release failed after spending epsilon {spent:g} "
@@ -178,6 +183,7 @@ def release(
             )
             raise typer.Exit(EXIT_FAILED) from None
         typer.echo(f"error: {exc}", err=True)
+        typer.echo("nothing spent: this job charged no budget", err=True)
         if isinstance(exc, BudgetExceededError):
             raise typer.Exit(EXIT_OVERSPEND) from None
         if isinstance(exc, DPFrameError):
@@ -194,17 +200,15 @@ def release(
     )
 
 
-def _spent_by_run(spec: Any, the_plan: Any) -> float:
-    """Epsilon the ledger gained since ``the_plan`` read it (0 if there was no plan)."""
-    from dpframe.jobs.planning import ledger_state
+def _spent_by_run(exc: BaseException) -> float:
+    """Epsilon this job charged before it failed (recorded on the error by the job).
 
-    if the_plan is None:
-        return 0.0
-    try:
-        now, _ = ledger_state(spec)
-    except Exception:  # the ledger cannot be read: do not claim nothing was spent
-        return float("inf")
-    return max(0.0, now - the_plan.spent_before)
+    Only this job's own entries: another job charging the same ledger meanwhile is not
+    this job's spend.
+    """
+    from dpframe.core.budget import exact_sum
+
+    return float(exact_sum(e.epsilon for e in getattr(exc, "charged", ())))
 
 
 @app.command()

@@ -14,6 +14,7 @@ __all__ = [
     "LedgerIntegrityError",
     "LedgerMismatchError",
     "LedgerReadOnlyError",
+    "LedgerUnavailableError",
     "MissingMarginsError",
     "NamespaceConflictWarning",
     "NoAccountantError",
@@ -85,6 +86,11 @@ class LedgerIntegrityError(LedgerMismatchError):
 
 class LedgerReadOnlyError(LedgerMismatchError):
     """A ledger that can be read but not charged (an old JSON ledger: migrate it first)."""
+
+
+class LedgerUnavailableError(DPFrameError):
+    """The ledger's database could not be read or written (held by another job for too
+    long, or an I/O error); the transaction was rolled back and nothing was charged."""
 
 
 class NoAccountantError(DPFrameError):

@@ -46,7 +46,7 @@ from typing import Any
 
 from dpframe.core.chain import canonical, entry_hash, header_hash, verify
 from dpframe.core.records import LedgerEntry
-from dpframe.errors import LedgerIntegrityError, LedgerMismatchError
+from dpframe.errors import LedgerIntegrityError, LedgerMismatchError, LedgerUnavailableError
 
 __all__ = ["LEDGER_FORMAT", "LEDGER_VERSION", "MemoryStore", "SQLiteStore", "new_header"]
 
@@ -183,8 +183,12 @@ class SQLiteStore:
         real = _resolve(path)
         con = _connect(real)
         try:
+            con.execute("BEGIN")  # one snapshot: other jobs may be appending meanwhile
             header, stored_hash = _read_header(con, real)
             entries = _read_entries(con, stored_hash)
+            con.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise _unavailable(real, exc) from exc
         finally:
             con.close()
         if header_hash(header) != stored_hash:
@@ -236,6 +240,8 @@ class SQLiteStore:
             entries = self._verified(con)
             con.execute("COMMIT")
             return entries
+        except sqlite3.OperationalError as exc:
+            raise _unavailable(self.path, exc) from exc
         finally:
             con.close()
 
@@ -258,9 +264,12 @@ class SQLiteStore:
                 )
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
                 raise
             return chained
+        except sqlite3.OperationalError as exc:
+            raise _unavailable(self.path, exc) from exc
         finally:
             con.close()
 
@@ -285,6 +294,13 @@ class SQLiteStore:
         entries = _read_entries(con, header_hash(self._header))
         verify(self._header, [(e.content(), e.hash) for e in entries], str(self.path))
         return entries
+
+
+def _unavailable(path: Path, exc: sqlite3.OperationalError) -> LedgerUnavailableError:
+    return LedgerUnavailableError(
+        f"ledger {path} could not be used ({exc}; another job may have held it for over "
+        f"{BUSY_TIMEOUT:g} s); the transaction was rolled back: nothing was charged"
+    )
 
 
 def _resolve(path: str | os.PathLike[str]) -> Path:

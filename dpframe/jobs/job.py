@@ -255,8 +255,9 @@ def run(
                 f"{len(failed)} release(s) failed their expectations; nothing was published "
                 f"(staged outputs kept in {kept}):\n{report}"
             )
-    except BaseException:  # nothing published; a failed check already moved staging aside
+    except BaseException as exc:  # nothing published; a failed check moved staging aside
         shutil.rmtree(staging, ignore_errors=True)
+        exc.charged = tuple(result.entries)  # type: ignore[attr-defined]  # this job's spend
         raise
     _publish(staging, out)  # 6.
     return result

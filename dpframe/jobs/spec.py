@@ -42,6 +42,7 @@ Example (``docs/release-cli.md`` has the full tutorial)::
 
 from __future__ import annotations
 
+import os
 import tomllib
 from fractions import Fraction
 from pathlib import Path
@@ -112,7 +113,9 @@ class PrivacySpec(_Model):
     )
     neighbours: Neighbours = "substitute"
     budget: Budget
-    ledger: Path = Field(description="the ledger file (JSON), shared by jobs on the same data")
+    ledger: Path = Field(
+        description="the ledger (a SQLite database), shared by jobs on the same data"
+    )
     seed: int | None = Field(None, description="reproducible noise: UNSAFE for publication")
 
 
@@ -196,8 +199,13 @@ class StatisticSpec(_Model):
         return (self.lower, self.upper)
 
 
+#: what a release writes into the output folder, after its name
+OUTPUT_SUFFIXES = (".parquet", ".suite.json", ".validation.json")
+
+
 class _Release(_Model):
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
+    # a file name on every file system: <name>.validation.json stays under 255 bytes
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=128)]
 
     def epsilon_total(self) -> Fraction:
         raise NotImplementedError
@@ -347,7 +355,43 @@ class Spec(_Model):
             )
         if self.frame is None and self.input.path is None:
             raise ValueError("input.path is required (or build the spec with frame=...)")
+        self.check_outputs()
         return self
+
+    def outputs(self) -> dict[str, list[Path]]:
+        """Every file a release writes into the output folder, by release name."""
+        folder = self.resolve(self.output.folder)
+        return {
+            r.name: [folder / f"{r.name}{suffix}" for suffix in OUTPUT_SUFFIXES]
+            for r in self.release
+        }
+
+    def check_outputs(self, spec_file: Path | None = None) -> None:
+        """Refuse an output that would replace the input, the spec, a margins file or the
+        ledger, or a ledger inside the output folder (found before anything is charged)."""
+        kept = {"the ledger": self.resolve(self.privacy.ledger)}
+        if self.frame is None and self.input.path is not None:
+            kept["the input"] = self.resolve(self.input.path)
+        if spec_file is not None:
+            kept["the spec"] = spec_file
+        for name, m in self.margins.items():
+            if m.path is not None:
+                kept[f"margins.{name}.path"] = self.resolve(m.path)
+        real = {what: Path(os.path.realpath(p)) for what, p in kept.items()}
+        for release, paths in self.outputs().items():
+            for out in paths:
+                for what, path in real.items():
+                    if Path(os.path.realpath(out)) == path:
+                        raise ValueError(
+                            f"release {release!r} would write {out}, which is {what}: "
+                            "rename the release or choose another output.folder"
+                        )
+        folder = Path(os.path.realpath(self.resolve(self.output.folder)))
+        if folder in real["the ledger"].parents:
+            raise ValueError(
+                f"privacy.ledger {kept['the ledger']} is inside output.folder {folder}: a "
+                "publish could replace it; keep the ledger outside the released files"
+            )
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -369,7 +413,7 @@ class Spec(_Model):
         if is_spark_frame(self.frame):
             raise SpecError(
                 "this spec's input is a Spark DataFrame: run it with "
-                "dpframe.jobs.job(spec, engine='spark')"
+                "dpframe.jobs.run(spec, engine='spark')"
             )
         if self.frame is not None:
             return self.frame.lazy() if isinstance(self.frame, pl.DataFrame) else self.frame
@@ -449,4 +493,9 @@ def load_spec(path: str | Path, *, frame: Any = None) -> Spec:
         data = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{p} is not valid TOML: {exc}") from None
-    return parse_spec(data, base=p.parent, frame=frame, source=str(p))
+    spec = parse_spec(data, base=p.parent, frame=frame, source=str(p))
+    try:
+        spec.check_outputs(spec_file=p)
+    except ValueError as exc:
+        raise SpecError(f"invalid release spec {p}:\n  - output: {exc}") from None
+    return spec

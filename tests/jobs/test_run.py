@@ -314,3 +314,29 @@ def test_published_files_are_readable_and_a_rerun_replaces_data_docs(tmp_path, m
     assert not [f for f in _files(out) if f.startswith(".")]
     mode = (out / "by_region.parquet").stat().st_mode & 0o777
     assert mode & 0o044  # readable by others, like any file the umask allows
+
+
+def test_three_overlapping_jobs_whose_budget_fits_two(tmp_path):
+    """A cron overlap: three `dpframe release` of one spec at once, the budget fits two.
+
+    Old: two published and the third failed after charging 0.8 of its PRAM columns.
+    Now each job charges its whole spec in one transaction: exactly two publish, the
+    ledger holds exactly their cost, and the third says it spent nothing.
+    """
+    import subprocess
+    import sys
+
+    spec_path = write_spec(tmp_path, rows=3000, budget=2 * EPSILON_TOTAL + EPSILON_TOTAL / 2)
+    cmd = [sys.executable, "-m", "dpframe.cli", "release", str(spec_path), "--no-progress"]
+    jobs = [
+        subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for _ in range(3)
+    ]
+    outs = [(j.wait(timeout=600), j.stdout.read().decode()) for j in jobs]
+    codes = sorted(code for code, _ in outs)
+    assert codes == [0, 0, 1], outs
+    refused = next(text for code, text in outs if code == 1)
+    assert "nothing spent" in refused and "Nothing was charged" in refused
+    ledger = dpframe.Accountant.open(tmp_path / "ledger.db")
+    assert ledger.spent.epsilon == pytest.approx(2 * EPSILON_TOTAL, abs=1e-12)
+    assert len({e.release for e in ledger.ledger}) == 2  # two charges, one per job

@@ -139,3 +139,45 @@ def test_plan_reports_an_overspend(tmp_path):
     p = plan(spec)
     assert not p.fits
     assert "OVERSPENDS" in p.summary()
+
+
+def _spec_text(tmp_path, **changes):
+    """The test spec with some TOML lines replaced."""
+    from .conftest import write_spec
+
+    path = write_spec(tmp_path, rows=500)
+    text = path.read_text()
+    for old, new in changes.items():
+        assert old in text
+        text = text.replace(old, new)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (  # old: replaced the confidential input file
+            {'folder = "released"': 'folder = "."', 'name = "by_region"': 'name = "survey"'},
+            "which is the input",
+        ),
+        (  # old: the ledger was overwritten by a published file
+            {'ledger = "ledger.db"': 'ledger = "released/by_region.parquet"'},
+            "which is the ledger",
+        ),
+        ({'ledger = "ledger.db"': 'ledger = "released/ledger.db"'}, "inside output.folder"),
+        (  # old: passed the spec, charged 0.8, then failed on the file name
+            {'name = "by_region"': f'name = "{"r" * 300}"'},
+            "128",
+        ),
+    ],
+    ids=["output-replaces-input", "output-replaces-ledger", "ledger-in-output", "long-name"],
+)
+def test_outputs_that_would_destroy_inputs_are_refused_before_anything(tmp_path, changes, message):
+    from dpframe.jobs import SpecError, load_spec
+
+    path = _spec_text(tmp_path, **changes)
+    before = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    with pytest.raises(SpecError, match=message):
+        load_spec(path)
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
