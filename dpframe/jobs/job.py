@@ -25,8 +25,10 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
+import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +78,46 @@ def _progress(enabled: bool) -> Any:
     return Progress(transient=True)
 
 
+#: the file in a staging folder that names the process that owns it
+OWNER = ".owner"
+
+
+def _claim(staging: Path) -> None:
+    """Mark ``staging`` as this process's, so a later run can tell if it was abandoned."""
+    doc = {"pid": os.getpid(), "host": socket.gethostname()}
+    (staging / OWNER).write_text(json.dumps(doc))
+
+
+def _abandoned(staging: Path) -> bool:
+    """A staging folder whose job died (its process is gone from this host)."""
+    try:
+        owner = json.loads((staging / OWNER).read_text())
+        if owner["host"] != socket.gethostname():
+            return False  # another host's job: it may be running
+        os.kill(int(owner["pid"]), 0)
+    except FileNotFoundError:  # killed between creating and claiming it
+        return not any(staging.iterdir())
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError, KeyError, TypeError):  # unreadable, or not ours to judge
+        return False
+    return False
+
+
+def _repair(out: Path) -> None:
+    """Remove what killed runs left in ``out``: their staging folders (charged, unchecked
+    tables: never published), and put back an output a killed publish had moved aside."""
+    for staging in out.glob(".staging-*"):
+        if staging.is_dir() and _abandoned(staging):
+            shutil.rmtree(staging, ignore_errors=True)
+    for old in out.glob(".old-*"):
+        name = old.name.removeprefix(".old-").rsplit("-", 1)[0]
+        if not (out / name).exists():
+            os.replace(old, out / name)  # the swap was cut between its two moves
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def _publish(staging: Path, out: Path) -> None:
     """Move every staged entry into ``out``, replacing what a previous run published.
 
@@ -85,6 +127,7 @@ def _publish(staging: Path, out: Path) -> None:
     """
     moved: list[str] = []
     try:
+        (staging / OWNER).unlink(missing_ok=True)
         for f in sorted(staging.iterdir()):
             target = out / f.name
             if f.is_dir() and target.exists():
@@ -171,8 +214,10 @@ def run(
     out = spec.resolve(spec.output.folder).absolute()
     out.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:12]
+    _repair(out)
     staging = out / f".staging-{run_id}"
     staging.mkdir()
+    _claim(staging)
     result = JobResult(the_plan, folder=out)
     try:
         acct = Accountant.open(

@@ -340,3 +340,34 @@ def test_three_overlapping_jobs_whose_budget_fits_two(tmp_path):
     ledger = dpframe.Accountant.open(tmp_path / "ledger.db")
     assert ledger.spent.epsilon == pytest.approx(2 * EPSILON_TOTAL, abs=1e-12)
     assert len({e.release for e in ledger.ledger}) == 2  # two charges, one per job
+
+
+def test_a_run_removes_what_killed_runs_left(tmp_path):
+    """Old: `.staging-*` folders of charged, unchecked tables piled up, never cleaned."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    spec_path = write_spec(tmp_path, rows=1000, budget=5.0)
+    out = tmp_path / "released"
+    out.mkdir()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    host = socket.gethostname()
+    for name, pid in (("dead", int(dead.stdout)), ("live", os.getpid())):
+        folder = out / f".staging-{name}"
+        folder.mkdir()
+        (folder / ".owner").write_text(json.dumps({"pid": pid, "host": host}))
+        (folder / "by_region.parquet").write_bytes(b"charged but never checked")
+    (out / ".staging-empty").mkdir()  # killed between creating and claiming it
+    (out / ".old-by_region.parquet-0123abcd").write_bytes(b"moved aside by a cut swap")
+    run(load_spec(spec_path), progress=False)
+    left = sorted(p.name for p in out.iterdir() if p.name.startswith("."))
+    assert left == [".staging-live"]  # a running job's folder is not touched
+    assert pl.read_parquet(out / "by_region.parquet").height > 0
+    assert not any(p.name == ".owner" for p in out.iterdir())
