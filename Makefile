@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SPARK  := $(VENV)/.installed-spark
 
-.PHONY: setup setup-spark demo test lint format bench bench-spark bench-opendp-env clean
+.PHONY: setup setup-spark setup-postgres demo test lint format bench bench-spark bench-opendp-env clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,19 +18,31 @@ setup: $(STAMP)
 # The tests also run the Spark engine: pyspark (a 0.4 GB download, about 1.5 min to
 # install; Spark itself needs Java 17+, which the machine provides).
 $(SPARK): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e ".[dev,spark]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,spark,postgres]"
 	touch $(SPARK)
 
 setup-spark: $(SPARK)
+
+# The PostgreSQL ledger's tests start a throwaway server from the machine's PostgreSQL
+# binaries; a machine without them gets Debian's package, so the tests never skip.
+setup-postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && \
+	    ! command -v postgres >/dev/null 2>&1; then \
+	  echo "installing PostgreSQL (Debian's package) for the ledger's tests"; \
+	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
+	fi
 
 demo: setup
 	$(BIN)/dpframe demo --out out/demo
 
 # pytest exits 5 when it collected no test: that is a failure too. DPFRAME_REQUIRE_SPARK
-# makes a missing pyspark fail the Spark tests instead of skipping them.
-test: setup-spark
+# and DPFRAME_REQUIRE_POSTGRES make a missing pyspark or PostgreSQL fail their tests
+# instead of skipping them.
+test: setup-spark setup-postgres
 	$(BIN)/ruff check dpframe tests benchmarks examples
-	DPFRAME_REQUIRE_SPARK=1 $(BIN)/python -m pytest; rc=$$?; \
+	DPFRAME_REQUIRE_SPARK=1 DPFRAME_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: setup

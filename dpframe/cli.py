@@ -357,17 +357,45 @@ def risk(
         typer.echo(f"plot written to {plot}")
 
 
-def _print_ledger(path: Path) -> None:
+def _ledger_target(text: str) -> str | Path:
+    """A ledger named on the command line: a ``postgresql://`` URL, or a file."""
+    from dpframe.core.postgres import is_postgres_url
+
+    return text if is_postgres_url(text) else Path(text)
+
+
+def _print_ledger(target: str | Path) -> None:
+    import polars as pl
+
     import dpframe
 
-    acct = dpframe.Accountant.open(path)
+    acct = dpframe.Accountant.open(target)
     spent, left = acct.spent, acct.remaining
     _print_frame(
-        f"Ledger {path}: spent epsilon={spent.epsilon:g} of {acct.epsilon:g}, "
+        f"Ledger {acct.location}: spent epsilon={spent.epsilon:g} of {acct.epsilon:g}, "
         f"remaining {left.epsilon:g}",
         _ledger_view(dpframe.ledger_frame(acct)),
         ["time", "mechanism", "columns", "epsilon", "delta", "scale", "composition"],
     )
+    held = acct.reservations
+    if held:
+        rows = [
+            {
+                "id": r.id,
+                "created": r.created,
+                "owner": f"{r.owner.get('host')}:{r.owner.get('pid')}",
+                "note": r.note,
+                "epsilon": r.epsilon,
+                "delta": r.delta,
+            }
+            for r in held
+        ]
+        _print_frame(
+            f"Open reservations (holding epsilon={acct.reserved.epsilon:g} not yet drawn; "
+            "`dpframe ledger cancel ID` gives back one whose job is gone)",
+            pl.DataFrame(rows),
+            ["id", "created", "owner", "note", "epsilon", "delta"],
+        )
 
 
 def _ledger_view(frame):
@@ -380,14 +408,22 @@ def _ledger_view(frame):
 
 @ledger_app.command("show")
 def ledger_show(
-    path: Annotated[Path, typer.Argument(help="A ledger file or a released Parquet file.")],
+    ledger: Annotated[
+        str,
+        typer.Argument(help="A ledger file, a postgresql:// URL, or a released Parquet file."),
+    ],
 ) -> None:
-    """Print a ledger: from a ledger file, or the provenance of a released Parquet file.
+    """Print a ledger (its entries and open reservations), or the provenance of a released
+    Parquet file.
 
     Example: dpframe ledger show out/demo/ledger.db
     """
     import dpframe
 
+    path = _ledger_target(ledger)
+    if not isinstance(path, Path):
+        _print_ledger(path)
+        return
     if not path.exists():
         typer.echo(f"error: {path} does not exist", err=True)
         raise typer.Exit(2)
@@ -404,7 +440,7 @@ def ledger_show(
 
 @ledger_app.command("verify")
 def ledger_verify(
-    path: Annotated[Path, typer.Argument(help="The ledger file.")],
+    ledger: Annotated[str, typer.Argument(help="The ledger file, or a postgresql:// URL.")],
     against: Annotated[
         list[Path] | None,
         typer.Option(
@@ -424,7 +460,7 @@ def ledger_verify(
     from dpframe.errors import DPFrameError, LedgerIntegrityError
 
     try:
-        acct = dpframe.Accountant.open(path)
+        acct = dpframe.Accountant.open(_ledger_target(ledger))
         entries = {e.id: e for e in acct.ledger}
         files = _released_files(against or [])
         for f in files:
@@ -445,7 +481,7 @@ def ledger_verify(
     spent = acct.spent
     head = acct.ledger[-1].hash[:16] if acct.ledger else "(empty)"
     typer.echo(
-        f"verified: {path}, {len(entries)} entries, spent epsilon={spent.epsilon:g} of "
+        f"verified: {acct.location}, {len(entries)} entries, spent epsilon={spent.epsilon:g} of "
         f"{acct.epsilon:g}, head {head}"
         + (f"; {len(files)} released file(s) agree" if against else "")
     )
@@ -463,7 +499,7 @@ def _released_files(paths: list[Path]) -> list[Path]:
 
 @ledger_app.command("export")
 def ledger_export(
-    path: Annotated[Path, typer.Argument(help="The ledger file.")],
+    ledger: Annotated[str, typer.Argument(help="The ledger file, or a postgresql:// URL.")],
     output: Annotated[Path, typer.Option(help="Where to write (.json or .parquet).")],
 ) -> None:
     """Export a verified ledger: JSON (header, entries and hashes) or Parquet (one row an
@@ -473,7 +509,7 @@ def ledger_export(
     from dpframe.errors import DPFrameError
 
     try:
-        acct = dpframe.Accountant.open(path)
+        acct = dpframe.Accountant.open(_ledger_target(ledger))
         if output.suffix == ".json":
             atomic_write_text(output, acct.to_json() + "\n")
         elif output.suffix == ".parquet":
@@ -483,7 +519,33 @@ def ledger_export(
     except (DPFrameError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2 if not isinstance(exc, dpframe.LedgerIntegrityError) else 1) from None
-    typer.echo(f"exported {len(acct.ledger)} entries of {path} to {output}")
+    typer.echo(f"exported {len(acct.ledger)} entries of {acct.location} to {output}")
+
+
+@ledger_app.command("cancel")
+def ledger_cancel(
+    ledger: Annotated[str, typer.Argument(help="The ledger file, or a postgresql:// URL.")],
+    reservation: Annotated[str, typer.Argument(help="The reservation's id (ledger show).")],
+    force: Annotated[
+        bool, typer.Option(help="Cancel a reservation of another host's job (ended?).")
+    ] = False,
+) -> None:
+    """Give back a reservation whose job is gone (killed, or its host lost).
+
+    A job killed on this host has its reservation given back by the next job; one of
+    another host is left to the operator, who knows whether that job still runs. What the
+    job drew stays spent; a job still drawing from a cancelled reservation is refused.
+    Exit code 0: given back; 2: refused or not found.
+    """
+    import dpframe
+    from dpframe.errors import DPFrameError
+
+    try:
+        r = dpframe.Accountant.open(_ledger_target(ledger)).cancel(reservation, force=force)
+    except DPFrameError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"gave back reservation {r.id} ({r.note or 'no note'}) of epsilon {r.epsilon:g}")
 
 
 @ledger_app.command("migrate")
@@ -506,7 +568,7 @@ def ledger_migrate(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(
-        f"migrated {len(store.read())} entries of {path} to {store.path}; set "
+        f"migrated {len(store.read().entries)} entries of {path} to {store.path}; set "
         f'ledger = "{store.path.name}" in the spec'
     )
 

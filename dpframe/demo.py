@@ -132,7 +132,7 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
         folder=folder,
         survey=survey_path,
         spec=spec_path,
-        ledger=spec.resolve(spec.privacy.ledger),
+        ledger=spec.ledger_target(),
         outputs=result.outputs,
         plan=result.plan,
         checks=result.checks,

@@ -50,3 +50,25 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One throwaway PostgreSQL server for the run (see tests/postgres_server.py)."""
+    from tests import postgres_server as pg
+
+    reason = pg.missing_reason()
+    if reason is not None:
+        if pg.REQUIRED:
+            pytest.fail(f"DPFRAME_REQUIRE_POSTGRES=1 but {reason}")
+        pytest.skip(reason)
+    with pg.server() as base:
+        yield base
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """The URL of a fresh, empty database on the test server."""
+    from tests import postgres_server as pg
+
+    return pg.new_database(postgres_server)

@@ -3,9 +3,14 @@
 An :class:`Accountant` holds a total budget ``(epsilon, delta)`` for one neighbour
 relation and composes releases sequentially (basic composition: epsilons add, deltas
 add). Every charge is checked and recorded atomically, *before* the caller draws noise.
-Its ledger lives in a store (:mod:`dpframe.core.stores`): in memory, or in a SQLite
-database (:meth:`Accountant.open`) whose entries form a hash chain
+Its ledger lives in a store (:mod:`dpframe.core.stores`): in memory, in a SQLite
+database or in PostgreSQL (:meth:`Accountant.open`); its entries form a hash chain
 (:mod:`dpframe.core.chain`), verified at every read.
+
+A job reserves its whole plan first (:meth:`Accountant.reserve`): the reservation is
+held against every other spend, each release then draws from it, and whatever was not
+drawn is given back when the job ends -- overlapping jobs that do not all fit are
+refused before they spend anything.
 
 Budget arithmetic is exact: each epsilon/delta is read as the decimal number it prints
 as (``0.1`` is one tenth) and summed with :class:`fractions.Fraction`, so ``0.1 + 0.2 +
@@ -16,22 +21,35 @@ they incur never exceeds the decimal amount charged.)
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
+import math
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from dpframe.core.budget import exact
-from dpframe.core.constraints import NEIGHBOURS, check_choice, check_delta, check_epsilon
+from dpframe.core.constraints import (
+    NEIGHBOURS,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_real,
+)
 from dpframe.core.legacy import JSONLedger
-from dpframe.core.records import Budget, Charge, LedgerEntry
-from dpframe.core.stores import MemoryStore, SQLiteStore, new_header
+from dpframe.core.postgres import PostgresStore, is_postgres_url
+from dpframe.core.processes import is_gone, this_process
+from dpframe.core.records import Budget, Charge, LedgerEntry, Reservation
+from dpframe.core.sqlite import SQLiteStore
+from dpframe.core.stores import Changes, LedgerState, LedgerStore, MemoryStore, new_header
 from dpframe.errors import (
     BudgetExceededError,
     InvalidParameterError,
@@ -39,11 +57,31 @@ from dpframe.errors import (
     LedgerMismatchError,
 )
 
-__all__ = ["Accountant", "Budget", "Charge", "LedgerEntry", "current_accountant"]
+__all__ = [
+    "RESERVATION_KEY",
+    "Accountant",
+    "Budget",
+    "Charge",
+    "LedgerEntry",
+    "Reservation",
+    "current_accountant",
+    "ledger_exists",
+]
+
+#: the key of a ledger entry's ``details`` that names the reservation it was drawn from
+RESERVATION_KEY = "reservation"
 
 _ACTIVE: contextvars.ContextVar[tuple[Accountant, ...]] = contextvars.ContextVar(
     "dpframe_active_accountants", default=()
 )
+
+
+def ledger_exists(target: str | os.PathLike[str]) -> bool:
+    """Whether a ledger exists at ``target`` (a file, or a ``postgresql://`` URL); creates
+    nothing."""
+    if is_postgres_url(target):
+        return PostgresStore.exists(str(target))
+    return Path(target).exists()
 
 
 def current_accountant() -> Accountant | None:
@@ -89,11 +127,13 @@ class Accountant:
         self._lock = threading.RLock()
         if _store is None:
             _store = MemoryStore(new_header(self._epsilon, self._delta, self._neighbours))
-        self._store: MemoryStore | SQLiteStore | JSONLedger = _store
+        self._store: LedgerStore = _store
         self._path: Path | None = getattr(_store, "path", None)
         #: how many entries this accountant has seen, and the last one's hash: a store
         #: that later shows fewer, or another entry there, went back in time
         self._seen: tuple[int, str] = (0, "")
+        #: the reservation this accountant's spends draw from (see :meth:`reserve`)
+        self._reservation: Reservation | None = None
 
     # -- construction -----------------------------------------------------------------
 
@@ -105,7 +145,7 @@ class Accountant:
         delta: float | None = None,
         neighbours: str | None = None,
     ) -> Accountant:
-        """Open (or create) a persistent accountant whose ledger is a SQLite database.
+        """Open (or create) a persistent accountant: a SQLite file, or a PostgreSQL URL.
 
         Every charge is one exclusive transaction that re-reads and verifies the whole
         ledger (its hash chain), checks the budget and appends, so several processes
@@ -116,8 +156,10 @@ class Accountant:
 
         Parameters
         ----------
-        path : path-like
-            The ledger file. Created if missing (its folder must exist).
+        path : path-like or str
+            The ledger file, created if missing (its folder must exist); or a
+            ``postgresql://user@host/database`` URL, for jobs on many hosts
+            (``pip install 'dpframe[postgres]'``; the tables are created if missing).
         epsilon, delta, neighbours
             The budget and relation. For a new ledger ``epsilon`` is required
             (``delta`` defaults to 0, ``neighbours`` to ``"substitute"``); for an
@@ -134,8 +176,15 @@ class Accountant:
         """
         if not isinstance(path, str | os.PathLike):
             raise InvalidParameterError(
-                f"path must be a file path (str or os.PathLike), got {type(path).__name__}"
+                f"path must be a file path (str or os.PathLike) or a postgresql:// URL, got "
+                f"{type(path).__name__}"
             )
+        if is_postgres_url(path):
+            new = None
+            if epsilon is not None:
+                acct = cls(epsilon, 0.0 if delta is None else delta, neighbours or "substitute")
+                new = acct._store.header()
+            return cls._with_store(PostgresStore.open(str(path), new), epsilon, delta, neighbours)
         p = Path(path)
         if not p.parent.exists():
             raise InvalidParameterError(
@@ -212,6 +261,12 @@ class Accountant:
         return self._path
 
     @property
+    def location(self) -> str:
+        """Where the ledger is: a file, a PostgreSQL URL (without its password), or
+        ``"in memory"``."""
+        return self._store.where
+
+    @property
     def ledger(self) -> tuple[LedgerEntry, ...]:
         """Every release charged so far, oldest first."""
         return tuple(self._entries())
@@ -224,11 +279,13 @@ class Accountant:
 
     @property
     def remaining(self) -> Budget:
-        """Budget left: total minus spent."""
-        eps, delta = _totals(self._entries())
+        """Budget left: total minus spent minus what open reservations hold."""
+        state = self._state()
+        eps, delta = _totals(state.entries)
+        held_eps, held_delta = _held(state)
         return Budget(
-            float(exact(self._epsilon) - eps),
-            float(exact(self._delta) - delta),
+            float(exact(self._epsilon) - eps - held_eps),
+            float(exact(self._delta) - delta - held_delta),
         )
 
     # -- spending ---------------------------------------------------------------------
@@ -270,11 +327,18 @@ class Accountant:
         """Charge several releases atomically: all are recorded, or none is.
 
         They share one ``release`` id in the ledger. Raises
-        :class:`BudgetExceededError` (charging nothing) if their sum does not fit.
+        :class:`BudgetExceededError` (charging nothing) if their sum does not fit in
+        what is left once every open reservation is held (or, inside :meth:`reserve`,
+        in what this accountant's reservation has left).
         """
         charges = list(charges)
         if not charges:
             raise InvalidParameterError("charges: nothing to charge; pass at least one Charge")
+        if any(RESERVATION_KEY in c.details for c in charges):
+            raise InvalidParameterError(
+                f"charges: details[{RESERVATION_KEY!r}] is set by the accountant (inside "
+                "`with acct.reserve(...)`), never by a caller"
+            )
         want_eps = sum((exact(c.epsilon) for c in charges), Fraction(0))
         want_delta = sum((exact(c.delta) for c in charges), Fraction(0))
         release_id = uuid.uuid4().hex
@@ -296,32 +360,172 @@ class Accountant:
             for c in charges
         ]
 
-        total = [0]
+        reservation = self._reservation
 
-        def decide(entries: list[LedgerEntry]) -> list[LedgerEntry]:
-            self._check_history(entries)
-            self._check_fits(entries, want_eps, want_delta)
-            total[0] = len(entries) + len(new)
-            return new
+        def decide(state: LedgerState) -> Changes:
+            if reservation is None:
+                self._check_fits(state, want_eps, want_delta)
+                return Changes(new, give_back=_dead(state))
+            _check_drawable(state, reservation, want_eps, want_delta, self)
+            drawn = [_drawn_from(e, reservation) for e in new]
+            return Changes(drawn)
 
-        with self._lock:
-            recorded = self._store.append(decide)
-            self._seen = (total[0], recorded[-1].hash)
-        return tuple(recorded)
+        return tuple(self._transact(decide))
 
     def check(self, charges: Sequence[Charge]) -> None:
         """Raise :class:`BudgetExceededError` if ``charges`` would not fit; charge nothing."""
         want_eps = sum((exact(c.epsilon) for c in charges), Fraction(0))
         want_delta = sum((exact(c.delta) for c in charges), Fraction(0))
-        self._check_fits(self._entries(), want_eps, want_delta)
+        state = self._state()
+        if self._reservation is None:
+            self._check_fits(state, want_eps, want_delta)
+        else:
+            _check_drawable(state, self._reservation, want_eps, want_delta, self)
+
+    # -- reservations -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reserve(self, plan: Any, *, note: str = "") -> Iterator[Reservation]:
+        """Hold a whole plan's cost, draw each release from it, give back the rest.
+
+        Opening the reservation is one transaction: it is refused, holding nothing, if
+        the plan does not fit in what is left once every other open reservation is held
+        (so of several overlapping jobs, those that fit go on and the others spend
+        nothing). Inside the block every spend of this accountant (every release it
+        charges) draws from the reservation and must fit in what it has left; at the
+        end of the block -- success, error or ``KeyboardInterrupt`` -- whatever was not
+        drawn is given back. The reservation of a process that was killed is given back
+        by the next transaction on the same host (:mod:`dpframe.core.processes`); one of
+        another host by ``dpframe ledger cancel``.
+
+        Parameters
+        ----------
+        plan : Budget, Charge, a mechanism plan or step, or a sequence of them
+            What to hold: the sum of their charges.
+        note : str
+            Recorded with the reservation (e.g. the job).
+
+        Yields
+        ------
+        Reservation
+            The open reservation.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> with acct.reserve(dpframe.Budget(0.6)) as r:
+        ...     _ = acct.spend(0.25, mechanism="laplace")  # drawn from the reservation
+        ...     round(acct.remaining.epsilon, 12)           # 0.35 of it is held
+        0.4
+        >>> acct.remaining.epsilon                          # the rest given back
+        0.75
+        """
+        want_eps, want_delta = _amount(plan)
+        with self._lock:
+            if self._reservation is not None:
+                raise InvalidParameterError(
+                    "plan: this accountant already holds a reservation; reserve the whole "
+                    "plan once, or end the first `with acct.reserve(...)` block"
+                )
+            r = Reservation(
+                id=uuid.uuid4().hex,
+                created=datetime.now(UTC).isoformat(timespec="microseconds"),
+                owner=this_process(),
+                note=note,
+                epsilon=_at_least(want_eps),
+                delta=_at_least(want_delta),
+            )
+
+            def hold(state: LedgerState) -> Changes:
+                self._check_fits(state, want_eps, want_delta)
+                return Changes(reserve=[r], give_back=_dead(state))
+
+            self._transact(hold)
+            self._reservation = r
+        try:
+            yield r
+        finally:
+            with self._lock:
+                self._reservation = None
+                try:
+                    self._transact(lambda state: Changes(give_back=[r.id]))
+                except Exception as exc:  # the block's own error matters more
+                    warnings.warn(
+                        f"reservation {r.id} could not be given back ({exc}); it stays held "
+                        "until `dpframe ledger cancel` (or, once this process has ended, "
+                        "the next job on this host) gives it back",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
+
+    @property
+    def reservation(self) -> Reservation | None:
+        """The reservation this accountant's spends draw from, inside :meth:`reserve`."""
+        return self._reservation
+
+    @property
+    def reservations(self) -> tuple[Reservation, ...]:
+        """Every open reservation of the ledger (this accountant's and other jobs')."""
+        return tuple(self._state().reservations)
+
+    @property
+    def reserved(self) -> Budget:
+        """Budget held by open reservations and not yet drawn from them."""
+        eps, delta = _held(self._state())
+        return Budget(float(eps), float(delta))
+
+    def cancel(self, reservation_id: str, *, force: bool = False) -> Reservation:
+        """Give back an open reservation whose job is gone (an operator's tool).
+
+        Refuses a reservation whose owner is alive on this host; one owned by another
+        host only with ``force=True`` (make sure that job has ended: a job drawing from
+        a cancelled reservation is refused, having drawn nothing more).
+        """
+        found = [r for r in self._state().reservations if r.id == reservation_id]
+        if not found:
+            raise InvalidParameterError(
+                f"reservation_id: no open reservation {reservation_id!r} in "
+                f"{self._store.where}; `dpframe ledger show` lists them"
+            )
+        r = found[0]
+        if not is_gone(r.owner) and not force:
+            raise InvalidParameterError(
+                f"reservation_id: reservation {r.id} belongs to process {r.owner.get('pid')} "
+                f"on {r.owner.get('host')}, which may still be running; stop that job first "
+                "(or pass force=True once it has ended)"
+            )
+        self._transact(lambda state: Changes(give_back=[r.id]))
+        return r
 
     def _entries(self) -> list[LedgerEntry]:
         """The ledger's entries, verified, and never fewer than this accountant has seen."""
+        return self._state().entries
+
+    def _state(self) -> LedgerState:
+        """The ledger's entries and open reservations, verified (see :meth:`_entries`)."""
         with self._lock:
-            entries = self._store.read()
+            state = self._store.read()
+            entries = state.entries
             self._check_history(entries)
             self._seen = (len(entries), entries[-1].hash if entries else "")
-            return entries
+            return state
+
+    def _transact(self, decide: Any) -> list[LedgerEntry]:
+        """One store transaction; ``decide(state)`` sees the history checked."""
+        total = [0, ""]
+
+        def checked(state: LedgerState) -> Changes:
+            self._check_history(state.entries)
+            changes = decide(state)
+            total[0] = len(state.entries) + len(changes.entries)
+            total[1] = state.entries[-1].hash if state.entries else ""
+            return changes
+
+        with self._lock:
+            recorded = self._store.transact(checked)
+            self._seen = (total[0], recorded[-1].hash if recorded else total[1])
+        return recorded
 
     def _check_history(self, entries: Sequence[LedgerEntry]) -> None:
         n, head = self._seen
@@ -333,16 +537,31 @@ class Accountant:
                 "the ledger."
             )
 
-    def _check_fits(
-        self, entries: Sequence[LedgerEntry], want_eps: Fraction, want_delta: Fraction
-    ) -> None:
-        eps, delta = _totals(entries)
-        if eps + want_eps > exact(self._epsilon) or delta + want_delta > exact(self._delta):
+    def _check_fits(self, state: LedgerState, want_eps: Fraction, want_delta: Fraction) -> None:
+        """Refuse unless ``want`` fits beside what is spent and what live jobs hold."""
+        dead = set(_dead(state))
+        live = LedgerState(state.entries, [r for r in state.reservations if r.id not in dead])
+        eps, delta = _totals(state.entries)
+        held_eps, held_delta = _held(live)
+        if eps + held_eps + want_eps > exact(
+            self._epsilon
+        ) or delta + held_delta + want_delta > exact(self._delta):
+            message = None
+            if held_eps or held_delta:
+                message = (
+                    f"privacy budget exceeded: budget epsilon={self._epsilon:g}, "
+                    f"delta={self._delta:g}; spent epsilon={float(eps):g}, "
+                    f"delta={float(delta):g}, and running jobs' reservations hold "
+                    f"epsilon={float(held_eps):g}, delta={float(held_delta):g}; this asks "
+                    f"for epsilon={float(want_eps):g}, delta={float(want_delta):g}. Nothing "
+                    "was charged and no noise was drawn."
+                )
             raise BudgetExceededError(
+                message,
                 budget_epsilon=self._epsilon,
                 budget_delta=self._delta,
-                spent_epsilon=float(eps),
-                spent_delta=float(delta),
+                spent_epsilon=float(eps + held_eps),
+                spent_delta=float(delta + held_delta),
                 requested_epsilon=float(want_eps),
                 requested_delta=float(want_delta),
             )
@@ -381,6 +600,91 @@ class Accountant:
             f"Accountant(epsilon={self._epsilon:g}, delta={self._delta:g}, "
             f"neighbours={self._neighbours!r}, spent_epsilon={spent.epsilon:g}{where})"
         )
+
+
+def _amount(plan: Any) -> tuple[Fraction, Fraction]:
+    """The exact epsilon and delta that ``plan`` asks for (see :meth:`Accountant.reserve`)."""
+    if isinstance(plan, Budget | Charge):
+        eps = check_real("plan.epsilon", plan.epsilon)
+        if eps < 0:
+            raise InvalidParameterError(f"plan.epsilon must be >= 0, got {eps!r}")
+        return exact(eps), exact(check_delta(plan.delta, "plan.delta"))
+    if hasattr(plan, "charges"):
+        return _amount(list(plan.charges))
+    if hasattr(plan, "plan") and hasattr(plan.plan, "charges"):  # an executor Step
+        return _amount(list(plan.plan.charges))
+    if isinstance(plan, Iterable) and not isinstance(plan, str | bytes | dict):
+        eps, delta = Fraction(0), Fraction(0)
+        for part in plan:
+            e, d = _amount(part)
+            eps, delta = eps + e, delta + d
+        return eps, delta
+    raise InvalidParameterError(
+        f"plan must be a Budget, a Charge, a plan with charges or a sequence of them, got "
+        f"{type(plan).__name__}"
+    )
+
+
+def _at_least(amount: Fraction) -> float:
+    """The least float whose decimal reading is ``>= amount`` (a hold never falls short)."""
+    f = float(amount)
+    while exact(f) < amount:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def _drawn(state: LedgerState, r: Reservation) -> tuple[Fraction, Fraction]:
+    """What the entries drawn from reservation ``r`` spent."""
+    mine = [e for e in state.entries if e.details.get(RESERVATION_KEY) == r.id]
+    return _totals(mine)
+
+
+def _held(state: LedgerState) -> tuple[Fraction, Fraction]:
+    """What open reservations hold beyond what was already drawn from them."""
+    eps, delta = Fraction(0), Fraction(0)
+    for r in state.reservations:
+        de, dd = _drawn(state, r)
+        eps += max(exact(r.epsilon) - de, Fraction(0))
+        delta += max(exact(r.delta) - dd, Fraction(0))
+    return eps, delta
+
+
+def _dead(state: LedgerState) -> list[str]:
+    """The open reservations whose process is certainly gone (they drew all they will)."""
+    return [r.id for r in state.reservations if is_gone(r.owner)]
+
+
+def _check_drawable(
+    state: LedgerState,
+    r: Reservation,
+    want_eps: Fraction,
+    want_delta: Fraction,
+    acct: Accountant,
+) -> None:
+    """Refuse unless reservation ``r`` is open and has ``want`` left (and the budget too)."""
+    if r.id not in {x.id for x in state.reservations}:
+        raise LedgerIntegrityError(
+            f"reservation {r.id} in {acct._store.where} was cancelled while this job held it; "
+            "nothing more was charged or drawn"
+        )
+    de, dd = _drawn(state, r)
+    eps, delta = _totals(state.entries)
+    if (
+        de + want_eps > exact(r.epsilon)
+        or dd + want_delta > exact(r.delta)
+        or eps + want_eps > exact(acct.epsilon)
+        or delta + want_delta > exact(acct.delta)
+    ):
+        raise BudgetExceededError(
+            f"the release asks for epsilon={float(want_eps):g}, delta={float(want_delta):g}, "
+            f"more than its reservation has left (epsilon={float(exact(r.epsilon) - de):g}, "
+            f"delta={float(exact(r.delta) - dd):g} of {r.epsilon:g}, {r.delta:g}); nothing "
+            "was charged. Reserve the whole plan."
+        )
+
+
+def _drawn_from(e: LedgerEntry, r: Reservation) -> LedgerEntry:
+    return replace(e, details={**e.details, RESERVATION_KEY: r.id})
 
 
 def _totals(entries: Sequence[LedgerEntry]) -> tuple[Fraction, Fraction]:

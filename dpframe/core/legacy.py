@@ -17,7 +17,7 @@ Examples
 >>> _ = open(old, "w").write(json.dumps({"format": "dpframe-ledger", "version": 1,
 ...     "epsilon": 1.0, "delta": 0.0, "neighbours": "substitute", "entries": [entry]}))
 >>> store = migrate_json(old, os.path.join(d, "ledger.db"))
->>> [e.epsilon for e in store.read()]
+>>> [e.epsilon for e in store.read().entries]
 [0.25]
 """
 
@@ -26,13 +26,14 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dpframe.core.constraints import NEIGHBOURS, check_choice, check_delta, check_epsilon
 from dpframe.core.records import LedgerEntry
-from dpframe.core.stores import LEDGER_FORMAT, SQLiteStore, new_header
+from dpframe.core.sqlite import SQLiteStore
+from dpframe.core.stores import LEDGER_FORMAT, Changes, LedgerState, new_header
 from dpframe.errors import (
     InvalidParameterError,
     LedgerIntegrityError,
@@ -69,10 +70,10 @@ class JSONLedger:
     def header(self) -> dict[str, Any]:
         return dict(self._header)
 
-    def read(self) -> list[LedgerEntry]:
-        return list(self._entries)
+    def read(self) -> LedgerState:
+        return LedgerState(list(self._entries))
 
-    def append(self, decide: Callable[[list[LedgerEntry]], Sequence[LedgerEntry]]) -> Any:
+    def transact(self, decide: Callable[[LedgerState], Changes]) -> Any:
         raise LedgerReadOnlyError(
             f"ledger {self.path} is a JSON ledger of an older dpframe: it can be read but "
             f"not charged. Convert it with `dpframe ledger migrate {self.path}` (entries and "
@@ -137,10 +138,10 @@ def migrate_json(
         raise InvalidParameterError(f"target: {dest} already exists; choose a new file name")
     h = old.header()
     store = SQLiteStore.create(dest, new_header(h["epsilon"], h["delta"], h["neighbours"]))
-    entries = old.read()
+    entries = old.read().entries
     if entries:
-        store.append(lambda existing: entries)
+        store.transact(lambda existing: Changes(entries))
     again = SQLiteStore.open(dest)
-    if [e.content() for e in again.read()] != [e.content() for e in entries]:
+    if [e.content() for e in again.read().entries] != [e.content() for e in entries]:
         raise LedgerIntegrityError(f"migration of {source} to {dest} did not verify")
     return again

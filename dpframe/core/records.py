@@ -16,7 +16,7 @@ from dpframe.core.chain import entry_hash
 from dpframe.core.constraints import check_delta, check_epsilon
 from dpframe.errors import LedgerIntegrityError
 
-__all__ = ["Budget", "Charge", "LedgerEntry"]
+__all__ = ["Budget", "Charge", "LedgerEntry", "Reservation"]
 
 
 @dataclass(frozen=True)
@@ -108,3 +108,26 @@ class LedgerEntry:
             raise LedgerIntegrityError(
                 f"{where}: ledger entry {self.id!r} does not match its hash: it was edited"
             )
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Budget held for one job (:meth:`Accountant.reserve`) until it draws or gives it back.
+
+    What the job has drawn under it is recorded by ordinary ledger entries whose
+    ``details["reservation"]`` is this ``id``; what is *held* is ``epsilon``/``delta``
+    minus that, and counts against every other spend while the reservation is open.
+    ``owner`` names the process (:mod:`dpframe.core.processes`), so a reservation of a
+    job that was killed can be given back.
+    """
+
+    id: str
+    created: str
+    owner: dict[str, Any]
+    note: str
+    epsilon: float
+    delta: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)

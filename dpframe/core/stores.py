@@ -1,101 +1,60 @@
-"""Where a ledger lives: in memory, or in a SQLite database (the persistent default).
+"""Where a ledger lives: what every store offers, the in-memory store, and the SQL both
+databases share.
 
-A store keeps a ledger's header and its entries, each with the hash that chains it to
-the one before (:mod:`dpframe.core.chain`), and offers one operation that changes it:
-:meth:`SQLiteStore.append`, which -- in one exclusive transaction -- reads and verifies
-every entry, lets the accountant decide what to add (or refuse, adding nothing), and
-appends the new entries with their hashes.
+A store keeps a ledger's header, its entries (each with the hash that chains it to the
+one before, :mod:`dpframe.core.chain`) and its open reservations, and offers one
+operation that changes them, :meth:`transact`: in one exclusive transaction it reads and
+verifies everything, lets the accountant decide what to change (or refuse, changing
+nothing) and applies the :class:`Changes` -- entries appended with their hashes,
+reservations opened, reservations given back. Nothing else writes a ledger.
 
-The SQLite store (Python's own :mod:`sqlite3`):
-
-* a schema that holds the rules: STRICT tables, epsilon and delta finite and
-  ``>= 0`` (a NaN is stored as NULL and refused by ``NOT NULL``), one header row fixed
-  at creation, and triggers that refuse any ``UPDATE`` or ``DELETE`` of the header or an
-  entry (the ledger is append-only);
-* every change one ``BEGIN IMMEDIATE`` transaction, in WAL mode, on a fresh connection
-  opened without the right to create the file: a ledger deleted while an accountant holds
-  it is an error, never a fresh budget;
-* the path resolved through symbolic links to one file, and a file with more than one
-  hard link refused (SQLite's journal is named after the path, so two names would be two
-  journals);
-* a new ledger is built under a temporary name and linked into place only if no file
-  has that name (two jobs creating one ledger at once make one ledger).
+The persistent stores are :class:`dpframe.core.sqlite.SQLiteStore` (the default, one
+file) and :class:`dpframe.core.postgres.PostgresStore` (jobs on many hosts); both are a
+:class:`DatabaseStore`: the same tables, checks and verification, each with its own
+connection, locking and schema.
 
 Examples
 --------
->>> import os, tempfile
->>> from dpframe.core.stores import SQLiteStore, new_header
->>> path = os.path.join(tempfile.mkdtemp(), "ledger.db")
->>> store = SQLiteStore.create(path, new_header(1.0, 0.0, "substitute"))
->>> store.header()["epsilon"], store.read()
+>>> from dpframe.core.stores import MemoryStore, new_header
+>>> store = MemoryStore(new_header(1.0, 0.0, "substitute"))
+>>> store.header()["epsilon"], store.read().entries
 (1.0, [])
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dpframe.core.chain import canonical, entry_hash, header_hash, verify
-from dpframe.core.records import LedgerEntry
-from dpframe.errors import LedgerIntegrityError, LedgerMismatchError, LedgerUnavailableError
+from dpframe.core.records import LedgerEntry, Reservation
+from dpframe.errors import LedgerIntegrityError, LedgerMismatchError
 
-__all__ = ["LEDGER_FORMAT", "LEDGER_VERSION", "MemoryStore", "SQLiteStore", "new_header"]
+__all__ = [
+    "LEDGER_FORMAT",
+    "LEDGER_VERSION",
+    "Changes",
+    "DatabaseStore",
+    "LedgerState",
+    "LedgerStore",
+    "MemoryStore",
+    "new_header",
+]
 
 LEDGER_FORMAT = "dpframe-ledger"
 LEDGER_VERSION = 2
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 #: How long a transaction waits for another process's (seconds).
 BUSY_TIMEOUT = 120.0
 
-_SCHEMA = """
-CREATE TABLE header (
-    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-    format TEXT NOT NULL CHECK (format = 'dpframe-ledger'),
-    version INTEGER NOT NULL,
-    creation_id TEXT NOT NULL,
-    created TEXT NOT NULL,
-    epsilon REAL NOT NULL CHECK (epsilon > 0 AND epsilon <= 1e300),
-    delta REAL NOT NULL CHECK (delta >= 0 AND delta < 1),
-    neighbours TEXT NOT NULL CHECK (neighbours IN ('substitute', 'add_remove')),
-    hash TEXT NOT NULL
-) STRICT;
-CREATE TABLE entries (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    release TEXT NOT NULL,
-    time TEXT NOT NULL,
-    mechanism TEXT NOT NULL,
-    columns TEXT NOT NULL,
-    epsilon REAL NOT NULL CHECK (epsilon >= 0 AND epsilon <= 1e300),
-    delta REAL NOT NULL CHECK (delta >= 0 AND delta <= 1),
-    scale REAL,
-    composition TEXT NOT NULL,
-    note TEXT NOT NULL,
-    details TEXT NOT NULL,
-    hash TEXT NOT NULL
-) STRICT;
-CREATE TRIGGER header_is_fixed BEFORE UPDATE ON header
-    BEGIN SELECT RAISE(ABORT, 'the ledger header is fixed at creation'); END;
-CREATE TRIGGER header_is_kept BEFORE DELETE ON header
-    BEGIN SELECT RAISE(ABORT, 'the ledger header is fixed at creation'); END;
-CREATE TRIGGER entries_are_kept BEFORE DELETE ON entries
-    BEGIN SELECT RAISE(ABORT, 'ledger entries are append-only'); END;
-CREATE TRIGGER entries_are_fixed BEFORE UPDATE ON entries
-    BEGIN SELECT RAISE(ABORT, 'ledger entries are append-only'); END;
-"""
-
-_HEADER_KEYS = ("format", "version", "creation_id", "created", "epsilon", "delta", "neighbours")
-_ENTRY_COLUMNS = (
+HEADER_KEYS = ("format", "version", "creation_id", "created", "epsilon", "delta", "neighbours")
+ENTRY_COLUMNS = (
     "id",
     "release",
     "time",
@@ -108,6 +67,36 @@ _ENTRY_COLUMNS = (
     "note",
     "details",
 )
+RESERVATION_COLUMNS = ("id", "created", "owner", "note", "epsilon", "delta")
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """A ledger's entries and open reservations, read in one snapshot and verified."""
+
+    entries: list[LedgerEntry]
+    reservations: list[Reservation] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What one transaction does: append ``entries``, open ``reserve``, close ``give_back``."""
+
+    entries: Sequence[LedgerEntry] = ()
+    reserve: Sequence[Reservation] = ()
+    give_back: Sequence[str] = ()
+
+
+class LedgerStore(Protocol):
+    """What the accountant needs of a store."""
+
+    where: str
+
+    def header(self) -> dict[str, Any]: ...
+
+    def read(self) -> LedgerState: ...
+
+    def transact(self, decide: Callable[[LedgerState], Changes]) -> list[LedgerEntry]: ...
 
 
 def new_header(epsilon: float, delta: float, neighbours: str) -> dict[str, Any]:
@@ -123,7 +112,7 @@ def new_header(epsilon: float, delta: float, neighbours: str) -> dict[str, Any]:
     }
 
 
-def _chained(head: str, new: Sequence[LedgerEntry]) -> list[LedgerEntry]:
+def chained(head: str, new: Sequence[LedgerEntry]) -> list[LedgerEntry]:
     """``new`` with the hashes that chain them after ``head``."""
     out = []
     for e in new:
@@ -140,240 +129,186 @@ class MemoryStore:
     def __init__(self, header: dict[str, Any]) -> None:
         self._header = dict(header)
         self._entries: list[LedgerEntry] = []
+        self._reservations: dict[str, Reservation] = {}
         self._lock = threading.Lock()
 
     def header(self) -> dict[str, Any]:
         return dict(self._header)
 
-    def read(self) -> list[LedgerEntry]:
+    def read(self) -> LedgerState:
         with self._lock:
-            return list(self._entries)
+            return LedgerState(list(self._entries), list(self._reservations.values()))
 
-    def append(
-        self, decide: Callable[[list[LedgerEntry]], Sequence[LedgerEntry]]
-    ) -> list[LedgerEntry]:
+    def transact(self, decide: Callable[[LedgerState], Changes]) -> list[LedgerEntry]:
         with self._lock:
-            new = list(decide(list(self._entries)))
+            changes = decide(LedgerState(list(self._entries), list(self._reservations.values())))
             head = self._entries[-1].hash if self._entries else header_hash(self._header)
-            chained = _chained(head, new)
-            self._entries.extend(chained)
-            return chained
+            new = chained(head, changes.entries)
+            self._entries.extend(new)
+            for r in changes.reserve:
+                self._reservations[r.id] = r
+            for rid in changes.give_back:
+                self._reservations.pop(rid, None)
+            return new
 
 
-class SQLiteStore:
-    """A ledger in a SQLite database file (see the module docstring)."""
+class DatabaseStore:
+    """The SQL a ledger database runs, whatever the database (see the module docstring).
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
-        self.path = path
-        self.where = str(path)
+    A subclass names its tables, its parameter marker and how it connects, begins a
+    transaction, and counts the entries it ever issued (so a deleted entry is seen).
+    """
+
+    where: str
+    #: table names
+    HEADER = "header"
+    ENTRIES = "entries"
+    RESERVATIONS = "reservations"
+
+    def __init__(self, header: dict[str, Any]) -> None:
         self._header = header
-        self._identity = _identity(path)
 
-    # -- opening and creating ---------------------------------------------------------------
+    # -- what a database supplies -----------------------------------------------------------
 
-    @staticmethod
-    def is_sqlite(path: Path) -> bool:
-        """Whether ``path`` holds a SQLite database (by its first bytes)."""
-        with open(path, "rb") as f:
-            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    @contextlib.contextmanager
+    def _transaction(self, write: bool) -> Iterator[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+        yield
 
-    @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> SQLiteStore:
-        """An existing ledger, its header and every entry verified."""
-        real = _resolve(path)
-        con = _connect(real)
-        try:
-            con.execute("BEGIN")  # one snapshot: other jobs may be appending meanwhile
-            header, stored_hash = _read_header(con, real)
-            entries = _read_entries(con, stored_hash)
-            con.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            raise _unavailable(real, exc) from exc
-        finally:
-            con.close()
-        if header_hash(header) != stored_hash:
-            raise LedgerIntegrityError(
-                f"ledger {real}: its header (budget, relation or creation id) was edited. "
-                "Restore it from a backup."
-            )
-        verify(header, [(e.content(), e.hash) for e in entries], str(real))
-        return cls(real, header)
+    def _issued(self, con: Any) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
 
-    @classmethod
-    def create(cls, path: str | os.PathLike[str], header: dict[str, Any]) -> SQLiteStore:
-        """A new ledger at ``path``; refuses if a file of that name appears meanwhile."""
-        target = Path(os.path.realpath(path))
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        try:
-            con = sqlite3.connect(tmp, isolation_level=None)
-            try:
-                con.execute("PRAGMA journal_mode=WAL")
-                con.executescript(_SCHEMA)
-                row = (1, *(header[k] for k in _HEADER_KEYS), header_hash(header))
-                con.execute(
-                    f"INSERT INTO header VALUES ({', '.join('?' * len(row))})",
-                    row,
-                )
-            finally:
-                con.close()
-            os.chmod(tmp, 0o600)
-            try:
-                os.link(tmp, target)  # atomic, and never replaces an existing file
-            except FileExistsError:
-                raise LedgerMismatchError(
-                    f"ledger {target} was created by another process meanwhile; open it"
-                ) from None
-        finally:
-            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-                leftover.unlink(missing_ok=True)
-        return cls(target, header)
+    def _record_issued(self, con: Any, total: int) -> None:
+        """Count the entries issued so far (a database that does not count them itself)."""
 
-    # -- reading and appending ----------------------------------------------------------------
+    def _sql(self, text: str) -> str:
+        """``text`` with ``?`` parameter markers in the database's own style."""
+        return text
+
+    # -- the shared part ------------------------------------------------------------------------
 
     def header(self) -> dict[str, Any]:
         return dict(self._header)
 
-    def read(self) -> list[LedgerEntry]:
-        con = self._connection()
-        try:
-            con.execute("BEGIN")
-            entries = self._verified(con)
-            con.execute("COMMIT")
-            return entries
-        except sqlite3.OperationalError as exc:
-            raise _unavailable(self.path, exc) from exc
-        finally:
-            con.close()
+    def read(self) -> LedgerState:
+        with self._transaction(write=False) as con:
+            return self._verified(con)
 
-    def append(
-        self, decide: Callable[[list[LedgerEntry]], Sequence[LedgerEntry]]
-    ) -> list[LedgerEntry]:
-        """One exclusive transaction: verify, ``decide(entries)``, append its result."""
-        con = self._connection()
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                entries = self._verified(con)
-                new = list(decide(entries))
-                head = entries[-1].hash if entries else header_hash(self._header)
-                chained = _chained(head, new)
-                con.executemany(
-                    f"INSERT INTO entries ({', '.join(_ENTRY_COLUMNS)}, hash) "
-                    f"VALUES ({', '.join('?' * (len(_ENTRY_COLUMNS) + 1))})",
-                    [_row(e) for e in chained],
+    def transact(self, decide: Callable[[LedgerState], Changes]) -> list[LedgerEntry]:
+        """One exclusive transaction: verify, ``decide(state)``, apply its changes."""
+        with self._transaction(write=True) as con:
+            state = self._verified(con)
+            changes = decide(state)
+            head = state.entries[-1].hash if state.entries else header_hash(self._header)
+            new = chained(head, changes.entries)
+            if new:
+                n = len(state.entries)
+                columns = ("seq", *ENTRY_COLUMNS, "hash")
+                con.cursor().executemany(
+                    self._sql(
+                        f"INSERT INTO {self.ENTRIES} ({', '.join(columns)}) "
+                        f"VALUES ({', '.join('?' * len(columns))})"
+                    ),
+                    [(n + i, *entry_row(e)) for i, e in enumerate(new, start=1)],
                 )
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
-            return chained
-        except sqlite3.OperationalError as exc:
-            raise _unavailable(self.path, exc) from exc
-        finally:
-            con.close()
+                self._record_issued(con, n + len(new))
+            if changes.reserve:
+                con.cursor().executemany(
+                    self._sql(
+                        f"INSERT INTO {self.RESERVATIONS} ({', '.join(RESERVATION_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(RESERVATION_COLUMNS))})"
+                    ),
+                    [reservation_row(r) for r in changes.reserve],
+                )
+            for rid in changes.give_back:
+                con.execute(self._sql(f"DELETE FROM {self.RESERVATIONS} WHERE id = ?"), (rid,))
+            return new
 
-    # -- internals ------------------------------------------------------------------------------
+    def read_header(self, con: Any) -> tuple[dict[str, Any], str]:
+        """The stored header and its stored hash."""
+        rows = con.execute(f"SELECT {', '.join(HEADER_KEYS)}, hash FROM {self.HEADER}").fetchall()
+        if len(rows) != 1:
+            raise LedgerIntegrityError(f"ledger {self.where} has {len(rows)} header rows, not one")
+        *values, stored = rows[0]
+        return dict(zip(HEADER_KEYS, values, strict=True)), stored
 
-    def _connection(self) -> sqlite3.Connection:
-        if _identity(self.path) != self._identity:
+    def read_state(self, con: Any, start: str) -> LedgerState:
+        """Every entry (checked contiguous, none deleted) and every open reservation."""
+        rows = con.execute(
+            f"SELECT seq, {', '.join(ENTRY_COLUMNS)}, hash FROM {self.ENTRIES} ORDER BY seq"
+        ).fetchall()
+        issued = self._issued(con)
+        if issued != len(rows):
             raise LedgerIntegrityError(
-                f"ledger {self.path} was replaced since it was opened (another file now has "
-                "its name); nothing was charged. Open the ledger again, or restore it."
+                f"ledger {self.where} holds {len(rows)} entries but issued {issued}: "
+                "entries were deleted. Restore it from a backup."
             )
-        return _connect(self.path)
+        entries = []
+        previous = start
+        for i, (seq, *values, stored) in enumerate(rows, start=1):
+            d = dict(zip(ENTRY_COLUMNS, values, strict=True))
+            if seq != i:
+                raise LedgerIntegrityError(
+                    f"ledger {self.where}: entries are not contiguous at {i} (seq {seq})"
+                )
+            d["columns"] = tuple(json.loads(d["columns"]))
+            d["details"] = json.loads(d["details"])
+            entries.append(LedgerEntry(**d, previous=previous, hash=stored))
+            previous = stored
+        held = con.execute(
+            f"SELECT {', '.join(RESERVATION_COLUMNS)} FROM {self.RESERVATIONS} ORDER BY created, id"
+        ).fetchall()
+        reservations = []
+        for row in held:
+            d = dict(zip(RESERVATION_COLUMNS, row, strict=True))
+            d["owner"] = json.loads(d["owner"])
+            reservations.append(Reservation(**d))
+        return LedgerState(entries, reservations)
 
-    def _verified(self, con: sqlite3.Connection) -> list[LedgerEntry]:
-        header, _ = _read_header(con, self.path)
+    def verified_open(self, con: Any) -> LedgerState:
+        """Read and verify a ledger being opened: its header against its own hash."""
+        header, stored_hash = self.read_header(con)
+        if header_hash(header) != stored_hash:
+            raise LedgerIntegrityError(
+                f"ledger {self.where}: its header (budget, relation or creation id) was "
+                "edited. Restore it from a backup."
+            )
+        self._header = header
+        state = self.read_state(con, stored_hash)
+        verify(header, [(e.content(), e.hash) for e in state.entries], self.where)
+        return state
+
+    def _verified(self, con: Any) -> LedgerState:
+        header, _ = self.read_header(con)
         if header != self._header:
             raise LedgerIntegrityError(
-                f"ledger {self.path} is not the ledger that was opened (creation id "
+                f"ledger {self.where} is not the ledger that was opened (creation id "
                 f"{header.get('creation_id')!r}, expected {self._header['creation_id']!r}): "
                 "it was swapped or restored; nothing was charged."
             )
-        entries = _read_entries(con, header_hash(self._header))
-        verify(self._header, [(e.content(), e.hash) for e in entries], str(self.path))
-        return entries
+        state = self.read_state(con, header_hash(self._header))
+        verify(self._header, [(e.content(), e.hash) for e in state.entries], self.where)
+        return state
 
 
-def _unavailable(path: Path, exc: sqlite3.OperationalError) -> LedgerUnavailableError:
-    return LedgerUnavailableError(
-        f"ledger {path} could not be used ({exc}; another job may have held it for over "
-        f"{BUSY_TIMEOUT:g} s); the transaction was rolled back: nothing was charged"
-    )
+def header_row(header: dict[str, Any]) -> tuple[Any, ...]:
+    """The header as a table row: ``singleton``, its keys, its hash."""
+    return (1, *(header[k] for k in HEADER_KEYS), header_hash(header))
 
 
-def _resolve(path: str | os.PathLike[str]) -> Path:
-    real = Path(os.path.realpath(path))
-    if not real.exists():
-        raise LedgerIntegrityError(f"ledger {path} does not exist (deleted?)")
-    links = real.stat().st_nlink
-    if links > 1:
-        raise LedgerMismatchError(
-            f"ledger {real} has {links} hard links: a ledger must have one name (each name "
-            "would get its own journal). Remove the other links (find -samefile)."
-        )
-    return real
-
-
-def _identity(path: Path) -> tuple[int, int]:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise LedgerIntegrityError(
-            f"ledger {path} was deleted while an accountant held it; nothing was charged. "
-            "Restore it from a backup: the budget it recorded has been spent."
-        ) from None
-    return st.st_dev, st.st_ino
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    try:
-        con = sqlite3.connect(
-            f"{path.as_uri()}?mode=rw", uri=True, isolation_level=None, timeout=BUSY_TIMEOUT
-        )
-        con.execute("PRAGMA foreign_keys=ON")
-    except sqlite3.Error as exc:
-        raise LedgerIntegrityError(f"ledger {path} cannot be opened: {exc}") from None
-    return con
-
-
-def _read_header(con: sqlite3.Connection, where: Path) -> tuple[dict[str, Any], str]:
-    try:
-        rows = con.execute(f"SELECT {', '.join(_HEADER_KEYS)}, hash FROM header").fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise LedgerMismatchError(f"{where} is not a dpframe ledger ({exc})") from None
-    if len(rows) != 1:
-        raise LedgerIntegrityError(f"ledger {where} has {len(rows)} header rows, not one")
-    *values, stored = rows[0]
-    return dict(zip(_HEADER_KEYS, values, strict=True)), stored
-
-
-def _read_entries(con: sqlite3.Connection, start: str) -> list[LedgerEntry]:
-    rows = con.execute(
-        f"SELECT seq, {', '.join(_ENTRY_COLUMNS)}, hash FROM entries ORDER BY seq"
-    ).fetchall()
-    issued = con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
-    if (issued[0] if issued else 0) != len(rows):
-        raise LedgerIntegrityError(
-            f"ledger holds {len(rows)} entries but issued {issued[0] if issued else 0}: "
-            "entries were deleted. Restore it from a backup."
-        )
-    out = []
-    previous = start
-    for i, (seq, *values, stored) in enumerate(rows, start=1):
-        d = dict(zip(_ENTRY_COLUMNS, values, strict=True))
-        if seq != i:
-            raise LedgerIntegrityError(f"ledger entries are not contiguous at {i} (seq {seq})")
-        d["columns"] = tuple(json.loads(d["columns"]))
-        d["details"] = json.loads(d["details"])
-        out.append(LedgerEntry(**d, previous=previous, hash=stored))
-        previous = stored
-    return out
-
-
-def _row(e: LedgerEntry) -> tuple[Any, ...]:
+def entry_row(e: LedgerEntry) -> tuple[Any, ...]:
+    """An entry as a table row (after ``seq``): its content, then its hash."""
     d = e.content()
     d["columns"] = canonical(list(e.columns)).decode()
     d["details"] = canonical(e.details).decode()
-    return (*(d[c] for c in _ENTRY_COLUMNS), e.hash)
+    return (*(d[c] for c in ENTRY_COLUMNS), e.hash)
+
+
+def reservation_row(r: Reservation) -> tuple[Any, ...]:
+    d = r.to_dict()
+    d["owner"] = canonical(r.owner).decode()
+    return tuple(d[c] for c in RESERVATION_COLUMNS)
+
+
+def not_a_ledger(where: str, exc: Exception) -> LedgerMismatchError:
+    return LedgerMismatchError(f"{where} is not a dpframe ledger ({exc})")

@@ -9,17 +9,22 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
 2. **check** -- open the ledger and a staging folder, build every release and prepare it:
    the engine computes the exact inputs and each release checks them. Bad data in *any*
    release is found here, before anything is charged;
-3. **charge** -- every release of the spec at once, atomically, by the executor
-   (:func:`dpframe.core.executor.execute`): all are recorded, or none is;
-4. **draw and record** -- each release's noise; released tables written to the staging
+3. **reserve** -- the whole spec's cost, in one ledger transaction
+   (:meth:`Accountant.reserve`): refused, spending nothing, if it does not fit beside
+   what other running jobs hold;
+4. **charge, draw and record**, release by release -- the executor
+   (:func:`dpframe.core.executor.execute`) turns the release's part of the reservation
+   into ledger entries, then draws its noise; released tables are written to the staging
    folder with their ledger entries and the resolved spec in the Parquet metadata,
-   PRAM'd microdata randomized and written by the engine;
+   PRAM'd microdata randomized and written by the engine. If the job fails, what it had
+   not yet drawn is given back;
 5. **check the output** -- the Great Expectations suite of every release, built *from the
    spec* (:mod:`dpframe.jobs.checks`);
 6. **publish** -- move the staged files into the output folder. If an expectation fails,
    nothing is published: the staged files stay under ``.failed-<run>/`` and
    :class:`CheckFailedError` is raised. If anything else fails, the staging folder is
-   removed. Budget charged for noise already drawn stays spent; nothing else is charged.
+   removed. Budget charged for noise already drawn stays spent; the rest of the
+   reservation is given back.
 """
 
 from __future__ import annotations
@@ -167,6 +172,41 @@ def _with_released_categories(r: Any, rel: Any) -> Any:
     return r
 
 
+def _stage(
+    spec: Spec,
+    r: Any,
+    rel: Any,
+    finished: Any,
+    entries: tuple[LedgerEntry, ...],
+    staging: Path,
+    eng: Any,
+    ctx: Any,
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Write one drawn release into ``staging``; what its check needs."""
+    path = staging / f"{r.name}.parquet"
+    if kind_of(r).rowwise:
+        target = path.as_uri() if eng.name == "spark" else path
+        rel.write_armed(finished, target, spec=spec.to_dict())
+        counts = _written_counts(eng, path, rel.columns)
+        extra = {"input_rows": ctx.rows(), "value_counts": counts}
+        return _with_released_categories(r, rel), eng.written_frame(path), extra
+    table = kind_of(r).postprocess(r, finished)
+    write_parquet(
+        table,
+        path,
+        ledger=list(entries),
+        spec=spec.to_dict(),
+        neighbours=spec.privacy.neighbours,
+    )
+    extra = {}
+    if isinstance(r, GroupedSpec):
+        extra = {
+            "margins": margins_for(spec, r, ctx.schema),
+            "sizes": spec.margins[r.margins].sizes,
+        }
+    return _with_released_categories(r, rel), table, extra
+
+
 def run(
     spec: Spec,
     *,
@@ -221,7 +261,7 @@ def run(
     result = JobResult(the_plan, folder=out)
     try:
         acct = Accountant.open(
-            spec.resolve(spec.privacy.ledger),
+            spec.ledger_target(),
             epsilon=spec.privacy.budget.epsilon,
             delta=spec.privacy.budget.delta,
             neighbours=spec.privacy.neighbours,
@@ -238,51 +278,23 @@ def run(
                 if bar:
                     bar.advance(task)
             if bar:
-                bar.update(task, description="charging and drawing")
-            # 3. one atomic charge for the whole spec, then every release's noise
-            execution = execute([s for group in steps for s in group], acct, note=f"job {run_id}")
-            result.entries = list(execution.entries)
+                bar.update(task, description="reserving the plan's budget")
+            # 3. the whole plan reserved at once (refused, spending nothing, if it does not
+            # fit beside other jobs); each release then draws from it, and whatever was not
+            # drawn when the job ends -- by success or failure -- is given back
+            charges = [c for group in steps for s in group for c in s.plan.charges]
             staged = []
-            i = 0
-            for r, group in zip(spec.release, steps, strict=True):
-                rel = releases[r.name]
-                idx = range(i, i + len(group))
-                i += len(group)
-                outputs = tuple(execution.outputs[j] for j in idx)
-                entries = tuple(e for j in idx for e in execution.entries_of(j))
-                finished = rel.finish(outputs, entries)
-                path = staging / f"{r.name}.parquet"
-                if kind_of(r).rowwise:
-                    target = path.as_uri() if eng.name == "spark" else path
-                    rel.write_armed(finished, target, spec=spec.to_dict())
-                    columns = rel.columns
-                    staged.append(
-                        (
-                            _with_released_categories(r, rel),
-                            eng.written_frame(path),
-                            {
-                                "input_rows": ctx.rows(),
-                                "value_counts": _written_counts(eng, path, columns),
-                            },
-                        )
-                    )
-                else:
-                    table = kind_of(r).postprocess(r, finished)
-                    write_parquet(
-                        table,
-                        path,
-                        ledger=list(entries),
-                        spec=spec.to_dict(),
-                        neighbours=spec.privacy.neighbours,
-                    )
-                    extra: dict[str, Any] = {}
-                    if isinstance(r, GroupedSpec):
-                        extra = {
-                            "margins": margins_for(spec, r, ctx.schema),
-                            "sizes": spec.margins[r.margins].sizes,
-                        }
-                    staged.append((_with_released_categories(r, rel), table, extra))
-                result.outputs[r.name] = out / path.name
+            with acct.reserve(charges, note=f"job {run_id}"):
+                for r, group in zip(spec.release, steps, strict=True):
+                    if bar:
+                        bar.update(task, description=f"drawing {r.name}")
+                    execution = execute(group, acct, note=f"job {run_id}")
+                    entries = execution.entries
+                    result.entries.extend(entries)
+                    rel = releases[r.name]
+                    finished = rel.finish(execution.outputs, entries)
+                    staged.append(_stage(spec, r, rel, finished, entries, staging, eng, ctx))
+                    result.outputs[r.name] = out / f"{r.name}.parquet"
             if bar:
                 bar.advance(task)
         # 5. the checks

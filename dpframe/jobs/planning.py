@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.core.accountant import Accountant
+from dpframe.core.accountant import Accountant, ledger_exists
 from dpframe.core.budget import exact, exact_sum
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
@@ -51,7 +51,7 @@ class JobPlan:
     spent_before: float
     epsilon: float
     delta: float
-    ledger: Path
+    ledger: Path | str
     input_rows: int | None
 
     @property
@@ -77,10 +77,11 @@ class JobPlan:
         )
 
 
-def ledger_state(spec: Spec) -> tuple[float, Path]:
-    """What the spec's ledger has spent (0 if it does not exist yet: nothing is created)."""
-    path = spec.resolve(spec.privacy.ledger)
-    if not path.exists():  # plan writes nothing: a missing ledger has spent nothing
+def ledger_state(spec: Spec) -> tuple[float, Path | str]:
+    """What the spec's ledger has spent or holds for running jobs (0 if it does not exist
+    yet: nothing is created)."""
+    path = spec.ledger_target()
+    if not ledger_exists(path):  # plan writes nothing: a missing ledger has spent nothing
         return 0.0, path
     acct = Accountant.open(
         path,
@@ -88,7 +89,7 @@ def ledger_state(spec: Spec) -> tuple[float, Path]:
         delta=spec.privacy.budget.delta,
         neighbours=spec.privacy.neighbours,
     )
-    return acct.spent.epsilon, path
+    return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon)), path
 
 
 def input_frame(spec: Spec, engine: str = "polars", spark: Any = None) -> Any:

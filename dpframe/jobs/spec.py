@@ -62,6 +62,7 @@ from pydantic import (
 from dpframe.core.budget import exact, exact_sum
 from dpframe.core.constraints import spec_field
 from dpframe.core.neighbours import require_substitute
+from dpframe.core.postgres import is_postgres_url
 from dpframe.engines.protocol import is_spark_frame
 from dpframe.errors import InvalidParameterError
 
@@ -113,10 +114,18 @@ class PrivacySpec(_Model):
     )
     neighbours: Neighbours = "substitute"
     budget: Budget
-    ledger: Path = Field(
-        description="the ledger (a SQLite database), shared by jobs on the same data"
+    ledger: Path | str = Field(
+        description="the ledger, shared by jobs on the same data: a SQLite file, or a "
+        "postgresql:// URL for jobs on many hosts"
     )
     seed: int | None = Field(None, description="reproducible noise: UNSAFE for publication")
+
+    @field_validator("ledger", mode="before")
+    @classmethod
+    def _file_or_url(cls, v: Any) -> Any:
+        if isinstance(v, str) and not is_postgres_url(v):
+            return Path(v)
+        return v
 
 
 class InputSpec(_Model):
@@ -369,7 +378,8 @@ class Spec(_Model):
     def check_outputs(self, spec_file: Path | None = None) -> None:
         """Refuse an output that would replace the input, the spec, a margins file or the
         ledger, or a ledger inside the output folder (found before anything is charged)."""
-        kept = {"the ledger": self.resolve(self.privacy.ledger)}
+        ledger = self.ledger_target()
+        kept = {"the ledger": ledger} if isinstance(ledger, Path) else {}
         if self.frame is None and self.input.path is not None:
             kept["the input"] = self.resolve(self.input.path)
         if spec_file is not None:
@@ -387,13 +397,18 @@ class Spec(_Model):
                             "rename the release or choose another output.folder"
                         )
         folder = Path(os.path.realpath(self.resolve(self.output.folder)))
-        if folder in real["the ledger"].parents:
+        if "the ledger" in real and folder in real["the ledger"].parents:
             raise ValueError(
                 f"privacy.ledger {kept['the ledger']} is inside output.folder {folder}: a "
                 "publish could replace it; keep the ledger outside the released files"
             )
 
     # -- helpers -------------------------------------------------------------------------
+
+    def ledger_target(self) -> Path | str:
+        """The ledger: its file resolved against the spec's folder, or its URL."""
+        ledger = self.privacy.ledger
+        return ledger if isinstance(ledger, str) else self.resolve(ledger)
 
     def resolve(self, path: Path | None) -> Path | None:
         """``path`` against the spec's folder (absolute paths unchanged)."""

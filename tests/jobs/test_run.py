@@ -123,10 +123,15 @@ def test_a_crash_mid_release_leaves_no_output(tmp_path, monkeypatch):
         run(spec, progress=False)
     out = tmp_path / "released"
     assert _files(out) == []  # nothing published, staging removed
-    spent = dpframe.Accountant.open(tmp_path / "ledger.db").spent.epsilon
-    # the whole spec was charged at once, before any noise; every release then drew its
-    # noise (and PRAM its records), so all of it stays spent
-    assert spent == pytest.approx(EPSILON_TOTAL)
+    ledger = dpframe.Accountant.open(tmp_path / "ledger.db")
+    # old: the whole spec stayed spent. Now the spec was reserved whole; by_region (0.8),
+    # microdata (1.0) and age_shares (0.2, its noise drawn before its file failed) drew
+    # theirs; scores_cov (0.3) never drew, so its part came back
+    assert ledger.spent.epsilon == pytest.approx(0.8 + 1.0 + 0.2, abs=1e-12)
+    assert ledger.reservations == () and ledger.reserved.epsilon == 0
+    assert {e.details["reservation"] for e in ledger.ledger} == {
+        next(iter(ledger.ledger)).details["reservation"]
+    }  # every entry drawn from the job's one reservation
 
 
 def test_a_failed_expectation_publishes_nothing(tmp_path, monkeypatch):
@@ -339,7 +344,9 @@ def test_three_overlapping_jobs_whose_budget_fits_two(tmp_path):
     assert "nothing spent" in refused and "Nothing was charged" in refused
     ledger = dpframe.Accountant.open(tmp_path / "ledger.db")
     assert ledger.spent.epsilon == pytest.approx(2 * EPSILON_TOTAL, abs=1e-12)
-    assert len({e.release for e in ledger.ledger}) == 2  # two charges, one per job
+    # two jobs, each drawing its releases from its own reservation; none is left held
+    assert len({e.details["reservation"] for e in ledger.ledger}) == 2
+    assert ledger.reservations == ()
 
 
 def test_a_run_removes_what_killed_runs_left(tmp_path):

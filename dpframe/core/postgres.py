@@ -1,0 +1,226 @@
+"""The PostgreSQL ledger (psycopg 3, ``pip install 'dpframe[postgres]'``): one budget
+shared by jobs on many hosts.
+
+A ledger is named by a URL, ``postgresql://user:password@host:port/database``; it lives in
+four tables of that database (``dpframe_header``, ``dpframe_entries``,
+``dpframe_issued``, ``dpframe_reservations``; to keep several ledgers in one database,
+give each a schema: ``...?options=-csearch_path%3Dsurvey2026``). The same rules as the
+SQLite store, held by the server:
+
+* constraints: epsilon and delta finite and ``>= 0`` (NaN and infinity fail the
+  ``<= 1e300`` check), one header row fixed at creation;
+* triggers refuse ``UPDATE``, ``DELETE`` and ``TRUNCATE`` of the header and the entries,
+  ``UPDATE`` of a reservation, and any decrease of the count of issued entries (which is
+  how a deleted entry is seen once the triggers are dropped);
+* every change is one transaction that first locks the ``dpframe_issued`` row
+  (``SELECT ... FOR UPDATE``): charges are serialised across hosts, reads are not
+  blocked; every read is one ``REPEATABLE READ`` snapshot;
+* an accountant checks at every transaction that the header (creation id) is the one it
+  opened, so a dropped and re-created ledger is refused; a missing table is a deleted
+  ledger, never a fresh budget.
+
+Give jobs a role that may only read and append (``GRANT SELECT, INSERT ON dpframe_entries,
+dpframe_reservations ...``, see docs/ledger.md): the owner of the tables can drop them, as
+the owner of a SQLite file can delete it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from dpframe.core.stores import BUSY_TIMEOUT, DatabaseStore, header_row
+from dpframe.errors import (
+    DPFrameError,
+    InvalidParameterError,
+    LedgerIntegrityError,
+    LedgerUnavailableError,
+)
+
+__all__ = ["PostgresStore", "is_postgres_url"]
+
+_SCHEMES = ("postgresql://", "postgres://")
+
+_SCHEMA = """
+CREATE TABLE dpframe_header (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    format TEXT NOT NULL CHECK (format = 'dpframe-ledger'),
+    version INTEGER NOT NULL,
+    creation_id TEXT NOT NULL,
+    created TEXT NOT NULL,
+    epsilon DOUBLE PRECISION NOT NULL CHECK (epsilon > 0 AND epsilon <= 1e300),
+    delta DOUBLE PRECISION NOT NULL CHECK (delta >= 0 AND delta < 1),
+    neighbours TEXT NOT NULL CHECK (neighbours IN ('substitute', 'add_remove')),
+    hash TEXT NOT NULL
+);
+CREATE TABLE dpframe_entries (
+    seq BIGINT PRIMARY KEY CHECK (seq >= 1),
+    id TEXT NOT NULL UNIQUE,
+    release TEXT NOT NULL,
+    time TEXT NOT NULL,
+    mechanism TEXT NOT NULL,
+    columns TEXT NOT NULL,
+    epsilon DOUBLE PRECISION NOT NULL CHECK (epsilon >= 0 AND epsilon <= 1e300),
+    delta DOUBLE PRECISION NOT NULL CHECK (delta >= 0 AND delta <= 1),
+    scale DOUBLE PRECISION,
+    composition TEXT NOT NULL,
+    note TEXT NOT NULL,
+    details TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE TABLE dpframe_issued (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    issued BIGINT NOT NULL CHECK (issued >= 0)
+);
+CREATE TABLE dpframe_reservations (
+    id TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    note TEXT NOT NULL,
+    epsilon DOUBLE PRECISION NOT NULL CHECK (epsilon >= 0 AND epsilon <= 1e300),
+    delta DOUBLE PRECISION NOT NULL CHECK (delta >= 0 AND delta <= 1)
+);
+CREATE FUNCTION dpframe_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION '%', TG_ARGV[0]; END $$;
+CREATE FUNCTION dpframe_issued_grows() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.issued < OLD.issued THEN
+        RAISE EXCEPTION 'the count of issued ledger entries never decreases';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER header_is_fixed BEFORE UPDATE OR DELETE ON dpframe_header
+    FOR EACH ROW EXECUTE FUNCTION dpframe_refuse('the ledger header is fixed at creation');
+CREATE TRIGGER header_is_kept BEFORE TRUNCATE ON dpframe_header
+    FOR EACH STATEMENT EXECUTE FUNCTION dpframe_refuse('the ledger header is fixed at creation');
+CREATE TRIGGER entries_are_fixed BEFORE UPDATE OR DELETE ON dpframe_entries
+    FOR EACH ROW EXECUTE FUNCTION dpframe_refuse('ledger entries are append-only');
+CREATE TRIGGER entries_are_kept BEFORE TRUNCATE ON dpframe_entries
+    FOR EACH STATEMENT EXECUTE FUNCTION dpframe_refuse('ledger entries are append-only');
+CREATE TRIGGER issued_grows BEFORE UPDATE ON dpframe_issued
+    FOR EACH ROW EXECUTE FUNCTION dpframe_issued_grows();
+CREATE TRIGGER issued_is_kept BEFORE DELETE ON dpframe_issued
+    FOR EACH ROW EXECUTE FUNCTION dpframe_refuse('the count of issued entries is kept');
+CREATE TRIGGER issued_is_not_truncated BEFORE TRUNCATE ON dpframe_issued
+    FOR EACH STATEMENT EXECUTE FUNCTION dpframe_refuse('the count of issued entries is kept');
+CREATE TRIGGER reservations_are_fixed BEFORE UPDATE ON dpframe_reservations
+    FOR EACH ROW EXECUTE FUNCTION
+    dpframe_refuse('a reservation is fixed: draw from it or give it back');
+"""
+
+#: an advisory lock key ("dpframe" in ASCII) that serialises creating a ledger
+_CREATE_LOCK = 0x6470667261_6D65
+
+
+def is_postgres_url(target: object) -> bool:
+    """Whether ``target`` names a PostgreSQL ledger (a ``postgresql://`` URL)."""
+    return isinstance(target, str) and target.startswith(_SCHEMES)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise DPFrameError(
+            "a PostgreSQL ledger needs psycopg 3: pip install 'dpframe[postgres]'"
+        ) from None
+    return psycopg
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (for messages and the ledger's ``where``)."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+class PostgresStore(DatabaseStore):
+    """A ledger in a PostgreSQL database (see the module docstring)."""
+
+    HEADER = "dpframe_header"
+    ENTRIES = "dpframe_entries"
+    RESERVATIONS = "dpframe_reservations"
+
+    path = None
+
+    def __init__(self, url: str, header: dict[str, Any]) -> None:
+        super().__init__(header)
+        self.url = url
+        self.where = redact(url)
+
+    @classmethod
+    def exists(cls, url: str) -> bool:
+        """Whether the database at ``url`` holds a ledger (reads only)."""
+        with cls(url, {})._transaction(write=False) as con:
+            return con.execute("SELECT to_regclass('dpframe_header')").fetchone()[0] is not None
+
+    @classmethod
+    def open(cls, url: str, header_if_new: dict[str, Any] | None = None) -> PostgresStore:
+        """The ledger at ``url``, verified; created with ``header_if_new`` if it has none."""
+        store = cls(url, {})
+        with store._transaction(write=True, created=False) as con:
+            con.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
+            exists = con.execute("SELECT to_regclass('dpframe_header')").fetchone()[0]
+            if exists is None:
+                if header_if_new is None:
+                    raise LedgerIntegrityError(
+                        f"no dpframe ledger in {store.where} (deleted?); to create one, "
+                        "open it with epsilon=..."
+                    )
+                con.execute(_SCHEMA)
+                row = header_row(header_if_new)
+                con.execute(
+                    f"INSERT INTO dpframe_header VALUES ({', '.join(['%s'] * len(row))})", row
+                )
+                con.execute("INSERT INTO dpframe_issued VALUES (1, 0)")
+        with store._transaction(write=False) as con:
+            store.verified_open(con)
+        return store
+
+    # -- what DatabaseStore needs ---------------------------------------------------------------
+
+    def _sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool, created: bool = True) -> Iterator[Any]:
+        psycopg = _psycopg()
+        try:
+            con = psycopg.connect(self.url, autocommit=True, connect_timeout=30)
+        except psycopg.Error as exc:
+            raise LedgerUnavailableError(
+                f"ledger {self.where} could not be reached ({exc}); nothing was charged"
+            ) from None
+        try:
+            with con.transaction():
+                if write:
+                    con.execute(f"SET LOCAL lock_timeout = '{int(BUSY_TIMEOUT)}s'")
+                    if created:  # every change waits for the one before: one at a time
+                        con.execute("SELECT issued FROM dpframe_issued FOR UPDATE")
+                else:
+                    con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield con
+        except psycopg.errors.UndefinedTable as exc:
+            raise LedgerIntegrityError(
+                f"ledger {self.where} has lost its tables ({exc.diag.message_primary}): it was "
+                "deleted while in use; nothing was charged. Restore it from a backup: the "
+                "budget it recorded has been spent."
+            ) from None
+        except psycopg.errors.InvalidParameterValue as exc:
+            raise InvalidParameterError(f"ledger {self.where}: {exc}") from None
+        except psycopg.Error as exc:
+            raise LedgerUnavailableError(
+                f"ledger {self.where} could not be used ({exc}); the transaction was rolled "
+                "back: nothing was charged"
+            ) from None
+        finally:
+            con.close()
+
+    def _issued(self, con: Any) -> int:
+        rows = con.execute("SELECT issued FROM dpframe_issued").fetchall()
+        if len(rows) != 1:
+            raise LedgerIntegrityError(f"ledger {self.where}: its count of entries is gone")
+        return int(rows[0][0])
+
+    def _record_issued(self, con: Any, total: int) -> None:
+        con.execute("UPDATE dpframe_issued SET issued = %s", (total,))
