@@ -18,7 +18,7 @@ path = "survey.parquet"
 unit = "record"
 neighbours = "substitute"
 budget = {{ epsilon = {budget} }}
-ledger = "ledger.db"
+ledger = "{ledger}"
 
 [output]
 folder = "released"
@@ -81,12 +81,14 @@ repair = "higham"
 EPSILON_TOTAL = 0.8 + 1.0 + 0.2 + 0.3
 
 
-def write_spec(folder: Path, rows: int = 20_000, budget: float = 3.0) -> Path:
+def write_spec(
+    folder: Path, rows: int = 20_000, budget: float = 3.0, ledger: str = "ledger.db"
+) -> Path:
+    """The survey and a spec over it; ``ledger`` a file or a ``postgresql://`` URL."""
     synthetic_survey(rows).write_parquet(folder / "survey.parquet")
     spec = folder / "release.toml"
-    spec.write_text(
-        SPEC.format(budget=budget, regions=list(REGIONS), bands=list(AGE_BANDS)).replace("'", '"')
-    )
+    text = SPEC.format(budget=budget, regions=list(REGIONS), bands=list(AGE_BANDS), ledger=ledger)
+    spec.write_text(text.replace("'", '"'))
     return spec
 
 

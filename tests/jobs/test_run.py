@@ -321,17 +321,21 @@ def test_published_files_are_readable_and_a_rerun_replaces_data_docs(tmp_path, m
     assert mode & 0o044  # readable by others, like any file the umask allows
 
 
-def test_three_overlapping_jobs_whose_budget_fits_two(tmp_path):
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_three_overlapping_jobs_whose_budget_fits_two(tmp_path, request, store):
     """A cron overlap: three `dpframe release` of one spec at once, the budget fits two.
 
     Old: two published and the third failed after charging 0.8 of its PRAM columns.
-    Now each job charges its whole spec in one transaction: exactly two publish, the
-    ledger holds exactly their cost, and the third says it spent nothing.
+    Now each job reserves its whole spec in one transaction: exactly two publish, the
+    ledger holds exactly their cost, and the third says it spent nothing -- with the
+    ledger in a SQLite file or in PostgreSQL.
     """
     import subprocess
     import sys
 
-    spec_path = write_spec(tmp_path, rows=3000, budget=2 * EPSILON_TOTAL + EPSILON_TOTAL / 2)
+    url = request.getfixturevalue("postgres_url") if store == "postgres" else "ledger.db"
+    budget = 2 * EPSILON_TOTAL + EPSILON_TOTAL / 2
+    spec_path = write_spec(tmp_path, rows=3000, budget=budget, ledger=url)
     cmd = [sys.executable, "-m", "dpframe.cli", "release", str(spec_path), "--no-progress"]
     jobs = [
         subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -342,7 +346,7 @@ def test_three_overlapping_jobs_whose_budget_fits_two(tmp_path):
     assert codes == [0, 0, 1], outs
     refused = next(text for code, text in outs if code == 1)
     assert "nothing spent" in refused and "Nothing was charged" in refused
-    ledger = dpframe.Accountant.open(tmp_path / "ledger.db")
+    ledger = dpframe.Accountant.open(url if store == "postgres" else tmp_path / "ledger.db")
     assert ledger.spent.epsilon == pytest.approx(2 * EPSILON_TOTAL, abs=1e-12)
     # two jobs, each drawing its releases from its own reservation; none is left held
     assert len({e.details["reservation"] for e in ledger.ledger}) == 2
