@@ -284,7 +284,7 @@ def wrap_release_steps():
     wrap(checks, "_gx", "import great_expectations", leaf=True,
          skip=lambda: "great_expectations" in sys.modules)
     wrap(job, "check_release", lambda a, k: f"check {a[0].name}")
-    wrap(job, "_publish", "publish")
+    wrap(job, "publish", "publish")
 
 def fresh(folder):
     # a new ledger and output folder for each run of the release (the budget fits one)

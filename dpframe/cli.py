@@ -488,10 +488,18 @@ def ledger_verify(
 
 
 def _released_files(paths: list[Path]) -> list[Path]:
+    """The released tables under ``paths``: an output folder's published run only (its
+    ``current`` run's manifest, read once; not the previous run kept beside it)."""
+    from dpframe.jobs import published_run
+    from dpframe.jobs.publish import CURRENT, MANIFEST
+
     files: list[Path] = []
     for p in paths:
-        if p.is_dir() and not (p / "_dpframe.json").exists():
-            files += sorted(p.rglob("*.parquet"))
+        if p.is_dir() and ((p / CURRENT).is_symlink() or (p / MANIFEST).is_file()):
+            run = published_run(p)
+            files += [run.path(name) for name in sorted(run.releases)]
+        elif p.is_dir() and not (p / "_dpframe.json").exists():
+            files += sorted(p.rglob("*.parquet"))  # an older dpframe's output folder
         else:
             files.append(p)
     return files

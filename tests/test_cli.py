@@ -61,3 +61,17 @@ def test_ledger_show(tmp_path):
     assert res.exit_code == 0 and "Provenance" in res.output
     res = runner.invoke(app, ["ledger", "show", str(out / "missing.json")])
     assert res.exit_code == 2
+
+
+def test_ledger_verify_against_an_output_folder_reads_its_current_run(tmp_path):
+    """The previous run kept beside the current one is not counted twice."""
+    from tests.jobs.conftest import write_spec
+
+    spec_path = write_spec(tmp_path, rows=1000, budget=10.0)
+    for _ in range(2):
+        res = runner.invoke(app, ["release", str(spec_path), "--no-progress"])
+        assert res.exit_code == 0, res.output
+    ledger, released = tmp_path / "ledger.db", tmp_path / "released"
+    res = runner.invoke(app, ["ledger", "verify", str(ledger), "--against", str(released)])
+    assert res.exit_code == 0, res.output
+    assert "4 released file(s) agree" in res.output

@@ -8,6 +8,7 @@ The Python API mirrors the ``dpframe`` command (``plan``, ``release``, ``check``
     print(plan(spec).rows)      # nothing spent
     result = run(spec)          # checked, charged once, sanitized, checked, published
     check(spec)                 # validate the published outputs again
+    run = published_run("released")   # one run: run.path("by_region"), run.manifest
 
 (``docs/release-python.md`` runs it end to end.) ``run(spec, engine="spark")`` runs the
 same spec on Apache Spark.
@@ -16,22 +17,26 @@ same spec on Apache Spark.
 * :mod:`~dpframe.jobs.kinds` -- the release kinds, in one registry;
 * :mod:`~dpframe.jobs.planning` -- what a spec will spend, without spending;
 * :mod:`~dpframe.jobs.job` -- the job loop, for both engines;
-* :mod:`~dpframe.jobs.checks` -- the expectation suites built from the spec.
+* :mod:`~dpframe.jobs.checks` -- the expectation suites built from the spec;
+* :mod:`~dpframe.jobs.publish` -- whole runs published at once, and read as one.
 """
 
 from dpframe.jobs.job import CheckFailedError, JobResult, check, run
 from dpframe.jobs.planning import JobPlan, plan
+from dpframe.jobs.publish import PublishedRun, published_run
 from dpframe.jobs.spec import Spec, SpecError, load_spec, parse_spec
 
 __all__ = [
     "CheckFailedError",
     "JobPlan",
     "JobResult",
+    "PublishedRun",
     "Spec",
     "SpecError",
     "check",
     "load_spec",
     "parse_spec",
     "plan",
+    "published_run",
     "run",
 ]

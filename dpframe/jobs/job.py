@@ -20,20 +20,21 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
    not yet drawn is given back;
 5. **check the output** -- the Great Expectations suite of every release, built *from the
    spec* (:mod:`dpframe.jobs.checks`);
-6. **publish** -- move the staged files into the output folder. If an expectation fails,
-   nothing is published: the staged files stay under ``.failed-<run>/`` and
-   :class:`CheckFailedError` is raised. If anything else fails, the staging folder is
-   removed. Budget charged for noise already drawn stays spent; the rest of the
-   reservation is given back.
+6. **publish** -- the whole run at once (:mod:`dpframe.jobs.publish`): the staging folder
+   becomes ``.runs/<run>/`` with a ``manifest.json``, and the output folder's ``current``
+   link is switched to it atomically; every top-level name links through ``current``. If
+   an expectation fails, nothing is published: the staged files stay under
+   ``.failed-<run>/`` and :class:`CheckFailedError` is raised. If anything else fails, the
+   staging folder is removed. Budget charged for noise already drawn stays spent; the
+   rest of the reservation is given back. Each run first repairs what killed runs left
+   (:func:`~dpframe.jobs.publish.repair`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ from dpframe.errors import BudgetExceededError, DPFrameError
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for
 from dpframe.jobs.planning import JobPlan, build_all, file_schema, input_frame, plan
+from dpframe.jobs.publish import OWNER, claim, publish, record_entry, repair, run_folder
 from dpframe.jobs.spec import GroupedSpec, PramSpec, ProportionsSpec, Spec
 from dpframe.polars.io import write_parquet
 
@@ -69,6 +71,8 @@ class JobResult:
     entries: list[LedgerEntry] = field(default_factory=list)
     checks: list[Any] = field(default_factory=list)
     folder: Path | None = None
+    #: the run's id: published as ``folder/.runs/<run>``, named by ``folder/current``
+    run: str | None = None
 
     @property
     def epsilon(self) -> float:
@@ -81,74 +85,6 @@ def _progress(enabled: bool) -> Any:
     from rich.progress import Progress  # loaded only for an interactive run
 
     return Progress(transient=True)
-
-
-#: the file in a staging folder that names the process that owns it
-OWNER = ".owner"
-
-
-def _claim(staging: Path) -> None:
-    """Mark ``staging`` as this process's, so a later run can tell if it was abandoned."""
-    doc = {"pid": os.getpid(), "host": socket.gethostname()}
-    (staging / OWNER).write_text(json.dumps(doc))
-
-
-def _abandoned(staging: Path) -> bool:
-    """A staging folder whose job died (its process is gone from this host)."""
-    try:
-        owner = json.loads((staging / OWNER).read_text())
-        if owner["host"] != socket.gethostname():
-            return False  # another host's job: it may be running
-        os.kill(int(owner["pid"]), 0)
-    except FileNotFoundError:  # killed between creating and claiming it
-        return not any(staging.iterdir())
-    except ProcessLookupError:
-        return True
-    except (OSError, ValueError, KeyError, TypeError):  # unreadable, or not ours to judge
-        return False
-    return False
-
-
-def _repair(out: Path) -> None:
-    """Remove what killed runs left in ``out``: their staging folders (charged, unchecked
-    tables: never published), and put back an output a killed publish had moved aside."""
-    for staging in out.glob(".staging-*"):
-        if staging.is_dir() and _abandoned(staging):
-            shutil.rmtree(staging, ignore_errors=True)
-    for old in out.glob(".old-*"):
-        name = old.name.removeprefix(".old-").rsplit("-", 1)[0]
-        if not (out / name).exists():
-            os.replace(old, out / name)  # the swap was cut between its two moves
-        else:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def _publish(staging: Path, out: Path) -> None:
-    """Move every staged entry into ``out``, replacing what a previous run published.
-
-    Files are replaced atomically one by one (``os.replace``); a folder (Data Docs, or
-    Spark's microdata) is swapped in after the old one is moved aside. If a move fails,
-    the staging folder is left in place and the error says which outputs are already new.
-    """
-    moved: list[str] = []
-    try:
-        (staging / OWNER).unlink(missing_ok=True)
-        for f in sorted(staging.iterdir()):
-            target = out / f.name
-            if f.is_dir() and target.exists():
-                old = out / f".old-{f.name}-{uuid.uuid4().hex[:8]}"
-                os.replace(target, old)
-                os.replace(f, target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(f, target)
-            moved.append(f.name)
-        staging.rmdir()
-    except OSError as exc:
-        raise DPFrameError(
-            f"publishing into {out} failed ({exc}); already published from this run: "
-            f"{moved or 'nothing'}; the rest is still in {staging}"
-        ) from exc
 
 
 def _written_counts(engine: Any, path: Path, columns: list[str]) -> dict[str, pl.DataFrame]:
@@ -254,11 +190,11 @@ def run(
     out = spec.resolve(spec.output.folder).absolute()
     out.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:12]
-    _repair(out)
+    repair(out)  # what killed jobs left; refuses an out/current that is not ours
     staging = out / f".staging-{run_id}"
     staging.mkdir()
-    _claim(staging)
-    result = JobResult(the_plan, folder=out)
+    claim(staging)
+    result = JobResult(the_plan, folder=out, run=run_id)
     try:
         acct = Accountant.open(
             spec.ledger_target(),
@@ -307,34 +243,42 @@ def run(
         if failed:
             kept = out / f".failed-{run_id}"
             os.replace(staging, kept)
+            (kept / OWNER).unlink(missing_ok=True)
             report = "\n".join(c.report() for c in failed)
             raise CheckFailedError(
                 f"{len(failed)} release(s) failed their expectations; nothing was published "
                 f"(staged outputs kept in {kept}):\n{report}"
             )
+        # 6. the whole run at once (dpframe.jobs.publish)
+        releases = {r.name: f"{r.name}.parquet" for r in spec.release}
+        publish(staging, out, run=run_id, releases=releases, entries=result.entries)
     except BaseException as exc:  # nothing published; a failed check moved staging aside
         shutil.rmtree(staging, ignore_errors=True)
         exc.charged = tuple(result.entries)  # type: ignore[attr-defined]  # this job's spend
         raise
-    _publish(staging, out)  # 6.
     return result
 
 
 def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     """Validate the published outputs of ``spec`` again (the ``dpframe check`` command).
 
-    Reads each release's Parquet file from the output folder, rebuilds its suite from the
-    spec, validates, and saves the suite and the result next to the file.
+    Resolves the output folder's ``current`` run once (so every file checked is of one
+    run, whatever is published meanwhile), reads each release's Parquet file from it,
+    rebuilds its suite from the spec, validates, and saves the suite and the result into
+    that run's folder (the top-level names link to them).
     """
     out = spec.resolve(spec.output.folder).absolute()
+    folder = run_folder(out)  # resolved once
     lf = spec.lazy_input()
     schema = file_schema(spec, lf)
     results = []
     n = None
     for r in spec.release:
-        path = out / f"{r.name}.parquet"
+        path = folder / f"{r.name}.parquet"
         if not path.exists():
-            raise DPFrameError(f"release {r.name!r}: {path} does not exist (run release first)")
+            raise DPFrameError(
+                f"release {r.name!r}: {out / path.name} does not exist (run release first)"
+            )
         if isinstance(r, PramSpec):
             n = engine_for(lf).rows() if n is None else n
             scan = pl.scan_parquet(path / "*.parquet" if path.is_dir() else path)
@@ -348,6 +292,13 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
             )
         else:
             res = check_release(r, pl.read_parquet(path))
-        save_check(res, out, data_docs=data_docs)
         results.append(res)
+    if not folder.is_dir():
+        raise DPFrameError(
+            f"the run checked ({folder}) was removed by newer publishes meanwhile; run check again"
+        )
+    for res in results:
+        save_check(res, folder, data_docs=data_docs)
+    if data_docs and folder != out:
+        record_entry(out, folder, "data_docs")
     return results

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -23,6 +24,35 @@ def _files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
+def _hidden(folder: Path) -> list[str]:
+    return [f for f in _files(folder) if f.startswith(".")]
+
+
+def _published(out: Path, foreign: tuple[str, ...] = ()) -> Path:
+    """Check the layout of a published output folder; return the current run's folder.
+
+    ``current`` names one run under ``.runs/``; every other top-level name (but the
+    ``foreign`` files dpframe did not write) is a link ``-> current/<name>``, exactly the
+    files of that run's manifest.
+    """
+    current = out / "current"
+    assert current.is_symlink() and os.readlink(current).startswith(".runs/")
+    run = Path(os.path.realpath(current))
+    assert run.parent == (out / ".runs").resolve()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["format"] == "dpframe-run" and manifest["run"] == run.name
+    names = [f for f in _files(out) if not f.startswith(".") and f not in ("current", *foreign)]
+    assert (
+        names
+        == manifest["files"]
+        == sorted(p.name for p in run.iterdir() if p.name not in ("manifest.json",))
+    )
+    for name in names:
+        assert os.readlink(out / name) == f"current/{name}"
+        assert Path(os.path.realpath(out / name)).parent == run
+    return run
+
+
 def test_cli_release_of_a_million_rows(tmp_path):
     spec_path = write_spec(tmp_path, rows=1_000_000)
     res = runner.invoke(app, ["plan", str(spec_path)])
@@ -38,7 +68,9 @@ def test_cli_release_of_a_million_rows(tmp_path):
         assert (out / f"{name}.validation.json").exists()
         prov = dpframe.read_provenance(out / f"{name}.parquet")
         assert prov.entries and prov.spec["release"][0]["name"] == "by_region"
-    assert not [f for f in _files(out) if f.startswith(".")]  # no staging left
+    assert _hidden(out) == [".runs"]  # no staging left
+    run = _published(out)
+    assert sorted(p.name for p in (out / ".runs").iterdir()) == [run.name]
     ledger = dpframe.Accountant.open(tmp_path / "ledger.db")
     assert ledger.spent.epsilon == pytest.approx(planned) == pytest.approx(EPSILON_TOTAL)
     in_files = sum(dpframe.read_provenance(out / f"{n}.parquet").epsilon for n in names)
@@ -316,7 +348,9 @@ def test_published_files_are_readable_and_a_rerun_replaces_data_docs(tmp_path, m
         assert res.exit_code == 0, res.output
     out = tmp_path / "released"
     assert (out / "data_docs").is_dir()
-    assert not [f for f in _files(out) if f.startswith(".")]
+    assert _hidden(out) == [".runs"]
+    run = _published(out)
+    assert "data_docs" in _files(run) and (out / "data_docs").is_symlink()
     mode = (out / "by_region.parquet").stat().st_mode & 0o777
     assert mode & 0o044  # readable by others, like any file the umask allows
 
@@ -354,15 +388,18 @@ def test_three_overlapping_jobs_whose_budget_fits_two(tmp_path, request, store):
 
 
 def test_a_run_removes_what_killed_runs_left(tmp_path):
-    """Old: `.staging-*` folders of charged, unchecked tables piled up, never cleaned."""
-    import json
+    """Old: `.staging-*` folders of charged, unchecked tables piled up, never cleaned.
+
+    Now the run folders of dead jobs (killed before their commit) and leftovers of older
+    publishes go too; a live job's folders stay; and a real folder an older dpframe moved
+    aside is put back (then replaced by this run's link)."""
     import socket
     import subprocess
     import sys
 
     spec_path = write_spec(tmp_path, rows=1000, budget=5.0)
     out = tmp_path / "released"
-    out.mkdir()
+    (out / ".runs").mkdir(parents=True)
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
@@ -371,14 +408,212 @@ def test_a_run_removes_what_killed_runs_left(tmp_path):
     )
     host = socket.gethostname()
     for name, pid in (("dead", int(dead.stdout)), ("live", os.getpid())):
-        folder = out / f".staging-{name}"
-        folder.mkdir()
-        (folder / ".owner").write_text(json.dumps({"pid": pid, "host": host}))
-        (folder / "by_region.parquet").write_bytes(b"charged but never checked")
+        for folder in (out / f".staging-{name}", out / ".runs" / name):
+            folder.mkdir()
+            (folder / ".owner").write_text(json.dumps({"pid": pid, "host": host}))
+            (folder / "by_region.parquet").write_bytes(b"charged but never checked")
+    (out / ".runs" / "finished").mkdir()  # an older run, published and replaced: no owner
     (out / ".staging-empty").mkdir()  # killed between creating and claiming it
     (out / ".old-by_region.parquet-0123abcd").write_bytes(b"moved aside by a cut swap")
-    run(load_spec(spec_path), progress=False)
-    left = sorted(p.name for p in out.iterdir() if p.name.startswith("."))
-    assert left == [".staging-live"]  # a running job's folder is not touched
+    (out / ".link-0123abcd").symlink_to("current/by_region.parquet")  # a cut link swap
+    result = run(load_spec(spec_path), progress=False)
+    assert _hidden(out) == [".runs", ".staging-live"]  # a running job's folder is kept
+    assert sorted(p.name for p in (out / ".runs").iterdir()) == sorted(["live", result.run])
+    assert _published(out).name == result.run
     assert pl.read_parquet(out / "by_region.parquet").height > 0
-    assert not any(p.name == ".owner" for p in out.iterdir())
+    assert not (out / ".runs" / result.run / ".owner").exists()
+
+
+def test_a_run_replaces_an_older_layout_and_drops_names_no_longer_released(tmp_path):
+    """Files and folders an older dpframe published at the top level become links; a
+    name the spec no longer releases disappears with its run."""
+    spec_path = write_spec(tmp_path, rows=1000, budget=10.0)
+    out = tmp_path / "released"
+    out.mkdir()
+    (out / "by_region.parquet").write_bytes(b"published by dpframe 0.0")
+    (out / "data_docs" / "by_region").mkdir(parents=True)
+    (out / "notes.txt").write_text("not dpframe's: kept")
+    run(load_spec(spec_path), progress=False, data_docs=True)
+    _published(out, foreign=("notes.txt",))
+    assert _hidden(out) == [".runs"] and (out / "notes.txt").read_text() == "not dpframe's: kept"
+    _edit_spec(spec_path, 'name = "scores_cov"', 'name = "scores_matrix"')
+    second = run(load_spec(spec_path), progress=False)
+    run_folder = _published(out, foreign=("notes.txt",))
+    assert run_folder.name == second.run
+    assert not os.path.lexists(out / "scores_cov.parquet")  # dropped from the spec
+    assert not os.path.lexists(out / "data_docs")  # this run made none
+    assert (out / "scores_matrix.parquet").is_symlink()
+
+
+def test_every_published_name_switches_with_one_run(tmp_path):
+    """After each run, every top-level name resolves into that run's folder; its manifest
+    lists exactly its files, its releases and its ledger entries; only the current run
+    and the one before it are kept."""
+    spec_path = write_spec(tmp_path, rows=1000, budget=10.0)
+    out = tmp_path / "released"
+    spec = load_spec(spec_path)
+    results = []
+    for i in range(3):
+        results.append(run(spec, progress=False))
+        folder = _published(out)
+        assert folder.name == results[-1].run
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["previous"] == (results[-2].run if i else None)
+        assert manifest["releases"] == {
+            n: f"{n}.parquet" for n in ("age_shares", "by_region", "microdata", "scores_cov")
+        }
+        assert manifest["ledger"]["entries"] == [e.id for e in results[-1].entries]
+        assert manifest["ledger"]["epsilon"] == pytest.approx(EPSILON_TOTAL)
+        for name in manifest["releases"]:  # each table holds this run's ledger entries
+            prov = dpframe.read_provenance(out / f"{name}.parquet")
+            assert {e.id for e in prov.entries} <= set(manifest["ledger"]["entries"])
+        kept = sorted(p.name for p in (out / ".runs").iterdir())
+        assert kept == sorted(r.run for r in results[-2:])
+    assert _hidden(out) == [".runs"]
+
+
+def test_a_job_killed_while_publishing_leaves_one_run(tmp_path):
+    """SIGKILL at seeded random moments of a (slowed) publish: after every kill, each
+    top-level name that exists is in one run, whose manifest's files all exist; the
+    next run repairs the rest.
+
+    Old: the staged files were moved into the output folder one by one, so a kill left a
+    table of one run beside the validation result of another.
+    """
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    spec_path = write_spec(tmp_path, rows=1000, budget=9 * EPSILON_TOTAL + 1)
+    out = tmp_path / "released"
+    spec = load_spec(spec_path)
+    run(spec, progress=False)  # a published run to replace
+    # the job through the CLI, with a publish slowed down by the driver only (a short
+    # sleep before each rename, link and unlink once publishing has begun)
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import os, sys, time\n"
+        "import dpframe.jobs.job as job\n"
+        "from dpframe.cli import app\n"
+        "slow = []\n"
+        "def slowed(f):\n"
+        "    def g(*a, **k):\n"
+        "        if slow:\n"
+        "            time.sleep(0.05)\n"
+        "        return f(*a, **k)\n"
+        "    return g\n"
+        "os.replace, os.symlink, os.unlink = map(slowed, (os.replace, os.symlink, os.unlink))\n"
+        "publish = job.publish\n"
+        "def announced(*a, **k):\n"
+        "    slow.append(1)\n"
+        "    print('PUBLISHING', flush=True)\n"
+        "    return publish(*a, **k)\n"
+        "job.publish = announced\n"
+        "sys.argv[0] = 'dpframe'\n"
+        "app()\n"
+    )
+    cmd = [sys.executable, str(driver), "release", str(spec_path), "--no-progress"]
+    rng = random.Random(14)
+    states = []
+    names = ["scores_cov", "scores_matrix"]
+    for i in range(7):  # each job renames a release: names to link, and names to drop
+        _edit_spec(spec_path, f'name = "{names[i % 2]}"', f'name = "{names[(i + 1) % 2]}"')
+        before = os.path.realpath(out / "current")
+        job = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        lines = []
+        for line in job.stdout:
+            lines.append(line.decode())
+            if line.startswith(b"PUBLISHING"):
+                break
+        else:
+            pytest.fail("the job never reached publishing:\n" + "".join(lines))
+        time.sleep(rng.uniform(0.0, 0.6))
+        job.send_signal(signal.SIGKILL)
+        job.wait(timeout=60)
+        job.stdout.close()
+        # what a reader sees now: one run, whole
+        current = Path(os.path.realpath(out / "current"))
+        manifest = json.loads((current / "manifest.json").read_text())
+        assert all((current / f).exists() for f in manifest["files"])
+        for p in out.iterdir():
+            if p.name.startswith(".") or p.name == "current" or not p.exists():
+                continue
+            assert Path(os.path.realpath(p)).parent == current, p
+        linked = [f for f in manifest["files"] if os.path.lexists(out / f)]
+        owned = [r for r in (out / ".runs").iterdir() if (r / ".owner").exists()]
+        states.append((str(current) != before, len(linked) < len(manifest["files"]), len(owned)))
+    # the kills fell in different steps: before the commit (the previous run still
+    # current), between the commit and the last link (the new run current, some of its
+    # names missing), and after (the new run current, the dead job's owner file left)
+    assert any(not new for new, _, _ in states), states
+    assert any(new and missing for new, missing, _ in states), states
+    assert any(new and owned for new, _, owned in states), states
+    last = run(load_spec(spec_path), progress=False)  # repairs everything
+    folder = _published(out)
+    assert folder.name == last.run
+    assert _hidden(out) == [".runs"]
+    runs = sorted(p.name for p in (out / ".runs").iterdir())
+    previous = json.loads((folder / "manifest.json").read_text())["previous"]
+    assert runs == sorted([last.run, previous])
+    assert not [r for r in runs if (out / ".runs" / r / ".owner").exists()]
+
+
+def test_check_reads_the_current_run_and_keeps_the_links(tmp_path):
+    """`dpframe check` validates the current run (not the previous one kept beside it)
+    and writes its results into that run: the top-level names stay links."""
+    spec_path = write_spec(tmp_path, rows=1000, budget=10.0)
+    out = tmp_path / "released"
+    spec = load_spec(spec_path)
+    first, second = run(spec, progress=False), run(spec, progress=False)
+    old = out / ".runs" / first.run / "scores_cov.parquet"  # the previous run, kept
+    pl.DataFrame({"column": ["x"], "trust": [1e9]}).write_parquet(old)  # would fail
+    before = (out / ".runs" / second.run / "by_region.validation.json").stat().st_mtime_ns
+    res = runner.invoke(app, ["check", str(spec_path), "--data-docs"])
+    assert res.exit_code == 0, res.output
+    folder = _published(out)  # every name still a link into the current run
+    assert folder.name == second.run
+    assert (folder / "by_region.validation.json").stat().st_mtime_ns > before
+    assert (out / "data_docs").is_symlink() and (out / "data_docs" / "by_region").is_dir()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert "data_docs" in manifest["files"]
+    assert _hidden(out) == [".runs"]
+
+
+def test_published_run_reads_one_run_while_another_is_published(tmp_path, monkeypatch):
+    """published_run resolves `current` once: a publish that swaps it right after does
+    not mix the next run's files into the one being read."""
+    import dpframe.jobs.publish as publish_mod
+    from dpframe.errors import DPFrameError
+    from dpframe.jobs import published_run
+
+    spec_path = write_spec(tmp_path, rows=1000, budget=10.0)
+    out = tmp_path / "released"
+    spec = load_spec(spec_path)
+    with pytest.raises(DPFrameError, match="no published run"):
+        published_run(out)
+    first = run(spec, progress=False)
+    real = os.path.realpath
+    later: list = []
+
+    def resolve_then_publish(path, *args, **kwargs):
+        resolved = real(path, *args, **kwargs)
+        if not later and Path(path).name == "current":  # right after the resolve
+            monkeypatch.setattr(publish_mod.os.path, "realpath", real)
+            later.append(run(spec, progress=False))
+        return resolved
+
+    monkeypatch.setattr(publish_mod.os.path, "realpath", resolve_then_publish)
+    reading = published_run(out)
+    assert later and reading.run == first.run != later[0].run
+    assert reading.folder == Path(real(out / ".runs" / first.run))
+    assert all(f.exists() for f in reading.files)  # kept: it is the previous run now
+    for name in reading.releases:
+        ids = {e.id for e in dpframe.read_provenance(reading.path(name)).entries}
+        assert ids <= {e.id for e in first.entries}  # all of the first run
+    now = published_run(out)
+    assert now.run == later[0].run and now.previous == first.run
+    assert published_run(now.folder).run == now.run  # a run's own folder reads too
+    with pytest.raises(DPFrameError, match="no release 'missing'"):
+        now.path("missing")

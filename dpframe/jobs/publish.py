@@ -1,0 +1,453 @@
+"""Publishing whole runs: a reader of an output folder sees one run, never a mix of two.
+
+An output folder ``out`` holds each published run in a folder of its own and a link
+that names the published one::
+
+    out/.runs/<run>/          one whole run: <name>.parquet (Spark microdata: a folder),
+                              <name>.suite.json, <name>.validation.json, data_docs/,
+                              manifest.json
+    out/current -> .runs/<run>
+    out/<entry> -> current/<entry>      for every entry of the run
+
+A job stages its files in ``out/.staging-<run>/`` (claimed with an ``.owner`` file naming
+its process and host). :func:`publish` then
+
+1. renames the staging folder to ``.runs/<run>`` (still owned), with its ``manifest.json``;
+2. points ``current`` at it: a new link renamed onto the old one (``os.replace``), the one
+   atomic commit point -- before it the previous run is published, after it this one;
+3. makes every entry's top-level name a link ``-> current/<entry>`` (replacing a file or
+   folder an older dpframe published there), so every top-level name switches with
+   ``current``, at one instant;
+4. removes top-level links into ``current/`` whose entry the run no longer has;
+5. removes the run's ``.owner``;
+6. deletes the run folders other than the current one and its ``previous`` (a reader
+   still reading the previous run keeps its files).
+
+A job killed anywhere in there leaves the previous run published (killed before 2) or
+this one (after 2). :func:`repair`, at the start of every run, finishes what a killed
+job left: it removes the staging and run folders of dead jobs, completes steps 3 to 6
+for the current run and puts back a folder an older dpframe's publish had moved aside.
+Publishing and repairing hold a lock on the output folder (``flock``, released by the
+system if the process dies), so two jobs never interleave these steps.
+
+Readers that read more than one file use :func:`published_run`, which resolves
+``current`` once and reads the run's manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import json
+import os
+import shutil
+import socket
+import time
+import uuid
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpframe.core.budget import exact_sum
+from dpframe.core.files import atomic_write_text
+from dpframe.errors import DPFrameError
+
+try:  # POSIX; elsewhere publishes of one folder are not serialised
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "CURRENT",
+    "MANIFEST",
+    "OWNER",
+    "RUNS",
+    "PublishedRun",
+    "abandoned",
+    "claim",
+    "publish",
+    "published_run",
+    "record_entry",
+    "repair",
+    "run_folder",
+]
+
+#: the folder of an output folder that holds the runs
+RUNS = ".runs"
+#: the link naming the published run
+CURRENT = "current"
+#: the file in a run folder that lists what the run holds
+MANIFEST = "manifest.json"
+#: the file in a staging or run folder that names the process that owns it
+OWNER = ".owner"
+FORMAT = "dpframe-run"
+VERSION = 1
+
+_LINK_TMP = ".link-"  # a link made under this name, then renamed into place
+_OLD = ".old-"  # a folder moved aside to put a link in its place
+_LOCK_TIMEOUT = 120.0
+
+
+# -- owners ----------------------------------------------------------------------------------
+
+
+def claim(folder: Path) -> None:
+    """Mark ``folder`` as this process's, so a later run can tell if it was abandoned."""
+    doc = {"pid": os.getpid(), "host": socket.gethostname()}
+    (folder / OWNER).write_text(json.dumps(doc))
+
+
+def abandoned(folder: Path) -> bool:
+    """A staging or run folder whose job died (its process is gone from this host)."""
+    try:
+        owner = json.loads((folder / OWNER).read_text())
+        if owner["host"] != socket.gethostname():
+            return False  # another host's job: it may be running
+        os.kill(int(owner["pid"]), 0)
+    except FileNotFoundError:  # killed between creating and claiming it
+        return not any(folder.iterdir())
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError, KeyError, TypeError):  # unreadable, or not ours to judge
+        return False
+    return False
+
+
+# -- the lock --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """Hold the publishing lock of ``out`` (a ``flock`` on the folder itself, or on
+    ``.runs/.lock`` where folders cannot be locked); the system drops it if we die."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # can this folder be locked?
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            pass  # held by another job: it can
+        except OSError as exc:  # e.g. some network file systems
+            if exc.errno not in (errno.EBADF, errno.EINVAL, errno.ENOLCK, errno.EOPNOTSUPP):
+                raise
+            os.close(fd)
+            fd = -1
+            (out / RUNS).mkdir(exist_ok=True)
+            fd = os.open(out / RUNS / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + _LOCK_TIMEOUT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise DPFrameError(
+                        f"another job has been publishing into {out} for over "
+                        f"{_LOCK_TIMEOUT:g} s; nothing was published by this one"
+                    ) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)  # releases the lock
+
+
+# -- the layout ------------------------------------------------------------------------------
+
+
+def current_run(out: Path) -> str | None:
+    """The id of the run ``out/current`` names, or None if nothing was published yet."""
+    link = out / CURRENT
+    if not link.is_symlink():
+        if link.exists():
+            raise DPFrameError(
+                f"{link} is not dpframe's link to the published run (a file or folder of that "
+                "name is in the output folder): move it, or choose another output.folder"
+            )
+        return None
+    text = os.readlink(link)
+    head, _, run = text.partition("/")
+    if head != RUNS or not run or "/" in run:
+        raise DPFrameError(
+            f"{link} points to {text}, not to a run under {RUNS}/: it is not dpframe's link; "
+            "move it, or choose another output.folder"
+        )
+    return run
+
+
+def _read_manifest(folder: Path) -> dict[str, Any]:
+    path = folder / MANIFEST
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise DPFrameError(f"{path} cannot be read: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise DPFrameError(f"{path} is not a dpframe run manifest (format {FORMAT!r})")
+    if doc.get("version") != VERSION:
+        raise DPFrameError(
+            f"{path} has manifest version {doc.get('version')!r}; this dpframe reads {VERSION}"
+        )
+    return doc
+
+
+def _point(link: Path, text: str) -> None:
+    """Make ``link`` a symbolic link to ``text``, atomically (a new link renamed onto it)."""
+    tmp = link.parent / f"{_LINK_TMP}{uuid.uuid4().hex[:12]}"
+    os.symlink(text, tmp)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _link_entries(out: Path, names: Sequence[str]) -> None:
+    """Step 3: every entry's top-level name, a link ``-> current/<entry>``."""
+    for name in names:
+        target = out / name
+        want = f"{CURRENT}/{name}"
+        if target.is_symlink() and os.readlink(target) == want:
+            continue
+        old = None
+        if target.is_dir() and not target.is_symlink():  # published by an older dpframe
+            old = out / f"{_OLD}{name}-{uuid.uuid4().hex[:8]}"
+            os.replace(target, old)
+        _point(target, want)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _drop_stale_links(out: Path) -> None:
+    """Step 4: top-level links into ``current/`` whose entry the run does not have."""
+    for p in out.iterdir():
+        if p.is_symlink() and os.readlink(p).startswith(f"{CURRENT}/") and not os.path.exists(p):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+
+def _prune(out: Path) -> None:
+    """Step 6: delete run folders other than the current one and its previous, and those
+    of dead jobs (never a live job's)."""
+    runs = out / RUNS
+    if not runs.is_dir():
+        return
+    current = current_run(out)
+    keep = {current}
+    if current is not None:
+        with contextlib.suppress(FileNotFoundError, DPFrameError):
+            keep.add(_read_manifest(runs / current).get("previous"))
+    for folder in runs.iterdir():
+        if not folder.is_dir() or folder.is_symlink() or folder.name in keep:
+            continue
+        owned = (folder / OWNER).exists()
+        if not owned or abandoned(folder):  # an older run, or a dead job's unpublished one
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_folder(out: Path) -> Path:
+    """The folder holding the published run of ``out``, resolved once: ``out/current``'s
+    target, or ``out`` itself if an older dpframe published there (no ``current``)."""
+    if current_run(out) is None:
+        return out
+    return Path(os.path.realpath(out / CURRENT))
+
+
+# -- publish and repair ----------------------------------------------------------------------
+
+
+def publish(
+    staging: Path,
+    out: Path,
+    *,
+    run: str,
+    releases: dict[str, str],
+    entries: Sequence[Any] = (),
+) -> Path:
+    """Publish the staged run ``run`` as a whole (steps 1 to 6 of the module docstring).
+
+    ``releases`` maps each release name to its file in the run; ``entries`` are the
+    run's ledger entries (recorded in the manifest). Returns the run's folder.
+    """
+    runs = out / RUNS
+    folder = runs / run
+    with _locked(out):
+        previous = current_run(out)
+        files = sorted(p.name for p in staging.iterdir() if p.name not in (OWNER, MANIFEST))
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "run": run,
+            "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "previous": previous,
+            "files": files,
+            "releases": dict(sorted(releases.items())),
+            "ledger": {
+                "entries": [e.id for e in entries],
+                "epsilon": float(exact_sum(e.epsilon for e in entries)),
+                "delta": float(exact_sum(e.delta for e in entries)),
+            },
+        }
+        try:
+            atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+            runs.mkdir(exist_ok=True)
+            os.replace(staging, folder)  # 1. the whole run, still owned
+            _point(out / CURRENT, f"{RUNS}/{run}")  # 2. the commit
+        except OSError as exc:
+            if current_run(out) != run:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise DPFrameError(
+                f"publishing into {out} failed ({exc}); nothing of this run was published: "
+                f"{out / CURRENT} still names run {previous or '(none)'}"
+            ) from exc
+        try:
+            _link_entries(out, files)  # 3.
+            _drop_stale_links(out)  # 4.
+            (folder / OWNER).unlink(missing_ok=True)  # 5.
+            _prune(out)  # 6.
+        except OSError as exc:  # published already: the next run finishes this
+            warnings.warn(
+                f"run {run} is published ({out / CURRENT}), but tidying {out} failed ({exc}); "
+                "the next run in this folder finishes it",
+                stacklevel=2,
+            )
+    return folder
+
+
+def repair(out: Path) -> None:
+    """Finish what killed jobs left in ``out`` (run at the start of every job).
+
+    Removes the staging folders of dead jobs (charged, unchecked tables: never
+    published) and their unpublished run folders; completes the publish of the current
+    run (its top-level links, stale links, its ``.owner``, older run folders); puts back
+    a folder an older dpframe's publish had moved aside. A live job's folders, the
+    current run and its previous one are never removed.
+
+    Raises
+    ------
+    DPFrameError
+        If ``out/current`` is not dpframe's link (found before anything is charged).
+    """
+    with _locked(out):
+        current = current_run(out)
+        for staging in out.glob(".staging-*"):
+            if staging.is_dir() and not staging.is_symlink() and abandoned(staging):
+                shutil.rmtree(staging, ignore_errors=True)
+        for tmp in out.glob(f"{_LINK_TMP}*"):
+            if tmp.is_symlink():  # a link made but not yet renamed into place
+                tmp.unlink(missing_ok=True)
+        if current is not None:
+            folder = out / RUNS / current
+            try:
+                files = _read_manifest(folder)["files"]
+            except FileNotFoundError:
+                files = None  # the current run is gone: the next publish replaces it
+            if files is not None:
+                _link_entries(out, files)
+                _drop_stale_links(out)
+                (folder / OWNER).unlink(missing_ok=True)
+        for old in out.glob(f"{_OLD}*"):
+            name = old.name.removeprefix(_OLD).rsplit("-", 1)[0]
+            if not os.path.lexists(out / name):
+                os.replace(old, out / name)  # an older publish was cut between its moves
+            else:
+                shutil.rmtree(old, ignore_errors=True)
+        _prune(out)
+
+
+def record_entry(out: Path, folder: Path, name: str) -> None:
+    """Add ``name`` (written into the run ``folder`` after it was published: ``dpframe
+    check --data-docs``) to the run's manifest, and link it if the run is current."""
+    with _locked(out):
+        try:
+            manifest = _read_manifest(folder)
+        except FileNotFoundError:
+            return  # an older dpframe's layout: no manifest, no links
+        if name not in manifest["files"]:
+            manifest["files"] = sorted([*manifest["files"], name])
+            atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        if current_run(out) == folder.name:
+            _link_entries(out, [name])
+
+
+# -- readers ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One published run of an output folder, resolved once: its files all come from
+    that run, whatever is published meanwhile.
+
+    ``run`` is the run id, ``folder`` its folder (an absolute path, no links), and
+    ``manifest`` the run's ``manifest.json``.
+    """
+
+    run: str
+    folder: Path
+    manifest: dict[str, Any]
+
+    @property
+    def releases(self) -> dict[str, str]:
+        """Release name -> file name in the run."""
+        return dict(self.manifest["releases"])
+
+    @property
+    def previous(self) -> str | None:
+        """The run that was published before this one."""
+        return self.manifest.get("previous")
+
+    @property
+    def files(self) -> list[Path]:
+        """Every entry of the run (tables, suites, validation results, Data Docs)."""
+        return [self.folder / f for f in self.manifest["files"]]
+
+    def path(self, release: str) -> Path:
+        """The released table of ``release`` in this run."""
+        try:
+            return self.folder / self.manifest["releases"][release]
+        except KeyError:
+            raise DPFrameError(
+                f"run {self.run} has no release {release!r}; it has "
+                f"{sorted(self.manifest['releases'])}"
+            ) from None
+
+
+def published_run(folder: str | os.PathLike[str]) -> PublishedRun:
+    """The run published in the output folder ``folder`` (or ``folder`` itself, if it is a
+    run's folder holding a ``manifest.json``).
+
+    ``folder/current`` is resolved once, so every path of the result is in one run even
+    if another job publishes while they are read (the previous run is kept until the
+    next publish after that one).
+
+    Examples
+    --------
+    >>> from dpframe.jobs import published_run
+    >>> run = published_run("released")                   # doctest: +SKIP
+    >>> tables = {name: run.path(name) for name in run.releases}   # doctest: +SKIP
+    """
+    out = Path(folder)
+    for _ in range(5):
+        if current_run(out) is not None:
+            resolved = Path(os.path.realpath(out / CURRENT))
+        elif (out / MANIFEST).is_file():
+            resolved = Path(os.path.realpath(out))
+        else:
+            raise DPFrameError(
+                f"{out} holds no published run (no {CURRENT} link, no {MANIFEST}): run "
+                "`dpframe release` first"
+            )
+        try:
+            manifest = _read_manifest(resolved)
+        except FileNotFoundError:
+            continue  # two newer runs were published meanwhile: resolve current again
+        return PublishedRun(str(manifest["run"]), resolved, manifest)
+    raise DPFrameError(f"{out}: the published run kept changing while it was read; try again")
