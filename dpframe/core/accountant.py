@@ -75,6 +75,12 @@ _ACTIVE: contextvars.ContextVar[tuple[Accountant, ...]] = contextvars.ContextVar
     "dpframe_active_accountants", default=()
 )
 
+#: the reservations open in this context (thread or task), by accountant: a reservation
+#: is drawn from only by the code inside its ``with acct.reserve(...)`` block
+_RESERVING: contextvars.ContextVar[tuple[tuple[int, Reservation], ...]] = contextvars.ContextVar(
+    "dpframe_reservations", default=()
+)
+
 
 def ledger_exists(target: str | os.PathLike[str]) -> bool:
     """Whether a ledger exists at ``target`` (a file, or a ``postgresql://`` URL); creates
@@ -132,8 +138,6 @@ class Accountant:
         #: how many entries this accountant has seen, and the last one's hash: a store
         #: that later shows fewer, or another entry there, went back in time
         self._seen: tuple[int, str] = (0, "")
-        #: the reservation this accountant's spends draw from (see :meth:`reserve`)
-        self._reservation: Reservation | None = None
 
     # -- construction -----------------------------------------------------------------
 
@@ -284,8 +288,8 @@ class Accountant:
         eps, delta = _totals(state.entries)
         held_eps, held_delta = _held(state)
         return Budget(
-            float(exact(self._epsilon) - eps - held_eps),
-            float(exact(self._delta) - delta - held_delta),
+            float(max(exact(self._epsilon) - eps - held_eps, Fraction(0))),
+            float(max(exact(self._delta) - delta - held_delta, Fraction(0))),
         )
 
     # -- spending ---------------------------------------------------------------------
@@ -360,7 +364,7 @@ class Accountant:
             for c in charges
         ]
 
-        reservation = self._reservation
+        reservation = self.reservation
 
         def decide(state: LedgerState) -> Changes:
             if reservation is None:
@@ -377,10 +381,11 @@ class Accountant:
         want_eps = sum((exact(c.epsilon) for c in charges), Fraction(0))
         want_delta = sum((exact(c.delta) for c in charges), Fraction(0))
         state = self._state()
-        if self._reservation is None:
+        reservation = self.reservation
+        if reservation is None:
             self._check_fits(state, want_eps, want_delta)
         else:
-            _check_drawable(state, self._reservation, want_eps, want_delta, self)
+            _check_drawable(state, reservation, want_eps, want_delta, self)
 
     # -- reservations -----------------------------------------------------------------
 
@@ -422,32 +427,42 @@ class Accountant:
         0.75
         """
         want_eps, want_delta = _amount(plan)
-        with self._lock:
-            if self._reservation is not None:
-                raise InvalidParameterError(
-                    "plan: this accountant already holds a reservation; reserve the whole "
-                    "plan once, or end the first `with acct.reserve(...)` block"
-                )
-            r = Reservation(
-                id=uuid.uuid4().hex,
-                created=datetime.now(UTC).isoformat(timespec="microseconds"),
-                owner=this_process(),
-                note=note,
-                epsilon=_at_least(want_eps),
-                delta=_at_least(want_delta),
+        if self.reservation is not None:
+            raise InvalidParameterError(
+                "plan: this accountant already holds a reservation here; reserve the whole "
+                "plan once, or end the first `with acct.reserve(...)` block"
             )
+        r = Reservation(
+            id=uuid.uuid4().hex,
+            created=datetime.now(UTC).isoformat(timespec="microseconds"),
+            owner=this_process(),
+            note=note,
+            epsilon=_at_least(want_eps),
+            delta=_at_least(want_delta),
+        )
 
-            def hold(state: LedgerState) -> Changes:
-                self._check_fits(state, want_eps, want_delta)
-                return Changes(reserve=[r], give_back=_dead(state))
+        def hold(state: LedgerState) -> Changes:
+            # the exact sum is checked; the stored amount is the least float not below it,
+            # so the last draw is never refused by a rounding (it may hold one unit in the
+            # last place more: ``remaining`` never shows less than 0 for it)
+            self._check_fits(state, want_eps, want_delta)
+            return Changes(reserve=[r], give_back=_dead(state))
 
-            self._transact(hold)
-            self._reservation = r
+        token = _RESERVING.set((*_RESERVING.get(), (id(self), r)))
+        held = False
         try:
+            try:
+                self._transact(hold)
+            except (BudgetExceededError, LedgerIntegrityError, InvalidParameterError):
+                raise  # refused before anything was recorded: nothing to give back
+            except BaseException:
+                held = True  # e.g. interrupted as the hold committed: give it back
+                raise
+            held = True
             yield r
         finally:
-            with self._lock:
-                self._reservation = None
+            _RESERVING.reset(token)
+            if held:
                 try:
                     self._transact(lambda state: Changes(give_back=[r.id]))
                 except Exception as exc:  # the block's own error matters more
@@ -461,8 +476,12 @@ class Accountant:
 
     @property
     def reservation(self) -> Reservation | None:
-        """The reservation this accountant's spends draw from, inside :meth:`reserve`."""
-        return self._reservation
+        """The reservation this accountant's spends draw from: inside a
+        ``with acct.reserve(...)`` block, in the thread (or task) that opened it."""
+        for owner, r in reversed(_RESERVING.get()):
+            if owner == id(self):
+                return r
+        return None
 
     @property
     def reservations(self) -> tuple[Reservation, ...]:
@@ -539,13 +558,10 @@ class Accountant:
 
     def _check_fits(self, state: LedgerState, want_eps: Fraction, want_delta: Fraction) -> None:
         """Refuse unless ``want`` fits beside what is spent and what live jobs hold."""
-        dead = set(_dead(state))
-        live = LedgerState(state.entries, [r for r in state.reservations if r.id not in dead])
         eps, delta = _totals(state.entries)
-        held_eps, held_delta = _held(live)
-        if eps + held_eps + want_eps > exact(
-            self._epsilon
-        ) or delta + held_delta + want_delta > exact(self._delta):
+        held_eps, held_delta = _held(state)
+        over_eps = eps + held_eps + want_eps > exact(self._epsilon)
+        if over_eps or delta + held_delta + want_delta > exact(self._delta):
             message = None
             if held_eps or held_delta:
                 message = (
@@ -639,9 +655,18 @@ def _drawn(state: LedgerState, r: Reservation) -> tuple[Fraction, Fraction]:
     return _totals(mine)
 
 
+def _live(state: LedgerState) -> LedgerState:
+    """``state`` without the reservations of jobs that are certainly dead."""
+    dead = set(_dead(state))
+    return LedgerState(state.entries, [r for r in state.reservations if r.id not in dead])
+
+
 def _held(state: LedgerState) -> tuple[Fraction, Fraction]:
-    """What open reservations hold beyond what was already drawn from them."""
+    """What the open reservations of live jobs hold beyond what was drawn from them (a dead
+    job draws nothing more: its reservation holds nothing, and the next transaction gives
+    it back)."""
     eps, delta = Fraction(0), Fraction(0)
+    state = _live(state)
     for r in state.reservations:
         de, dd = _drawn(state, r)
         eps += max(exact(r.epsilon) - de, Fraction(0))

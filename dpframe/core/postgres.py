@@ -1,11 +1,14 @@
 """The PostgreSQL ledger (psycopg 3, ``pip install 'dpframe[postgres]'``): one budget
 shared by jobs on many hosts.
 
-A ledger is named by a URL, ``postgresql://user:password@host:port/database``; it lives in
-four tables of that database (``dpframe_header``, ``dpframe_entries``,
-``dpframe_issued``, ``dpframe_reservations``; to keep several ledgers in one database,
-give each a schema: ``...?options=-csearch_path%3Dsurvey2026``). The same rules as the
-SQLite store, held by the server:
+A ledger is named by a URL, ``postgresql://user@host:port/database``, optionally with
+``?schema=name`` (default ``public``); it lives in four tables of that schema
+(``dpframe_header``, ``dpframe_entries``, ``dpframe_issued``, ``dpframe_reservations``),
+so one database can hold one ledger per schema. Every transaction pins the schema and
+the session settings the ledger depends on (``search_path``, ``extra_float_digits``):
+one URL names one ledger whichever role connects, and amounts read back exactly as they
+were written. A password in the URL (``user:password@`` or ``?password=``) never
+appears in a message. The same rules as the SQLite store, held by the server:
 
 * constraints: epsilon and delta finite and ``>= 0`` (NaN and infinity fail the
   ``<= 1e300`` check), one header row fixed at creation;
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -129,9 +133,66 @@ def _psycopg() -> Any:
     return psycopg
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def _query(url: str) -> list[tuple[str, str]]:
+    return urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query, keep_blank_values=True)
+
+
+def _secrets(url: str) -> list[str]:
+    """Every form in which ``url``'s password could be echoed back."""
+    found = []
+    netloc = urllib.parse.urlsplit(url).netloc
+    if "@" in netloc and ":" in netloc.rsplit("@", 1)[0]:
+        found.append(netloc.rsplit("@", 1)[0].split(":", 1)[1])
+    raw_query = urllib.parse.urlsplit(url).query
+    for part in raw_query.split("&"):
+        key, _, value = part.partition("=")
+        if key.lower() == "password":
+            found.append(value)
+    found += [urllib.parse.unquote(s) for s in found]
+    return sorted({s for s in found if s}, key=len, reverse=True)
+
+
 def redact(url: str) -> str:
     """``url`` without its password (for messages and the ledger's ``where``)."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    query = "&".join(
+        "password=***" if part.partition("=")[0].lower() == "password" else part
+        for part in parts.query.split("&")
+        if part
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (e.g. a driver's error) with every form of ``url``'s password masked."""
+    for secret in _secrets(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _split_schema(url: str) -> tuple[str, str]:
+    """The URL libpq is given (without ``schema=``) and the ledger's schema."""
+    parts = urllib.parse.urlsplit(url)
+    kept = [p for p in parts.query.split("&") if p and p.partition("=")[0] != "schema"]
+    schemas = [v for k, v in _query(url) if k == "schema"]
+    schema = schemas[-1] if schemas else "public"
+    if not _IDENTIFIER.fullmatch(schema):
+        raise InvalidParameterError(
+            f"schema: {schema!r} is not a plain PostgreSQL name (letters, digits, _; at most "
+            "63, not starting with a digit); name the ledger's schema ?schema=name"
+        )
+    libpq = urllib.parse.urlunsplit(
+        (parts.scheme, parts.netloc, parts.path, "&".join(kept), parts.fragment)
+    )
+    return libpq, schema
 
 
 class PostgresStore(DatabaseStore):
@@ -147,6 +208,7 @@ class PostgresStore(DatabaseStore):
         super().__init__(header)
         self.url = url
         self.where = redact(url)
+        self._libpq, self.schema = _split_schema(url)
 
     @classmethod
     def exists(cls, url: str) -> bool:
@@ -162,6 +224,14 @@ class PostgresStore(DatabaseStore):
             con.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
             exists = con.execute("SELECT to_regclass('dpframe_header')").fetchone()[0]
             if exists is None:
+                known = con.execute(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (store.schema,)
+                ).fetchone()
+                if known is None:
+                    raise InvalidParameterError(
+                        f"ledger {store.where}: schema {store.schema!r} does not exist; "
+                        f"create it first (CREATE SCHEMA {store.schema})"
+                    )
                 if header_if_new is None:
                     raise LedgerIntegrityError(
                         f"no dpframe ledger in {store.where} (deleted?); to create one, "
@@ -186,19 +256,24 @@ class PostgresStore(DatabaseStore):
     def _transaction(self, write: bool, created: bool = True) -> Iterator[Any]:
         psycopg = _psycopg()
         try:
-            con = psycopg.connect(self.url, autocommit=True, connect_timeout=30)
+            con = psycopg.connect(self._libpq, autocommit=True, connect_timeout=30)
         except psycopg.Error as exc:
             raise LedgerUnavailableError(
-                f"ledger {self.where} could not be reached ({exc}); nothing was charged"
+                f"ledger {self.where} could not be reached ({scrub(str(exc), self.url)}); "
+                "nothing was charged"
             ) from None
         try:
             with con.transaction():
+                if not write:
+                    con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                # the ledger is where the URL says and reads back exactly, whatever the
+                # role's or the database's settings
+                con.execute(f'SET LOCAL search_path TO "{self.schema}"')
+                con.execute("SET LOCAL extra_float_digits = 3")
                 if write:
                     con.execute(f"SET LOCAL lock_timeout = '{int(BUSY_TIMEOUT)}s'")
                     if created:  # every change waits for the one before: one at a time
                         con.execute("SELECT issued FROM dpframe_issued FOR UPDATE")
-                else:
-                    con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield con
         except psycopg.errors.UndefinedTable as exc:
             raise LedgerIntegrityError(
@@ -207,11 +282,13 @@ class PostgresStore(DatabaseStore):
                 "budget it recorded has been spent."
             ) from None
         except psycopg.errors.InvalidParameterValue as exc:
-            raise InvalidParameterError(f"ledger {self.where}: {exc}") from None
+            raise InvalidParameterError(
+                f"ledger {self.where}: {scrub(str(exc), self.url)}"
+            ) from None
         except psycopg.Error as exc:
             raise LedgerUnavailableError(
-                f"ledger {self.where} could not be used ({exc}); the transaction was rolled "
-                "back: nothing was charged"
+                f"ledger {self.where} could not be used ({scrub(str(exc), self.url)}); the "
+                "transaction was rolled back: nothing was charged"
             ) from None
         finally:
             con.close()

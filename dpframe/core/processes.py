@@ -1,9 +1,13 @@
 """Who owns a piece of work: a process, named so that another process can tell if it died.
 
-An owner is ``{"host", "pid", "started"}`` (``started``: the process's start time in
-clock ticks since boot, from ``/proc``, so a reused pid is not mistaken for the owner).
-:func:`is_gone` answers ``True`` only when it is certain: the owner ran on this host and
-no process with its pid and start time exists. An owner on another host is never judged.
+An owner is ``{"host", "boot", "pidns", "pid", "started"}``: the host name, the kernel's
+boot id, the inode of its pid namespace (so a container sharing the host name, or another
+machine of the same name, is not "this host"), the pid, and the process's start time in
+clock ticks since boot (so a reused pid is not mistaken for the owner). :func:`is_gone`
+answers ``True`` only when it is certain: the owner ran in this very process table (same
+host, boot and pid namespace) and no process with its pid and start time exists. Any
+other owner -- another host, a container, a record without these facts -- is never
+judged.
 
 Examples
 --------
@@ -36,20 +40,36 @@ def _started(pid: int) -> int | None:
         return None
 
 
+def _table() -> dict[str, Any]:
+    """What names this process table: host name, boot id, pid namespace."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot: str | None = f.read().strip()
+    except OSError:
+        boot = None
+    try:
+        pidns: int | None = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        pidns = None
+    return {"host": socket.gethostname(), "boot": boot, "pidns": pidns}
+
+
 def this_process() -> dict[str, Any]:
     """This process as an owner."""
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "started": _started(pid)}
+    return {**_table(), "pid": pid, "started": _started(pid)}
 
 
 def is_gone(owner: Any) -> bool:
     """Whether the owning process is certainly dead (see the module docstring)."""
     try:
-        host, pid = owner["host"], int(owner["pid"])
+        pid = int(owner["pid"])
+        where = {k: owner[k] for k in ("host", "boot", "pidns")}
     except (TypeError, KeyError, ValueError):
         return False  # not ours to judge
-    if host != socket.gethostname():
-        return False  # another host's process: it may be running
+    here = _table()
+    if None in here.values() or where != here:
+        return False  # another process table (host, boot, container): it may be running
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

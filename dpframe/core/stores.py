@@ -261,7 +261,15 @@ class DatabaseStore:
         reservations = []
         for row in held:
             d = dict(zip(RESERVATION_COLUMNS, row, strict=True))
-            d["owner"] = json.loads(d["owner"])
+            try:
+                owner = json.loads(d["owner"])
+                if not isinstance(owner, dict):
+                    raise TypeError
+            except (TypeError, ValueError):  # a row written by hand: held, never judged
+                owner = {"unreadable": str(d["owner"])[:80]}
+            d["owner"] = owner
+            for key in ("id", "created", "note"):
+                d[key] = str(d[key])
             reservations.append(Reservation(**d))
         return LedgerState(entries, reservations)
 

@@ -42,7 +42,6 @@ import errno
 import json
 import os
 import shutil
-import socket
 import time
 import uuid
 import warnings
@@ -53,6 +52,7 @@ from typing import Any
 
 from dpframe.core.budget import exact_sum
 from dpframe.core.files import atomic_write_text
+from dpframe.core.processes import is_gone, this_process
 from dpframe.errors import DPFrameError
 
 try:  # POSIX; elsewhere publishes of one folder are not serialised
@@ -96,24 +96,19 @@ _LOCK_TIMEOUT = 120.0
 
 def claim(folder: Path) -> None:
     """Mark ``folder`` as this process's, so a later run can tell if it was abandoned."""
-    doc = {"pid": os.getpid(), "host": socket.gethostname()}
-    (folder / OWNER).write_text(json.dumps(doc))
+    (folder / OWNER).write_text(json.dumps(this_process()))
 
 
 def abandoned(folder: Path) -> bool:
-    """A staging or run folder whose job died (its process is gone from this host)."""
+    """A staging or run folder whose job certainly died (:func:`dpframe.core.processes.is_gone`:
+    the same rule that gives back a dead job's reservation)."""
     try:
         owner = json.loads((folder / OWNER).read_text())
-        if owner["host"] != socket.gethostname():
-            return False  # another host's job: it may be running
-        os.kill(int(owner["pid"]), 0)
     except FileNotFoundError:  # killed between creating and claiming it
         return not any(folder.iterdir())
-    except ProcessLookupError:
-        return True
-    except (OSError, ValueError, KeyError, TypeError):  # unreadable, or not ours to judge
+    except (OSError, ValueError):  # unreadable: not ours to judge
         return False
-    return False
+    return is_gone(owner)
 
 
 # -- the lock --------------------------------------------------------------------------------

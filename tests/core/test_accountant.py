@@ -1,5 +1,8 @@
 import json
 import multiprocessing as mp
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -198,3 +201,109 @@ def test_concurrent_processes_lose_no_update(tmp_path):
     final = Accountant.open(path)
     assert successes == 33 == len(final.ledger)
     assert final.remaining.epsilon == pytest.approx(0.01, abs=0)
+
+
+# -- reservations (found in review) ------------------------------------------------------------
+
+PYTHON_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+def _orphan_reservation(target: str, epsilon: float) -> None:
+    """A job that reserved and was killed (its process ends without giving back)."""
+    code = (
+        "import os, sys, dpframe\n"
+        "acct = dpframe.Accountant.open(sys.argv[1])\n"
+        f"held = acct.reserve(dpframe.Budget({epsilon}))\n"
+        "held.__enter__()\n"
+        "os._exit(0)  # as SIGKILL: no finally runs\n"
+    )
+    subprocess.run([sys.executable, "-c", code, target], check=True, env=PYTHON_ENV)
+
+
+def test_remaining_and_check_disagree_about_a_dead_jobs_hold(tmp_path):
+    """Same root cause, seen through the read API: ``remaining``/``reserved`` count a
+    dead owner's hold that ``check()`` and ``spend`` ignore, so ``remaining`` says 0.2 is
+    left while a 0.8 spend is accepted.
+
+    Correct: the read API and the write path agree on what is held.
+    """
+    ledger = tmp_path / "ledger.db"
+    acct = Accountant.open(ledger, epsilon=1.0)
+    _orphan_reservation(str(ledger), 0.8)
+    acct.check([Charge(0.8)])  # passes: the dead hold is ignored by the write path
+    assert acct.remaining.epsilon == pytest.approx(1.0)  # before: 0.2
+
+
+def test_another_thread_drains_a_jobs_reservation():
+    """Attack: ``reserve`` stores the reservation on the Accountant object
+    (``self._reservation``), so while thread A is inside ``with acct.reserve(...)``,
+    EVERY spend of that accountant from any thread (a second job, a notebook cell, a
+    polars callback of another query) is recorded as drawn from A's reservation. A, which
+    reserved its whole plan, is then refused mid-run.
+
+    Correct: a spend outside the block is an ordinary spend against the free budget
+    (0.3 fits in the 0.4 not held), and A can draw the 0.6 it reserved.
+    """
+    acct = Accountant(epsilon=1.0)
+    holding, go = threading.Event(), threading.Event()
+    outcome: list[object] = []
+
+    def job_a() -> None:
+        with acct.reserve(dpframe.Budget(0.6)):
+            holding.set()
+            go.wait(30)
+            try:
+                outcome.append(acct.spend(0.6, mechanism="laplace"))
+            except Exception as exc:
+                outcome.append(exc)
+
+    t = threading.Thread(target=job_a)
+    t.start()
+    assert holding.wait(30)
+    other = acct.spend(0.3, mechanism="laplace")  # another thread, outside A's block
+    go.set()
+    t.join(30)
+    assert "reservation" not in other.details  # before: drawn from A's reservation
+    assert not isinstance(outcome[0], Exception), outcome[0]
+    assert acct.spent.epsilon == pytest.approx(0.9)
+
+
+def test_an_interrupt_after_the_reserve_commit_leaves_the_hold_forever(tmp_path):
+    """Attack: ``reserve`` commits the hold, and only afterwards enters the
+    ``try/finally`` that gives it back. A ``KeyboardInterrupt`` (or a PostgreSQL
+    connection lost after the server committed) landing after the commit and before the
+    ``try`` leaves a reservation owned by a process that is still alive (a notebook
+    kernel, a service): the dead-owner rule never collects it, ``cancel`` refuses it
+    ("may still be running"), and the budget is locked for the life of the process.
+
+    Correct: once ``reserve`` raises, nothing is held (give-back is armed before the hold
+    commits; giving back an id that was never recorded is a no-op).
+    """
+    acct = Accountant.open(tmp_path / "ledger.db", epsilon=1.0)
+    real = acct._store.transact
+
+    def interrupted(decide):
+        out = real(decide)
+        raise KeyboardInterrupt  # Ctrl-C delivered as the COMMIT returns
+        return out
+
+    acct._store.transact = interrupted
+    with pytest.raises(KeyboardInterrupt), acct.reserve(dpframe.Budget(0.8)):
+        pytest.fail("the block must not run")
+    acct._store.transact = real
+    assert Accountant.open(tmp_path / "ledger.db").reservations == ()  # before: 0.8 held
+
+
+def test_a_plan_that_fits_exactly_is_reserved_and_remaining_never_goes_negative():
+    """Found in review: ``reserve`` checks the exact sum of the plan but stores the least
+    float not below it; when the sum has more digits than a float's repr (0.9 +
+    0.02232211102132386) the hold is one unit in the last place larger, and
+    ``remaining`` showed -5.6e-17. A plan that fits exactly is reserved, both of its
+    charges are drawn, and ``remaining`` is 0, never negative."""
+    acct = Accountant(epsilon=1.0)
+    acct.spend(0.07767788897867614, mechanism="laplace")
+    with acct.reserve([Charge(0.9), Charge(0.02232211102132386)]):
+        acct.spend(0.9, mechanism="laplace")
+        acct.spend(0.02232211102132386, mechanism="laplace")  # the last draw fits
+        assert acct.remaining.epsilon == 0  # before: -5.6e-17
+    assert acct.remaining.epsilon == 0

@@ -5,12 +5,19 @@ The properties both stores share are in tests/core/test_stores.py.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 import dpframe
 from dpframe.core.accountant import Accountant
 from dpframe.core.postgres import redact
-from dpframe.errors import LedgerIntegrityError, LedgerUnavailableError
+from dpframe.errors import (
+    BudgetExceededError,
+    DPFrameError,
+    LedgerIntegrityError,
+    LedgerUnavailableError,
+)
 
 
 def test_a_password_never_reaches_a_message():
@@ -54,10 +61,84 @@ def test_one_database_holds_a_ledger_per_schema(postgres_url):
     with psycopg.connect(postgres_url, autocommit=True) as con:
         con.execute("CREATE SCHEMA survey_a")
         con.execute("CREATE SCHEMA survey_b")
-    a = Accountant.open(f"{postgres_url}?options=-csearch_path%3Dsurvey_a", epsilon=1.0)
-    b = Accountant.open(f"{postgres_url}?options=-csearch_path%3Dsurvey_b", epsilon=3.0)
+    a = Accountant.open(f"{postgres_url}?schema=survey_a", epsilon=1.0)
+    b = Accountant.open(f"{postgres_url}?schema=survey_b", epsilon=3.0)
     a.spend(1.0, mechanism="laplace")
     b.spend(2.0, mechanism="laplace")
     assert (a.remaining.epsilon, b.remaining.epsilon) == (0.0, 1.0)
     with pytest.raises(dpframe.BudgetExceededError):
         a.spend(0.1, mechanism="laplace")
+
+
+def test_one_url_names_one_ledger_whichever_role_connects(postgres_url):
+    """Found in review (an overspend): tables were named unqualified and resolved through
+    the connecting role's ``search_path`` (default ``"$user", public``), so a job role with
+    a schema of its own found no ledger and silently created a second one there: 2.0 of a
+    1.0 budget released from one database. Now the URL names the schema (default
+    ``public``) and every transaction pins it."""
+    import psycopg
+
+    owner = Accountant.open(postgres_url, epsilon=1.0)
+    role = f"job_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        con.execute(f"CREATE ROLE {role} LOGIN")
+        con.execute(f"CREATE SCHEMA {role} AUTHORIZATION {role}")  # its own, first on its path
+        con.execute(
+            f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}"
+        )
+    as_job = postgres_url.replace("://postgres@", f"://{role}@")
+    job = Accountant.open(as_job, epsilon=1.0)  # a job always passes the spec's budget
+    job.spend(1.0, mechanism="laplace")
+    with pytest.raises(BudgetExceededError):
+        owner.spend(1.0, mechanism="laplace")  # before: a fresh 1.0 budget in its schema
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        assert con.execute(f"SELECT to_regclass('{role}.dpframe_header')").fetchone()[0] is None
+    with pytest.raises(dpframe.InvalidParameterError, match="does not exist"):
+        Accountant.open(f"{postgres_url}?schema=nowhere", epsilon=1.0)
+
+
+def test_a_valid_ledger_is_reported_tampered_under_extra_float_digits_0(postgres_url):
+    """Attack (availability): amounts are DOUBLE PRECISION read back as text in the
+    session's format. With ``extra_float_digits = 0`` (a database/role setting, the
+    pre-PG12 default) 0.1234567890123456 reads back as 0.123456789012346, the hash chain
+    no longer matches, and a perfectly valid ledger is refused for everyone as "edited
+    ... Restore the ledger from a backup" (the same happens to a reservation stored as
+    ``_at_least``'s 17-digit float, which then holds less than planned).
+
+    Correct: the store reads exactly what it wrote, whatever the session settings.
+    """
+    import psycopg
+
+    db = postgres_url.rsplit("/", 1)[1]
+    acct = Accountant.open(postgres_url, epsilon=1.0)
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        con.execute(f"ALTER DATABASE {db} SET extra_float_digits = 0")
+    acct.spend(0.1234567890123456, mechanism="laplace")
+    assert Accountant.open(postgres_url).spent.epsilon == 0.1234567890123456
+
+
+def test_a_password_given_as_a_uri_parameter_reaches_location(postgres_url):
+    """Attack (credential leak): ``redact`` removes only ``user:password@``; libpq also
+    takes ``?password=...`` (documented URI parameter). That URL's password is then in
+    ``Accountant.location``, ``dpframe ledger show`` and every error message.
+
+    Correct: no part of the password appears anywhere dpframe prints.
+    """
+    acct = Accountant.open(f"{postgres_url}?password=s3cret-pw", epsilon=1.0)
+    assert "s3cret-pw" not in acct.location
+
+
+def test_a_password_never_reaches_an_error_message():
+    """Attack (credential leak): messages embed the driver's error text, and libpq
+    echoes URI fragments: a password with a stray ``%`` (``s3c%zzret``) comes back as
+    ``invalid percent-encoded token: "s3c%zzret"``, and ``?password=`` is not redacted.
+
+    Correct: neither password appears in the message.
+    """
+    for url, secret in [
+        ("postgresql://job:s3c%zzret@127.0.0.1:1/ledger", "s3c%zzret"),
+        ("postgresql://job@127.0.0.1:1/ledger?password=pw-in-query", "pw-in-query"),
+    ]:
+        with pytest.raises(DPFrameError) as err:
+            Accountant.open(url, epsilon=1.0)
+        assert secret not in str(err.value)

@@ -15,6 +15,9 @@ import queue
 import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import time
 from typing import ClassVar
 
@@ -476,3 +479,90 @@ def test_processes_killed_at_random_moments_leave_a_verified_ledger(backend):
     assert reported <= ids  # nothing that was reported spent is lost
     assert len(ids) - len(reported) <= 4  # at most one unreported commit per process
     _spend(final)  # still usable
+
+
+# -- who may give back a reservation (found in review) -------------------------------------------
+
+PYTHON_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+def _can_unshare_pid() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    res = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True
+    )
+    return res.returncode == 0
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import sys, dpframe
+    from dpframe.core.accountant import Accountant
+    acct = Accountant.open(sys.argv[1])
+    with acct.reserve(dpframe.Budget(0.6)) as r:
+        print("holding", flush=True)
+        sys.stdin.readline()  # the job computes for a while, then draws what it reserved
+        try:
+            acct.spend(0.6, mechanism="laplace")
+            print("drawn", flush=True)
+        except Exception as exc:
+            print("refused:", type(exc).__name__, exc, flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not _can_unshare_pid(), reason="needs unshare --pid (root)")
+def test_a_live_job_in_another_pid_namespace_has_its_reservation_given_back(backend, tmp_path):
+    """Attack: ``is_gone`` trusts ``socket.gethostname()`` as the identity of the machine
+    whose process table may judge an owner. A job in another PID namespace with the same
+    host name (a container with ``--network host`` / ``hostNetwork``, or a second machine
+    that is also called ``localhost``/``ubuntu`` sharing a PostgreSQL ledger) is "on this
+    host", its pid does not exist here (or is another process), so the very next spend on
+    this machine gives its LIVE reservation back and spends into it; the job, which
+    reserved its whole plan, is then refused in the middle of its run.
+
+    Correct: a running job's reservation is never given back by the dead-owner rule; the
+    other spend (0.5 > the 0.4 left) is refused and the job draws its 0.6.
+    """
+    script = tmp_path / "holder.py"
+    script.write_text(_HOLDER)
+    job = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(script), backend.target],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=PYTHON_ENV,
+    )
+    try:
+        assert job.stdout.readline().strip() == "holding"
+        other = Accountant.open(backend.target)
+        assert other.reserved.epsilon == pytest.approx(0.6)
+        with pytest.raises(BudgetExceededError):
+            other.spend(0.5, mechanism="laplace")  # before: spent, the job's hold taken
+        job.stdin.write("go\n")
+        job.stdin.flush()
+        assert job.stdout.readline().strip() == "drawn"
+    finally:
+        job.kill()
+        job.wait(timeout=30)
+
+
+def test_a_malformed_reservation_row_can_be_cancelled_by_the_operator_tool(backend):
+    """Attack (availability): anyone who may INSERT into the reservations table (job
+    roles must) inserts a row whose ``owner`` is not JSON. Every read then fails with a
+    raw ``json.JSONDecodeError`` (not a dpframe error): ``Accountant.open``,
+    ``dpframe ledger show`` and ``dpframe ledger cancel`` -- the tool meant to clear a bad
+    reservation -- all crash, and no job can run until someone deletes the row by hand.
+
+    Correct: a reservation row that does not parse is reported as a dpframe error naming
+    the row, and ``cancel`` can give it back.
+    """
+    from typer.testing import CliRunner
+
+    from dpframe.cli import app
+
+    backend.sql("INSERT INTO {reservations} VALUES ('bad', '2026-01-01', 'not json', '', 0.5, 0.0)")
+    res = CliRunner().invoke(app, ["ledger", "cancel", backend.target, "bad", "--force"])
+    assert res.exit_code == 0, res.output  # before: JSONDecodeError traceback
+    assert Accountant.open(backend.target).reservations == ()

@@ -393,7 +393,6 @@ def test_a_run_removes_what_killed_runs_left(tmp_path):
     Now the run folders of dead jobs (killed before their commit) and leftovers of older
     publishes go too; a live job's folders stay; and a real folder an older dpframe moved
     aside is put back (then replaced by this run's link)."""
-    import socket
     import subprocess
     import sys
 
@@ -406,19 +405,28 @@ def test_a_run_removes_what_killed_runs_left(tmp_path):
         text=True,
         check=True,
     )
-    host = socket.gethostname()
-    for name, pid in (("dead", int(dead.stdout)), ("live", os.getpid())):
+    from dpframe.core.processes import this_process
+
+    me = this_process()
+    owners = {
+        "dead": {**me, "pid": int(dead.stdout), "started": None},
+        "live": me,
+        "elsewhere": {**me, "pidns": -1, "pid": int(dead.stdout)},  # a container's job
+    }
+    for name, owner in owners.items():
         for folder in (out / f".staging-{name}", out / ".runs" / name):
             folder.mkdir()
-            (folder / ".owner").write_text(json.dumps({"pid": pid, "host": host}))
+            (folder / ".owner").write_text(json.dumps(owner))
             (folder / "by_region.parquet").write_bytes(b"charged but never checked")
     (out / ".runs" / "finished").mkdir()  # an older run, published and replaced: no owner
     (out / ".staging-empty").mkdir()  # killed between creating and claiming it
     (out / ".old-by_region.parquet-0123abcd").write_bytes(b"moved aside by a cut swap")
     (out / ".link-0123abcd").symlink_to("current/by_region.parquet")  # a cut link swap
     result = run(load_spec(spec_path), progress=False)
-    assert _hidden(out) == [".runs", ".staging-live"]  # a running job's folder is kept
-    assert sorted(p.name for p in (out / ".runs").iterdir()) == sorted(["live", result.run])
+    # a running job's folders are kept, and so are those of another process table
+    assert _hidden(out) == [".runs", ".staging-elsewhere", ".staging-live"]
+    runs = sorted(p.name for p in (out / ".runs").iterdir())
+    assert runs == sorted(["elsewhere", "live", result.run])
     assert _published(out).name == result.run
     assert pl.read_parquet(out / "by_region.parquet").height > 0
     assert not (out / ".runs" / result.run / ".owner").exists()
@@ -617,3 +625,30 @@ def test_published_run_reads_one_run_while_another_is_published(tmp_path, monkey
     assert published_run(now.folder).run == now.run  # a run's own folder reads too
     with pytest.raises(DPFrameError, match="no release 'missing'"):
         now.path("missing")
+
+
+def test_a_killed_jobs_reservation_blocks_every_later_release_job(tmp_path):
+    """Attack: a release job is killed after reserving 1.0 of a 3.0 budget (nothing
+    drawn). The design says the next transaction on the host gives it back -- but
+    ``run`` first calls ``plan()``, whose ``ledger_state`` counts ``acct.reserved``
+    including dead owners' holds, declares the 2.3-epsilon spec "OVERSPENDS" and raises
+    before any transaction runs. So the dead hold is never collected by jobs: every
+    later ``dpframe release`` on the ledger fails until an operator runs
+    ``dpframe ledger cancel``.
+
+    Correct: a dead owner's hold is not counted (or is given back) before the fit check;
+    the spec (2.3 <= 3.0 - 0) runs.
+    """
+    from dpframe.jobs import load_spec, run
+    from tests.jobs.conftest import write_spec
+
+    spec_path = write_spec(tmp_path, rows=2000, budget=3.0)
+    ledger = tmp_path / "ledger.db"
+    dpframe.Accountant.open(ledger, epsilon=3.0)
+    from tests.core.test_accountant import _orphan_reservation
+
+    _orphan_reservation(str(ledger), 1.0)
+    assert len(dpframe.Accountant.open(ledger).reservations) == 1
+    result = run(load_spec(spec_path), progress=False)  # before: BudgetExceededError
+    assert result.epsilon == pytest.approx(2.3)
+    assert dpframe.Accountant.open(ledger).reservations == ()  # the dead job's, given back
