@@ -652,3 +652,68 @@ def test_a_killed_jobs_reservation_blocks_every_later_release_job(tmp_path):
     result = run(load_spec(spec_path), progress=False)  # before: BudgetExceededError
     assert result.epsilon == pytest.approx(2.3)
     assert dpframe.Accountant.open(ledger).reservations == ()  # the dead job's, given back
+
+
+def test_release_jobs_killed_at_random_moments_leave_a_ledger_that_matches_what_was_published(
+    tmp_path,
+):
+    """SIGKILL whole `dpframe release` jobs at seeded moments spread over a job's run
+    (loading, checking, reserving, drawing, writing, checking, publishing). After every
+    kill the ledger opens (verified) and the output folder shows one whole run; after a
+    final run, no reservation is left, every published run's manifest names exactly the
+    ledger entries of its job, every job that was killed recorded only releases it drew
+    (in the spec's order: a prefix), and the released files agree with the ledger."""
+    import random
+    import subprocess
+    import sys
+    import time
+
+    spec_path = write_spec(tmp_path, rows=2000, budget=100.0)
+    ledger_path = tmp_path / "ledger.db"
+    out = tmp_path / "released"
+    cmd = [sys.executable, "-m", "dpframe.cli", "release", str(spec_path), "--no-progress"]
+    started = time.monotonic()
+    subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True, timeout=600)
+    duration = time.monotonic() - started  # one whole job, measured here
+    published: dict[str, set[str]] = {}
+
+    def record_published() -> None:
+        if os.path.lexists(out / "current"):
+            run_folder = _published(out)
+            manifest = json.loads((run_folder / "manifest.json").read_text())
+            published[manifest["run"]] = set(manifest["ledger"]["entries"])
+
+    record_published()
+    rng = random.Random(14)
+    fractions = [0.15, 0.35, 0.5, 0.65, 0.8, 0.9, 0.97]
+    rng.shuffle(fractions)
+    for f in fractions:
+        job = subprocess.Popen(
+            cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        time.sleep(f * duration)
+        job.kill()
+        job.wait(timeout=60)
+        dpframe.Accountant.open(ledger_path)  # verifies the chain, or raises
+        record_published()
+    subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True, timeout=600)
+    record_published()
+
+    ledger = dpframe.Accountant.open(ledger_path)
+    assert ledger.reservations == ()  # the killed jobs' holds were given back
+    jobs: dict[str, list] = {}  # each job drew from its one reservation
+    for e in ledger.ledger:
+        jobs.setdefault(e.details["reservation"], []).append(e)
+    groups = {frozenset(e.id for e in entries): entries for entries in jobs.values()}
+    whole = None
+    for run_id, ids in published.items():
+        assert frozenset(ids) in groups, run_id  # exactly the entries of one job
+        whole = [(e.mechanism, e.columns, e.epsilon) for e in groups[frozenset(ids)]]
+    killed = [entries for key, entries in groups.items() if set(key) not in published.values()]
+    for entries in killed:  # what a killed job recorded is what it drew, in the spec's order
+        drawn = [(e.mechanism, e.columns, e.epsilon) for e in entries]
+        assert drawn == whole[: len(drawn)]
+    assert len(published) >= 2  # the first and the last run at least
+    res = CliRunner().invoke(app, ["ledger", "verify", str(ledger_path), "--against", str(out)])
+    assert res.exit_code == 0, res.output
+    print(f"{len(fractions)} kills: {len(jobs)} jobs drew, {len(published)} runs published")
