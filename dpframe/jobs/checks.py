@@ -3,22 +3,29 @@
 Every release of a spec gets a suite derived from its declaration, not from the data:
 
 * **grouped** -- the key columns take only the public margins' values, every margin key
-  appears exactly once, the row count is the margins' height; every statistic lies in its
-  bounds (a mean in ``[lower, upper]``, a proportion in ``[0, 1]``, a variance ``>= 0``, a
+  appears exactly once, the row count is the margins' height, the columns are exactly the
+  keys and the statistics, each statistic a Float64; every statistic is finite and lies in
+  its bounds (a mean in ``[lower, upper]``, a proportion in ``[0, 1]``, a variance in
+  ``[0, R**2 / 2]`` -- the largest sample variance of values in bounds of width ``R`` --, a
   count ``>= 0`` and a sum of non-negative values ``>= 0`` when ``nonnegative``, a correlation
-  in ``[-1, 1]``); a covariance obeys Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``; no
-  nulls -- except in a correlation column (a correlation is undefined where a released
+  in ``[-1, 1]``); a count is an integer; a covariance obeys Cauchy--Schwarz,
+  ``|cov| <= sqrt(var_x var_y)``; a correlation is ``cov / sqrt(var_x var_y)`` clipped to
+  ``[-1, 1]``, and null exactly where a released variance is 0; no nulls -- except in a correlation column (a correlation is undefined where a released
   variance is 0, so it may be null or NaN) and, when the margins carry public group sizes
   (``sizes=``), in a statistic of a group too small to have one (size 0; size 0 or 1 for a
   variance or covariance), which the release leaves null;
-* **pram** -- every PRAM'd column takes only its declared categories (``categories=``, or
-  the categories of its Enum dtype, or the keys of a public prior), holds no null, and has
-  as many rows as the input (``input_rows=``);
+* **pram** -- exactly the declared columns (a column PRAM did not randomize must not be
+  published); every PRAM'd column takes only its declared categories (``categories=``, or
+  the categories its release recorded, or of its Enum dtype, or the keys of a public
+  prior), holds no null, and has as many rows as the input (``input_rows=``, recorded in
+  the file's provenance);
 * **proportions** -- exactly the declared categories, once each, proportions in ``[0, 1]``
   summing to 1 within the spec's ``tolerance``;
-* **covariance** -- one row per variable, no nulls, variances ``>= 0`` (and at most
-  ``n R**2 / (4 (n - 1))`` when the public size ``n`` is known), every covariance within
-  Cauchy--Schwarz and the matrix symmetric (both within a relative tolerance of 1e-9).
+* **covariance** -- one row per variable, exactly the variables' columns (Float64), every
+  cell finite and not null, variances ``>= 0`` and at most ``n R**2 / (4 (n - 1))`` (with
+  the public size ``n``, from the spec or the file's provenance; ``R**2 / 2`` when it is
+  unknown), every covariance within Cauchy--Schwarz and the matrix symmetric (both within a
+  relative tolerance of 1e-9).
 
 Only built-in expectations are used (a suite reloaded from JSON silently drops an
 expectation whose class is not imported, so custom classes would vanish on reload). The
@@ -75,6 +82,7 @@ from dpframe.jobs.spec import (
 )
 
 __all__ = [
+    "FINITE",
     "RTOL",
     "CheckResult",
     "check_release",
@@ -86,6 +94,9 @@ __all__ = [
 #: Relative tolerance of the derived checks (Cauchy--Schwarz, symmetry, variance upper bound,
 #: correlation in [-1, 1]): rounding in the release must not fail a correct table.
 RTOL = 1e-9
+
+#: the largest finite float: a "between" with it as a bound refuses +-inf
+FINITE = 1.7976931348623157e308
 
 SUITE_FORMAT = "dpframe.check/1"
 _MAX_EXAMPLES = 3
@@ -204,6 +215,66 @@ def _bounds_rule(lo: float | None, hi: float | None) -> str:
     return f"above {_num(hi)}"
 
 
+def _range_rule(lo: float | None, hi: float | None) -> str:
+    """The rule a finite statistic with optional bounds breaks."""
+    if lo is None and hi is None:
+        return "not finite"
+    return f"{_bounds_rule(lo, hi)} or not finite"
+
+
+def _expect_finite_between(
+    plan: _Suite, table: str, col: str, lo: float | None, hi: float | None, meta: dict
+) -> None:
+    """``col`` finite and within ``[lo, hi]`` (either may be open)."""
+    plan.expect(
+        "expect_column_values_to_be_between",
+        table,
+        column=col,
+        min_value=-FINITE if lo is None else lo,
+        max_value=FINITE if hi is None else hi,
+        meta={**meta, "rule": _range_rule(lo, hi)},
+    )
+
+
+def _expect_types(plan: _Suite, frame: pl.DataFrame, expected: dict[str, str], index: str) -> None:
+    """Each of ``expected``'s columns has its polars dtype (a derived table, one row a
+    column: Great Expectations sees pandas dtypes, which blur them)."""
+    rows = [
+        {
+            "column": c,
+            "dtype": str(frame.schema[c]) if c in frame.columns else "missing",
+            "expected": want,
+            "ok": int(c not in frame.columns or str(frame.schema[c]) == want),
+        }
+        for c, want in expected.items()
+    ]
+    types = pl.DataFrame(
+        rows,
+        schema={"column": pl.String, "dtype": pl.String, "expected": pl.String, "ok": pl.Int64},
+    )
+    plan.add_table(index, types, ["column", "dtype", "expected"])
+    plan.expect(
+        "expect_column_values_to_be_between",
+        index,
+        column="ok",
+        min_value=1,
+        max_value=1,
+        meta={
+            "subject_from": "column",
+            "noun": "columns",
+            "rule": "of the wrong type",
+            "example": "{column} has type {dtype}, expected {expected}",
+        },
+    )
+
+
+def _variance_cap(lo: float | None, hi: float | None) -> float | None:
+    """The largest sample variance of values in ``[lo, hi]`` over every ``n >= 2``."""
+    if lo is None or hi is None:
+        return None
+    return variance_bound(lo, hi, 2)
+
+
 def _grouped_outputs(spec: GroupedSpec) -> list[tuple[str, str, StatisticSpec]]:
     """(column, role, statistic) of every released column, in order."""
     out: list[tuple[str, str, StatisticSpec]] = []
@@ -299,8 +370,12 @@ def _plan_grouped(
             lo, hi = s.lower, s.upper
         elif role == "proportion":
             lo, hi = 0.0, 1.0
-        elif role in ("var", "cov_var"):
+        elif role == "var":
+            lo, hi = 0.0, _variance_cap(s.lower, s.upper)
+        elif role == "cov_var":
+            y = s.y is not None and col.endswith(f"_var_{s.y}") and s.y != s.x
             lo = 0.0
+            hi = _variance_cap(s.lower_y, s.upper_y) if y else _variance_cap(s.lower, s.upper)
         if role == "corr":
             plan.expect(
                 "expect_column_values_to_be_between",
@@ -310,15 +385,93 @@ def _plan_grouped(
                 max_value=1.0 + RTOL,
                 meta={**where, "rule": "outside [-1, 1]"},
             )
-        elif lo is not None or hi is not None:
-            plan.expect(
-                "expect_column_values_to_be_between",
-                "main",
-                column=col,
-                min_value=lo,
-                max_value=hi,
-                meta={**where, "rule": _bounds_rule(lo, hi)},
+        else:
+            _expect_finite_between(plan, "main", col, lo, hi, where)
+    _expect_types(plan, frame, {c: "Float64" for c, _, _ in outputs}, "types")
+
+    # counts are integers (integer noise on integer counts)
+    counts = [c for c, role, _ in outputs if role == "count" and c in schema]
+    if counts and all(k in schema for k in keys):
+        parts = [
+            frame.select(
+                *[pl.col(k).cast(pl.String) for k in keys],
+                pl.lit(c).alias("statistic"),
+                pl.col(c).cast(pl.Float64, strict=False).alias("value"),
             )
+            for c in counts
+        ]
+        ints = pl.concat(parts).with_columns(
+            pl.when(pl.col("value").is_finite())
+            .then((pl.col("value") - pl.col("value").round()).abs())
+            .otherwise(0.0)
+            .alias("fraction")
+        )
+        plan.add_table("integers", _for_gx(ints), [*keys, "statistic", "value"])
+        plan.expect(
+            "expect_column_values_to_be_between",
+            "integers",
+            column="fraction",
+            min_value=0.0,
+            max_value=0.0,
+            meta={
+                "subject_from": "statistic",
+                "noun": "values",
+                "rule": "not an integer (a count is released with integer noise)",
+                "example": "{value}",
+                "where": keys,
+            },
+        )
+
+    # a correlation is its released covariance over the released standard deviations,
+    # clipped to [-1, 1], and undefined (null) exactly where a released variance is 0
+    corrs = [(c, s) for c, role, s in outputs if role == "corr"]
+    if corrs and all(k in schema for k in keys):
+        parts = []
+        for col, s in corrs:
+            n = col.removesuffix("_corr")
+            vx, vy, cv = f"{n}_var_{s.x}", f"{n}_var_{s.y}", f"{n}_cov"
+            f64 = pl.Float64
+            var_x = _col(frame, vx).cast(f64, strict=False)
+            var_y = _col(frame, vy).cast(f64, strict=False)
+            cov = _col(frame, cv).cast(f64, strict=False)
+            corr = _col(frame, col).cast(f64, strict=False)
+            defined = (var_x * var_y) > 0
+            expected = pl.when(defined).then((cov / (var_x * var_y).sqrt()).clip(-1.0, 1.0))
+            present = corr.is_not_null() & ~corr.is_nan()
+            parts.append(
+                frame.select(
+                    *[pl.col(k).cast(pl.String) for k in keys],
+                    pl.lit(col).alias("statistic"),
+                    corr.alias("corr"),
+                    expected.alias("expected"),
+                    pl.lit(f"{cv} / sqrt({vx} * {vy})").alias("of"),
+                    pl.when(defined & present)
+                    .then((corr - expected).abs() - RTOL * (1 + expected.abs()))
+                    .when(defined != present)
+                    .then(1.0)
+                    .otherwise(0.0)
+                    .alias("off"),
+                )
+            )
+        table = pl.concat(parts)
+        plan.add_table(
+            "correlations", _for_gx(table), [*keys, "statistic", "corr", "expected", "of"]
+        )
+        plan.expect(
+            "expect_column_values_to_be_between",
+            "correlations",
+            column="off",
+            max_value=0.0,
+            meta={
+                "subject_from": "statistic",
+                "noun": "groups",
+                "rule": "inconsistent with the released cov and variances (a correlation is "
+                "cov / sqrt(var_x var_y) clipped to [-1, 1], and NaN/null exactly where a "
+                "variance is 0)",
+                "example": "corr {corr}, expected {expected} = {of}",
+                "where": keys,
+            },
+        )
 
     # every public key exactly once
     have_keys = all(k in schema for k in keys)
@@ -463,6 +616,24 @@ def _plan_pram(
     lf = frame.lazy()
     schema = lf.collect_schema()
     plan = _Suite()
+    declared = [c.column for c in spec.columns]
+    # exactly the declared columns: a column PRAM did not randomize must not leave
+    plan.add_table(
+        "columns", pl.DataFrame({"column": list(schema)}, schema={"column": pl.String}), ["column"]
+    )
+    plan.expect(
+        "expect_column_values_to_be_in_set",
+        "columns",
+        column="column",
+        value_set=declared,
+        meta={
+            "subject": "columns",
+            "noun": "columns",
+            "rule": f"not among the declared PRAM columns {declared} (published without "
+            "randomization)",
+            "where": [],
+        },
+    )
     for c in spec.columns:
         col = c.column
         cats = c.categories
@@ -607,14 +778,16 @@ def _plan_covariance(spec: CovarianceSpec, frame: pl.DataFrame, input_rows: int 
                 if r is not None and j in frame.columns:
                     v = frame[j][r]
                     cell[i, j] = None if v is None else float(v)
+    for c in cols:  # every cell finite
+        _expect_finite_between(plan, "main", c, None, None, where)
+    _expect_types(plan, frame, {"column": "String", **{c: "Float64" for c in cols}}, "types")
     n = spec.n if spec.n is not None else input_rows
+    size = n if n is not None and n >= 2 else 2  # with n unknown: the largest over n >= 2
     diag = pl.DataFrame(
         {
             "variable": cols,
             "var": [cell.get((c, c)) for c in cols],
-            "upper": [
-                None if n is None or n < 2 else variance_bound(lo, hi, n) for lo, hi in spec.bounds
-            ],
+            "upper": [variance_bound(lo, hi, size) for lo, hi in spec.bounds],
         },
         schema={"variable": pl.String, "var": pl.Float64, "upper": pl.Float64},
     ).with_columns((pl.col("var") - pl.col("upper") * (1 + RTOL)).alias("over"))
@@ -627,19 +800,23 @@ def _plan_covariance(spec: CovarianceSpec, frame: pl.DataFrame, input_rows: int 
         min_value=0.0,
         meta={**vwhere, "subject": "diagonal (variances)", "rule": "below 0"},
     )
-    if n is not None:
-        plan.expect(
-            "expect_column_values_to_be_between",
-            "diagonal",
-            column="over",
-            max_value=0.0,
-            meta={
-                **vwhere,
-                "subject": "diagonal (variances)",
-                "rule": f"above n R^2 / (4 (n - 1)) with n = {n} (R = upper - lower)",
-                "example": "{var} > {upper}",
-            },
-        )
+    bound_rule = (
+        f"above n R^2 / (4 (n - 1)) with n = {n} (R = upper - lower)"
+        if n is not None and n >= 2
+        else "above R^2 / 2, the largest sample variance of values in their bounds"
+    )
+    plan.expect(
+        "expect_column_values_to_be_between",
+        "diagonal",
+        column="over",
+        max_value=0.0,
+        meta={
+            **vwhere,
+            "subject": "diagonal (variances)",
+            "rule": bound_rule,
+            "example": "{var} > {upper}",
+        },
+    )
 
     rows = []
     for a, i in enumerate(cols):
@@ -976,7 +1153,7 @@ def _failure(cfg: dict, res: dict, exc: str | None) -> str:
     total = res.get("element_count")
     noun = meta.get("noun", "values")
     if type_ == "expect_column_values_to_not_be_null":
-        rule = "are null"
+        rule = "are null or NaN"
     elif type_ == "expect_column_values_to_be_unique":
         rule = "repeated"
     elif type_ == "expect_column_values_to_be_in_set":

@@ -47,13 +47,13 @@ from dpframe.core.budget import exact_sum
 from dpframe.core.executor import execute
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
-from dpframe.errors import BudgetExceededError, DPFrameError
+from dpframe.errors import BudgetExceededError, DPFrameError, InvalidParameterError
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for
 from dpframe.jobs.planning import JobPlan, build_all, file_schema, input_frame, plan
 from dpframe.jobs.publish import OWNER, claim, publish, record_entry, repair, run_folder
-from dpframe.jobs.spec import GroupedSpec, PramSpec, ProportionsSpec, Spec
-from dpframe.polars.io import write_parquet
+from dpframe.jobs.spec import CovarianceSpec, GroupedSpec, PramSpec, ProportionsSpec, Spec
+from dpframe.polars.io import read_provenance, write_parquet
 
 __all__ = ["CheckFailedError", "JobResult", "check", "run"]
 
@@ -122,18 +122,25 @@ def _stage(
     path = staging / f"{r.name}.parquet"
     if kind_of(r).rowwise:
         target = path.as_uri() if eng.name == "spark" else path
-        rel.write_armed(finished, target, spec=spec.to_dict())
+        facts = {"input_rows": ctx.rows()}  # a PRAM release keeps every row
+        rel.write_armed(finished, target, spec=spec.to_dict(), facts=facts)
         counts = _written_counts(eng, path, rel.columns)
         extra = {"input_rows": ctx.rows(), "value_counts": counts}
         return _with_released_categories(r, rel), eng.written_frame(path), extra
     table = kind_of(r).postprocess(r, finished)
+    facts = None
+    if isinstance(r, CovarianceSpec) and r.n is None:  # the release took n from the input
+        facts = {"input_rows": ctx.rows()}
     write_parquet(
         table,
         path,
         ledger=list(entries),
         spec=spec.to_dict(),
         neighbours=spec.privacy.neighbours,
+        facts=facts,
     )
+    if facts is not None:
+        return _with_released_categories(r, rel), table, {"input_rows": facts["input_rows"]}
     extra = {}
     if isinstance(r, GroupedSpec):
         extra = {
@@ -141,6 +148,25 @@ def _stage(
             "sizes": spec.margins[r.margins].sizes,
         }
     return _with_released_categories(r, rel), table, extra
+
+
+def _with_recorded_categories(r: PramSpec, entries: Any) -> PramSpec:
+    """``r`` with each column's categories as the release's ledger entries record them."""
+    recorded = {
+        e.columns[0]: e.details["design"]["categories"]
+        for e in entries
+        if e.mechanism == "pram"
+        and len(e.columns) == 1
+        and isinstance(e.details.get("design"), dict)
+        and isinstance(e.details["design"].get("categories"), list)
+    }
+    columns = [
+        c.model_copy(update={"categories": recorded[c.column]})
+        if c.categories is None and c.column in recorded
+        else c
+        for c in r.columns
+    ]
+    return r.model_copy(update={"columns": columns})
 
 
 def run(
@@ -279,10 +305,18 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
             raise DPFrameError(
                 f"release {r.name!r}: {out / path.name} does not exist (run release first)"
             )
+        try:
+            facts, entries = read_provenance(path).facts, read_provenance(path).entries
+        except InvalidParameterError:  # no provenance: checked against the spec alone
+            facts, entries = {}, ()
         if isinstance(r, PramSpec):
-            n = engine_for(lf).rows() if n is None else n
+            # the row count and the categories the release recorded (its ledger entries'
+            # details are hash-verified), not today's input or the file's own dtypes
+            n = facts.get("input_rows")
+            if n is None:
+                n = engine_for(lf).rows()
             scan = pl.scan_parquet(path / "*.parquet" if path.is_dir() else path)
-            res = check_release(r, scan, input_rows=n)
+            res = check_release(_with_recorded_categories(r, entries), scan, input_rows=n)
         elif isinstance(r, GroupedSpec):
             res = check_release(
                 r,
@@ -290,6 +324,8 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
                 margins=margins_for(spec, r, schema),
                 sizes=spec.margins[r.margins].sizes,
             )
+        elif isinstance(r, CovarianceSpec):
+            res = check_release(r, pl.read_parquet(path), input_rows=facts.get("input_rows"))
         else:
             res = check_release(r, pl.read_parquet(path))
         results.append(res)

@@ -54,6 +54,8 @@ class Provenance:
     neighbours: str | None
     #: PRAM designs by released column (for :func:`dpframe.pram.estimate`)
     pram_designs: dict[str, Any] = field(default_factory=dict)
+    #: public facts a release's checks need (e.g. ``input_rows``: the input's row count)
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def epsilon(self) -> float:
@@ -134,6 +136,7 @@ def provenance_json(
     neighbours: str | None,
     spec: dict[str, Any] | None,
     designs: dict[str, Any] | None = None,
+    facts: dict[str, Any] | None = None,
 ) -> str:
     doc = {
         "format": PROVENANCE_FORMAT,
@@ -146,6 +149,8 @@ def provenance_json(
     }
     if designs:
         doc["pram_designs"] = designs
+    if facts:
+        doc["facts"] = facts
     return json.dumps(doc)
 
 
@@ -157,6 +162,7 @@ def write_parquet(
     spec: dict[str, Any] | None = None,
     compression: str = "zstd",
     neighbours: str | None = None,
+    facts: dict[str, Any] | None = None,
 ) -> Path:
     """Write a released frame to Parquet, atomically, with its ledger in the metadata.
 
@@ -173,6 +179,8 @@ def write_parquet(
     neighbours : {"substitute", "add_remove"}, optional
         The neighbour relation to record when ``ledger`` is a list of entries (an
         accountant records its own).
+    facts : dict, optional
+        Public facts the table's checks need (e.g. ``{"input_rows": n}``), stored alongside.
 
     Returns
     -------
@@ -192,7 +200,7 @@ def write_parquet(
     entries, own = _entries_of(ledger)
     neighbours = neighbours or own
     target = _output_path(path, spec)
-    metadata = {METADATA_KEY: provenance_json(entries, neighbours, spec)}
+    metadata = {METADATA_KEY: provenance_json(entries, neighbours, spec, facts=facts)}
     if not isinstance(frame, pl.LazyFrame | pl.DataFrame):
         raise InvalidParameterError(
             f"frame must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
@@ -248,6 +256,7 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
         dpframe_version=doc["dpframe_version"],
         neighbours=doc.get("neighbours"),
         pram_designs=doc.get("pram_designs", {}),
+        facts=doc.get("facts") if isinstance(doc.get("facts"), dict) else {},
     )
 
 

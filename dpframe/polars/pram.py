@@ -461,11 +461,19 @@ class MicrodataRelease(Release):
         armed = self.collect()
         return self.write_armed(armed, target, spec=spec)
 
-    def write_armed(self, armed: list[ArmedPram], path: Any, *, spec: dict[str, Any] | None) -> Any:
+    def write_armed(
+        self,
+        armed: list[ArmedPram],
+        path: Any,
+        *,
+        spec: dict[str, Any] | None,
+        facts: dict[str, Any] | None = None,
+    ) -> Any:
         """Write columns charged elsewhere (by a job that charged all its releases at once)."""
+        designs = {a.column: a.record for a in armed}
         metadata = {
             METADATA_KEY: provenance_json(
-                self.ledger, self.neighbours, spec, designs={a.column: a.record for a in armed}
+                self.ledger, self.neighbours, spec, designs=designs, facts=facts
             )
         }
         return self.engine.write_rowwise(armed, self.keep, path, metadata, source=self.random)

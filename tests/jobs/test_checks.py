@@ -15,6 +15,7 @@ import pytest
 
 from dpframe.errors import InvalidDataError, InvalidParameterError, MissingMarginsError
 from dpframe.jobs.checks import (
+    FINITE,
     CheckResult,
     check_release,
     expectations_for,
@@ -201,7 +202,7 @@ def test_covariance_matrix_negative_and_too_large_variance():
 
 def test_covariance_matrix_with_a_null():
     text = failed(check_release(COVARIANCE, cov_table(y=(0.01, 0.3, None))))
-    assert "y: 1 of 3 values are null, e.g. at row 'z'" in text
+    assert "y: 1 of 3 values are null or NaN, e.g. at row 'z'" in text
 
 
 def test_grouped_covariance_beyond_cauchy_schwarz():
@@ -215,8 +216,12 @@ def test_grouped_covariance_beyond_cauchy_schwarz():
 def test_grouped_negative_variance_and_mean_out_of_bounds():
     frame = grouped_table(income_var=[10.0, -0.5, 5.0], income_mean=[50.0, 120.0, 100.0])
     text = failed(check_release(grouped_spec(), frame, margins=MARGINS))
-    assert "income_var: 1 of 3 values below 0, e.g. -0.5 (region='S')" in text
-    assert "income_mean: 1 of 3 values outside [0, 100], e.g. 120 (region='S')" in text
+    assert (
+        "income_var: 1 of 3 values outside [0, 5000] or not finite, e.g. -0.5 (region='S')" in text
+    )
+    assert (
+        "income_mean: 1 of 3 values outside [0, 100] or not finite, e.g. 120 (region='S')" in text
+    )
 
 
 def test_grouped_correlation_outside_minus_one_one():
@@ -229,7 +234,7 @@ def test_grouped_correlation_outside_minus_one_one():
 def test_a_negative_count_fails_only_when_nonnegative():
     frame = grouped_table(count=[10.0, -1.0, 3.0])
     text = failed(check_release(grouped_spec(), frame, margins=MARGINS))
-    assert "count: 1 of 3 values below 0, e.g. -1 (region='S')" in text
+    assert "count: 1 of 3 values below 0 or not finite, e.g. -1 (region='S')" in text
     # without the clamp at 0, a negative noisy count is a valid release (and so is the sum)
     loose = check_release(grouped_spec(nonnegative=False), frame, margins=MARGINS)
     assert loose.success, loose.report()
@@ -238,7 +243,7 @@ def test_a_negative_count_fails_only_when_nonnegative():
 def test_a_null_statistic_fails_but_a_null_correlation_does_not():
     frame = grouped_table(income_mean=[50.0, None, 100.0])
     text = failed(check_release(grouped_spec(), frame, margins=MARGINS))
-    assert "income_mean: 1 of 3 values are null, e.g. at region='S'" in text
+    assert "income_mean: 1 of 3 values are null or NaN, e.g. at region='S'" in text
     assert "corr" not in text
 
 
@@ -338,7 +343,8 @@ def test_bad_arguments_raise_clear_errors():
 def test_expectations_are_plain_data():
     exps = expectations_for(grouped_spec(), grouped_table(), margins=MARGINS)
     json.dumps(exps)
-    assert {e["table"] for e in exps} == {"main", "keys", "pairs"}
+    tables = {"main", "keys", "pairs", "types", "integers", "correlations"}
+    assert {e["table"] for e in exps} == tables
     assert all(e["type"].startswith("expect_") for e in exps)
     between = {
         e["kwargs"]["column"]: (e["kwargs"].get("min_value"), e["kwargs"].get("max_value"))
@@ -347,8 +353,10 @@ def test_expectations_are_plain_data():
     }
     assert between["income_mean"] == (0, 100)
     assert between["owner_proportion"] == (0.0, 1.0)
-    assert between["income_var"] == (0.0, None)
-    assert between["income_sum"] == (0.0, None)
+    # a variance: at most R^2 / 2 (the largest sample variance in [0, 100], n >= 2);
+    # a sum: finite (+-FINITE refuses infinities)
+    assert between["income_var"] == (0.0, 5000.0)
+    assert between["income_sum"] == (0.0, FINITE)
     not_null = {e["kwargs"]["column"] for e in exps if e["type"].endswith("not_be_null")}
     assert "a_b_corr" not in not_null and "a_b_cov" in not_null
 

@@ -1,0 +1,181 @@
+"""Doctored releases: every promise of a published table is a check (issue 15).
+
+A reviewer doctors each published table of a run -- keeping its metadata, as an attacker
+would -- and runs ``dpframe check``: each doctoring must fail with a message naming the
+table, the column and the rule, and the untouched run must pass.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from dpframe.cli import app
+from dpframe.jobs import load_spec, run
+from tests.jobs.conftest import write_spec
+
+#: the test spec's grouped release, with a variance too (bounds [0, 10]: at most 50)
+EXTRA_STATISTIC = """
+[[release.statistics]]
+stat = "var"
+column = "satisfaction"
+lower = 0
+upper = 10
+epsilon = 0.2
+"""
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """One run of the test spec; yields (folder, spec path)."""
+    folder = tmp_path_factory.mktemp("doctored")
+    spec_path = write_spec(folder, rows=3000, budget=10.0)
+    text = spec_path.read_text()
+    anchor = '[[release]]\nname = "microdata"'
+    spec_path.write_text(text.replace(anchor, EXTRA_STATISTIC.lstrip() + "\n" + anchor))
+    run(load_spec(spec_path), progress=False)
+    return folder, spec_path
+
+
+def _rewrite(path: Path, change) -> None:
+    """Rewrite a released Parquet file with ``change(frame)``, keeping its metadata."""
+    meta = pl.read_parquet_metadata(path)
+    frame = change(pl.read_parquet(path))
+    frame.write_parquet(path, metadata={k: v for k, v in meta.items() if k != "ARROW:schema"})
+
+
+def _set(column: str, value, row: int = 0):
+    def change(df: pl.DataFrame) -> pl.DataFrame:
+        values = df[column].to_list()
+        values[row] = value
+        dtype = df.schema[column] if value is None or not isinstance(value, float) else pl.Float64
+        return df.with_columns(pl.Series(column, values, dtype=dtype, strict=False))
+
+    return change
+
+
+def _defined(df: pl.DataFrame) -> int:
+    """A row whose correlation is defined (both released variances above 0)."""
+    return df["satisfaction_trust_corr"].is_not_null().arg_true()[0]
+
+
+def _var_column(df: pl.DataFrame) -> str:
+    return next(c for c in df.columns if c.startswith("satisfaction_var"))
+
+
+GROUPED = "by_region"
+COV = "scores_cov"
+SHARES = "age_shares"
+PRAM = "microdata"
+CORR = "satisfaction_trust_corr"
+COVC = "satisfaction_trust_cov"
+
+#: (release, what, change, words the failure must contain)
+CASES = [
+    (GROUPED, "count +inf", _set("count", math.inf), ["count", "finite"]),
+    (GROUPED, "count 0.5", _set("count", 0.5), ["count", "integer"]),
+    (GROUPED, "count null", _set("count", None), ["count", "null"]),
+    (GROUPED, "mean NaN", _set("income_mean", math.nan), ["income_mean", "NaN"]),
+    (GROUPED, "mean above its bound", _set("income_mean", 1e9), ["income_mean", "200000"]),
+    (GROUPED, "variance 1e12", _set("satisfaction_var", 1e12), ["satisfaction_var", "[0, 50]"]),
+    (GROUPED, "variance +inf", _set("satisfaction_var", math.inf), ["satisfaction_var"]),
+    (GROUPED, "correlation NaN", lambda df: _set(CORR, math.nan, _defined(df))(df), [CORR, "NaN"]),
+    (
+        GROUPED,
+        "correlation 1 beside covariance 0",
+        lambda df: _set(COVC, 0.0, _defined(df))(_set(CORR, 1.0, _defined(df))(df)),
+        [CORR, "cov"],
+    ),
+    (GROUPED, "covariance +inf", _set(COVC, math.inf), [COVC]),
+    (
+        GROUPED,
+        "an extra column",
+        lambda df: df.with_columns(pl.lit(1.0).alias("income_raw")),
+        ["income_raw", "column"],
+    ),
+    (GROUPED, "a dropped row", lambda df: df.slice(1), ["row"]),
+    (GROUPED, "a duplicated key", lambda df: pl.concat([df, df.head(1)]), ["once"]),
+    (
+        GROUPED,
+        "count as text",
+        lambda df: df.with_columns(pl.col("count").cast(pl.String)),
+        ["count", "type"],
+    ),
+    (COV, "a variance of 1e9", lambda df: _cell(df, 0, 0, 1e9), ["satisfaction", "above"]),
+    (COV, "a variance of +inf", lambda df: _cell(df, 0, 0, math.inf), ["satisfaction"]),
+    (COV, "asymmetric", lambda df: _cell(df, 0, 1, 3.0), ["symmetric"]),
+    (COV, "a NaN cell", lambda df: _cell(df, 1, 0, math.nan), ["trust"]),
+    (COV, "a dropped row", lambda df: df.slice(1), ["row"]),
+    (
+        COV,
+        "an extra column",
+        lambda df: df.with_columns(pl.lit(0.0).alias("income")),
+        ["income", "column"],
+    ),
+    (SHARES, "a negative share", _set("proportion", -0.1), ["proportion", "outside [0, 1]"]),
+    (SHARES, "shares not summing to 1", _set("proportion", 0.9), ["proportion", "sum"]),
+    (SHARES, "a NaN share", _set("proportion", math.nan), ["proportion", "NaN"]),
+    (SHARES, "a duplicated category", lambda df: pl.concat([df, df.head(1)]), ["age_band"]),
+    (
+        PRAM,
+        "an extra, never-randomized column",
+        lambda df: df.with_columns(pl.lit(123.0).alias("income")),
+        ["income", "column"],
+    ),
+    (
+        PRAM,
+        "a value outside the categories",
+        lambda df: _set("region", "Atlantis")(df.with_columns(pl.col("region").cast(pl.String))),
+        ["region", "Atlantis"],
+    ),
+    (PRAM, "a null", _set("region", None), ["region", "null"]),
+    (PRAM, "dropped rows", lambda df: df.slice(10), ["row"]),
+]
+
+
+def _cell(df: pl.DataFrame, i: int, j: int, value: float) -> pl.DataFrame:
+    col = df.columns[1 + j]
+    values = df[col].to_list()
+    values[i] = value
+    return df.with_columns(pl.Series(col, values, dtype=pl.Float64))
+
+
+def _check(spec_path: Path) -> tuple[int, str]:
+    res = CliRunner().invoke(app, ["check", str(spec_path)])
+    return res.exit_code, res.output
+
+
+def test_the_untouched_run_passes(published):
+    _, spec_path = published
+    code, output = _check(spec_path)
+    assert code == 0, output
+
+
+@pytest.mark.parametrize(("release", "what", "change", "words"), CASES, ids=[c[1] for c in CASES])
+def test_a_doctored_table_fails_its_check(published, release, what, change, words):
+    folder, spec_path = published
+    path = (folder / "released" / "current" / f"{release}.parquet").resolve()
+    kept = path.with_suffix(".kept")
+    shutil.copyfile(path, kept)
+    try:
+        if release == "by_region" and "satisfaction_var" in json.dumps(words):
+            col = _var_column(pl.read_parquet(path))
+            words = [col if w == "satisfaction_var" else w for w in words]
+            change = {
+                "variance 1e12": _set(col, 1e12),
+                "variance +inf": _set(col, math.inf),
+            }[what]
+        _rewrite(path, change)
+        code, output = _check(spec_path)
+    finally:
+        shutil.move(kept, path)
+    assert code != 0, f"{what}: passed\n{output}"
+    assert release in output, output
+    for w in words:
+        assert w in output, f"{what}: {w!r} not in\n{output}"
