@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SPARK  := $(VENV)/.installed-spark
 
-.PHONY: setup setup-spark setup-postgres demo test lint format bench bench-spark bench-opendp-env clean
+.PHONY: setup setup-spark setup-postgres setup-chromium demo test lint format bench bench-spark bench-opendp-env clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,15 +34,26 @@ setup-postgres:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
 	fi
 
+# The report's browser test renders report.html in headless Chromium; a machine without
+# /usr/bin/chromium gets Debian's package (a few minutes), so that test never skips.
+setup-chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing Chromium (Debian's package) for the report's browser test"; \
+	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+
 demo: setup
 	$(BIN)/dpframe demo --out out/demo
 
-# pytest exits 5 when it collected no test: that is a failure too. DPFRAME_REQUIRE_SPARK
-# and DPFRAME_REQUIRE_POSTGRES make a missing pyspark or PostgreSQL fail their tests
-# instead of skipping them.
-test: setup-spark setup-postgres
+# pytest exits 5 when it collected no test: that is a failure too. DPFRAME_REQUIRE_SPARK,
+# DPFRAME_REQUIRE_POSTGRES and DPFRAME_REQUIRE_CHROMIUM make a missing pyspark, PostgreSQL
+# or Chromium fail their tests instead of skipping them.
+test: setup-spark setup-postgres setup-chromium
 	$(BIN)/ruff check dpframe tests benchmarks examples
-	DPFRAME_REQUIRE_SPARK=1 DPFRAME_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest; rc=$$?; \
+	DPFRAME_REQUIRE_SPARK=1 DPFRAME_REQUIRE_POSTGRES=1 DPFRAME_REQUIRE_CHROMIUM=1 \
+	  $(BIN)/python -m pytest; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: setup

@@ -68,6 +68,7 @@ def demo(
     files = ", ".join(f"released/{p.name}" for p in result.outputs.values())
     typer.echo(
         f"outputs in {result.folder}/: {files} (each with .suite.json and .validation.json), "
+        f"released/{result.report.name} (the report: open it in a browser, offline), "
         f"{result.ledger.name}, {result.spec.name}"
         + (f", {result.risk_plot.name}" if result.risk_plot else "")
         + f" (confidential input: {result.survey.name})"
@@ -130,7 +131,11 @@ def plan(
 def release(
     spec: Annotated[Path, typer.Argument(help="The release spec (TOML).")],
     data_docs: Annotated[
-        bool, typer.Option(help="Also write Great Expectations Data Docs.")
+        bool,
+        typer.Option(
+            help="Also write Great Expectations Data Docs (styled only online: they load "
+            "CDN assets; report.html is the offline report)."
+        ),
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     engine: Annotated[
@@ -198,6 +203,7 @@ def release(
         f"published {len(result.outputs)} release(s) to {result.folder}/ "
         f"(epsilon {result.epsilon:g}): " + ", ".join(p.name for p in result.outputs.values())
     )
+    typer.echo(f"report: {result.report} (one page, opens offline)")
 
 
 def _spent_by_run(exc: BaseException) -> float:
@@ -215,12 +221,17 @@ def _spent_by_run(exc: BaseException) -> float:
 def check(
     spec: Annotated[Path, typer.Argument(help="The release spec (TOML).")],
     data_docs: Annotated[
-        bool, typer.Option(help="Also write Great Expectations Data Docs.")
+        bool,
+        typer.Option(
+            help="Also write Great Expectations Data Docs (styled only online: they load "
+            "CDN assets; report.html is the offline report)."
+        ),
     ] = False,
 ) -> None:
     """Validate published outputs against the expectation suite built from the spec.
 
-    Exit code 3 if an expectation fails, 2 if outputs are missing or the spec is invalid.
+    Rewrites the current run's report.html with the new results. Exit code 3 if an
+    expectation fails, 2 if outputs are missing or the spec is invalid.
 
     Example: dpframe check release.toml
     """
@@ -236,6 +247,8 @@ def check(
     failed = [r for r in results if not r.success]
     for r in results:
         typer.echo(r.report())
+    out = loaded.resolve(loaded.output.folder)
+    typer.echo(f"report: {out / 'report.html'} (rewritten with these results)")
     if failed:
         raise typer.Exit(EXIT_CHECK_FAILED)
 

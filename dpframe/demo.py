@@ -14,7 +14,9 @@ synthetic survey to Parquet and the release spec (``release.toml``, a copy of
    from the spec (suites and results are saved next to the tables); nothing is
    published unless every expectation holds;
 4. **risk** -- the DR-HA of a frequency table (the DR-HA paper's Bankruptcy subset,
-   shipped) for an ε grid, with its S-curves (an assessment: no budget spent).
+   shipped) for an ε grid, with its S-curves (an assessment: no budget spent);
+5. **report** -- ``released/report.html``, one self-contained page (it opens offline):
+   the run, every release's plan and checks, and the DR-HA curves of step 4.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class DemoResult:
     risk: pl.DataFrame
     risk_plot: Path | None
     epsilon_spent: float
+    report: Path
 
 
 def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = False) -> DemoResult:
@@ -84,8 +87,25 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
     template = resources.files("dpframe").joinpath("data", "demo_release.toml")
     spec_path.write_text(template.read_text())
 
+    # the DR-HA grid (an assessment of a shipped table: no budget) goes into the report
+    t = drha_table("bankruptcy_ff")
+    grid = drha(
+        t.frame,
+        t.qids,
+        t.sensitive,
+        count=t.count,
+        epsilon=np.logspace(-3, 2, 51),
+        mechanism=["laplace", "gaussian_pdp"],
+        delta=1e-3,
+        measure=["local", "expected"],
+    )
     spec = load_spec(spec_path)
-    result = run(spec, progress=progress)
+    result = run(
+        spec,
+        progress=progress,
+        risk=grid,
+        risk_title="DR-HA of the Bankruptcy subset (a shipped table, not the survey)",
+    )
     released = {
         name: pl.read_parquet(p) for name, p in result.outputs.items() if name != "microdata"
     }
@@ -101,7 +121,6 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
         }
     )
 
-    t = drha_table("bankruptcy_ff")
     risk = drha(
         t.frame,
         t.qids,
@@ -115,16 +134,6 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
     try:
         from dpframe.risk.plot import plot_risk
 
-        grid = drha(
-            t.frame,
-            t.qids,
-            t.sensitive,
-            count=t.count,
-            epsilon=np.logspace(-3, 2, 51),
-            mechanism=["laplace", "gaussian_pdp"],
-            delta=1e-3,
-            measure=["local", "expected"],
-        )
         plot_risk(grid, risk_plot, title="DR-HA of the Bankruptcy subset (assessment)")
     except dpframe.InvalidParameterError:  # matplotlib missing: the plot is optional
         risk_plot = None
@@ -141,4 +150,5 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
         risk=risk,
         risk_plot=risk_plot,
         epsilon_spent=result.epsilon,
+        report=result.report,
     )

@@ -37,6 +37,10 @@ def test_demo_end_to_end(tmp_path):
     assert prov.epsilon == pytest.approx(0.7)
     assert set(prov.pram_designs) == {"region", "age_band"}
     assert (out / "risk.png").exists()
+    page = (released / "report.html").read_text()  # the offline report, with the DR-HA curves
+    assert "released/report.html" in res.output
+    assert page.count("<polyline") == 8 and "spends no budget" in page
+    assert "http://" not in page and "https://" not in page
 
 
 def test_demo_replaces_previous_output(tmp_path):

@@ -10,8 +10,9 @@ Every release of a spec gets a suite derived from its declaration, not from the 
   count ``>= 0`` and a sum of non-negative values ``>= 0`` when ``nonnegative``, a correlation
   in ``[-1, 1]``); a count is an integer; a covariance obeys Cauchy--Schwarz,
   ``|cov| <= sqrt(var_x var_y)``; a correlation is ``cov / sqrt(var_x var_y)`` clipped to
-  ``[-1, 1]``, and null exactly where a released variance is 0; no nulls -- except in a correlation column (a correlation is undefined where a released
-  variance is 0, so it may be null or NaN) and, when the margins carry public group sizes
+  ``[-1, 1]``, and null exactly where a released variance is 0; no nulls -- except in a
+  correlation column (a correlation is undefined where a released variance is 0, so it
+  may be null or NaN) and, when the margins carry public group sizes
   (``sizes=``), in a statistic of a group too small to have one (size 0; size 0 or 1 for a
   variance or covariance), which the release leaves null;
 * **pram** -- exactly the declared columns (a column PRAM did not randomize must not be

@@ -20,7 +20,11 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
    not yet drawn is given back;
 5. **check the output** -- the Great Expectations suite of every release, built *from the
    spec* (:mod:`dpframe.jobs.checks`);
-6. **publish** -- the whole run at once (:mod:`dpframe.jobs.publish`): the staging folder
+6. **report** -- ``report.html`` (:mod:`dpframe.jobs.report`): the run, each release's
+   plan rows and checks, and a DR-HA curve when ``risk=`` is given; one self-contained
+   page that opens offline. It is written into the staging folder, so it is published
+   with the run (and kept under ``.failed-<run>/`` if a check failed);
+7. **publish** -- the whole run at once (:mod:`dpframe.jobs.publish`): the staging folder
    becomes ``.runs/<run>/`` with a ``manifest.json``, and the output folder's ``current``
    link is switched to it atomically; every top-level name links through ``current``. If
    an expectation fails, nothing is published: the staged files stay under
@@ -33,6 +37,7 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import uuid
@@ -51,7 +56,25 @@ from dpframe.errors import BudgetExceededError, DPFrameError, InvalidParameterEr
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for
 from dpframe.jobs.planning import JobPlan, build_all, file_schema, input_frame, plan
-from dpframe.jobs.publish import OWNER, claim, publish, record_entry, repair, run_folder
+from dpframe.jobs.publish import (
+    OWNER,
+    claim,
+    publish,
+    published_run,
+    record_entry,
+    repair,
+    run_folder,
+)
+from dpframe.jobs.report import (
+    REPORT,
+    REPORT_DATA,
+    RunInfo,
+    check_risk,
+    now,
+    read_report_data,
+    redacted_ledger,
+    write_report,
+)
 from dpframe.jobs.spec import CovarianceSpec, GroupedSpec, PramSpec, ProportionsSpec, Spec
 from dpframe.polars.io import read_provenance, write_parquet
 
@@ -77,6 +100,15 @@ class JobResult:
     @property
     def epsilon(self) -> float:
         return float(exact_sum(e.epsilon for e in self.entries))
+
+    @property
+    def delta(self) -> float:
+        return float(exact_sum(e.delta for e in self.entries))
+
+    @property
+    def report(self) -> Path | None:
+        """The run's ``report.html`` (through the output folder's top-level link)."""
+        return None if self.folder is None else self.folder / REPORT
 
 
 def _progress(enabled: bool) -> Any:
@@ -176,6 +208,8 @@ def run(
     spark: Any = None,
     progress: bool = True,
     data_docs: bool = False,
+    risk: pl.DataFrame | None = None,
+    risk_title: str | None = None,
 ) -> JobResult:
     """Run every release of ``spec``: check, charge (once), sanitize, write, check, publish.
 
@@ -189,7 +223,11 @@ def run(
     spark : pyspark.sql.SparkSession, optional
         Default :func:`dpframe.engines.spark.local_session`.
     progress, data_docs : bool
-        A progress bar; Great Expectations Data Docs of the checks.
+        A progress bar; Great Expectations Data Docs of the checks (their pages load
+        styles and scripts from public CDNs; ``report.html`` is the offline report).
+    risk : polars.DataFrame, optional
+        A DR-HA table on an epsilon grid (``dpframe.risk.drha``), drawn in the run's
+        ``report.html`` as an assessment (it spends no budget); ``risk_title`` heads it.
 
     Raises
     ------
@@ -205,6 +243,7 @@ def run(
         engine = "spark" if is_spark_frame(spec.frame) else "polars"
     if engine not in ("polars", "spark"):
         raise DPFrameError(f"engine must be 'polars' or 'spark', got {engine!r}")
+    check_risk(risk)  # before anything is spent
     frame = input_frame(spec, engine, spark)
     the_plan = plan(spec, frame=frame)
     if not the_plan.fits:
@@ -265,6 +304,19 @@ def run(
             res = check_release(r, table, **extra)
             save_check(res, staging, data_docs=data_docs)
             result.checks.append(res)
+        # 6. the report, staged with the run (kept with the staged files if a check failed)
+        info = RunInfo(
+            run=run_id,
+            time=now(),
+            spec=str(spec.base) if spec.base is not None else "(given in Python)",
+            output=str(out),
+            ledger=acct.location,
+            epsilon=result.epsilon,
+            delta=result.delta,
+            plan=the_plan.rows.to_dicts(),
+            risk_title=risk_title,
+        )
+        write_report(staging, info, result.checks, risk)
         failed = [c for c in result.checks if not c.success]
         if failed:
             kept = out / f".failed-{run_id}"
@@ -275,7 +327,7 @@ def run(
                 f"{len(failed)} release(s) failed their expectations; nothing was published "
                 f"(staged outputs kept in {kept}):\n{report}"
             )
-        # 6. the whole run at once (dpframe.jobs.publish)
+        # 7. the whole run at once (dpframe.jobs.publish)
         releases = {r.name: f"{r.name}.parquet" for r in spec.release}
         publish(staging, out, run=run_id, releases=releases, entries=result.entries)
     except BaseException as exc:  # nothing published; a failed check moved staging aside
@@ -291,7 +343,9 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     Resolves the output folder's ``current`` run once (so every file checked is of one
     run, whatever is published meanwhile), reads each release's Parquet file from it,
     rebuilds its suite from the spec, validates, and saves the suite and the result into
-    that run's folder (the top-level names link to them).
+    that run's folder (the top-level names link to them). The run's ``report.html`` is
+    rendered again with the new results (from the facts its ``report.json`` kept: the
+    plan rows and the risk curve of the run, not of the spec as it is now).
     """
     out = spec.resolve(spec.output.folder).absolute()
     folder = run_folder(out)  # resolved once
@@ -335,6 +389,32 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
         )
     for res in results:
         save_check(res, folder, data_docs=data_docs)
-    if data_docs and folder != out:
-        record_entry(out, folder, "data_docs")
+    _rewrite_report(spec, out, folder, results)
+    if folder != out:
+        if data_docs:
+            record_entry(out, folder, "data_docs")
+        for name in (REPORT_DATA, REPORT):
+            record_entry(out, folder, name)
     return results
+
+
+def _rewrite_report(spec: Spec, out: Path, folder: Path, results: list[Any]) -> None:
+    """The run's report again, with the new check results."""
+    info = read_report_data(folder)
+    if info is None:  # a run published before reports: its facts from the manifest
+        try:
+            manifest = published_run(folder).manifest
+        except DPFrameError:  # an older dpframe's layout: no manifest
+            manifest = {}
+        ledger = manifest.get("ledger") or {}
+        info = RunInfo(
+            run=str(manifest.get("run", folder.name)),
+            time=str(manifest.get("published", "unknown")),
+            spec=str(spec.base) if spec.base is not None else "(given in Python)",
+            output=str(out),
+            ledger=redacted_ledger(spec.ledger_target()),
+            epsilon=ledger.get("epsilon"),
+            delta=ledger.get("delta"),
+            plan=plan(spec).rows.to_dicts(),
+        )
+    write_report(folder, dataclasses.replace(info, checked=now()), results)
