@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.accountant import Accountant, ledger_exists
+from dpframe.core.postgres import redact
 from dpframe.core.budget import exact, exact_sum
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
@@ -81,15 +82,16 @@ def ledger_state(spec: Spec) -> tuple[float, Path | str]:
     """What the spec's ledger has spent or holds for running jobs (0 if it does not exist
     yet: nothing is created)."""
     path = spec.ledger_target()
+    shown = redact(path) if isinstance(path, str) else path  # never a password in a message
     if not ledger_exists(path):  # plan writes nothing: a missing ledger has spent nothing
-        return 0.0, path
+        return 0.0, shown
     acct = Accountant.open(
         path,
         epsilon=spec.privacy.budget.epsilon,
         delta=spec.privacy.budget.delta,
         neighbours=spec.privacy.neighbours,
     )
-    return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon)), path
+    return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon)), shown
 
 
 def input_frame(spec: Spec, engine: str = "polars", spark: Any = None) -> Any:

@@ -181,3 +181,11 @@ def test_outputs_that_would_destroy_inputs_are_refused_before_anything(tmp_path,
     with pytest.raises(SpecError, match=message):
         load_spec(path)
     assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
+
+
+def test_a_ledger_urls_password_never_reaches_the_plan(tmp_path, postgres_url):
+    """Found in review: the plan's summary (printed by `dpframe plan` and `release`, and
+    in an overspend error) showed the spec's ledger URL as written, password included."""
+    url = postgres_url.replace("://postgres@", "://postgres:s3cret-pw@")
+    the_plan = plan(load_spec(write_spec(tmp_path, rows=500, ledger=url)))
+    assert "s3cret-pw" not in the_plan.summary() and "***" in the_plan.summary()
