@@ -17,8 +17,8 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.accountant import Accountant, ledger_exists
-from dpframe.core.postgres import redact
 from dpframe.core.budget import exact, exact_sum
+from dpframe.core.postgres import redact
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
 from dpframe.jobs.kinds import Context, build
