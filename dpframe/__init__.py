@@ -100,9 +100,11 @@ __all__ = [
     "UnsafeSeedWarning",
     "__version__",
     "agg",
+    "check",  # loaded on first use, as are expectations and risk (see __getattr__)
     "collect",
     "covariance_matrix",
     "current_accountant",
+    "expectations",
     "group_by",
     "laplace",
     "last_run",
@@ -123,12 +125,22 @@ __all__ = [
 ]
 
 
+#: names loaded on first use: dpframe.risk needs scipy (0.4 s to import); the checks of a
+#: release (``dpframe.check(release)``) need the spec models and, to run, Great Expectations
+_LAZY = {
+    "risk": ("dpframe.risk", None),
+    "check": ("dpframe.jobs.selfcheck", "check"),
+    "expectations": ("dpframe.jobs.selfcheck", "expectations"),
+}
+
+
 def __getattr__(name: str) -> object:
-    # dpframe.risk needs scipy (0.4 s to import): load it on first use
-    if name == "risk":
+    if name in _LAZY:
         import importlib
 
-        return importlib.import_module("dpframe.risk")
+        module, attr = _LAZY[name]
+        loaded = importlib.import_module(module)
+        return loaded if attr is None else getattr(loaded, attr)
     raise AttributeError(f"module 'dpframe' has no attribute {name!r}")
 
 

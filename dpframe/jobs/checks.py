@@ -59,7 +59,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -613,12 +613,14 @@ def _plan_pram(
     frame: pl.DataFrame | pl.LazyFrame,
     input_rows: int | None,
     value_counts: Mapping[str, pl.DataFrame] | None = None,
+    keep: Sequence[str] = (),
 ) -> _Suite:
     lf = frame.lazy()
     schema = lf.collect_schema()
     plan = _Suite()
-    declared = [c.column for c in spec.columns]
-    # exactly the declared columns: a column PRAM did not randomize must not leave
+    declared = [c.column for c in spec.columns] + list(keep)
+    # exactly the declared columns (and those the release was told to keep as they are):
+    # a column PRAM did not randomize must not leave
     plan.add_table(
         "columns", pl.DataFrame({"column": list(schema)}, schema={"column": pl.String}), ["column"]
     )
@@ -892,6 +894,7 @@ def _plan(
     input_rows: int | None,
     sizes: str | None,
     value_counts: Mapping[str, pl.DataFrame] | None = None,
+    keep: Sequence[str] = (),
 ) -> _Suite:
     if not isinstance(release, _Release):
         raise InvalidParameterError(
@@ -912,7 +915,7 @@ def _plan(
     ):
         raise InvalidParameterError(f"input_rows must be an integer >= 0, got {input_rows!r}")
     if isinstance(release, PramSpec):
-        plan = _plan_pram(release, frame, input_rows, value_counts)
+        plan = _plan_pram(release, frame, input_rows, value_counts, keep)
     else:
         df = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
         if isinstance(release, GroupedSpec):
@@ -934,6 +937,7 @@ def expectations_for(
     input_rows: int | None = None,
     sizes: str | None = None,
     value_counts: Mapping[str, pl.DataFrame] | None = None,
+    keep: Sequence[str] = (),
 ) -> list[dict]:
     """The expectations a release's table must meet, without Great Expectations.
 
@@ -951,9 +955,11 @@ def expectations_for(
     of ``margins`` with public group sizes (a statistic of a group too small to have one is
     then allowed to be null). ``value_counts`` gives, for a PRAM release, each column's
     ``(<column>, rows)`` counts computed by the engine (Spark), so the microdata itself is
-    not read on the driver; ``frame`` then gives only the dtypes.
+    not read on the driver; ``frame`` then gives only the dtypes. ``keep`` names the
+    columns a PRAM release was told to carry through unchanged (``keep=``): the only
+    columns allowed beside the randomized ones.
     """
-    plan = _plan(release, frame, margins, input_rows, sizes, value_counts)
+    plan = _plan(release, frame, margins, input_rows, sizes, value_counts, keep)
     return [dict(e) for e in plan.expectations]
 
 
@@ -1221,6 +1227,7 @@ def check_release(
     input_rows: int | None = None,
     sizes: str | None = None,
     value_counts: Mapping[str, pl.DataFrame] | None = None,
+    keep: Sequence[str] = (),
 ) -> CheckResult:
     """Validate a released table against the suite its spec implies (see the module doc).
 
@@ -1230,7 +1237,7 @@ def check_release(
     when an expectation fails (``success`` is False and ``failures`` says why). Arguments
     as in :func:`expectations_for`.
     """
-    plan = _plan(release, frame, margins, input_rows, sizes, value_counts)
+    plan = _plan(release, frame, margins, input_rows, sizes, value_counts, keep)
     gx = _gx()
     context = _context()
     source = context.data_sources.add_pandas(name="dpframe")

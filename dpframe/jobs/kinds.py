@@ -198,10 +198,6 @@ def _postprocess_grouped(r: GroupedSpec, frame: pl.DataFrame) -> pl.DataFrame:
         sign_known = s.stat == "count" or (s.stat == "sum" and (s.lower or 0) >= 0)
         if r.nonnegative and sign_known:
             exprs.append(pl.col(stat.name).clip(lower_bound=0.0))
-        elif s.stat == "cov":
-            vx, vy, cv, _ = stat.outputs()
-            bound = (pl.col(vx).clip(lower_bound=0.0) * pl.col(vy).clip(lower_bound=0.0)).sqrt()
-            exprs.append(pl.col(cv).clip(-bound, bound))
     return frame.with_columns(exprs) if exprs else frame
 
 

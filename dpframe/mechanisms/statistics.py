@@ -441,8 +441,12 @@ def _plan_public_sizes(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
 def _covariance_outputs(
     stat: Statistic, var_x: np.ndarray, var_y: np.ndarray, cov: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """The four released columns; the correlation is post-processing, clipped to [-1, 1]."""
+    """The four released columns, post-processed so that they agree: the covariance within
+    Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``, and the correlation ``cov / sqrt(var_x
+    var_y)`` (so in [-1, 1]), undefined (NaN) where a variance is 0."""
     with np.errstate(invalid="ignore", divide="ignore"):
+        bound = np.sqrt(np.clip(var_x, 0.0, None) * np.clip(var_y, 0.0, None))
+        cov = np.clip(cov, -bound, bound)
         corr = np.clip(cov / np.sqrt(var_x * var_y), -1.0, 1.0)
     corr = np.where(var_x * var_y > 0, corr, np.nan)
     return dict(zip(stat.outputs(), (var_x, var_y, cov, corr), strict=True))

@@ -429,6 +429,7 @@ class MicrodataRelease(Release):
                 )
             )
         self.records: dict[str, Any] = {}
+        self.input_rows: int | None = None
 
     def plans(self) -> list[MechanismPlan]:
         return list(self._plans)
@@ -439,10 +440,13 @@ class MicrodataRelease(Release):
 
     def _exact_inputs(self) -> list[Any]:
         counts = self.engine.category_counts(self.columns)
-        return [
+        exact = [
             declared_counts(counts[p.column], p.column, p.categories)["count"].to_numpy()
             for p in self._plans
         ]
+        #: the input's rows (every record is kept): public, recorded for the file's checks
+        self.input_rows = int(exact[0].sum())
+        return exact
 
     def _finish(self, outputs: tuple[Any, ...]) -> list[ArmedPram]:
         self.records = {a.column: a.record for a in outputs}
@@ -459,7 +463,8 @@ class MicrodataRelease(Release):
             raise_reuse(self)
         target = self.engine.check_output(path)  # before the charge
         armed = self.collect()
-        return self.write_armed(armed, target, spec=spec)
+        facts = {"input_rows": self.input_rows}
+        return self.write_armed(armed, target, spec=spec, facts=facts)
 
     def write_armed(
         self,
