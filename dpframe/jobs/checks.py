@@ -124,6 +124,9 @@ class CheckResult:
     suite: dict = field(repr=False)
     result: dict = field(repr=False)
     n_expectations: int
+    #: every table validated, as Great Expectations saw it: the released one (``"main"``)
+    #: and those derived from it (see :func:`save_check`)
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
 
     def report(self) -> str:
         """A multi-line human-readable summary."""
@@ -1295,6 +1298,7 @@ def check_release(
         suite=suite_doc,
         result=result_doc,
         n_expectations=n,
+        tables={t: plan.tables[t] for t in suites},
     )
 
 
@@ -1306,7 +1310,12 @@ def _dump(doc: dict) -> str:
 
 
 def save_check(result: CheckResult, folder: str | Path, *, data_docs: bool = False) -> list[Path]:
-    """Write ``{release}.suite.json`` and ``{release}.validation.json`` into ``folder``.
+    """Write ``{release}.suite.json`` and ``{release}.validation.json`` into ``folder``, and
+    the folder ``{release}.checks/``: for every table validated, ``<table>.parquet`` (the
+    released table as checked, ``main``, and each table derived from it: ``keys``,
+    ``pairs``, ``types``, ``values.<column>``, ...) beside ``<table>.suite.json``, a plain
+    Great Expectations suite -- so a Great Expectations user can run every suite in their
+    own Data Context (docs/release-cli.md shows how).
 
     Each file is written to a temporary file and renamed into place, so a reader never
     sees half a file. With ``data_docs=True`` also builds Great Expectations Data Docs
@@ -1323,9 +1332,35 @@ def save_check(result: CheckResult, folder: str | Path, *, data_docs: bool = Fal
         folder / f"{result.release}.validation.json": _dump(result.result),
     }
     index = _build_data_docs(result, folder / "data_docs" / result.release) if data_docs else None
+    checks = _save_tables(result, folder / f"{result.release}.checks") if result.tables else []
     for path, text in texts.items():
         atomic_write_text(path, text)
-    return [*texts, *([index] if index is not None else [])]
+    return [*texts, *checks, *([index] if index is not None else [])]
+
+
+def _save_tables(result: CheckResult, target: Path) -> list[Path]:
+    """``target/<table>.parquet`` and ``<table>.suite.json`` for every table, swapped in whole."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    written = []
+    try:
+        for table, frame in result.tables.items():
+            frame.write_parquet(tmp / f"{table}.parquet")
+            suite = result.suite["suites"][table]
+            plain = {k: suite[k] for k in ("name", "expectations", "meta") if k in suite}
+            (tmp / f"{table}.suite.json").write_text(_dump(plain))
+            written += [target / f"{table}.parquet", target / f"{table}.suite.json"]
+        os.chmod(tmp, 0o755)
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.replace(target, old)
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return written
 
 
 def _build_data_docs(result: CheckResult, target: Path) -> Path:

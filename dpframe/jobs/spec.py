@@ -209,7 +209,7 @@ class StatisticSpec(_Model):
 
 
 #: what a release writes into the output folder, after its name
-OUTPUT_SUFFIXES = (".parquet", ".suite.json", ".validation.json")
+OUTPUT_SUFFIXES = (".parquet", ".suite.json", ".validation.json", ".checks")
 
 
 class _Release(_Model):

@@ -367,11 +367,21 @@ def test_expectations_are_plain_data():
 def test_save_and_reload_round_trip(tmp_path):
     res = check_release(PROPORTIONS, proportions_table((0.1, float("inf"), 0.3, None)))
     paths = save_check(res, tmp_path)
-    assert [p.name for p in paths] == ["shares.suite.json", "shares.validation.json"]
+    assert [p.name for p in paths] == [
+        "shares.suite.json",
+        "shares.validation.json",
+        "main.parquet",
+        "main.suite.json",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "shares.checks",
         "shares.suite.json",
         "shares.validation.json",
     ]  # no temporary file left behind
+    assert sorted(p.name for p in (tmp_path / "shares.checks").iterdir()) == [
+        "main.parquet",
+        "main.suite.json",
+    ]
     doc = load_suite(paths[0])
     assert doc == res.suite
     assert doc["n_expectations"] == res.n_expectations

@@ -35,8 +35,13 @@ epsilon = 0.2
 def published(tmp_path_factory):
     """One run of the test spec; yields (folder, spec path)."""
     folder = tmp_path_factory.mktemp("doctored")
-    spec_path = write_spec(folder, rows=3000, budget=10.0)
-    text = spec_path.read_text()
+    spec_path = write_spec(folder, rows=20_000, budget=20.0)
+    # a covariance with enough budget that its variances are (almost surely) above 0, so
+    # its correlations are defined: at epsilon 0.2 every group's could be clipped to 0
+    text = spec_path.read_text().replace(
+        "upper_y = 10\nepsilon = 0.2", "upper_y = 10\nepsilon = 3.0"
+    )
+    assert "epsilon = 3.0" in text
     anchor = '[[release]]\nname = "microdata"'
     spec_path.write_text(text.replace(anchor, EXTRA_STATISTIC.lstrip() + "\n" + anchor))
     run(load_spec(spec_path), progress=False)
@@ -62,7 +67,9 @@ def _set(column: str, value, row: int = 0):
 
 def _defined(df: pl.DataFrame) -> int:
     """A row whose correlation is defined (both released variances above 0)."""
-    return df["satisfaction_trust_corr"].is_not_null().arg_true()[0]
+    defined = df["satisfaction_trust_corr"].is_not_null().arg_true()
+    assert len(defined), "no group has a defined correlation: the test needs one"
+    return defined[0]
 
 
 def _var_column(df: pl.DataFrame) -> str:
