@@ -1,8 +1,9 @@
 """Doctored releases: every promise of a published table is a check (issue 15).
 
-A reviewer doctors each published table of a run -- keeping its metadata, as an attacker
-would -- and runs ``dpframe check``: each doctoring must fail with a message naming the
-table, the column and the rule, and the untouched run must pass.
+A reviewer doctors each published table of the demo (and of the test spec, which adds a
+variance) -- keeping its metadata, as an attacker would -- and runs ``dpframe check``:
+each doctoring must fail with a message naming the table, the column and the rule, and
+the untouched run must pass.
 """
 
 from __future__ import annotations
@@ -31,10 +32,16 @@ epsilon = 0.2
 """
 
 
-@pytest.fixture(scope="module")
-def published(tmp_path_factory):
-    """One run of the test spec; yields (folder, spec path)."""
+@pytest.fixture(scope="module", params=["demo", "spec"])
+def published(request, tmp_path_factory):
+    """One run of the demo (``make demo``'s job, 200,000 rows), or of the test spec with a
+    variance added; yields (folder, spec path)."""
     folder = tmp_path_factory.mktemp("doctored")
+    if request.param == "demo":
+        from dpframe.demo import run_demo
+
+        result = run_demo(folder / "demo")
+        return result.folder, result.spec
     spec_path = write_spec(folder, rows=20_000, budget=20.0)
     # a covariance with enough budget that its variances are (almost surely) above 0, so
     # its correlations are defined: at epsilon 0.2 every group's could be clipped to 0
@@ -73,7 +80,10 @@ def _defined(df: pl.DataFrame) -> int:
 
 
 def _var_column(df: pl.DataFrame) -> str:
-    return next(c for c in df.columns if c.startswith("satisfaction_var"))
+    """A released variance of satisfaction (bounds [0, 10]: at most 50)."""
+    if "satisfaction_var" in df.columns:
+        return "satisfaction_var"
+    return "satisfaction_trust_var_satisfaction"  # the demo's, from its covariance
 
 
 GROUPED = "by_region"
