@@ -219,7 +219,13 @@ def _spent_by_run(exc: BaseException) -> float:
 
 @app.command()
 def check(
-    spec: Annotated[Path, typer.Argument(help="The release spec (TOML).")],
+    spec: Annotated[
+        Path,
+        typer.Argument(
+            help="The release spec (TOML), or a published output folder (checked on its "
+            "own: each file's provenance records its spec and public facts)."
+        ),
+    ],
     data_docs: Annotated[
         bool,
         typer.Option(
@@ -233,21 +239,30 @@ def check(
     Rewrites the current run's report.html with the new results. Exit code 3 if an
     expectation fails, 2 if outputs are missing or the spec is invalid.
 
-    Example: dpframe check release.toml
+    Example: dpframe check release.toml, or dpframe check released/
     """
     from dpframe.errors import DPFrameError
     from dpframe.jobs import check as run_check
+    from dpframe.jobs import check_folder
 
-    loaded = _load(spec)
-    try:
-        results = run_check(loaded, data_docs=data_docs)
-    except DPFrameError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_INVALID) from None
+    if spec.is_dir():
+        try:
+            results = check_folder(spec, data_docs=data_docs)
+        except DPFrameError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(EXIT_INVALID) from None
+        out = spec
+    else:
+        loaded = _load(spec)
+        try:
+            results = run_check(loaded, data_docs=data_docs)
+        except DPFrameError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(EXIT_INVALID) from None
+        out = loaded.resolve(loaded.output.folder)
     failed = [r for r in results if not r.success]
     for r in results:
         typer.echo(r.report())
-    out = loaded.resolve(loaded.output.folder)
     typer.echo(f"report: {out / 'report.html'} (rewritten with these results)")
     if failed:
         raise typer.Exit(EXIT_CHECK_FAILED)

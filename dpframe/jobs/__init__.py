@@ -8,6 +8,7 @@ The Python API mirrors the ``dpframe`` command (``plan``, ``release``, ``check``
     print(plan(spec).rows)      # nothing spent
     result = run(spec)          # checked, charged once, sanitized, checked, published
     check(spec)                 # validate the published outputs again
+    check_folder("released")    # ... or the published folder on its own (no spec, no input)
     run = published_run("released")   # one run: run.path("by_region"), run.manifest
 
 (``docs/release-python.md`` runs it end to end.) ``run(spec, engine="spark")`` runs the
@@ -21,7 +22,7 @@ same spec on Apache Spark.
 * :mod:`~dpframe.jobs.publish` -- whole runs published at once, and read as one.
 """
 
-from dpframe.jobs.job import CheckFailedError, JobResult, check, run
+from dpframe.jobs.job import CheckFailedError, JobResult, check, check_folder, run
 from dpframe.jobs.planning import JobPlan, plan
 from dpframe.jobs.publish import PublishedRun, published_run
 from dpframe.jobs.spec import Spec, SpecError, load_spec, parse_spec
@@ -34,6 +35,7 @@ __all__ = [
     "Spec",
     "SpecError",
     "check",
+    "check_folder",
     "load_spec",
     "parse_spec",
     "plan",

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import polars.selectors as cs
 
 from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.budget import exact_sum
@@ -55,7 +56,7 @@ from dpframe.engines.protocol import is_spark_frame
 from dpframe.errors import BudgetExceededError, DPFrameError, InvalidParameterError
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for
-from dpframe.jobs.planning import JobPlan, build_all, file_schema, input_frame, plan
+from dpframe.jobs.planning import JobPlan, build_all, input_frame, plan
 from dpframe.jobs.publish import (
     OWNER,
     claim,
@@ -75,10 +76,17 @@ from dpframe.jobs.report import (
     redacted_ledger,
     write_report,
 )
-from dpframe.jobs.spec import CovarianceSpec, GroupedSpec, PramSpec, ProportionsSpec, Spec
+from dpframe.jobs.spec import (
+    CovarianceSpec,
+    GroupedSpec,
+    PramSpec,
+    ProportionsSpec,
+    Spec,
+    parse_spec,
+)
 from dpframe.polars.io import read_provenance, write_parquet
 
-__all__ = ["CheckFailedError", "JobResult", "check", "run"]
+__all__ = ["CheckFailedError", "JobResult", "check", "check_folder", "run"]
 
 
 class CheckFailedError(DPFrameError):
@@ -163,6 +171,11 @@ def _stage(
     facts = None
     if isinstance(r, CovarianceSpec) and r.n is None:  # the release took n from the input
         facts = {"input_rows": ctx.rows()}
+    if isinstance(r, GroupedSpec):  # the public keys (and sizes) its checks need
+        sizes = spec.margins[r.margins].sizes
+        public = margins_for(spec, r, ctx.schema).select(*r.by, *([sizes] if sizes else []))
+        public = public.with_columns(cs.temporal().cast(pl.String))
+        facts = {"margins": public.to_dict(as_series=False), "sizes": sizes}
     write_parquet(
         table,
         path,
@@ -171,7 +184,7 @@ def _stage(
         neighbours=spec.privacy.neighbours,
         facts=facts,
     )
-    if facts is not None:
+    if isinstance(r, CovarianceSpec) and facts is not None:
         return _with_released_categories(r, rel), table, {"input_rows": facts["input_rows"]}
     extra = {}
     if isinstance(r, GroupedSpec):
@@ -337,6 +350,80 @@ def run(
     return result
 
 
+def _check_file(
+    r: Any, path: Path, margins: pl.DataFrame | None, sizes: str | None, input_engine: Any
+) -> Any:
+    """Check one published file of release ``r`` with what its provenance recorded."""
+    try:
+        prov = read_provenance(path)
+        facts, entries = prov.facts, prov.entries
+    except InvalidParameterError:  # no provenance: checked against the spec alone
+        facts, entries = {}, ()
+    if isinstance(r, PramSpec):
+        # the row count and the categories the release recorded (its ledger entries'
+        # details are hash-verified), not today's input or the file's own dtypes
+        n = facts.get("input_rows")
+        if n is None:
+            n = input_engine().rows()
+        scan = pl.scan_parquet(path / "*.parquet" if path.is_dir() else path)
+        return check_release(_with_recorded_categories(r, entries), scan, input_rows=n)
+    if isinstance(r, GroupedSpec):
+        return check_release(r, pl.read_parquet(path), margins=margins, sizes=sizes)
+    if isinstance(r, CovarianceSpec):
+        return check_release(r, pl.read_parquet(path), input_rows=facts.get("input_rows"))
+    return check_release(r, pl.read_parquet(path))
+
+
+def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> list[Any]:
+    """Validate a published output folder on its own: no spec file, no input.
+
+    Every release of the current run is checked against the suite of the spec its own
+    provenance records, with the public facts it recorded (the margins of a grouped
+    table, the input's row count, the categories in its verified ledger entries).
+    """
+    out = Path(folder).absolute()
+    run_dir = run_folder(out)
+    published = published_run(run_dir)
+    results = []
+    spec = None
+    for name, file in sorted(published.releases.items()):
+        path = run_dir / file
+        prov = read_provenance(path)
+        if prov.spec is None:
+            raise DPFrameError(f"release {name!r}: {path} records no spec; check it with its spec")
+        spec = parse_spec(prov.spec, source=f"the provenance of {path}")
+        r = next((x for x in spec.release if x.name == name), None)
+        if r is None:
+            raise DPFrameError(f"release {name!r}: the spec in {path}'s provenance lacks it")
+        margins = sizes = None
+        if isinstance(r, GroupedSpec):
+            recorded = prov.facts.get("margins")
+            if not isinstance(recorded, dict):
+                raise DPFrameError(
+                    f"release {name!r}: {path} records no margins (published by an older "
+                    "dpframe); check it with its spec: dpframe check release.toml"
+                )
+            schema = pl.read_parquet_schema(path)
+            margins = pl.DataFrame(recorded).with_columns(
+                pl.col(k).cast(schema[k], strict=False) for k in r.by if k in schema
+            )
+            sizes = prov.facts.get("sizes")
+
+        def no_input(name: str = name) -> Any:
+            raise DPFrameError(f"release {name!r}: its file records no input row count")
+
+        results.append(_check_file(r, path, margins, sizes, no_input))
+    if not run_dir.is_dir():
+        raise DPFrameError(
+            f"the run checked ({run_dir}) was removed by newer publishes meanwhile; check again"
+        )
+    for res in results:
+        save_check(res, run_dir, data_docs=data_docs)
+    if spec is not None and read_report_data(run_dir) is not None:
+        _rewrite_report(spec, out, run_dir, results)
+    return results
+
+
 def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     """Validate the published outputs of ``spec`` again (the ``dpframe check`` command).
 
@@ -349,40 +436,18 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     """
     out = spec.resolve(spec.output.folder).absolute()
     folder = run_folder(out)  # resolved once
-    lf = spec.lazy_input()
-    schema = file_schema(spec, lf)
     results = []
-    n = None
     for r in spec.release:
         path = folder / f"{r.name}.parquet"
         if not path.exists():
             raise DPFrameError(
                 f"release {r.name!r}: {out / path.name} does not exist (run release first)"
             )
-        try:
-            facts, entries = read_provenance(path).facts, read_provenance(path).entries
-        except InvalidParameterError:  # no provenance: checked against the spec alone
-            facts, entries = {}, ()
-        if isinstance(r, PramSpec):
-            # the row count and the categories the release recorded (its ledger entries'
-            # details are hash-verified), not today's input or the file's own dtypes
-            n = facts.get("input_rows")
-            if n is None:
-                n = engine_for(lf).rows()
-            scan = pl.scan_parquet(path / "*.parquet" if path.is_dir() else path)
-            res = check_release(_with_recorded_categories(r, entries), scan, input_rows=n)
-        elif isinstance(r, GroupedSpec):
-            res = check_release(
-                r,
-                pl.read_parquet(path),
-                margins=margins_for(spec, r, schema),
-                sizes=spec.margins[r.margins].sizes,
-            )
-        elif isinstance(r, CovarianceSpec):
-            res = check_release(r, pl.read_parquet(path), input_rows=facts.get("input_rows"))
-        else:
-            res = check_release(r, pl.read_parquet(path))
-        results.append(res)
+        margins = sizes = None
+        if isinstance(r, GroupedSpec):  # the keys cast to the dtypes they were released in
+            margins = margins_for(spec, r, pl.read_parquet_schema(path))
+            sizes = spec.margins[r.margins].sizes
+        results.append(_check_file(r, path, margins, sizes, lambda: engine_for(spec.lazy_input())))
     if not folder.is_dir():
         raise DPFrameError(
             f"the run checked ({folder}) was removed by newer publishes meanwhile; run check again"

@@ -335,10 +335,11 @@ class Spec(_Model):
                     f"release {r.name!r}: margins {r.margins!r} is not defined under [margins]"
                 )
             if isinstance(r, GroupedSpec) and self.margins[r.margins].sizes is None:
-                chosen = [
+                default = StatisticSpec.model_fields["method"].default
+                chosen = [  # (the default, as a stored resolved spec spells it, is no choice)
                     s.name or s.column or s.x
                     for s in r.statistics
-                    if "method" in s.model_fields_set
+                    if "method" in s.model_fields_set and s.method != default
                 ]
                 if chosen:
                     raise ValueError(

@@ -196,3 +196,41 @@ def test_a_doctored_table_fails_its_check(published, release, what, change, word
     assert release in output, output
     for w in words:
         assert w in output, f"{what}: {w!r} not in\n{output}"
+
+
+FOLDER_CASES = [
+    c
+    for c in CASES
+    if c[1]
+    in (
+        "count +inf",
+        "a duplicated key",
+        "a variance of 1e9",
+        "shares not summing to 1",
+        "an extra, never-randomized column",
+        "dropped rows",
+    )
+]
+
+
+def test_a_published_folder_is_checked_on_its_own(published, tmp_path):
+    """`dpframe check released/` needs no spec file and no input: each file's provenance
+    records its spec and the public facts its checks need (margins, the input's rows,
+    categories). The folder is copied away from both; the untouched copy passes, and each
+    doctored table fails."""
+    folder, _ = published
+    copy = tmp_path / "copy"
+    shutil.copytree(folder / "released", copy, symlinks=True)
+    res = CliRunner().invoke(app, ["check", str(copy)])
+    assert res.exit_code == 0, res.output
+    for release, what, change, words in FOLDER_CASES:
+        path = (copy / "current" / f"{release}.parquet").resolve()
+        kept = path.with_suffix(".kept")
+        shutil.copyfile(path, kept)
+        try:
+            _rewrite(path, change)
+            res = CliRunner().invoke(app, ["check", str(copy)])
+        finally:
+            shutil.move(kept, path)
+        assert res.exit_code == 3, f"{what}: {res.output}"
+        assert release in res.output and all(w in res.output for w in words), res.output
