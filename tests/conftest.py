@@ -41,6 +41,11 @@ def spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable  # executors run this interpreter
     from pyspark.sql import SparkSession
 
+    # a session a job made first (local_session(): local[2], no retry) would be returned by
+    # getOrCreate below, and the retry tests would fail depending on the test order
+    existing = SparkSession.getActiveSession()
+    if existing is not None and existing.sparkContext.master != "local[2,2]":
+        existing.stop()
     session = (
         SparkSession.builder.master("local[2,2]")
         .config("spark.ui.enabled", "false")
