@@ -39,6 +39,7 @@ __all__ = [
     "DIAGONALS",
     "METHODS",
     "NEIGHBOURS",
+    "NOISES",
     "PARAMETERS",
     "PRIOR_KINDS",
     "REPAIRS",
@@ -70,6 +71,9 @@ STRATEGIES = ("rescale", "all_but_one", "universal_histogram")
 REPAIRS = (None, "higham", "clip")
 #: PRAM: the MI-optimal diagonal, or one constrained to q_k >= 1/S.
 DIAGONALS = ("optimal", "dominant")
+#: The noise of a grouped count or sum: Laplace (pure epsilon-DP) or the discrete Gaussian
+#: (rho-zCDP, needs a zCDP budget).
+NOISES = ("laplace", "gaussian")
 #: What a grouped release does with records whose keys are not in the margins.
 UNKNOWN_KEYS = ("error", "drop")
 #: The PRAM priors that are not a given distribution.
@@ -229,6 +233,11 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "bound": Constraint("a finite number", check_real),
         "n": _integer(2, "the public number of records"),
         "seed": Constraint("None (secure) or an int >= 0", _seed),
+        "max_rows": _integer(1, "a person keeps at least one row per group"),
+        "max_groups": _integer(1, "a person keeps at least one group"),
+        "rho": Constraint("a finite number > 0", check_positive),
+        "sigma": Constraint("a finite number > 0", check_positive),
+        "mechanism": _options(NOISES),
         "neighbours": _options(NEIGHBOURS),
         "composition": _options(COMPOSITIONS),
         "method": _options(METHODS),

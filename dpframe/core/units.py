@@ -1,0 +1,227 @@
+"""The privacy unit: whom a release protects, and how far one of them can move it.
+
+By default one row of the input is one person (``PrivacyUnit()``, the *record* unit).
+With a person identifier (``PrivacyUnit("person_id", max_rows=3, max_groups=2)``) the
+guarantee is about people: neighbouring datasets differ in *all* the rows of one
+person. Before any aggregation each person's contributions are bounded -- at most
+``max_groups`` groups per person and at most ``max_rows`` rows per person in each group,
+chosen at random with the secure source (never by file order; :mod:`dpframe.engines`
+does the choosing) -- and every sensitivity scales by the bounds, as written here
+(``docs/privacy-units.md``; brute-force checks in ``tests/core/test_units.py``).
+
+The record unit is the special case ``max_rows = max_groups = 1`` of every formula
+below, so the same functions serve both.
+
+Conventions: a grouped release is a vector with one entry per group. Under
+``"add_remove"`` one person (all their kept rows) is added or removed; under
+``"substitute"`` one person's kept rows are replaced by another person's kept rows (any
+number of them, within the same bounds). Values are clipped to ``[lower, upper]``
+*per row* before they are summed.
+
+Examples
+--------
+>>> from dpframe.core.units import PrivacyUnit, count_sensitivity, sum_sensitivity
+>>> unit = PrivacyUnit("person_id", max_rows=2, max_groups=3)
+>>> count_sensitivity(unit, "add_remove"), count_sensitivity(unit, "add_remove", "l2")
+(6.0, 3.4641016151377544)
+>>> sum_sensitivity(0, 10, PrivacyUnit(), "substitute")   # one row: 2 max(|lower|, |upper|)
+20.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dpframe.core.constraints import NEIGHBOURS, check, check_bounds, check_choice
+from dpframe.errors import InvalidParameterError
+
+__all__ = [
+    "NORMS",
+    "RECORD",
+    "PrivacyUnit",
+    "as_unit",
+    "changed_groups",
+    "count_sensitivity",
+    "pram_rows",
+    "sum_sensitivity",
+]
+
+#: The norms a sensitivity is measured in: l1 (Laplace) or l2 (Gaussian).
+NORMS = ("l1", "l2")
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """Whom a release protects: one row (``person=None``) or one person's rows.
+
+    Parameters
+    ----------
+    person : str or None
+        The column that identifies a person; ``None`` (the default): one row is one
+        person.
+    max_rows : int, default 1
+        With a person column: the rows a person keeps in each group (the rows a person
+        keeps in all, for a release without groups).
+    max_groups : int, default 1
+        With a person column: the groups a person keeps (grouped releases).
+
+    Examples
+    --------
+    >>> PrivacyUnit().is_record
+    True
+    >>> PrivacyUnit("patient", max_rows=5).describe()
+    'person "patient" (at most 5 rows in each of at most 1 groups)'
+    """
+
+    person: str | None = None
+    max_rows: int = 1
+    max_groups: int = 1
+
+    def __post_init__(self) -> None:
+        if self.person is not None and (not isinstance(self.person, str) or not self.person):
+            raise InvalidParameterError(
+                f"unit: the person identifier must be a column name (a non-empty string), "
+                f"got {self.person!r}; pass None for one row per person"
+            )
+        object.__setattr__(self, "max_rows", check("max_rows", self.max_rows))
+        object.__setattr__(self, "max_groups", check("max_groups", self.max_groups))
+        if self.person is None and (self.max_rows, self.max_groups) != (1, 1):
+            raise InvalidParameterError(
+                f"max_rows={self.max_rows}, max_groups={self.max_groups}: contribution "
+                "bounds need a person identifier; pass unit='<person column>' (with one "
+                "row per person the bounds are 1)"
+            )
+
+    @property
+    def is_record(self) -> bool:
+        """True when one row is one person (no identifier, no bounding)."""
+        return self.person is None
+
+    def describe(self) -> str:
+        """The unit in words (for plans, ledgers and errors)."""
+        if self.person is None:
+            return "record (one row is one person)"
+        return (
+            f'person "{self.person}" (at most {self.max_rows} rows in each of at most '
+            f"{self.max_groups} groups)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (for ledger entries and provenance)."""
+        if self.person is None:
+            return {"unit": "record"}
+        return {"unit": self.person, "max_rows": self.max_rows, "max_groups": self.max_groups}
+
+
+#: One row is one person.
+RECORD = PrivacyUnit()
+
+
+def as_unit(unit: Any = None, max_rows: Any = None, max_groups: Any = None) -> PrivacyUnit:
+    """A :class:`PrivacyUnit` from the arguments users write (``unit="person_id"``).
+
+    ``unit`` may be ``None`` or ``"record"`` (one row per person), a column name, or a
+    :class:`PrivacyUnit` (then the bounds must not be passed again).
+
+    Examples
+    --------
+    >>> as_unit("pid", max_rows=2).max_rows
+    2
+    >>> as_unit().is_record
+    True
+    """
+    if isinstance(unit, PrivacyUnit):
+        if max_rows is not None or max_groups is not None:
+            raise InvalidParameterError(
+                "max_rows/max_groups: the unit already holds its bounds; pass either a "
+                "PrivacyUnit or unit='<column>' with max_rows=..., max_groups=..."
+            )
+        return unit
+    if unit is None or unit == "record":
+        return PrivacyUnit(None, 1 if max_rows is None else max_rows, max_groups or 1)
+    return PrivacyUnit(unit, 1 if max_rows is None else max_rows, max_groups or 1)
+
+
+def changed_groups(unit: PrivacyUnit, neighbours: str, groups: int | None = None) -> int:
+    """How many entries of a per-group vector one person can change.
+
+    ``max_groups`` under add/remove, twice that under substitution (the old person's
+    groups and the new person's); never more than ``groups``, the vector's length, when
+    given.
+
+    Examples
+    --------
+    >>> changed_groups(PrivacyUnit(), "substitute"), changed_groups(PrivacyUnit(), "add_remove")
+    (2, 1)
+    """
+    check_choice("neighbours", neighbours, NEIGHBOURS)
+    k = unit.max_groups * (2 if neighbours == "substitute" else 1)
+    return k if groups is None else min(k, groups)
+
+
+def count_sensitivity(unit: PrivacyUnit, neighbours: str, norm: str = "l1") -> float:
+    """Sensitivity of the vector of per-group counts of kept rows.
+
+    A person changes at most ``G = max_groups`` counts by at most ``R = max_rows`` each
+    under add/remove (l1 ``G R``, l2 ``sqrt(G) R``), and at most ``2G`` counts under
+    substitution (l1 ``2 G R``, l2 ``sqrt(2G) R``: the old and the new person's groups
+    may be disjoint; where they overlap a count changes by at most ``R``).
+
+    Examples
+    --------
+    >>> one = PrivacyUnit()
+    >>> count_sensitivity(one, "substitute"), count_sensitivity(one, "add_remove")
+    (2.0, 1.0)
+    """
+    check_choice("norm", norm, NORMS)
+    k = changed_groups(unit, neighbours)
+    r = float(unit.max_rows)
+    return k * r if norm == "l1" else math.sqrt(k) * r
+
+
+def sum_sensitivity(
+    lower: float, upper: float, unit: PrivacyUnit, neighbours: str, norm: str = "l1"
+) -> float:
+    """Sensitivity of the vector of per-group sums of kept values clipped to the bounds.
+
+    With ``M = max(|lower|, |upper|)``, ``R = max_rows``, ``G = max_groups``: a person's
+    sum in one group is a sum of 1 to ``R`` values in ``[lower, upper]``, at most ``R M``
+    in absolute value.
+
+    * add/remove: l1 ``G R M``, l2 ``sqrt(G) R M``;
+    * substitute: l1 ``2 G R M``; l2 ``sqrt(G) max(W, sqrt(2) R M)`` where ``W`` is the
+      width of the set of a person's possible sums in one group,
+      ``max(U, R U) - min(L, R L)`` (two people in the same group), against ``R M`` each
+      in two different groups.
+
+    With one row per person these are the familiar ``M`` / ``2M`` (l1) and ``M`` /
+    ``max(upper - lower, sqrt(2) M)`` (l2).
+
+    Examples
+    --------
+    >>> sum_sensitivity(-1, 1, PrivacyUnit(), "substitute", "l2")
+    2.0
+    >>> sum_sensitivity(0, 1, PrivacyUnit("p", max_rows=2, max_groups=2), "add_remove")
+    4.0
+    """
+    lo, hi = check_bounds(lower, upper)
+    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check_choice("norm", norm, NORMS)
+    r, g = float(unit.max_rows), float(unit.max_groups)
+    m = max(abs(lo), abs(hi))
+    if neighbours == "add_remove":
+        return g * r * m if norm == "l1" else math.sqrt(g) * r * m
+    if norm == "l1":
+        return 2.0 * g * r * m
+    width = max(hi, r * hi) - min(lo, r * lo)
+    return math.sqrt(g) * max(width, math.sqrt(2.0) * r * m)
+
+
+def pram_rows(unit: PrivacyUnit) -> int:
+    """How many of one person's rows a PRAM release randomizes: its privacy loss is this
+    many times the matrix's epsilon (each row is randomized independently; basic
+    composition over the person's rows, which are kept -- at most ``max_rows`` -- by the
+    bounding)."""
+    return 1 if unit.is_record else unit.max_rows
