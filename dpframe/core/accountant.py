@@ -12,6 +12,17 @@ held against every other spend, each release then draws from it, and whatever wa
 drawn is given back when the job ends -- overlapping jobs that do not all fit are
 refused before they spend anything.
 
+A budget is either ``(epsilon, delta)`` (pure or approximate DP, the default) or
+``rho`` (zero-concentrated DP, Bun & Steinke 2016: ``Accountant(rho=..., delta=...)``).
+On a zCDP budget rhos add: a Gaussian release is charged its ``rho``, a pure
+epsilon-DP release ``epsilon**2 / 2``; ``delta`` there is only the delta at which the
+budget's (epsilon, delta) guarantee is stated (:mod:`dpframe.core.zcdp`). An
+(epsilon, delta) budget refuses a release that is only zCDP.
+
+The privacy unit (:mod:`dpframe.core.units`) is part of a budget: an accountant made
+for a person column accepts only releases that bound each person's contributions
+(by that column); one made for records accepts both.
+
 Budget arithmetic is exact: each epsilon/delta is read as the decimal number it prints
 as (``0.1`` is one tenth) and summed with :class:`fractions.Fraction`, so ``0.1 + 0.2 +
 0.7`` fits a budget of ``1.0`` and nothing overspends by a rounding error. (The
@@ -36,12 +47,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dpframe.core.budget import exact
+from dpframe.core.budget import charge_for, exact
 from dpframe.core.constraints import (
+    ACCOUNTINGS,
     NEIGHBOURS,
     check_choice,
     check_delta,
     check_epsilon,
+    check_positive,
     check_real,
 )
 from dpframe.core.legacy import JSONLedger
@@ -50,6 +63,7 @@ from dpframe.core.processes import is_gone, this_process
 from dpframe.core.records import Budget, Charge, LedgerEntry, Reservation
 from dpframe.core.sqlite import SQLiteStore
 from dpframe.core.stores import Changes, LedgerState, LedgerStore, MemoryStore, new_header
+from dpframe.core.units import PrivacyUnit, as_unit
 from dpframe.errors import (
     BudgetExceededError,
     InvalidParameterError,
@@ -59,6 +73,8 @@ from dpframe.errors import (
 
 __all__ = [
     "RESERVATION_KEY",
+    "RHO_KEY",
+    "UNIT_KEY",
     "Accountant",
     "Budget",
     "Charge",
@@ -70,6 +86,12 @@ __all__ = [
 
 #: the key of a ledger entry's ``details`` that names the reservation it was drawn from
 RESERVATION_KEY = "reservation"
+#: the key of a zCDP ledger entry's ``details`` that holds the rho it was charged
+RHO_KEY = "rho"
+#: the key of a ledger entry's ``details`` that names its privacy unit's person column
+UNIT_KEY = "unit"
+#: keys of ``details`` only the accountant writes
+_ACCOUNTANT_KEYS = (RESERVATION_KEY, RHO_KEY, UNIT_KEY)
 
 _ACTIVE: contextvars.ContextVar[tuple[Accountant, ...]] = contextvars.ContextVar(
     "dpframe_active_accountants", default=()
@@ -101,14 +123,25 @@ class Accountant:
 
     Parameters
     ----------
-    epsilon : float
-        Total epsilon budget (> 0).
+    epsilon : float, optional
+        Total epsilon budget (> 0). With ``accounting="zcdp"`` the budget is the
+        largest ``rho`` whose tight conversion gives ``(epsilon, delta)``.
     delta : float, default 0.0
-        Total delta budget, in [0, 1).
+        Total delta budget, in [0, 1); for a zCDP budget, the delta (> 0) at which its
+        (epsilon, delta) guarantee is stated.
     neighbours : {"substitute", "add_remove"}, default "substitute"
         The neighbouring-dataset relation every release is calibrated for:
-        ``"substitute"`` (same size, one record changed; bounded DP) or
-        ``"add_remove"`` (one record added or removed; unbounded DP).
+        ``"substitute"`` (same size, one record (person) changed; bounded DP) or
+        ``"add_remove"`` (one record (person) added or removed; unbounded DP).
+    rho : float, optional
+        A zero-concentrated DP budget (instead of ``epsilon``): Gaussian releases
+        charge ``Δ₂²/(2σ²)``, pure epsilon-DP releases ``epsilon²/2``.
+    accounting : {"pure", "zcdp"}, optional
+        ``"zcdp"`` with ``epsilon`` and ``delta``: a rho budget that implies them.
+    unit, max_rows, max_groups
+        The privacy unit (:mod:`dpframe.core.units`): ``None`` (one row is one
+        person), or the column identifying a person, with the default bounds of the
+        releases charged here (rows per person and group, groups per person).
 
     Examples
     --------
@@ -117,22 +150,61 @@ class Accountant:
     >>> entry = acct.spend(0.6, mechanism="laplace", columns=["income"])
     >>> acct.remaining.epsilon
     0.4
+    >>> z = dpframe.Accountant(rho=0.5, delta=1e-6)   # a zCDP budget
+    >>> _ = z.spend(0.6, mechanism="laplace")          # charged 0.6**2 / 2 = 0.18
+    >>> z.spent.rho
+    0.18
     """
 
     def __init__(
         self,
-        epsilon: float,
+        epsilon: float | None = None,
         delta: float = 0.0,
         neighbours: str = "substitute",
         *,
+        rho: float | None = None,
+        accounting: str | None = None,
+        unit: str | PrivacyUnit | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         _store: Any = None,
     ) -> None:
-        self._epsilon = check_epsilon(epsilon)
+        from dpframe.core import zcdp
+
+        check_choice("accounting", accounting, ACCOUNTINGS)
         self._delta = check_delta(delta)
+        if rho is not None or accounting == "zcdp":
+            if rho is not None and epsilon is not None and _store is None:
+                raise InvalidParameterError(
+                    "rho, epsilon: give one budget -- rho=... (zCDP), or epsilon=... with "
+                    "delta=... and accounting='zcdp' for the rho that implies them"
+                )
+            if self._delta <= 0:
+                raise InvalidParameterError(
+                    "delta: a zCDP budget implies (epsilon, delta)-DP only for a delta > 0; "
+                    "pass delta=... (e.g. 1e-6, well below 1/number of people)"
+                )
+            if rho is None:
+                if epsilon is None:
+                    raise InvalidParameterError(
+                        "epsilon: accounting='zcdp' needs epsilon=... and delta=... (or rho=...)"
+                    )
+                rho = zcdp.rho_for(check_epsilon(epsilon), self._delta)
+            self._rho: float | None = check_positive("rho", rho)
+            self._epsilon = zcdp.epsilon_of_rho(self._rho, self._delta)
+        else:
+            if epsilon is None:
+                raise InvalidParameterError(
+                    "epsilon: the accountant needs a budget: epsilon=... (and delta=...), or "
+                    "rho=... for a zCDP budget"
+                )
+            self._rho = None
+            self._epsilon = check_epsilon(epsilon)
         self._neighbours = check_choice("neighbours", neighbours, NEIGHBOURS)
+        self._unit = as_unit(unit, max_rows, max_groups)
         self._lock = threading.RLock()
         if _store is None:
-            _store = MemoryStore(new_header(self._epsilon, self._delta, self._neighbours))
+            _store = MemoryStore(self._new_header())
         self._store: LedgerStore = _store
         self._path: Path | None = getattr(_store, "path", None)
         #: how many entries this accountant has seen, and the last one's hash: a store
@@ -148,6 +220,12 @@ class Accountant:
         epsilon: float | None = None,
         delta: float | None = None,
         neighbours: str | None = None,
+        *,
+        rho: float | None = None,
+        accounting: str | None = None,
+        unit: str | PrivacyUnit | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
     ) -> Accountant:
         """Open (or create) a persistent accountant: a SQLite file, or a PostgreSQL URL.
 
@@ -165,9 +243,13 @@ class Accountant:
             ``postgresql://user@host/database`` URL, for jobs on many hosts
             (``pip install 'dpframe[postgres]'``; the tables are created if missing).
         epsilon, delta, neighbours
-            The budget and relation. For a new ledger ``epsilon`` is required
-            (``delta`` defaults to 0, ``neighbours`` to ``"substitute"``); for an
-            existing one, ``None`` takes the ledger's value and anything else must match.
+            The budget and relation. For a new ledger ``epsilon`` (or ``rho``) is
+            required (``delta`` defaults to 0, ``neighbours`` to ``"substitute"``); for
+            an existing one, ``None`` takes the ledger's value and anything else must
+            match.
+        rho, accounting, unit, max_rows, max_groups
+            As for :class:`Accountant`; the zCDP budget and the person column are fixed
+            in the ledger's header (the bounds are the defaults of this accountant).
 
         Examples
         --------
@@ -183,12 +265,20 @@ class Accountant:
                 f"path must be a file path (str or os.PathLike) or a postgresql:// URL, got "
                 f"{type(path).__name__}"
             )
+        terms = {
+            "rho": rho,
+            "accounting": accounting,
+            "unit": unit,
+            "max_rows": max_rows,
+            "max_groups": max_groups,
+        }
         if is_postgres_url(path):
             new = None
-            if epsilon is not None:
-                acct = cls(epsilon, 0.0 if delta is None else delta, neighbours or "substitute")
+            if epsilon is not None or rho is not None:
+                acct = cls(epsilon, delta or 0.0, neighbours or "substitute", **terms)
                 new = acct._store.header()
-            return cls._with_store(PostgresStore.open(str(path), new), epsilon, delta, neighbours)
+            store = PostgresStore.open(str(path), new)
+            return cls._with_store(store, epsilon, delta, neighbours, terms)
         p = Path(path)
         if not p.parent.exists():
             raise InvalidParameterError(
@@ -197,17 +287,17 @@ class Accountant:
         if p.is_dir():
             raise InvalidParameterError(f"path: {p} is a folder; give the ledger's file path")
         if not p.exists():
-            if epsilon is None:
+            if epsilon is None and rho is None:
                 raise InvalidParameterError(
                     f"epsilon: ledger {p} does not exist yet, so its total budget is "
-                    "needed; pass epsilon=..."
+                    "needed; pass epsilon=... (or rho=... for a zCDP budget)"
                 )
             if p.suffix.lower() == ".json":
                 raise InvalidParameterError(
                     f"path: new ledgers are SQLite databases; name it {p.with_suffix('.db')} "
                     "(a .json name is kept for the JSON ledgers of older versions)"
                 )
-            acct = cls(epsilon, 0.0 if delta is None else delta, neighbours or "substitute")
+            acct = cls(epsilon, delta or 0.0, neighbours or "substitute", **terms)
             try:
                 store = SQLiteStore.create(p, acct._store.header())
             except LedgerMismatchError:  # another process created it meanwhile
@@ -216,31 +306,78 @@ class Accountant:
             store = SQLiteStore.open(p)
         else:
             store = JSONLedger(Path(os.path.realpath(p)))
-        return cls._with_store(store, epsilon, delta, neighbours)
+        return cls._with_store(store, epsilon, delta, neighbours, terms)
 
     @classmethod
     def _with_store(
-        cls, store: Any, epsilon: float | None, delta: float | None, neighbours: str | None
+        cls,
+        store: Any,
+        epsilon: float | None,
+        delta: float | None,
+        neighbours: str | None,
+        terms: dict[str, Any],
     ) -> Accountant:
         header = store.header()
-        asked = {"epsilon": epsilon, "delta": delta, "neighbours": neighbours}
+        unit = terms.get("unit")
+        person = unit.person if isinstance(unit, PrivacyUnit) else unit
+        asked = {
+            "epsilon": None if header.get("rho") is not None else epsilon,
+            "delta": delta,
+            "neighbours": neighbours,
+            "rho": terms.get("rho"),
+            "unit": None if person == "record" else person,
+        }
         for key, value in asked.items():
-            if value is not None and value != header[key]:
+            if value is not None and value != header.get(key):
                 raise LedgerMismatchError(
-                    f"ledger {store.where} was created with {key}={header[key]!r}, but opened "
-                    f"with {key}={value!r}; open it with the same {key} (or {key}=None to take "
-                    "the ledger's), or start a new ledger file"
+                    f"ledger {store.where} was created with {key}={header.get(key)!r}, but "
+                    f"opened with {key}={value!r}; open it with the same {key} (or {key}=None "
+                    "to take the ledger's), or start a new ledger file"
                 )
-        acct = cls(header["epsilon"], header["delta"], header["neighbours"], _store=store)
+        zcdp_ledger = header.get("rho") is not None
+        opened_pure = epsilon is not None and terms.get("accounting") != "zcdp"
+        if zcdp_ledger and opened_pure and terms.get("rho") is None:
+            raise LedgerMismatchError(
+                f"ledger {store.where} holds a zCDP budget (rho={header['rho']!r}); open "
+                "it with rho=None (or its rho), not epsilon=..."
+            )
+        if header.get("rho") is None and terms.get("accounting") == "zcdp":
+            raise LedgerMismatchError(
+                f"ledger {store.where} holds an (epsilon, delta) budget, not a zCDP one"
+            )
+        acct = cls(
+            None if header.get("rho") is not None else header["epsilon"],
+            header["delta"],
+            header["neighbours"],
+            rho=header.get("rho"),
+            unit=header.get("unit") if person in (None, "record") else unit,
+            max_rows=None if isinstance(unit, PrivacyUnit) else terms.get("max_rows"),
+            max_groups=None if isinstance(unit, PrivacyUnit) else terms.get("max_groups"),
+            _store=store,
+        )
         acct._entries()  # verified now, and remembered: it may never go back
         return acct
 
+    def _new_header(self) -> dict[str, Any]:
+        return new_header(
+            self._epsilon,
+            self._delta,
+            self._neighbours,
+            unit=self._unit.person,
+            rho=self._rho,
+        )
+
     def _header(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "epsilon": self._epsilon,
             "delta": self._delta,
             "neighbours": self._neighbours,
         }
+        if self._unit.person is not None:
+            out["unit"] = self._unit.person
+        if self._rho is not None:
+            out["rho"] = self._rho
+        return out
 
     # -- read-only state --------------------------------------------------------------
 
@@ -260,6 +397,16 @@ class Accountant:
         return self._neighbours
 
     @property
+    def rho(self) -> float | None:
+        """The zCDP budget, or ``None`` for an (epsilon, delta) budget."""
+        return self._rho
+
+    @property
+    def unit(self) -> PrivacyUnit:
+        """The privacy unit (and the default contribution bounds of its releases)."""
+        return self._unit
+
+    @property
     def path(self) -> Path | None:
         """The ledger file of a persistent accountant, else ``None``."""
         return self._path
@@ -277,20 +424,35 @@ class Accountant:
 
     @property
     def spent(self) -> Budget:
-        """Budget spent so far (re-read from the file for a persistent accountant)."""
-        eps, delta = _totals(self._entries())
-        return Budget(float(eps), float(delta))
+        """Budget spent so far (re-read from the file for a persistent accountant).
+
+        On a zCDP budget: ``rho`` spent, and the (epsilon, delta) it implies."""
+        return self._budget(_totals(self._entries()))
 
     @property
     def remaining(self) -> Budget:
         """Budget left: total minus spent minus what open reservations hold."""
         state = self._state()
-        eps, delta = _totals(state.entries)
-        held_eps, held_delta = _held(state)
-        return Budget(
-            float(max(exact(self._epsilon) - eps - held_eps, Fraction(0))),
-            float(max(exact(self._delta) - delta - held_delta, Fraction(0))),
-        )
+        spent = _totals(state.entries)
+        held = _held(state)
+        total = self._total()
+        left = zip(total, spent, held, strict=True)
+        return self._budget(tuple(max(t - s - h, Fraction(0)) for t, s, h in left))
+
+    def _total(self) -> tuple[Fraction, Fraction, Fraction]:
+        """The budget as exact (epsilon, delta, rho)."""
+        rho = Fraction(0) if self._rho is None else exact(self._rho)
+        return exact(self._epsilon), exact(self._delta), rho
+
+    def _budget(self, amount: tuple[Fraction, ...]) -> Budget:
+        """An exact (epsilon, delta, rho) amount as the :class:`Budget` users read."""
+        eps, delta, rho = amount
+        if self._rho is None:
+            return Budget(float(eps), float(delta))
+        from dpframe.core.zcdp import epsilon_of_rho
+
+        implied = epsilon_of_rho(float(rho), self._delta) if rho > 0 else 0.0
+        return Budget(implied, self._delta if rho > 0 else 0.0, float(rho))
 
     # -- spending ---------------------------------------------------------------------
 
@@ -338,13 +500,12 @@ class Accountant:
         charges = list(charges)
         if not charges:
             raise InvalidParameterError("charges: nothing to charge; pass at least one Charge")
-        if any(RESERVATION_KEY in c.details for c in charges):
-            raise InvalidParameterError(
-                f"charges: details[{RESERVATION_KEY!r}] is set by the accountant (inside "
-                "`with acct.reserve(...)`), never by a caller"
-            )
-        want_eps = sum((exact(c.epsilon) for c in charges), Fraction(0))
-        want_delta = sum((exact(c.delta) for c in charges), Fraction(0))
+        for key in _ACCOUNTANT_KEYS:
+            if any(key in c.details for c in charges):
+                raise InvalidParameterError(
+                    f"charges: details[{key!r}] is set by the accountant, never by a caller"
+                )
+        want = self._want(charges)
         release_id = uuid.uuid4().hex
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         new = [
@@ -359,7 +520,7 @@ class Accountant:
                 scale=None if c.scale is None else float(c.scale),
                 composition=c.composition,
                 note=c.note or note,
-                details=dict(c.details),
+                details=self._recorded(c),
             )
             for c in charges
         ]
@@ -368,9 +529,9 @@ class Accountant:
 
         def decide(state: LedgerState) -> Changes:
             if reservation is None:
-                self._check_fits(state, want_eps, want_delta)
+                self._check_fits(state, want)
                 return Changes(new, give_back=_dead(state))
-            _check_drawable(state, reservation, want_eps, want_delta, self)
+            _check_drawable(state, reservation, want, self)
             drawn = [_drawn_from(e, reservation) for e in new]
             return Changes(drawn)
 
@@ -378,14 +539,67 @@ class Accountant:
 
     def check(self, charges: Sequence[Charge]) -> None:
         """Raise :class:`BudgetExceededError` if ``charges`` would not fit; charge nothing."""
-        want_eps = sum((exact(c.epsilon) for c in charges), Fraction(0))
-        want_delta = sum((exact(c.delta) for c in charges), Fraction(0))
+        want = self._want(list(charges))
         state = self._state()
         reservation = self.reservation
         if reservation is None:
-            self._check_fits(state, want_eps, want_delta)
+            self._check_fits(state, want)
         else:
-            _check_drawable(state, reservation, want_eps, want_delta, self)
+            _check_drawable(state, reservation, want, self)
+
+    def rho_of(self, charge: Charge) -> Fraction:
+        """What ``charge`` costs on a zCDP budget: its ``rho``, or ``epsilon**2 / 2`` for a
+        pure epsilon-DP release (exact, from the decimal epsilon prints as)."""
+        if charge.rho is not None:
+            return exact(charge.rho)
+        if charge.delta:
+            raise InvalidParameterError(
+                f"charges: an (epsilon, delta) release with delta={charge.delta!r} cannot be "
+                "charged to a zCDP budget; open an (epsilon, delta) budget for it"
+            )
+        return exact(charge.epsilon) ** 2 / 2
+
+    def _want(self, charges: Sequence[Charge]) -> tuple[Fraction, Fraction, Fraction]:
+        """What ``charges`` ask of this budget, exactly, after checking each may be paid
+        from it (its unit, and zCDP only on a zCDP budget)."""
+        for c in charges:
+            self._check_payable(c)
+        eps = sum((exact(c.epsilon) for c in charges), Fraction(0))
+        delta = sum((exact(c.delta) for c in charges), Fraction(0))
+        if self._rho is None:
+            return eps, delta, Fraction(0)
+        rho = sum((exact(_rounded_rho(self.rho_of(c))) for c in charges), Fraction(0))
+        return eps, delta, rho
+
+    def _check_payable(self, charge: Charge) -> None:
+        """Refuse a charge this budget cannot pay: a zCDP-only release on an (epsilon,
+        delta) budget, a release not bounded by this ledger's person column."""
+        if charge.rho is not None and self._rho is None:
+            raise InvalidParameterError(
+                f"charges: a {charge.mechanism} release is rho-zCDP (rho={charge.rho:g}), not "
+                f"pure epsilon-DP, and this accountant holds an (epsilon, delta) budget; open a "
+                "zCDP budget for it: dpframe.Accountant(rho=..., delta=...) or "
+                "Accountant(epsilon=..., delta=..., accounting='zcdp') (in a spec: "
+                '[privacy] rho = ... or accounting = "zcdp"). Nothing was charged.'
+            )
+        person = self._unit.person
+        if person is not None and charge.unit != person:
+            got = "one row per person" if charge.unit is None else f"person column {charge.unit!r}"
+            raise InvalidParameterError(
+                f"charges: this ledger protects people identified by {person!r}, but the "
+                f"{charge.mechanism} release protects {got}; bound each person's "
+                f"contributions with unit={person!r} (max_rows=..., max_groups=...). Nothing "
+                "was charged."
+            )
+
+    def _recorded(self, charge: Charge) -> dict[str, Any]:
+        """The entry's details: the charge's, with its rho (zCDP) and its unit."""
+        details = dict(charge.details)
+        if self._rho is not None:
+            details[RHO_KEY] = _rounded_rho(self.rho_of(charge))
+        if charge.unit is not None:
+            details[UNIT_KEY] = charge.unit
+        return details
 
     # -- reservations -----------------------------------------------------------------
 
@@ -426,7 +640,7 @@ class Accountant:
         >>> acct.remaining.epsilon                          # the rest given back
         0.75
         """
-        want_eps, want_delta = _amount(plan)
+        want = self._amount(plan)
         if self.reservation is not None:
             raise InvalidParameterError(
                 "plan: this accountant already holds a reservation here; reserve the whole "
@@ -437,15 +651,16 @@ class Accountant:
             created=datetime.now(UTC).isoformat(timespec="microseconds"),
             owner=this_process(),
             note=note,
-            epsilon=_at_least(want_eps),
-            delta=_at_least(want_delta),
+            epsilon=_at_least(want[0]),
+            delta=_at_least(want[1]),
+            rho=None if self._rho is None else _at_least(want[2]),
         )
 
         def hold(state: LedgerState) -> Changes:
             # the exact sum is checked; the stored amount is the least float not below it,
             # so the last draw is never refused by a rounding (it may hold one unit in the
             # last place more: ``remaining`` never shows less than 0 for it)
-            self._check_fits(state, want_eps, want_delta)
+            self._check_fits(state, want)
             return Changes(reserve=[r], give_back=_dead(state))
 
         token = _RESERVING.set((*_RESERVING.get(), (id(self), r)))
@@ -491,8 +706,7 @@ class Accountant:
     @property
     def reserved(self) -> Budget:
         """Budget held by open reservations and not yet drawn from them."""
-        eps, delta = _held(self._state())
-        return Budget(float(eps), float(delta))
+        return self._budget(_held(self._state()))
 
     def cancel(self, reservation_id: str, *, force: bool = False) -> Reservation:
         """Give back an open reservation whose job is gone (an operator's tool).
@@ -556,10 +770,29 @@ class Accountant:
                 "the ledger."
             )
 
-    def _check_fits(self, state: LedgerState, want_eps: Fraction, want_delta: Fraction) -> None:
+    def _check_fits(self, state: LedgerState, want: tuple[Fraction, ...]) -> None:
         """Refuse unless ``want`` fits beside what is spent and what live jobs hold."""
-        eps, delta = _totals(state.entries)
-        held_eps, held_delta = _held(state)
+        spent, held = _totals(state.entries), _held(state)
+        if self._rho is not None:
+            total = exact(self._rho)
+            if spent[2] + held[2] + want[2] > total:
+                raise BudgetExceededError(
+                    f"privacy budget exceeded: zCDP budget rho={self._rho:g} (epsilon="
+                    f"{self._epsilon:g} at delta={self._delta:g}); spent rho="
+                    f"{float(spent[2]):g}, running jobs' reservations hold rho="
+                    f"{float(held[2]):g}; this asks for rho={float(want[2]):g}. Nothing was "
+                    "charged and no noise was drawn.",
+                    budget_epsilon=self._epsilon,
+                    budget_delta=self._delta,
+                    spent_epsilon=float(spent[2] + held[2]),
+                    spent_delta=0.0,
+                    requested_epsilon=float(want[2]),
+                    requested_delta=0.0,
+                )
+            return
+        eps, delta, _ = spent
+        held_eps, held_delta, _ = held
+        want_eps, want_delta, _ = want
         over_eps = eps + held_eps + want_eps > exact(self._epsilon)
         if over_eps or delta + held_delta + want_delta > exact(self._delta):
             message = None
@@ -588,9 +821,11 @@ class Accountant:
         """Header (budget, relation, creation id), spent amounts, entries and the chain's
         head hash as a JSON-ready dict."""
         entries = self._entries()
-        eps, delta = _totals(entries)
+        spent = self.spent
         doc = {**self._store.header(), **self._header()}
-        doc["spent"] = {"epsilon": float(eps), "delta": float(delta)}
+        doc["spent"] = {"epsilon": spent.epsilon, "delta": spent.delta}
+        if spent.rho is not None:
+            doc["spent"]["rho"] = spent.rho
         doc["head"] = entries[-1].hash if entries else ""
         doc["entries"] = [e.to_dict() for e in entries]
         return doc
@@ -612,33 +847,50 @@ class Accountant:
     def __repr__(self) -> str:
         spent = self.spent
         where = f", path={str(self._path)!r}" if self._path else ""
+        unit = f", unit={self._unit.person!r}" if self._unit.person else ""
+        if self._rho is not None:
+            return (
+                f"Accountant(rho={self._rho:g}, delta={self._delta:g}, "
+                f"neighbours={self._neighbours!r}{unit}, spent_rho={spent.rho:g}{where})"
+            )
         return (
             f"Accountant(epsilon={self._epsilon:g}, delta={self._delta:g}, "
-            f"neighbours={self._neighbours!r}, spent_epsilon={spent.epsilon:g}{where})"
+            f"neighbours={self._neighbours!r}{unit}, spent_epsilon={spent.epsilon:g}{where})"
+        )
+
+    def _amount(self, plan: Any) -> tuple[Fraction, Fraction, Fraction]:
+        """The exact (epsilon, delta, rho) that ``plan`` asks for (see :meth:`reserve`)."""
+        if isinstance(plan, Charge):
+            return self._want([plan])
+        if isinstance(plan, Budget):
+            eps = check_real("plan.epsilon", plan.epsilon)
+            if eps < 0:
+                raise InvalidParameterError(f"plan.epsilon must be >= 0, got {eps!r}")
+            delta = exact(check_delta(plan.delta, "plan.delta"))
+            if self._rho is None:
+                return exact(eps), delta, Fraction(0)
+            rho = exact(eps) ** 2 / 2 if plan.rho is None else exact(plan.rho)
+            return exact(eps), delta, rho
+        if hasattr(plan, "charges"):
+            return self._amount(list(plan.charges))
+        if hasattr(plan, "plan") and hasattr(plan.plan, "charges"):  # an executor Step
+            return self._amount(list(plan.plan.charges))
+        if isinstance(plan, Iterable) and not isinstance(plan, str | bytes | dict):
+            total = (Fraction(0), Fraction(0), Fraction(0))
+            for part in plan:
+                total = tuple(a + b for a, b in zip(total, self._amount(part), strict=True))
+            return total
+        raise InvalidParameterError(
+            f"plan must be a Budget, a Charge, a plan with charges or a sequence of them, got "
+            f"{type(plan).__name__}"
         )
 
 
-def _amount(plan: Any) -> tuple[Fraction, Fraction]:
-    """The exact epsilon and delta that ``plan`` asks for (see :meth:`Accountant.reserve`)."""
-    if isinstance(plan, Budget | Charge):
-        eps = check_real("plan.epsilon", plan.epsilon)
-        if eps < 0:
-            raise InvalidParameterError(f"plan.epsilon must be >= 0, got {eps!r}")
-        return exact(eps), exact(check_delta(plan.delta, "plan.delta"))
-    if hasattr(plan, "charges"):
-        return _amount(list(plan.charges))
-    if hasattr(plan, "plan") and hasattr(plan.plan, "charges"):  # an executor Step
-        return _amount(list(plan.plan.charges))
-    if isinstance(plan, Iterable) and not isinstance(plan, str | bytes | dict):
-        eps, delta = Fraction(0), Fraction(0)
-        for part in plan:
-            e, d = _amount(part)
-            eps, delta = eps + e, delta + d
-        return eps, delta
-    raise InvalidParameterError(
-        f"plan must be a Budget, a Charge, a plan with charges or a sequence of them, got "
-        f"{type(plan).__name__}"
-    )
+def _rounded_rho(rho: Fraction) -> float:
+    """The rho a ledger entry records: the exact ``rho`` rounded *up* to a decimal of
+    :data:`~dpframe.core.budget.CHARGE_DIGITS` significant places (``0.6**2/2`` stays
+    ``0.18``)."""
+    return charge_for(rho, float(rho)) if exact(float(rho)) >= rho else _at_least(rho)
 
 
 def _at_least(amount: Fraction) -> float:
@@ -649,7 +901,7 @@ def _at_least(amount: Fraction) -> float:
     return f
 
 
-def _drawn(state: LedgerState, r: Reservation) -> tuple[Fraction, Fraction]:
+def _drawn(state: LedgerState, r: Reservation) -> tuple[Fraction, Fraction, Fraction]:
     """What the entries drawn from reservation ``r`` spent."""
     mine = [e for e in state.entries if e.details.get(RESERVATION_KEY) == r.id]
     return _totals(mine)
@@ -661,17 +913,20 @@ def _live(state: LedgerState) -> LedgerState:
     return LedgerState(state.entries, [r for r in state.reservations if r.id not in dead])
 
 
-def _held(state: LedgerState) -> tuple[Fraction, Fraction]:
+def _reserved(r: Reservation) -> tuple[Fraction, Fraction, Fraction]:
+    return exact(r.epsilon), exact(r.delta), Fraction(0) if r.rho is None else exact(r.rho)
+
+
+def _held(state: LedgerState) -> tuple[Fraction, Fraction, Fraction]:
     """What the open reservations of live jobs hold beyond what was drawn from them (a dead
     job draws nothing more: its reservation holds nothing, and the next transaction gives
     it back)."""
-    eps, delta = Fraction(0), Fraction(0)
+    held = [Fraction(0)] * 3
     state = _live(state)
     for r in state.reservations:
-        de, dd = _drawn(state, r)
-        eps += max(exact(r.epsilon) - de, Fraction(0))
-        delta += max(exact(r.delta) - dd, Fraction(0))
-    return eps, delta
+        for i, (total, drawn) in enumerate(zip(_reserved(r), _drawn(state, r), strict=True)):
+            held[i] += max(total - drawn, Fraction(0))
+    return held[0], held[1], held[2]
 
 
 def _dead(state: LedgerState) -> list[str]:
@@ -682,8 +937,7 @@ def _dead(state: LedgerState) -> list[str]:
 def _check_drawable(
     state: LedgerState,
     r: Reservation,
-    want_eps: Fraction,
-    want_delta: Fraction,
+    want: tuple[Fraction, Fraction, Fraction],
     acct: Accountant,
 ) -> None:
     """Refuse unless reservation ``r`` is open and has ``want`` left (and the budget too)."""
@@ -692,19 +946,21 @@ def _check_drawable(
             f"reservation {r.id} in {acct._store.where} was cancelled while this job held it; "
             "nothing more was charged or drawn"
         )
-    de, dd = _drawn(state, r)
-    eps, delta = _totals(state.entries)
-    if (
-        de + want_eps > exact(r.epsilon)
-        or dd + want_delta > exact(r.delta)
-        or eps + want_eps > exact(acct.epsilon)
-        or delta + want_delta > exact(acct.delta)
-    ):
+    drawn = _drawn(state, r)
+    spent = _totals(state.entries)
+    held = _reserved(r)
+    total = acct._total()
+    checked = (2,) if acct.rho is not None else (0, 1)
+    if any(drawn[i] + want[i] > held[i] or spent[i] + want[i] > total[i] for i in checked):
+        unit = ("rho",) if acct.rho is not None else ("epsilon", "delta")
+        asks = ", ".join(f"{u}={float(want[i]):g}" for u, i in zip(unit, checked, strict=True))
+        left = ", ".join(
+            f"{u}={float(held[i] - drawn[i]):g} of {float(held[i]):g}"
+            for u, i in zip(unit, checked, strict=True)
+        )
         raise BudgetExceededError(
-            f"the release asks for epsilon={float(want_eps):g}, delta={float(want_delta):g}, "
-            f"more than its reservation has left (epsilon={float(exact(r.epsilon) - de):g}, "
-            f"delta={float(exact(r.delta) - dd):g} of {r.epsilon:g}, {r.delta:g}); nothing "
-            "was charged. Reserve the whole plan."
+            f"the release asks for {asks}, more than its reservation has left ({left}); "
+            "nothing was charged. Reserve the whole plan."
         )
 
 
@@ -712,7 +968,9 @@ def _drawn_from(e: LedgerEntry, r: Reservation) -> LedgerEntry:
     return replace(e, details={**e.details, RESERVATION_KEY: r.id})
 
 
-def _totals(entries: Sequence[LedgerEntry]) -> tuple[Fraction, Fraction]:
+def _totals(entries: Sequence[LedgerEntry]) -> tuple[Fraction, Fraction, Fraction]:
+    """The exact (epsilon, delta, rho) the entries spent (rho: on a zCDP ledger)."""
     eps = sum((exact(e.epsilon) for e in entries), Fraction(0))
     delta = sum((exact(e.delta) for e in entries), Fraction(0))
-    return eps, delta
+    rho = sum((exact(e.details.get(RHO_KEY, 0.0)) for e in entries), Fraction(0))
+    return eps, delta, rho

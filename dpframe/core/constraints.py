@@ -34,6 +34,7 @@ from typing import Any
 from dpframe.errors import InvalidParameterError
 
 __all__ = [
+    "ACCOUNTINGS",
     "CALIBRATIONS",
     "COMPOSITIONS",
     "DIAGONALS",
@@ -74,6 +75,8 @@ DIAGONALS = ("optimal", "dominant")
 #: The noise of a grouped count or sum: Laplace (pure epsilon-DP) or the discrete Gaussian
 #: (rho-zCDP, needs a zCDP budget).
 NOISES = ("laplace", "gaussian")
+#: How an accountant composes: (epsilon, delta) budgets, or rho-zCDP (``None``: pure).
+ACCOUNTINGS = (None, "pure", "zcdp")
 #: What a grouped release does with records whose keys are not in the margins.
 UNKNOWN_KEYS = ("error", "drop")
 #: The PRAM priors that are not a given distribution.

@@ -35,7 +35,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
-from dpframe.core.stores import BUSY_TIMEOUT, DatabaseStore, header_row
+from dpframe.core.stores import BUSY_TIMEOUT, DatabaseStore, header_insert
 from dpframe.errors import (
     DPFrameError,
     InvalidParameterError,
@@ -57,6 +57,8 @@ CREATE TABLE dpframe_header (
     epsilon DOUBLE PRECISION NOT NULL CHECK (epsilon > 0 AND epsilon <= 1e300),
     delta DOUBLE PRECISION NOT NULL CHECK (delta >= 0 AND delta < 1),
     neighbours TEXT NOT NULL CHECK (neighbours IN ('substitute', 'add_remove')),
+    unit TEXT CHECK (unit IS NULL OR length(unit) > 0),
+    rho DOUBLE PRECISION CHECK (rho IS NULL OR (rho > 0 AND rho <= 1e300)),
     hash TEXT NOT NULL
 );
 CREATE TABLE dpframe_entries (
@@ -84,7 +86,8 @@ CREATE TABLE dpframe_reservations (
     owner TEXT NOT NULL,
     note TEXT NOT NULL,
     epsilon DOUBLE PRECISION NOT NULL CHECK (epsilon >= 0 AND epsilon <= 1e300),
-    delta DOUBLE PRECISION NOT NULL CHECK (delta >= 0 AND delta <= 1)
+    delta DOUBLE PRECISION NOT NULL CHECK (delta >= 0 AND delta <= 1),
+    rho DOUBLE PRECISION CHECK (rho IS NULL OR (rho >= 0 AND rho <= 1e300))
 );
 CREATE FUNCTION dpframe_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION '%', TG_ARGV[0]; END $$;
@@ -238,10 +241,7 @@ class PostgresStore(DatabaseStore):
                         "open it with epsilon=..."
                     )
                 con.execute(_SCHEMA)
-                row = header_row(header_if_new)
-                con.execute(
-                    f"INSERT INTO dpframe_header VALUES ({', '.join(['%s'] * len(row))})", row
-                )
+                con.execute(*header_insert("dpframe_header", header_if_new, "%s"))
                 con.execute("INSERT INTO dpframe_issued VALUES (1, 0)")
         with store._transaction(write=False) as con:
             store.verified_open(con)

@@ -13,18 +13,24 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dpframe.core.chain import entry_hash
-from dpframe.core.constraints import check_delta, check_epsilon
-from dpframe.errors import LedgerIntegrityError
+from dpframe.core.constraints import check_delta, check_epsilon, check_positive
+from dpframe.errors import InvalidParameterError, LedgerIntegrityError
 
 __all__ = ["Budget", "Charge", "LedgerEntry", "Reservation"]
 
 
 @dataclass(frozen=True)
 class Budget:
-    """An amount of privacy budget."""
+    """An amount of privacy budget.
+
+    ``rho`` is set for a zero-concentrated (zCDP) budget: then ``rho`` is what counts,
+    and ``epsilon``/``delta`` are the (epsilon, delta)-DP guarantee it implies
+    (:mod:`dpframe.core.zcdp`).
+    """
 
     epsilon: float
     delta: float = 0.0
+    rho: float | None = None
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,11 @@ class Charge:
     ``scale`` is the noise scale the release will use (``None`` if not a single number);
     ``composition`` is how the release's rows compose (``"parallel"`` or
     ``"sequential"``); ``details`` holds mechanism-specific facts for the ledger.
+
+    ``unit`` names the person column the release bounds (``None``: one row per person).
+    A pure epsilon-DP release gives ``epsilon > 0``; a release that is only
+    ``rho``-zCDP (Gaussian noise) gives ``rho > 0`` and ``epsilon = 0``: only a zCDP
+    budget can pay for it (:class:`~dpframe.core.accountant.Accountant`).
     """
 
     epsilon: float
@@ -44,9 +55,22 @@ class Charge:
     composition: str = "sequential"
     note: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    rho: float | None = None
+    #: the person column whose contributions the release bounds (``None``: one row is
+    #: one person) -- see :mod:`dpframe.core.units`
+    unit: str | None = None
 
     def __post_init__(self) -> None:
-        check_epsilon(self.epsilon)
+        if self.rho is None:
+            check_epsilon(self.epsilon)
+        else:
+            check_positive("rho", self.rho)
+            if self.epsilon != 0 or self.delta != 0:
+                raise InvalidParameterError(
+                    f"a zCDP charge (rho={self.rho!r}) has epsilon=0 and delta=0, got "
+                    f"epsilon={self.epsilon!r}, delta={self.delta!r}: a release is charged "
+                    "either its pure epsilon or its rho"
+                )
         check_delta(self.delta)
         if isinstance(self.columns, str):
             object.__setattr__(self, "columns", (self.columns,))
@@ -127,6 +151,8 @@ class Reservation:
     note: str
     epsilon: float
     delta: float
+    #: the rho held, on a zCDP ledger (``None`` on an (epsilon, delta) ledger)
+    rho: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

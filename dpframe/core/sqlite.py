@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dpframe.core.stores import BUSY_TIMEOUT, DatabaseStore, header_row, not_a_ledger
+from dpframe.core.stores import BUSY_TIMEOUT, DatabaseStore, header_insert, not_a_ledger
 from dpframe.errors import LedgerIntegrityError, LedgerMismatchError, LedgerUnavailableError
 
 __all__ = ["SQLiteStore"]
@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS reservations (
     owner TEXT NOT NULL,
     note TEXT NOT NULL,
     epsilon REAL NOT NULL CHECK (epsilon >= 0 AND epsilon <= 1e300),
-    delta REAL NOT NULL CHECK (delta >= 0 AND delta <= 1)
+    delta REAL NOT NULL CHECK (delta >= 0 AND delta <= 1),
+    rho REAL CHECK (rho IS NULL OR (rho >= 0 AND rho <= 1e300))
 ) STRICT;
 CREATE TRIGGER IF NOT EXISTS reservations_are_fixed BEFORE UPDATE ON reservations
     BEGIN SELECT RAISE(ABORT, 'a reservation is fixed: draw from it or give it back'); END;
@@ -65,6 +66,8 @@ CREATE TABLE header (
     epsilon REAL NOT NULL CHECK (epsilon > 0 AND epsilon <= 1e300),
     delta REAL NOT NULL CHECK (delta >= 0 AND delta < 1),
     neighbours TEXT NOT NULL CHECK (neighbours IN ('substitute', 'add_remove')),
+    unit TEXT CHECK (unit IS NULL OR length(unit) > 0),
+    rho REAL CHECK (rho IS NULL OR (rho > 0 AND rho <= 1e300)),
     hash TEXT NOT NULL
 ) STRICT;
 CREATE TABLE entries (
@@ -133,8 +136,7 @@ class SQLiteStore(DatabaseStore):
             try:
                 con.execute("PRAGMA journal_mode=WAL")
                 con.executescript(_SCHEMA)
-                row = header_row(header)
-                con.execute(f"INSERT INTO header VALUES ({', '.join('?' * len(row))})", row)
+                con.execute(*header_insert("header", header))
             finally:
                 con.close()
             os.chmod(tmp, 0o600)

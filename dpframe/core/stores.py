@@ -54,6 +54,11 @@ LEDGER_VERSION = 2
 BUSY_TIMEOUT = 120.0
 
 HEADER_KEYS = ("format", "version", "creation_id", "created", "epsilon", "delta", "neighbours")
+#: Header keys a ledger has only when they differ from the default (stored as NULL
+#: otherwise, and absent from older ledgers): ``unit``, the person column of a
+#: person-level ledger (absent: one row is one person); ``rho``, a zCDP budget (absent:
+#: an (epsilon, delta) budget).
+OPTIONAL_HEADER_KEYS = ("unit", "rho")
 ENTRY_COLUMNS = (
     "id",
     "release",
@@ -68,6 +73,8 @@ ENTRY_COLUMNS = (
     "details",
 )
 RESERVATION_COLUMNS = ("id", "created", "owner", "note", "epsilon", "delta")
+#: a column of the reservations of ledgers made since zCDP budgets exist (NULL otherwise)
+RESERVATION_RHO = "rho"
 
 
 @dataclass(frozen=True)
@@ -99,9 +106,17 @@ class LedgerStore(Protocol):
     def transact(self, decide: Callable[[LedgerState], Changes]) -> list[LedgerEntry]: ...
 
 
-def new_header(epsilon: float, delta: float, neighbours: str) -> dict[str, Any]:
-    """The header of a new ledger: the budget, the relation and a fresh creation id."""
-    return {
+def new_header(
+    epsilon: float,
+    delta: float,
+    neighbours: str,
+    *,
+    unit: str | None = None,
+    rho: float | None = None,
+) -> dict[str, Any]:
+    """The header of a new ledger: the budget, the relation, the privacy unit (a person
+    column, or ``None``), a zCDP budget ``rho`` (or ``None``) and a fresh creation id."""
+    header = {
         "format": LEDGER_FORMAT,
         "version": LEDGER_VERSION,
         "creation_id": uuid.uuid4().hex,
@@ -110,6 +125,11 @@ def new_header(epsilon: float, delta: float, neighbours: str) -> dict[str, Any]:
         "delta": float(delta),
         "neighbours": neighbours,
     }
+    if unit is not None:
+        header["unit"] = unit
+    if rho is not None:
+        header["rho"] = float(rho)
+    return header
 
 
 def chained(head: str, new: Sequence[LedgerEntry]) -> list[LedgerEntry]:
@@ -212,13 +232,15 @@ class DatabaseStore:
                     [(n + i, *entry_row(e)) for i, e in enumerate(new, start=1)],
                 )
                 self._record_issued(con, n + len(new))
-            if changes.reserve:
-                con.cursor().executemany(
+            for r in changes.reserve:
+                row = reservation_row(r)
+                columns = [*RESERVATION_COLUMNS, RESERVATION_RHO][: len(row)]
+                con.execute(
                     self._sql(
-                        f"INSERT INTO {self.RESERVATIONS} ({', '.join(RESERVATION_COLUMNS)}) "
-                        f"VALUES ({', '.join('?' * len(RESERVATION_COLUMNS))})"
+                        f"INSERT INTO {self.RESERVATIONS} ({', '.join(columns)}) "
+                        f"VALUES ({', '.join('?' * len(row))})"
                     ),
-                    [reservation_row(r) for r in changes.reserve],
+                    row,
                 )
             for rid in changes.give_back:
                 con.execute(self._sql(f"DELETE FROM {self.RESERVATIONS} WHERE id = ?"), (rid,))
@@ -226,11 +248,17 @@ class DatabaseStore:
 
     def read_header(self, con: Any) -> tuple[dict[str, Any], str]:
         """The stored header and its stored hash."""
-        rows = con.execute(f"SELECT {', '.join(HEADER_KEYS)}, hash FROM {self.HEADER}").fetchall()
+        cur = con.execute(f"SELECT * FROM {self.HEADER}")
+        names = [d[0] for d in cur.description]
+        rows = cur.fetchall()
         if len(rows) != 1:
             raise LedgerIntegrityError(f"ledger {self.where} has {len(rows)} header rows, not one")
-        *values, stored = rows[0]
-        return dict(zip(HEADER_KEYS, values, strict=True)), stored
+        row = dict(zip(names, rows[0], strict=True))
+        header = {k: row[k] for k in HEADER_KEYS}
+        header.update(
+            {k: row[k] for k in OPTIONAL_HEADER_KEYS if row.get(k) is not None}  # NULL: absent
+        )
+        return header, row["hash"]
 
     def read_state(self, con: Any, start: str) -> LedgerState:
         """Every entry (checked contiguous, none deleted) and every open reservation."""
@@ -255,12 +283,13 @@ class DatabaseStore:
             d["details"] = json.loads(d["details"])
             entries.append(LedgerEntry(**d, previous=previous, hash=stored))
             previous = stored
-        held = con.execute(
-            f"SELECT {', '.join(RESERVATION_COLUMNS)} FROM {self.RESERVATIONS} ORDER BY created, id"
-        ).fetchall()
+        cur = con.execute(f"SELECT * FROM {self.RESERVATIONS} ORDER BY created, id")
+        names = [c[0] for c in cur.description]
         reservations = []
-        for row in held:
-            d = dict(zip(RESERVATION_COLUMNS, row, strict=True))
+        for row in cur.fetchall():
+            stored = dict(zip(names, row, strict=True))
+            d = {c: stored[c] for c in RESERVATION_COLUMNS}
+            d["rho"] = stored.get(RESERVATION_RHO)
             try:
                 owner = json.loads(d["owner"])
                 if not isinstance(owner, dict):
@@ -299,9 +328,17 @@ class DatabaseStore:
         return state
 
 
-def header_row(header: dict[str, Any]) -> tuple[Any, ...]:
-    """The header as a table row: ``singleton``, its keys, its hash."""
-    return (1, *(header[k] for k in HEADER_KEYS), header_hash(header))
+def header_insert(table: str, header: dict[str, Any], marker: str = "?") -> tuple[str, tuple]:
+    """The SQL statement and row that store ``header`` (with its hash) in ``table``."""
+    columns = ("singleton", *HEADER_KEYS, *OPTIONAL_HEADER_KEYS, "hash")
+    row = (
+        1,
+        *(header[k] for k in HEADER_KEYS),
+        *(header.get(k) for k in OPTIONAL_HEADER_KEYS),
+        header_hash(header),
+    )
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join([marker] * len(row))})"
+    return sql, row
 
 
 def entry_row(e: LedgerEntry) -> tuple[Any, ...]:
@@ -313,9 +350,11 @@ def entry_row(e: LedgerEntry) -> tuple[Any, ...]:
 
 
 def reservation_row(r: Reservation) -> tuple[Any, ...]:
+    """A reservation as a row of :data:`RESERVATION_COLUMNS` (and ``rho``, if it holds one)."""
     d = r.to_dict()
     d["owner"] = canonical(r.owner).decode()
-    return tuple(d[c] for c in RESERVATION_COLUMNS)
+    row = tuple(d[c] for c in RESERVATION_COLUMNS)
+    return row if r.rho is None else (*row, float(r.rho))
 
 
 def not_a_ledger(where: str, exc: Exception) -> LedgerMismatchError:

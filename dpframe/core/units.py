@@ -139,9 +139,9 @@ def as_unit(unit: Any = None, max_rows: Any = None, max_groups: Any = None) -> P
                 "PrivacyUnit or unit='<column>' with max_rows=..., max_groups=..."
             )
         return unit
-    if unit is None or unit == "record":
-        return PrivacyUnit(None, 1 if max_rows is None else max_rows, max_groups or 1)
-    return PrivacyUnit(unit, 1 if max_rows is None else max_rows, max_groups or 1)
+    rows = 1 if max_rows is None else max_rows
+    groups = 1 if max_groups is None else max_groups
+    return PrivacyUnit(None if unit is None or unit == "record" else unit, rows, groups)
 
 
 def changed_groups(unit: PrivacyUnit, neighbours: str, groups: int | None = None) -> int:

@@ -307,3 +307,78 @@ def test_a_plan_that_fits_exactly_is_reserved_and_remaining_never_goes_negative(
         acct.spend(0.02232211102132386, mechanism="laplace")  # the last draw fits
         assert acct.remaining.epsilon == 0  # before: -5.6e-17
     assert acct.remaining.epsilon == 0
+
+
+# -- zCDP budgets and privacy units (issue 16) ------------------------------------------------
+
+
+def test_a_zcdp_budget_charges_pure_releases_epsilon_squared_over_two():
+    from fractions import Fraction
+
+    from dpframe.core.budget import exact
+
+    acct = Accountant(rho=0.5, delta=1e-6)
+    for eps in (0.1, 0.3, 0.7):
+        acct.spend(eps, mechanism="laplace")
+    assert [e.details["rho"] for e in acct.ledger] == [0.005, 0.045, 0.245]
+    assert sum(exact(e.details["rho"]) for e in acct.ledger) == Fraction(295, 1000)
+    with pytest.raises(BudgetExceededError, match="rho"):
+        acct.spend(0.65, mechanism="laplace")  # 0.21125 > 0.205 left
+    acct.spend(0.64, mechanism="laplace")  # 0.2048 fits
+    assert acct.spent.rho == pytest.approx(0.4998) and acct.spent.delta == 1e-6
+
+
+def test_a_pure_budget_refuses_a_zcdp_release_and_names_the_budget_to_open():
+    from dpframe.core.records import Charge
+
+    acct = Accountant(epsilon=10.0, delta=0.5)
+    with pytest.raises(InvalidParameterError, match=r"zCDP budget.*rho="):
+        acct.spend_all([Charge(0.0, rho=0.01, mechanism="gaussian")])
+    assert acct.ledger == () and acct.spent.epsilon == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"rho": 0.5}, "delta"),  # no delta: no (epsilon, delta) statement
+        ({"rho": 0.5, "epsilon": 1.0, "delta": 1e-6}, "one budget"),
+        ({"rho": -1.0, "delta": 1e-6}, "rho"),
+        ({"rho": float("nan"), "delta": 1e-6}, "rho"),
+        ({"accounting": "zcdp", "delta": 1e-6}, "epsilon"),
+        ({"accounting": "renyi", "epsilon": 1.0}, "accounting"),
+        ({}, "epsilon"),
+    ],
+)
+def test_bad_zcdp_budgets_are_refused(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        Accountant(**kwargs)
+
+
+def test_a_zcdp_budget_from_epsilon_and_delta_implies_no_more_than_them():
+    acct = Accountant(epsilon=1.0, delta=1e-6, accounting="zcdp")
+    assert 0 < acct.rho < 0.5 and acct.epsilon <= 1.0
+
+
+@pytest.mark.parametrize("key", ["rho", "unit", "reservation"])
+def test_callers_cannot_write_the_accountants_own_details(key):
+    from dpframe.core.records import Charge
+
+    acct = Accountant(rho=1.0, delta=1e-6)
+    with pytest.raises(InvalidParameterError, match=key):
+        acct.spend_all([Charge(0.1, mechanism="laplace", details={key: 0.0})])
+
+
+def test_a_person_ledger_takes_only_releases_bounded_by_its_person_column():
+    from dpframe.core.records import Charge
+
+    acct = Accountant(epsilon=1.0, unit="pid", max_rows=3, max_groups=2)
+    assert acct.unit.max_rows == 3 and acct.unit.max_groups == 2
+    for unit in (None, "other"):
+        with pytest.raises(InvalidParameterError, match="pid"):
+            acct.spend_all([Charge(0.1, mechanism="laplace", unit=unit)])
+    acct.spend_all([Charge(0.1, mechanism="laplace", unit="pid")])
+    assert acct.ledger[-1].details["unit"] == "pid"
+    # a person-level release also protects every single row: a record ledger takes it
+    Accountant(epsilon=1.0).spend_all([Charge(0.1, mechanism="laplace", unit="pid")])
+    with pytest.raises(InvalidParameterError, match="person identifier"):
+        Accountant(epsilon=1.0, max_rows=2)

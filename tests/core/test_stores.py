@@ -562,7 +562,49 @@ def test_a_malformed_reservation_row_can_be_cancelled_by_the_operator_tool(backe
 
     from dpframe.cli import app
 
-    backend.sql("INSERT INTO {reservations} VALUES ('bad', '2026-01-01', 'not json', '', 0.5, 0.0)")
+    backend.sql(
+        "INSERT INTO {reservations} (id, created, owner, note, epsilon, delta) "
+        "VALUES ('bad', '2026-01-01', 'not json', '', 0.5, 0.0)"
+    )
     res = CliRunner().invoke(app, ["ledger", "cancel", backend.target, "bad", "--force"])
     assert res.exit_code == 0, res.output  # before: JSONDecodeError traceback
     assert Accountant.open(backend.target).reservations == ()
+
+
+# -- zCDP budgets and person units (issue 16) --------------------------------------------------
+
+
+def _gaussian(rho, unit=None):
+    from dpframe.core.records import Charge
+
+    return Charge(0.0, rho=rho, mechanism="gaussian", columns=("x",), unit=unit)
+
+
+def test_a_zcdp_ledger_keeps_its_rho_its_unit_and_each_entrys_rho(backend):
+    if backend.name == "sqlite":
+        target = str(backend.tmp / "zcdp.db")
+    else:
+        backend.sql("CREATE SCHEMA IF NOT EXISTS zcdp")
+        target = backend.target + ("&" if "?" in backend.target else "?") + "schema=zcdp"
+    acct = Accountant.open(target, rho=0.5, delta=1e-6, unit="pid")
+    acct.spend_all([_gaussian(0.125, unit="pid")])
+    with acct.reserve([_gaussian(0.2, unit="pid")]):
+        assert acct.reserved.rho == pytest.approx(0.2)
+        acct.spend_all([_gaussian(0.05, unit="pid")])
+    again = Accountant.open(target)
+    assert again.rho == 0.5 and again.unit.person == "pid" and again.delta == 1e-6
+    assert [e.details["rho"] for e in again.ledger] == [0.125, 0.05]
+    assert again.spent.rho == pytest.approx(0.175) and again.reserved.rho == 0
+    with pytest.raises(BudgetExceededError, match="rho"):
+        again.spend_all([_gaussian(0.33, unit="pid")])
+    with pytest.raises(dpframe.LedgerMismatchError, match="unit"):
+        Accountant.open(target, unit="other_id")
+    with pytest.raises(dpframe.LedgerMismatchError, match="zCDP"):
+        Accountant.open(target, epsilon=1.0)
+    if backend.name == "sqlite":  # the header's rho is covered by its hash like the epsilon
+        con = sqlite3.connect(target, isolation_level=None)
+        con.execute("DROP TRIGGER header_is_fixed")
+        con.execute("UPDATE header SET rho = 50.0")
+        con.close()
+        with pytest.raises(LedgerIntegrityError, match="edited"):
+            Accountant.open(target)
