@@ -420,11 +420,6 @@ def test_as_unit():
         as_unit("pid", max_rows=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="as_unit writes `max_groups or 1`: a falsy max_groups (0, False, 0.0) becomes 1 "
-    "silently instead of raising (max_rows is checked with `is None`)",
-)
 @pytest.mark.parametrize("bad", [0, False, 0.0])
 def test_as_unit_rejects_a_falsy_max_groups(bad):
     with pytest.raises(InvalidParameterError, match="max_groups"):
