@@ -108,11 +108,12 @@ class PrivacyUnit:
             f"{self.max_groups} groups)"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (for ledger entries and provenance)."""
+    def bounds(self) -> dict[str, Any]:
+        """The contribution bounds, JSON-ready, for a ledger entry's details (empty for the
+        record unit; the accountant records the person column itself)."""
         if self.person is None:
-            return {"unit": "record"}
-        return {"unit": self.person, "max_rows": self.max_rows, "max_groups": self.max_groups}
+            return {}
+        return {"max_rows": self.max_rows, "max_groups": self.max_groups}
 
 
 #: One row is one person.

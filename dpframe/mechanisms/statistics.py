@@ -50,12 +50,14 @@ from dpframe.core.budget import split_epsilon
 from dpframe.core.constraints import (
     CALIBRATIONS,
     METHODS,
+    check,
     check_bounds,
     check_choice,
     check_epsilon,
 )
 from dpframe.core.executor import summary_row
 from dpframe.core.neighbours import require_substitute
+from dpframe.core.units import RECORD, PrivacyUnit, count_sensitivity, sum_sensitivity
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.bounded import calibrate_bounded
 from dpframe.mechanisms.laplace import calibrate_laplace
@@ -126,6 +128,9 @@ class Statistic:
     method: str = "truncated"
     calibration: str = "exact"
     options: dict[str, Any] = field(default_factory=dict)
+    #: the noise of a count or sum: ``"laplace"`` (epsilon) or ``"gaussian"`` (rho or
+    #: sigma in ``options``; zCDP)
+    mechanism: str = "laplace"
 
     def part(self, what: str) -> str:
         """Name of one exact aggregate of this statistic, e.g. ``"age_mean:sum"``."""
@@ -208,13 +213,15 @@ class StatisticPlan:
 
     statistic: Statistic
     mechanism: str
-    epsilon: float  # charged
+    epsilon: float  # charged (0 for a zCDP-only release, which charges ``rho``)
     sensitivity: float  # the largest over the groups
     scale: float  # the largest over the groups
     error95: float | None  # the largest over the groups; None for ratios
     details: dict[str, Any]
     _check: Callable[[Mapping[str, np.ndarray]], None]
     _draw: Callable[[Mapping[str, np.ndarray], np.random.Generator], dict[str, np.ndarray]]
+    unit: PrivacyUnit = RECORD
+    rho: float | None = None  # charged, for a zCDP-only (Gaussian) release
 
     @property
     def charges(self) -> tuple[Charge, ...]:
@@ -222,6 +229,8 @@ class StatisticPlan:
         return (
             Charge(
                 epsilon=self.epsilon,
+                rho=self.rho,
+                unit=self.unit.person,
                 mechanism=self.mechanism,
                 columns=tuple(s.outputs()),
                 scale=self.scale,
@@ -233,6 +242,7 @@ class StatisticPlan:
                     "lower": s.lower,
                     "upper": s.upper,
                     "sensitivity": self.sensitivity,
+                    **self.unit.bounds(),
                 },
             ),
         )
@@ -265,32 +275,48 @@ def plan_statistic(
     neighbours: str,
     sizes: np.ndarray | None = None,
     details: Mapping[str, Any] | None = None,
+    unit: PrivacyUnit = RECORD,
 ) -> StatisticPlan:
     """The plan of ``stat`` under ``neighbours``; ``sizes`` are public group sizes, if any.
 
     ``details`` are added to the ledger entry (e.g. the keys and number of groups).
-    Public sizes need substitute neighbours (:mod:`dpframe.core.neighbours`).
+    Public sizes need substitute neighbours (:mod:`dpframe.core.neighbours`). Under a
+    person ``unit`` every sensitivity scales by its bounds (:mod:`dpframe.core.units`),
+    and public sizes are refused: the bounding drops rows, so the groups released are
+    not the ones whose sizes are public.
     """
     if not isinstance(stat, Statistic):
         raise InvalidParameterError(
             f"statistics must be dpframe.agg statistics, got {type(stat).__name__}: use "
             "dpframe.agg.count(...), dpframe.agg.sum(...), ..."
         )
+    if not isinstance(unit, PrivacyUnit):
+        raise InvalidParameterError(f"unit must be a PrivacyUnit, got {type(unit).__name__}")
     if sizes is not None:
         require_substitute(neighbours, "public sizes", argument="sizes")
+        if not unit.is_record:
+            raise InvalidParameterError(
+                f"sizes: public group sizes cannot hold under a person unit ({unit.describe()}): "
+                "bounding each person's contributions drops rows, so the released groups are "
+                "not the ones whose sizes are public; drop sizes= (sizes are then private)"
+            )
         sizes = np.asarray(sizes, dtype=np.int64)
-    if stat.kind in ("count", "sum"):
-        plan = _plan_laplace_part(stat, neighbours)
+    if stat.mechanism == "gaussian":
+        plan = _plan_gaussian_part(stat, neighbours, unit)
+    elif stat.kind in ("count", "sum"):
+        plan = _plan_laplace_part(stat, neighbours, unit)
     elif stat.kind == "cov":
-        plan = (
-            _plan_cov_private(stat, neighbours) if sizes is None else _plan_cov_public(stat, sizes)
-        )
+        if sizes is None:
+            plan = _plan_cov_private(stat, neighbours, unit)
+        else:
+            plan = _plan_cov_public(stat, sizes)
     elif sizes is None:
-        plan = _plan_private_sizes(stat, neighbours)
+        plan = _plan_private_sizes(stat, neighbours, unit)
     else:
         plan = _plan_public_sizes(stat, sizes)
-    if details:
-        plan = StatisticPlan(**{**plan.__dict__, "details": {**plan.details, **details}})
+    plan = StatisticPlan(
+        **{**plan.__dict__, "details": {**plan.details, **(details or {})}, "unit": unit}
+    )
     return plan
 
 
@@ -317,12 +343,12 @@ def _check_parts(cals: Mapping[str, Any], stat: Statistic) -> Callable:
     return check
 
 
-def _plan_laplace_part(stat: Statistic, neighbours: str) -> StatisticPlan:
+def _plan_laplace_part(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> StatisticPlan:
     is_count = stat.kind == "count"
     if is_count:
-        delta = sens.histogram_counts(neighbours)
+        delta = count_sensitivity(unit, neighbours)
     else:
-        delta = sens.grouped_sum(stat.lower, stat.upper, neighbours)
+        delta = sum_sensitivity(stat.lower, stat.upper, unit, neighbours)
     cal = _laplace(stat.epsilon, delta, counts=is_count)
     part = "n" if is_count else "sum"
     return StatisticPlan(
@@ -338,6 +364,40 @@ def _plan_laplace_part(stat: Statistic, neighbours: str) -> StatisticPlan:
     )
 
 
+def _plan_gaussian_part(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> StatisticPlan:
+    """A count or sum with discrete Gaussian noise, calibrated to its l2 sensitivity
+    (rho-zCDP, :mod:`dpframe.mechanisms.gaussian`)."""
+    from dpframe.core.units import changed_groups
+    from dpframe.mechanisms.gaussian import calibrate_gaussian
+
+    is_count = stat.kind == "count"
+    if is_count:
+        delta = count_sensitivity(unit, neighbours, "l2")
+    else:
+        delta = sum_sensitivity(stat.lower, stat.upper, unit, neighbours, "l2")
+    cal = calibrate_gaussian(
+        delta,
+        rho=stat.options.get("rho"),
+        sigma=stat.options.get("sigma"),
+        granularity=1.0 if is_count else None,
+        changed=changed_groups(unit, neighbours),
+        values_on_grid=is_count,
+    )
+    part = "n" if is_count else "sum"
+    return StatisticPlan(
+        statistic=stat,
+        mechanism="gaussian",
+        epsilon=0.0,
+        sensitivity=delta,
+        scale=cal.scale,
+        error95=cal.error(0.95),
+        details={**cal.details(), "norm": "l2"},
+        _check=_check_parts({part: cal}, stat),
+        _draw=lambda exact, rng: {stat.name: cal.release(exact[stat.part(part)], rng)},
+        rho=cal.rho,
+    )
+
+
 def _moment_variance(s1: np.ndarray, s2: np.ndarray, n: np.ndarray, r: float) -> np.ndarray:
     """Variance from noisy sums of x and x**2 and a noisy count, clipped to Table 1's bounds."""
     n = np.maximum(n, 2.0)
@@ -345,17 +405,17 @@ def _moment_variance(s1: np.ndarray, s2: np.ndarray, n: np.ndarray, r: float) ->
     return np.clip(var, 0.0, sens.variance_bounds(0.0, r, n))
 
 
-def _plan_private_sizes(stat: Statistic, neighbours: str) -> StatisticPlan:
+def _plan_private_sizes(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> StatisticPlan:
     """Mean, proportion or variance from noisy sums and a noisy count (post-processing)."""
     lo, hi = (0.0, 1.0) if stat.kind == "proportion" else (stat.lower, stat.upper)
     parts = ["sum", "n"] + (["sumsq"] if stat.kind == "var" else [])
     share = min(split_epsilon(stat.epsilon, [1.0] * len(parts)))
     cals = {
-        "sum": _laplace(share, sens.grouped_sum(lo, hi, neighbours)),
-        "n": _laplace(share, sens.histogram_counts(neighbours), counts=True),
+        "sum": _laplace(share, sum_sensitivity(lo, hi, unit, neighbours)),
+        "n": _laplace(share, count_sensitivity(unit, neighbours), counts=True),
     }
     if stat.kind == "var":
-        cals["sumsq"] = _laplace(share, sens.grouped_sum(*_square_bounds(lo, hi), neighbours))
+        cals["sumsq"] = _laplace(share, sum_sensitivity(*_square_bounds(lo, hi), unit, neighbours))
 
     def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
         noisy = {p: cal.release(exact[stat.part(p)], rng) for p, cal in cals.items()}
@@ -452,7 +512,7 @@ def _covariance_outputs(
     return dict(zip(stat.outputs(), (var_x, var_y, cov, corr), strict=True))
 
 
-def _plan_cov_private(stat: Statistic, neighbours: str) -> StatisticPlan:
+def _plan_cov_private(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> StatisticPlan:
     """Covariance from noisy sums and a noisy count (epsilon split in six)."""
     o = stat.options
     lx, ux, ly, uy = stat.lower, stat.upper, o["lower_y"], o["upper_y"]
@@ -464,8 +524,8 @@ def _plan_cov_private(stat: Statistic, neighbours: str) -> StatisticPlan:
         "syy": _square_bounds(ly, uy),
         "sxy": _product_bounds(lx, ux, ly, uy),
     }
-    cals = {p: _laplace(share, sens.grouped_sum(*b, neighbours)) for p, b in bounds.items()}
-    cals["n"] = _laplace(share, sens.histogram_counts(neighbours), counts=True)
+    cals = {p: _laplace(share, sum_sensitivity(*b, unit, neighbours)) for p, b in bounds.items()}
+    cals["n"] = _laplace(share, count_sensitivity(unit, neighbours), counts=True)
 
     def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
         v = {p: cal.release(exact[stat.part(p)], rng) for p, cal in cals.items()}
@@ -602,22 +662,70 @@ def _bounded(
     )
 
 
-def count(*, epsilon: float, name: str = "count") -> Statistic:
-    """The number of records per group, released with integer Laplace noise.
+def _noise(mechanism: Any, epsilon: Any, rho: Any, sigma: Any) -> tuple[str, float, dict[str, Any]]:
+    """The checked noise of a count or sum: (mechanism, epsilon, options)."""
+    mechanism = check("mechanism", mechanism)
+    if mechanism == "laplace":
+        if rho is not None or sigma is not None:
+            raise InvalidParameterError(
+                "rho, sigma: these set Gaussian noise; pass mechanism='gaussian' (on a zCDP "
+                "budget), or epsilon=... for Laplace noise"
+            )
+        if epsilon is None:
+            raise InvalidParameterError("epsilon: Laplace noise needs epsilon=... (> 0)")
+        return mechanism, check_epsilon(epsilon), {}
+    if epsilon is not None:
+        raise InvalidParameterError(
+            "epsilon: Gaussian noise is charged rho (zCDP), not epsilon; pass rho=... (or "
+            "sigma=..., the noise's standard deviation) instead"
+        )
+    if (rho is None) == (sigma is None):
+        raise InvalidParameterError(
+            "rho, sigma: Gaussian noise needs exactly one of rho=... (its zCDP cost) or "
+            "sigma=... (its standard deviation)"
+        )
+    if rho is not None:
+        return mechanism, 0.0, {"rho": check("rho", rho)}
+    return mechanism, 0.0, {"sigma": check("sigma", sigma)}
+
+
+def count(
+    *,
+    epsilon: float | None = None,
+    name: str = "count",
+    mechanism: str = "laplace",
+    rho: float | None = None,
+    sigma: float | None = None,
+) -> Statistic:
+    """The number of records per group, released with integer Laplace noise (``epsilon``),
+    or discrete Gaussian noise (``mechanism="gaussian"`` with ``rho`` or ``sigma``).
 
     Examples
     --------
     >>> import dpframe
     >>> dpframe.agg.count(epsilon=0.5).name
     'count'
+    >>> dpframe.agg.count(mechanism="gaussian", rho=0.01).options
+    {'rho': 0.01}
     """
-    return Statistic("count", _check_name(name), check_epsilon(epsilon))
+    mech, eps, options = _noise(mechanism, epsilon, rho, sigma)
+    return Statistic("count", _check_name(name), eps, options=options, mechanism=mech)
 
 
 def sum(
-    column: str, *, lower: float, upper: float, epsilon: float, name: str | None = None
+    column: str,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float | None = None,
+    name: str | None = None,
+    mechanism: str = "laplace",
+    rho: float | None = None,
+    sigma: float | None = None,
 ) -> Statistic:
-    """The per-group sum of ``column`` after clipping each value to ``[lower, upper]``.
+    """The per-group sum of ``column`` after clipping each value to ``[lower, upper]``,
+    with Laplace noise (``epsilon``) or discrete Gaussian noise (``mechanism="gaussian"``
+    with ``rho`` or ``sigma``).
 
     Examples
     --------
@@ -627,8 +735,16 @@ def sum(
     """
     column = _check_column(column)
     lo, hi = check_bounds(lower, upper)
+    mech, eps, options = _noise(mechanism, epsilon, rho, sigma)
     return Statistic(
-        "sum", _check_name(name or f"{column}_sum"), check_epsilon(epsilon), column, lo, hi
+        "sum",
+        _check_name(name or f"{column}_sum"),
+        eps,
+        column,
+        lo,
+        hi,
+        options=options,
+        mechanism=mech,
     )
 
 

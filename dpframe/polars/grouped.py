@@ -27,10 +27,11 @@ import polars as pl
 
 from dpframe.core.constraints import UNKNOWN_KEYS, check_choice
 from dpframe.core.executor import MechanismPlan
+from dpframe.core.units import PrivacyUnit, as_unit
 from dpframe.engines.driver import check_sources, finish_grouped
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms.statistics import Statistic, plan_statistic
-from dpframe.polars.release import Release
+from dpframe.polars.release import Release, resolve_accountant
 
 __all__ = ["GroupBy", "GroupedRelease", "group_by"]
 
@@ -54,6 +55,19 @@ def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> 
     return col.cast(pl.Int64).to_numpy()
 
 
+def _unit(unit: Any, max_rows: Any, max_groups: Any, accountant: Any) -> PrivacyUnit | None:
+    """The release's privacy unit: as given, or the accountant's with the bounds given
+    here (``None``: decided by the release, from its accountant)."""
+    if unit is None and accountant is not None and not accountant.unit.is_record:
+        base = accountant.unit
+        rows = base.max_rows if max_rows is None else max_rows
+        groups = base.max_groups if max_groups is None else max_groups
+        return PrivacyUnit(base.person, rows, groups)
+    if unit is None and max_rows is None and max_groups is None:
+        return None
+    return as_unit(unit, max_rows, max_groups)
+
+
 class GroupBy:
     """A grouping over public keys, waiting for :meth:`agg` (see :func:`group_by`)."""
 
@@ -68,8 +82,12 @@ class GroupBy:
         accountant: Any = None,
         seed: Any = None,
         neighbours: str | None = None,
+        unit: Any = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
     ) -> None:
         self.frame = frame
+        self.unit = _unit(unit, max_rows, max_groups, resolve_accountant(accountant))
         self.neighbours = neighbours
         self.keys = [keys] if isinstance(keys, str) else list(keys)
         if not self.keys or not all(isinstance(k, str) for k in self.keys):
@@ -136,9 +154,20 @@ class GroupedRelease(Release):
     kind = "grouped release"
 
     def __init__(self, grouping: GroupBy, statistics: list[Statistic]) -> None:
-        super().__init__(grouping.frame, grouping.accountant, grouping.seed, grouping.neighbours)
+        super().__init__(
+            grouping.frame,
+            grouping.accountant,
+            grouping.seed,
+            grouping.neighbours,
+            grouping.unit,
+        )
         self.grouping = grouping
         self.statistics = statistics
+        if self.unit.person in grouping.keys:
+            raise InvalidParameterError(
+                f"unit: the person column {self.unit.person!r} is a group key; a person "
+                "identifier is never released -- group by public keys only"
+            )
         self._plans = [
             plan_statistic(
                 s,
@@ -149,6 +178,7 @@ class GroupedRelease(Release):
                     "groups": grouping.margins.height,
                     "seeded": self.random.seeded,
                 },
+                unit=self.unit,
             )
             for s in statistics
         ]
@@ -175,7 +205,10 @@ class GroupedRelease(Release):
         sources = [src for s in self.statistics for src in s.sources()]
         check_sources(schema, sources, "this grouped release")
         parts = [p for s in self.statistics for p in s.parts(g.sizes is not None)]
-        agg = self.engine.grouped_parts(g.keys, parts, [c for c, _ in sources])
+        engine = self.engine
+        if not self.unit.is_record:  # each person's rows bounded, chosen at random
+            engine = engine.bounded(self.unit, g.keys, self.random)
+        agg = engine.grouped_parts(g.keys, parts, [c for c, _ in sources])
         return finish_grouped(
             agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
         )
@@ -209,6 +242,9 @@ def group_by(
     unknown_keys: str = "error",
     accountant: Any = None,
     seed: Any = None,
+    unit: Any = None,
+    max_rows: int | None = None,
+    max_groups: int | None = None,
 ) -> GroupBy:
     """Group ``frame`` by public ``keys`` for a noisy aggregate release.
 
@@ -233,6 +269,11 @@ def group_by(
         Default: the innermost ``with accountant:`` block.
     seed : int or RandomSource, optional
         Reproducible noise for tests -- **unsafe for publication**.
+    unit, max_rows, max_groups : optional
+        The privacy unit (``docs/privacy-units.md``): the column identifying a person,
+        with the rows each person keeps per group and the groups each person keeps
+        (chosen at random with the secure source before aggregation). Default: the
+        accountant's unit (with these bounds, if given), else one row per person.
 
     Examples
     --------
@@ -256,4 +297,7 @@ def group_by(
         unknown_keys=unknown_keys,
         accountant=accountant,
         seed=seed,
+        unit=unit,
+        max_rows=max_rows,
+        max_groups=max_groups,
     )

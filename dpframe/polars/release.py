@@ -39,6 +39,7 @@ from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import NEIGHBOURS, check_choice
 from dpframe.core.executor import SUMMARY_FIELDS, MechanismPlan, Once, Step, execute
 from dpframe.core.randomness import RandomSource, as_source
+from dpframe.core.units import RECORD, PrivacyUnit, as_unit
 from dpframe.engines import Engine, engine_for
 from dpframe.errors import InvalidParameterError
 
@@ -74,6 +75,17 @@ def resolve_accountant(accountant: Any) -> Accountant | None:
     return accountant or current_accountant()
 
 
+def resolve_unit(unit: Any, accountant: Accountant | None) -> PrivacyUnit:
+    """The privacy unit of a release: ``unit`` (a :class:`PrivacyUnit`, or ``unit=`` with
+    its bounds, see :func:`dpframe.core.units.as_unit`), else the accountant's, else one
+    row per person."""
+    if unit is not None:
+        return as_unit(unit)
+    if accountant is not None:
+        return accountant.unit
+    return RECORD
+
+
 class Release:
     """Base of the frame-level release objects (see the module docstring).
 
@@ -86,7 +98,12 @@ class Release:
     kind = "release"
 
     def __init__(
-        self, frame: Any, accountant: Any, seed: Any, neighbours: str | None = None
+        self,
+        frame: Any,
+        accountant: Any,
+        seed: Any,
+        neighbours: str | None = None,
+        unit: Any = None,
     ) -> None:
         self.id = uuid.uuid4().hex
         self.engine: Engine = engine_for(frame)
@@ -99,6 +116,7 @@ class Release:
                     f"{self.accountant.neighbours!r}"
                 )
         self._neighbours = neighbours
+        self.unit: PrivacyUnit = resolve_unit(unit, self.accountant)
         self.random: RandomSource = as_source(seed)
         self._once = Once()
         self._steps: list[Step] | None = None
