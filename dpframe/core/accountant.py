@@ -547,6 +547,19 @@ class Accountant:
         else:
             _check_drawable(state, reservation, want, self)
 
+    def cost(self, charges: Sequence[Charge]) -> Budget:
+        """What ``charges`` would cost this budget (``rho`` set on a zCDP budget), checked
+        payable here (zCDP only on a zCDP budget, the unit); charges nothing.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> dpframe.Accountant(rho=1.0, delta=1e-6).cost([dpframe.Charge(0.2)]).rho
+        0.02
+        """
+        eps, delta, rho = self._want(list(charges))
+        return Budget(float(eps), float(delta), None if self._rho is None else float(rho))
+
     def rho_of(self, charge: Charge) -> Fraction:
         """What ``charge`` costs on a zCDP budget: its ``rho``, or ``epsilon**2 / 2`` for a
         pure epsilon-DP release (exact, from the decimal epsilon prints as)."""

@@ -264,15 +264,18 @@ def check(parameter: str, value: Any, *, name: str | None = None) -> Any:
     return PARAMETERS[parameter].validate(name or parameter, value)
 
 
-def spec_field(parameter: str) -> Callable[[Any], Any]:
+def spec_field(parameter: str, *, optional: bool = False) -> Callable[[Any], Any]:
     """A before-validator for the release spec's field of this parameter.
 
     The spec (pydantic) reports the :class:`~dpframe.errors.InvalidParameterError` (a
     ``ValueError``) at the field's location; the value is checked exactly as the
     Python function would check it (no silent coercion of strings to numbers).
+    ``optional``: ``None`` (the field left out) passes.
     """
 
     def validate(value: Any) -> Any:
+        if optional and value is None:
+            return None
         return check(parameter, value)
 
     return validate

@@ -68,6 +68,7 @@ SUMMARY_FIELDS = (
     "mechanism",
     "epsilon",
     "delta",
+    "rho",
     "sensitivity",
     "scale",
     "error95",
@@ -85,8 +86,12 @@ def summary_row(
     scale: float | None = None,
     error95: float | None = None,
     note: str = "",
+    rho: float | None = None,
 ) -> dict[str, Any]:
     """One row of a plan's summary: what a statistic costs (charged) and how noisy it is.
+
+    ``rho`` is what it costs on a zCDP budget: a Gaussian release's own rho, or
+    ``epsilon**2 / 2`` for a pure epsilon-DP one (null for an (epsilon, delta) release).
 
     ``error95`` is the half-width that holds the noise with probability 0.95 (``None``
     where it depends on the data, e.g. a ratio of noisy sums and counts).
@@ -96,6 +101,7 @@ def summary_row(
         "mechanism": mechanism,
         "epsilon": float(epsilon),
         "delta": float(delta),
+        "rho": float(rho) if rho is not None else (None if delta else float(epsilon) ** 2 / 2),
         "sensitivity": None if sensitivity is None else float(sensitivity),
         "scale": None if scale is None else float(scale),
         "error95": None if error95 is None else float(error95),

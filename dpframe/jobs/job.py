@@ -274,12 +274,7 @@ def run(
     claim(staging)
     result = JobResult(the_plan, folder=out, run=run_id)
     try:
-        acct = Accountant.open(
-            spec.ledger_target(),
-            epsilon=spec.privacy.budget.epsilon,
-            delta=spec.privacy.budget.delta,
-            neighbours=spec.privacy.neighbours,
-        )
+        acct = Accountant.open(spec.ledger_target(), **spec.privacy.ledger_terms())
         releases, ctx = build_all(spec, frame, accountant=acct)
         eng = engine_for(frame)
         with _progress(progress) as bar:

@@ -60,14 +60,23 @@ class Context:
         """Release ``r``'s random source: secure, or derived from a seeded spec's seed."""
         return derived_source(self.seed, r.name)
 
+    def unit(self) -> dict[str, Any]:
+        """The spec's privacy unit, as the release objects take it (empty: one row is one
+        person)."""
+        p = self.spec.privacy
+        if p.unit == "record":
+            return {}
+        return {"unit": p.unit, "max_rows": p.max_rows, "max_groups": p.max_groups}
+
 
 def statistic(s: StatisticSpec) -> Statistic:
     """The ``dpframe.agg`` statistic a spec entry describes."""
     name = {"name": s.name} if s.name else {}
+    noise = {"epsilon": s.epsilon, "mechanism": s.mechanism, "rho": s.rho, "sigma": s.sigma}
     if s.stat == "count":
-        return agg.count(epsilon=s.epsilon, **name)
+        return agg.count(**noise, **name)
     if s.stat == "sum":
-        return agg.sum(s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, **name)
+        return agg.sum(s.column, lower=s.lower, upper=s.upper, **noise, **name)
     if s.stat == "mean":
         return agg.mean(
             s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
@@ -138,6 +147,7 @@ def _build_grouped(ctx: Context, r: GroupedSpec) -> Release:
         accountant=ctx.accountant,
         seed=ctx.source(r),
         neighbours=ctx.spec.privacy.neighbours,
+        **ctx.unit(),
     ).agg(*[statistic(s) for s in r.statistics])
 
 

@@ -35,6 +35,7 @@ PLAN_SCHEMA = {
     "mechanism": pl.String,
     "epsilon": pl.Float64,
     "delta": pl.Float64,
+    "rho": pl.Float64,
     "sensitivity": pl.Float64,
     "scale": pl.Float64,
     "error95": pl.Float64,
@@ -54,27 +55,48 @@ class JobPlan:
     delta: float
     ledger: Path | str
     input_rows: int | None
+    #: on a zCDP budget: the budget's rho and what the plan costs in rho (``spent_before``
+    #: is then in rho too); ``None`` on an (epsilon, delta) budget
+    budget_rho: float | None = None
+    rho: float | None = None
+
+    @property
+    def _amount(self) -> float:
+        return self.epsilon if self.budget_rho is None else float(self.rho or 0.0)
+
+    @property
+    def _budget(self) -> float:
+        return self.budget_epsilon if self.budget_rho is None else self.budget_rho
 
     @property
     def spent_after(self) -> float:
-        return float(exact(self.spent_before) + exact(self.epsilon))
+        return float(exact(self.spent_before) + exact(self._amount))
 
     @property
     def remaining_after(self) -> float:
-        return float(exact(self.budget_epsilon) - exact(self.spent_after))
+        return float(exact(self._budget) - exact(self.spent_after))
 
     @property
     def fits(self) -> bool:
         """Whether the releases fit in what the ledger has left."""
-        total = exact(self.spent_before) + exact(self.epsilon)
+        total = exact(self.spent_before) + exact(self._amount)
+        if self.budget_rho is not None:
+            return total <= exact(self.budget_rho)
         return total <= exact(self.budget_epsilon) and self.delta <= self.budget_delta
 
     def summary(self) -> str:
         verdict = "fits" if self.fits else "OVERSPENDS: nothing will be released"
+        if self.budget_rho is not None:
+            what = (
+                f"zCDP budget rho={self.budget_rho:g} (epsilon={self.budget_epsilon:g} at "
+                f"delta={self.budget_delta:g})"
+            )
+        else:
+            what = f"budget epsilon={self.budget_epsilon:g}"
         return (
-            f"budget epsilon={self.budget_epsilon:g} (ledger {self.ledger}): spent "
-            f"{self.spent_before:g} before, this plan spends {self.epsilon:g}, "
-            f"{self.spent_after:g} after, {self.remaining_after:g} left -- {verdict}"
+            f"{what} (ledger {self.ledger}): spent {self.spent_before:g} before, this plan "
+            f"spends {self._amount:g}, {self.spent_after:g} after, {self.remaining_after:g} "
+            f"left -- {verdict}"
         )
 
 
@@ -85,12 +107,9 @@ def ledger_state(spec: Spec) -> tuple[float, Path | str]:
     shown = redact(path) if isinstance(path, str) else path  # never a password in a message
     if not ledger_exists(path):  # plan writes nothing: a missing ledger has spent nothing
         return 0.0, shown
-    acct = Accountant.open(
-        path,
-        epsilon=spec.privacy.budget.epsilon,
-        delta=spec.privacy.budget.delta,
-        neighbours=spec.privacy.neighbours,
-    )
+    acct = Accountant.open(path, **spec.privacy.ledger_terms())
+    if acct.rho is not None:
+        return float(exact(acct.spent.rho) + exact(acct.reserved.rho)), shown
     return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon)), shown
 
 
@@ -166,13 +185,18 @@ def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
             table.append({**row, "release": r.name, "kind": r.kind})
         charges += [c for p in rel.plans() for c in p.charges]
     rows_info = ctx.rows() if ctx.rows.cache_info().currsize else None
+    # the spec's budget terms, in memory, price the plan (and refuse a charge it cannot pay)
+    terms = Accountant(**spec.privacy.ledger_terms())
+    cost = terms.cost(charges) if charges else None
     return JobPlan(
         rows=pl.DataFrame(table, schema=PLAN_SCHEMA),
-        budget_epsilon=spec.privacy.budget.epsilon,
+        budget_epsilon=terms.epsilon,
         budget_delta=spec.privacy.budget.delta,
         spent_before=spent,
         epsilon=float(exact_sum(c.epsilon for c in charges)),
         delta=float(exact_sum(c.delta for c in charges)),
         ledger=ledger,
         input_rows=rows_info,
+        budget_rho=terms.rho,
+        rho=None if cost is None else cost.rho,
     )

@@ -94,6 +94,7 @@ class _Model(BaseModel):
 # each field checked by the parameter's constraint of dpframe.core.constraints, as the
 # Python functions check it (no silent coercion of a string to a number)
 PositiveEps = Annotated[float, BeforeValidator(spec_field("epsilon"))]
+OptionalEps = Annotated[float | None, BeforeValidator(spec_field("epsilon", optional=True))]
 Delta = Annotated[float, BeforeValidator(spec_field("delta"))]
 Finite = Annotated[float, BeforeValidator(spec_field("bound"))]
 Method = Annotated[str, BeforeValidator(spec_field("method"))]
@@ -104,13 +105,39 @@ Neighbours = Annotated[str, BeforeValidator(spec_field("neighbours"))]
 
 
 class Budget(_Model):
-    epsilon: PositiveEps
+    epsilon: OptionalEps = None
     delta: Delta = 0.0
+    rho: Annotated[float | None, BeforeValidator(spec_field("rho", optional=True))] = Field(
+        None, description="a zCDP budget (needs delta > 0): Gaussian releases charge rho"
+    )
+    accounting: Literal["pure", "zcdp"] | None = Field(
+        None, description="'zcdp' with epsilon and delta: the rho budget that implies them"
+    )
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> Budget:
+        if self.rho is not None and self.epsilon is not None:
+            raise ValueError("give one budget: rho= (zCDP), or epsilon= (with delta=)")
+        if self.rho is None and self.epsilon is None:
+            raise ValueError("give the budget: epsilon= (and delta=), or rho= for zCDP")
+        if (self.rho is not None or self.accounting == "zcdp") and self.delta <= 0:
+            raise ValueError(
+                "a zCDP budget states the (epsilon, delta) it implies: give delta > 0 (e.g. 1e-6)"
+            )
+        return self
 
 
 class PrivacySpec(_Model):
-    unit: Literal["record"] = Field(
-        "record", description="the privacy unit: one record (one row of the input)"
+    unit: str = Field(
+        "record",
+        min_length=1,
+        description="the privacy unit: 'record' (one row of the input is one person), or "
+        "the column identifying a person (each person's rows bounded by max_rows and "
+        "max_groups)",
+    )
+    max_rows: Annotated[int | None, BeforeValidator(spec_field("max_rows", optional=True))] = None
+    max_groups: Annotated[int | None, BeforeValidator(spec_field("max_groups", optional=True))] = (
+        None
     )
     neighbours: Neighbours = "substitute"
     budget: Budget
@@ -126,6 +153,29 @@ class PrivacySpec(_Model):
         if isinstance(v, str) and not is_postgres_url(v):
             return Path(v)
         return v
+
+    @model_validator(mode="after")
+    def _bounds_need_a_person(self) -> PrivacySpec:
+        if self.unit == "record" and (self.max_rows, self.max_groups) != (None, None):
+            raise ValueError(
+                "max_rows/max_groups bound each person's rows: name the person column, "
+                "unit = '<column>'"
+            )
+        return self
+
+    def ledger_terms(self) -> dict[str, Any]:
+        """The budget, relation and unit, as :meth:`dpframe.Accountant.open` takes them."""
+        b = self.budget
+        return {
+            "epsilon": b.epsilon,
+            "delta": b.delta,
+            "neighbours": self.neighbours,
+            "rho": b.rho,
+            "accounting": b.accounting,
+            "unit": None if self.unit == "record" else self.unit,
+            "max_rows": self.max_rows,
+            "max_groups": self.max_groups,
+        }
 
 
 class InputSpec(_Model):
@@ -160,7 +210,12 @@ class MarginSpec(_Model):
 
 class StatisticSpec(_Model):
     stat: Literal["count", "sum", "mean", "proportion", "var", "cov"]
-    epsilon: PositiveEps
+    epsilon: OptionalEps = None
+    mechanism: Annotated[str, BeforeValidator(spec_field("mechanism"))] = Field(
+        "laplace", description="a count's or sum's noise: 'laplace' (epsilon) or 'gaussian'"
+    )
+    rho: Annotated[float | None, BeforeValidator(spec_field("rho", optional=True))] = None
+    sigma: Annotated[float | None, BeforeValidator(spec_field("sigma", optional=True))] = None
     column: str | None = None
     x: str | None = None
     y: str | None = None
@@ -174,6 +229,15 @@ class StatisticSpec(_Model):
     @model_validator(mode="after")
     def _fields(self) -> StatisticSpec:
         s = self.stat
+        if self.mechanism == "gaussian":
+            if s not in ("count", "sum"):
+                raise ValueError(f"mechanism = 'gaussian' is for counts and sums, not {s}")
+            if self.epsilon is not None or (self.rho is None) == (self.sigma is None):
+                raise ValueError("gaussian noise takes rho= or sigma= (one), not epsilon=")
+        elif self.epsilon is None:
+            raise ValueError(f"{s} needs epsilon=")
+        elif self.rho is not None or self.sigma is not None:
+            raise ValueError("rho= and sigma= are for mechanism = 'gaussian'")
         if s == "count":
             extra = [f for f in ("column", "lower", "upper") if getattr(self, f) is not None]
             if extra:
@@ -232,7 +296,7 @@ class GroupedSpec(_Release):
     )
 
     def epsilon_total(self) -> Fraction:
-        return exact_sum(s.epsilon for s in self.statistics)
+        return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
 
 
 class PramColumnSpec(_Model):

@@ -258,6 +258,7 @@ class StatisticPlan:
                 scale=self.scale,
                 error95=self.error95,
                 note=f"{s.kind} of {s.column}" if s.column else s.kind,
+                rho=self.rho,
             )
         ]
 

@@ -52,6 +52,7 @@ SUMMARY_SCHEMA = {
     "mechanism": pl.String,
     "epsilon": pl.Float64,
     "delta": pl.Float64,
+    "rho": pl.Float64,
     "sensitivity": pl.Float64,
     "scale": pl.Float64,
     "error95": pl.Float64,
