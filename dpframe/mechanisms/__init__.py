@@ -6,6 +6,8 @@ and ``plan.draw(exact, rng)``. No polars here, and nothing here charges an accou
 
 * :mod:`~dpframe.mechanisms.discrete` -- exact integer samplers (discrete Laplace, ...);
 * :mod:`~dpframe.mechanisms.laplace` -- grid Laplace;
+* :mod:`~dpframe.mechanisms.gaussian` -- grid discrete Gaussian (rho-zCDP), its exact
+  sampler and law;
 * :mod:`~dpframe.mechanisms.bounded` -- truncated and BIT Laplace on a grid
   (:mod:`~dpframe.mechanisms.bounded_moments`: their bias, variance and MSE);
 * :mod:`~dpframe.mechanisms.column` -- a column of statistics in one charge;
@@ -27,15 +29,25 @@ from dpframe.mechanisms.bounded import (
     truncated_laplace_privacy_loss,
     truncated_laplace_scale,
 )
+from dpframe.mechanisms.gaussian import (
+    GaussianCalibration,
+    calibrate_gaussian,
+    release_gaussian,
+    sample_discrete_gaussian,
+)
 from dpframe.mechanisms.laplace import LaplaceCalibration, calibrate_laplace, release_laplace
 
 __all__ = [
     "BoundedCalibration",
+    "GaussianCalibration",
     "LaplaceCalibration",
     "calibrate_bounded",
+    "calibrate_gaussian",
     "calibrate_laplace",
+    "release_gaussian",
     "release_laplace",
     "sample_bit_laplace",
+    "sample_discrete_gaussian",
     "sample_truncated_laplace",
     "truncated_laplace_privacy_loss",
     "truncated_laplace_scale",

@@ -1,0 +1,615 @@
+"""The discrete Gaussian mechanism on a grid: exact sampling, its law, and calibration.
+
+Canonne, Kamath & Steinke (2020), "The Discrete Gaussian for Differential Privacy"
+(NeurIPS 2020, arXiv:2004.00010). The discrete Gaussian ``N_Z(0, sigma^2)`` is the law
+on the integers with ``P(Z = k)`` proportional to ``exp(-k^2 / (2 sigma^2))``.
+
+* **Privacy** (their Theorems 14 and 15): adding independent ``N_Z(0, sigma^2)`` noise to
+  each coordinate of an integer-valued query whose l2 sensitivity is ``Delta`` (any real
+  ``Delta > 0``; the query's values are integers, ``Delta`` need not be) is
+  ``Delta^2 / (2 sigma^2)``-zCDP (:mod:`dpframe.core.zcdp` converts to
+  ``(epsilon, delta)``).
+* **Grid**: a statistic is rounded to a power-of-two grid ``g`` (:mod:`dpframe.core.grid`),
+  ``m = round(s / g)``, and ``g * (m + Z)`` is released. Rounding moves each coordinate by
+  at most half a step, so two neighbouring vectors that differ in at most ``changed``
+  coordinates are at l2 distance at most ``Delta / g + sqrt(changed)`` in grid units
+  after rounding (``Delta / g`` when the values are already on the grid).
+* **Sampling** (their Algorithm 3): with ``t = floor(sigma) + 1``, draw ``Y`` from the
+  discrete Laplace law of scale ``t`` (:func:`~dpframe.mechanisms.discrete.sample_discrete_laplace`)
+  and keep it with probability ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``; else retry.
+  ``sigma^2 = num / den`` is rational, so the exponent is the rational
+  ``gamma = a^2 / M`` with ``a = |Y| den t - num`` and ``M = 2 num den t^2``.
+
+The acceptance ``Bernoulli(exp(-gamma))`` is exact with integer draws only, and never
+overflows however large ``M`` or ``a`` are: with an integer ``m >= gamma``,
+``exp(-gamma) = exp(-gamma/m)**m``; each factor is CKS Algorithm 1 for ``gamma/m <= 1``,
+whose ``Bernoulli(gamma / (m k))`` trials compare a uniform 62-bit integer ``u`` with
+``2**62 a^2 / (M m k)``. The comparison is made in floating point only when the float
+value is more than a relative ``1e-12`` away from ``u`` (the float error is below
+``1e-14``, so the float answer is then the exact one); the rare ties (probability about
+``1e-12`` per trial) are decided with Python integers, ``u M m k < 2**62 a^2``. Floats
+therefore only choose *how* each decision is computed, never its outcome.
+
+The law (:func:`discrete_gaussian_pmf`, ``_cdf``, ``_tail``, ``_quantile_abs``,
+``_variance``) is computed in floating point, for calibration, error bars and tests: by
+direct summation over ``|k| <= 40 sigma + 10`` (the rest is below ``exp(-800)``) for
+``sigma < 1000``, and for larger ``sigma`` from the Poisson-summation identity
+``sum_k exp(-k^2/(2 sigma^2)) = sqrt(2 pi) sigma sum_j exp(-2 pi^2 sigma^2 j^2)`` (the
+``j != 0`` terms vanish in double precision) with midpoint Euler--Maclaurin tails.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpframe.core.budget import exact
+from dpframe.core.constraints import check_int, check_positive, check_real
+from dpframe.core.grid import check_granularity, default_granularity
+from dpframe.core.randomness import secure_generator
+from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.discrete import sample_discrete_laplace
+
+__all__ = [
+    "GaussianCalibration",
+    "calibrate_gaussian",
+    "check_gaussian_values",
+    "discrete_gaussian_cdf",
+    "discrete_gaussian_pmf",
+    "discrete_gaussian_quantile_abs",
+    "discrete_gaussian_tail",
+    "discrete_gaussian_variance",
+    "release_gaussian",
+    "sample_discrete_gaussian",
+]
+
+#: Largest numerator / denominator of ``sigma^2`` the sampler takes.
+MAX_SIGMA2_INT = 2**62
+#: Largest ``t = floor(sigma) + 1`` (the discrete Laplace sampler's scale limit).
+_MAX_T = 2**31
+_TWO62 = 2**62
+_F62 = float(2**62)
+#: Relative margin around a float comparison beyond which its answer is certain.
+_MARGIN = 1e-12
+#: Below this sigma the law is summed directly; above it, the asymptotic forms are exact
+#: to double precision.
+_DIRECT_MAX = 1000.0
+#: ``sigma^2`` in grid units is rounded up to a multiple of ``2**-k`` with ~40 bits.
+_SIGMA2_BITS = 40
+
+
+# ---------------------------------------------------------------------------
+# Exact sampling
+# ---------------------------------------------------------------------------
+
+
+def _check_sigma2_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidParameterError(
+            f"{name} must be an integer in [1, 2**62], got {value!r}; pass sigma^2 as the "
+            "exact fraction sigma2_num / sigma2_den"
+        )
+    v = int(value)
+    if not 1 <= v <= MAX_SIGMA2_INT:
+        raise InvalidParameterError(f"{name} must be an integer in [1, 2**62], got {v}")
+    return v
+
+
+def _bernoulli_exp_factor(
+    a_exact: np.ndarray,
+    a2: np.ndarray,
+    big_m: int,
+    m: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Exact ``Bernoulli(exp(-g))`` with ``g = a^2 / (M m) <= 1`` (CKS Algorithm 1).
+
+    ``a_exact`` holds the exact integers ``a`` (int64 or object), ``a2`` the float
+    ``a^2``, ``m`` integer-valued floats. Round ``k`` draws ``A_k ~ Bernoulli(g / k)``
+    as ``u < 2**62 g / k`` for a uniform ``u`` in ``[0, 2**62)``; the run stops at the
+    first ``A_k = 0`` and succeeds iff that ``k`` is odd.
+    """
+    count = a2.shape[0]
+    result = np.empty(count, dtype=bool)
+    pending = np.arange(count)
+    base = a2 * _F62 / (float(big_m) * m)  # 2**62 g, relative error < 1e-14
+    k = 1
+    while pending.size:
+        u = rng.integers(0, _TWO62, size=pending.size, dtype=np.int64)
+        x = base[pending] / k
+        uf = u.astype(np.float64)
+        a_k = uf < x * (1.0 - _MARGIN)
+        unsure = np.flatnonzero(~a_k & (uf <= x * (1.0 + _MARGIN)))
+        for i in unsure:  # a float tie: decide with integers
+            j = pending[i]
+            lhs = int(u[i]) * big_m * int(m[j]) * k
+            a_k[i] = lhs < _TWO62 * int(a_exact[j]) ** 2
+        result[pending[~a_k]] = k % 2 == 1
+        pending = pending[a_k]
+        k += 1
+    return result
+
+
+def _bernoulli_exp_square(a_exact: np.ndarray, big_m: int, rng: np.random.Generator) -> np.ndarray:
+    """Exact ``Bernoulli(exp(-a^2 / M))`` for integers ``a`` (int64 or object array).
+
+    ``exp(-gamma) = exp(-gamma / m)**m`` for the integer ``m = ceil(gamma (1 + 1e-12))
+    >= gamma``: ``m`` independent factors, stopping at the first failure.
+    """
+    a_float = a_exact.astype(np.float64)
+    a2 = a_float * a_float
+    gamma = a2 / float(big_m)
+    m = np.maximum(np.ceil(gamma * (1.0 + _MARGIN)), 1.0)
+    result = np.ones(a2.shape[0], dtype=bool)
+    pending = np.arange(a2.shape[0])
+    remaining = m.copy()
+    while pending.size:
+        ok = _bernoulli_exp_factor(a_exact[pending], a2[pending], big_m, m[pending], rng)
+        result[pending[~ok]] = False
+        remaining = remaining[ok] - 1.0
+        pending = pending[ok]
+        unfinished = remaining > 0
+        pending, remaining = pending[unfinished], remaining[unfinished]
+    return result
+
+
+def sample_discrete_gaussian(
+    sigma2_num: int,
+    sigma2_den: int,
+    size: int | tuple[int, ...] | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Exact draws of the discrete Gaussian ``N_Z(0, sigma^2)``, ``sigma^2 = num / den``.
+
+    Canonne, Kamath & Steinke (2020), Algorithm 3, vectorised (rejection in batches),
+    with only ``Generator.integers`` draws: no floating point decides an outcome (see
+    the module notes). Any ``sigma^2`` in range is handled without overflow; it is
+    fastest when ``den * (floor(sigma) + 1) <= 2**40``.
+
+    Parameters
+    ----------
+    sigma2_num, sigma2_den : int
+        ``sigma^2 = sigma2_num / sigma2_den``, integers in ``[1, 2**62]`` with
+        ``sigma < 2**31 - 1``.
+    size : int or tuple of int, optional
+        Output shape; default one draw (a 0-d array).
+    rng : numpy.random.Generator, optional
+        Default :func:`dpframe.core.randomness.secure_generator` (use it for releases).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+
+    Examples
+    --------
+    >>> rng = np.random.Generator(np.random.PCG64(0))
+    >>> z = sample_discrete_gaussian(9, 1, size=100_000, rng=rng)  # sigma = 3
+    >>> bool(abs(z.var() - discrete_gaussian_variance(3.0)) < 0.15)
+    True
+    """
+    n = _check_sigma2_int(sigma2_num, "sigma2_num")
+    d = _check_sigma2_int(sigma2_den, "sigma2_den")
+    t = math.isqrt(n // d) + 1  # floor(sqrt(n / d)) + 1
+    if t > _MAX_T:
+        raise InvalidParameterError(
+            f"sigma^2 = {n}/{d} is too large: sigma must be below 2**31 - 1 (in grid "
+            "units; use a coarser granularity)"
+        )
+    if rng is None:
+        rng = secure_generator()
+    elif not isinstance(rng, np.random.Generator):
+        raise InvalidParameterError(f"rng must be a numpy.random.Generator, got {type(rng)!r}")
+    shape = () if size is None else tuple(int(s) for s in np.atleast_1d(size))
+    count = math.prod(shape)
+    out = np.empty(count, dtype=np.int64)
+    big_m = 2 * n * d * t * t
+    dt = d * t
+    limit = _TWO62 // dt  # |Y| <= limit keeps |Y| d t - n inside int64
+    pending = np.arange(count)
+    while pending.size:
+        y = sample_discrete_laplace(t, 1, size=pending.size, rng=rng)
+        ay = np.abs(y)
+        if dt <= _TWO62 and int(ay.max()) <= limit:
+            a = ay * np.int64(dt) - np.int64(n)
+        else:  # a huge |Y| (or a huge den * t): exact Python integers
+            a = np.array([int(v) * dt - n for v in ay], dtype=object)
+        accept = _bernoulli_exp_square(a, big_m, rng)
+        out[pending[accept]] = y[accept]
+        pending = pending[~accept]
+    return out.reshape(shape)
+
+
+# ---------------------------------------------------------------------------
+# The law (floating point; calibration, error bars and tests)
+# ---------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def _table(sigma: float) -> tuple[np.ndarray, float]:
+    """Suffix sums ``S[k] = sum_{j >= k} exp(-j^2 / (2 sigma^2))``, ``0 <= k <= K``, and Z.
+
+    ``K = ceil(40 sigma + 10)``; the sums run from the small terms up (accurate tails).
+    """
+    big_k = math.ceil(40.0 * sigma + 10.0)
+    j = np.arange(big_k + 2, dtype=np.float64)
+    f = np.exp(-0.5 * (j / sigma) ** 2)
+    f[-1] = 0.0  # S[K + 1] = 0
+    suffix = np.cumsum(f[::-1])[::-1]
+    norm = 2.0 * suffix[0] - f[0]
+    suffix.setflags(write=False)
+    return suffix, float(norm)
+
+
+def _normaliser(sigma: float) -> float:
+    """``sum_k exp(-k^2 / (2 sigma^2))``."""
+    if sigma < _DIRECT_MAX:
+        return _table(sigma)[1]
+    j = np.arange(1, 4, dtype=np.float64)
+    return (
+        math.sqrt(2.0 * math.pi)
+        * sigma
+        * (1.0 + 2.0 * float(np.exp(-2.0 * (math.pi * sigma * j) ** 2).sum()))
+    )
+
+
+def _upper_direct(k: np.ndarray, sigma: float) -> np.ndarray:
+    """``P(Z >= k)`` for integer-valued ``k >= 0`` by the summed table."""
+    suffix, norm = _table(sigma)
+    idx = np.minimum(k, suffix.size - 1).astype(np.int64)
+    return suffix[idx] / norm
+
+
+def _upper_asymptotic(k: np.ndarray, sigma: float) -> np.ndarray:
+    """``P(Z >= k)`` for integer-valued ``k >= 1`` by midpoint Euler--Maclaurin.
+
+    ``sum_{j >= k} f(j) = int_{k-1/2}^inf f + f'(a)/24 - 7 f'''(a)/5760 + ...`` with
+    ``a = k - 1/2`` and ``f`` the normal density (the normaliser is
+    ``sqrt(2 pi) sigma`` to double precision for ``sigma >= 1``).
+    """
+    a = k - 0.5
+    z = a / (sigma * math.sqrt(2.0))
+    erfc = np.vectorize(math.erfc, otypes=[np.float64])(z)
+    phi = np.exp(-0.5 * (a / sigma) ** 2) / (math.sqrt(2.0 * math.pi) * sigma)
+    d1 = -a / sigma**2 * phi
+    d3 = (3.0 * a / sigma**4 - a**3 / sigma**6) * phi
+    return np.maximum(0.5 * erfc + d1 / 24.0 - 7.0 * d3 / 5760.0, 0.0)
+
+
+def _upper(k: np.ndarray, sigma: float) -> np.ndarray:
+    """``P(Z >= k)`` for integer-valued float ``k`` (any sign), vectorised."""
+    pos = k >= 1
+    kk = np.where(pos, k, 1.0 - k)  # P(Z >= k) = 1 - P(Z >= 1 - k) for k <= 0
+    u = _upper_direct(kk, sigma) if sigma < _DIRECT_MAX else _upper_asymptotic(kk, sigma)
+    return np.where(pos, u, 1.0 - u)
+
+
+def discrete_gaussian_pmf(k: npt.ArrayLike, sigma: float) -> np.ndarray:
+    """``P(Z = k)`` for ``Z ~ N_Z(0, sigma^2)``, vectorised over ``k``.
+
+    Examples
+    --------
+    >>> discrete_gaussian_pmf([0, 1], sigma=1.0).round(4)
+    array([0.3989, 0.242 ])
+    """
+    s = check_positive("sigma", sigma)
+    kk = np.asarray(k, dtype=np.float64)
+    return np.exp(-0.5 * (kk / s) ** 2 - math.log(_normaliser(s)))
+
+
+def discrete_gaussian_cdf(k: npt.ArrayLike, sigma: float) -> np.ndarray:
+    """``P(Z <= k)`` (non-integer ``k`` is floored), vectorised over ``k``.
+
+    Examples
+    --------
+    >>> float(discrete_gaussian_cdf(-1, 2.0) + discrete_gaussian_cdf(0, 2.0))
+    1.0
+    """
+    s = check_positive("sigma", sigma)
+    kk = np.floor(np.asarray(k, dtype=np.float64))
+    return _upper(-kk, s)  # P(Z <= k) = P(Z >= -k)
+
+
+def discrete_gaussian_tail(k: npt.ArrayLike, sigma: float) -> np.ndarray:
+    """Two-sided tail ``P(|Z| >= k)`` (``1`` for ``k <= 0``; non-integer ``k`` rounds up).
+
+    Examples
+    --------
+    >>> float(discrete_gaussian_tail(0, 1.0)), round(float(discrete_gaussian_tail(2, 1.0)), 4)
+    (1.0, 0.1171)
+    """
+    s = check_positive("sigma", sigma)
+    kk = np.ceil(np.asarray(k, dtype=np.float64))
+    return np.where(kk <= 0, 1.0, 2.0 * _upper(np.maximum(kk, 1.0), s))
+
+
+def discrete_gaussian_quantile_abs(prob: float, sigma: float) -> int:
+    """Smallest ``h >= 0`` with ``P(|Z| <= h) >= prob`` (a noise interval's half-width).
+
+    Examples
+    --------
+    >>> discrete_gaussian_quantile_abs(0.95, sigma=10.0)
+    20
+    """
+    s = check_positive("sigma", sigma)
+    p = check_real("prob", prob)
+    if not 0.0 <= p < 1.0:
+        raise InvalidParameterError(f"prob must be in [0, 1), got {p!r}")
+    alpha = 1.0 - p
+    lo, hi = -1, math.ceil(40.0 * s + 10.0)  # tail(lo + 1) > alpha >= tail(hi + 1)
+    if float(discrete_gaussian_tail(1, s)) <= alpha:
+        return 0
+    lo = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if float(discrete_gaussian_tail(mid + 1, s)) <= alpha:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def discrete_gaussian_variance(sigma: float) -> float:
+    """``Var(Z) = E[Z^2]`` (slightly below ``sigma^2``; equal to it in double precision
+    for ``sigma >= 2``, by Poisson summation:
+    ``Var = sigma^2 sum_j (1 - 4 pi^2 sigma^2 j^2) q^(j^2) / sum_j q^(j^2)``,
+    ``q = exp(-2 pi^2 sigma^2)``).
+
+    Examples
+    --------
+    >>> round(discrete_gaussian_variance(0.5), 6), discrete_gaussian_variance(10.0)
+    (0.215013, 100.0)
+    """
+    s = check_positive("sigma", sigma)
+    if s < 1.0:
+        suffix, norm = _table(s)
+        j = np.arange(suffix.size - 1, dtype=np.float64)
+        f = np.exp(-0.5 * (j / s) ** 2)
+        return float(2.0 * (j * j * f).sum() / norm)
+    j = np.arange(1, 4, dtype=np.float64)
+    q = np.exp(-2.0 * (math.pi * s * j) ** 2)
+    num = 1.0 + 2.0 * float(((1.0 - 4.0 * (math.pi * s * j) ** 2) * q).sum())
+    den = 1.0 + 2.0 * float(q.sum())
+    return s * s * num / den
+
+
+# ---------------------------------------------------------------------------
+# Calibration and release on the grid
+# ---------------------------------------------------------------------------
+
+
+def _sqrt_up(c: int) -> Fraction:
+    """A rational ``>= sqrt(c)`` (exact for perfect squares, else within ``2**-32``)."""
+    r = math.isqrt(c)
+    if r * r == c:
+        return Fraction(r)
+    return Fraction(math.isqrt(c * 4**32) + 1, 2**32)
+
+
+def _dyadic_up(x: Fraction) -> Fraction:
+    """The smallest multiple of ``2**-k`` that is ``>= x``, ``k`` giving ~40 bits."""
+    k = min(max(0, _SIGMA2_BITS - math.ceil(x).bit_length()), 60)
+    return Fraction(math.ceil(x * 2**k), 2**k)
+
+
+@dataclass(frozen=True)
+class GaussianCalibration:
+    """The parameters of one grid discrete-Gaussian release (all derived, nothing drawn).
+
+    Attributes
+    ----------
+    rho : float
+        The zCDP budget charged (the one asked for, or the loss ``sigma`` implies,
+        rounded up).
+    sensitivity : float
+        The l2 sensitivity asked for (real units).
+    granularity : float
+        Grid step ``g`` (a power of two).
+    sensitivity_units : float
+        The l2 sensitivity in grid units after rounding: ``sensitivity / g +
+        sqrt(changed)``, or ``sensitivity / g`` when ``values_on_grid``.
+    sigma2 : fractions.Fraction
+        The noise variance parameter ``sigma^2`` in grid units (exact; its numerator and
+        denominator are what the sampler takes).
+    values_on_grid : bool
+        The values are promised to be multiples of ``g`` (checked).
+    changed : int
+        How many coordinates can differ between neighbouring inputs.
+    """
+
+    rho: float
+    sensitivity: float
+    granularity: float
+    sensitivity_units: float
+    sigma2: Fraction
+    values_on_grid: bool = False
+    changed: int = 1
+
+    @property
+    def sensitivity_units_squared(self) -> Fraction:
+        """An exact rational upper bound of ``sensitivity_units**2``."""
+        base = Fraction(self.sensitivity) / Fraction(self.granularity)
+        if not self.values_on_grid:
+            base += _sqrt_up(self.changed)
+        return base * base
+
+    @property
+    def scale(self) -> float:
+        """The noise ``sigma`` in real units."""
+        return self.granularity * math.sqrt(self.sigma2)
+
+    @property
+    def sigma_units(self) -> float:
+        """The noise ``sigma`` in grid units."""
+        return math.sqrt(self.sigma2)
+
+    @property
+    def privacy_loss(self) -> Fraction:
+        """The mechanism's exact zCDP ``rho``: ``units^2 / (2 sigma^2) <= rho``."""
+        return self.sensitivity_units_squared / (2 * self.sigma2)
+
+    def error(self, level: float = 0.95) -> float:
+        """Half-width ``h`` with ``P(|noise| <= h) >= level`` (real units, exact law)."""
+        return discrete_gaussian_quantile_abs(level, self.sigma_units) * self.granularity
+
+    def details(self) -> dict[str, object]:
+        """Facts for the ledger."""
+        return {
+            "sensitivity": self.sensitivity,
+            "granularity": self.granularity,
+            "sigma": self.scale,
+            "sigma2_units": f"{self.sigma2.numerator}/{self.sigma2.denominator}",
+            "privacy_loss": _float_up(self.privacy_loss),
+            "changed": self.changed,
+        }
+
+    def check(self, values: npt.ArrayLike) -> np.ndarray:
+        """See :func:`check_gaussian_values`."""
+        return check_gaussian_values(values, self)
+
+    def release(self, values: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
+        """See :func:`release_gaussian`."""
+        return release_gaussian(values, self, rng)
+
+
+def _float_up(x: Fraction) -> float:
+    """The smallest float ``>= x``."""
+    f = float(x)
+    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
+
+
+def calibrate_gaussian(
+    sensitivity: float,
+    *,
+    rho: float | None = None,
+    sigma: float | None = None,
+    granularity: float | None = None,
+    changed: int = 1,
+    values_on_grid: bool = False,
+) -> GaussianCalibration:
+    """Derive the grid and the noise of a discrete-Gaussian release (rho-zCDP).
+
+    Adding ``N_Z(0, sigma^2)`` to an integer-valued query of l2 sensitivity ``Delta``
+    (``Delta`` real, e.g. ``sqrt(2)`` for a vector) is ``Delta^2 / (2 sigma^2)``-zCDP
+    (Canonne, Kamath & Steinke 2020, Theorems 14 and 15). Here the query is the
+    statistic rounded to the grid, of l2 sensitivity ``sensitivity_units`` grid steps.
+
+    Parameters
+    ----------
+    sensitivity : float
+        l2 sensitivity of the released value(s) under the neighbour relation (> 0).
+    rho : float, optional
+        The zCDP budget of this release: ``sigma`` is the smallest (on a grid of
+        ``2**-k`` in ``sigma^2``, grid units) whose loss is ``<= rho``.
+    sigma : float, optional
+        The noise in real units instead; ``rho`` is then the loss it implies (rounded
+        up). Exactly one of ``rho`` and ``sigma``.
+    granularity : float, optional
+        Grid step, a power of two; default :func:`default_granularity` of the
+        sensitivity.
+    changed : int, default 1
+        At most how many coordinates differ between neighbouring inputs (each adds up
+        to one grid step of rounding, ``sqrt(changed)`` in l2).
+    values_on_grid : bool, default False
+        The statistics are already multiples of ``granularity``: no rounding, so the
+        sensitivity in grid units is ``sensitivity / granularity``.
+
+    Examples
+    --------
+    >>> cal = calibrate_gaussian(1.0, rho=0.5, granularity=1.0, values_on_grid=True)
+    >>> cal.sigma2, cal.scale, cal.privacy_loss
+    (Fraction(1, 1), 1.0, Fraction(1, 2))
+    >>> cal = calibrate_gaussian(1.0, rho=0.5)
+    >>> round(cal.scale, 6), cal.privacy_loss <= 0.5
+    (1.000977, True)
+    """
+    sens = check_positive("sensitivity", sensitivity)
+    if (rho is None) == (sigma is None):
+        raise InvalidParameterError(
+            "pass exactly one of rho= (the zCDP budget; sigma is derived) and sigma= "
+            "(the noise in real units; rho is derived)"
+        )
+    c = check_int("changed", changed, 1, "at least one coordinate differs")
+    g = default_granularity(sens) if granularity is None else check_granularity(granularity)
+    units_exact = Fraction(sens) / Fraction(g)
+    if not values_on_grid:
+        units_exact += _sqrt_up(c)
+    units_sq = units_exact * units_exact
+    units = sens / g + (0.0 if values_on_grid else math.sqrt(c))
+    if rho is not None:
+        r = check_positive("rho", rho)
+        sigma2 = _dyadic_up(units_sq / (2 * exact(r)))
+    else:
+        s = check_positive("sigma", sigma)
+        sigma2 = _dyadic_up(Fraction(s) ** 2 / Fraction(g) ** 2)
+    if math.isqrt(sigma2.numerator // sigma2.denominator) + 1 > _MAX_T:
+        raise InvalidParameterError(
+            f"the noise is {math.sqrt(sigma2):g} grid steps at granularity={g!r}, above "
+            f"the sampler's 2**31; pass a coarser granularity (e.g. {g * 2**12!r})"
+        )
+    loss = units_sq / (2 * sigma2)
+    charged = float(r) if rho is not None else _float_up(loss)
+    return GaussianCalibration(
+        rho=charged,
+        sensitivity=sens,
+        granularity=g,
+        sensitivity_units=units,
+        sigma2=sigma2,
+        values_on_grid=bool(values_on_grid),
+        changed=c,
+    )
+
+
+def check_gaussian_values(values: npt.ArrayLike, calibration: GaussianCalibration) -> np.ndarray:
+    """Validate ``values`` for a release and return them as grid indices (int64).
+
+    Call before charging: raises :class:`~dpframe.errors.InvalidDataError` on NaN,
+    infinities, values too large for the grid, or off-grid values when
+    ``values_on_grid`` was promised.
+
+    Examples
+    --------
+    >>> cal = calibrate_gaussian(1.0, rho=0.5, granularity=0.5)
+    >>> check_gaussian_values([1.0, 1.26], cal)
+    array([2, 3])
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(x).all():
+        raise InvalidDataError("values must be finite (no NaN or infinity) to be released")
+    g = calibration.granularity
+    scaled = x / g
+    grid = np.rint(scaled)
+    if np.abs(grid).max(initial=0.0) >= 2.0**62:
+        raise InvalidDataError(
+            f"values up to {np.abs(x).max():g} are too large for granularity {g!r}; "
+            "pass a coarser granularity"
+        )
+    if calibration.values_on_grid and not np.array_equal(grid, scaled):
+        raise InvalidDataError(
+            f"values are not multiples of granularity {g!r}, but values_on_grid=True"
+        )
+    return grid.astype(np.int64)
+
+
+def release_gaussian(
+    values: npt.ArrayLike, calibration: GaussianCalibration, rng: np.random.Generator
+) -> np.ndarray:
+    """Add exact discrete-Gaussian grid noise to finite ``values`` (one draw per value).
+
+    Returns float64 values on the grid ``calibration.granularity``.
+
+    Examples
+    --------
+    >>> cal = calibrate_gaussian(1.0, rho=0.5)
+    >>> release_gaussian(np.array([10.0, 20.0]), cal, secure_generator()).shape
+    (2,)
+    """
+    grid = check_gaussian_values(values, calibration)
+    s2 = calibration.sigma2
+    noise = sample_discrete_gaussian(s2.numerator, s2.denominator, size=grid.shape, rng=rng)
+    return (grid + noise).astype(np.float64) * calibration.granularity
