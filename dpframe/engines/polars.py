@@ -30,6 +30,8 @@ import polars as pl
 
 from dpframe.core.files import atomic_file, check_output_path
 from dpframe.core.randomness import RandomSource
+from dpframe.core.units import PrivacyUnit
+from dpframe.engines.bounding import bounded_frame, bounded_grouped_parts
 from dpframe.engines.driver import BAD_PREFIX, ROWS
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -96,6 +98,55 @@ class PolarsEngine:
 
     def rows(self) -> int:
         return int(self.frame.select(pl.len()).collect(engine="streaming").item())
+
+    def bounded(
+        self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
+    ) -> PolarsEngine:
+        """The records each person keeps (:func:`dpframe.engines.bounding.bounded_frame`):
+        at most ``unit.max_groups`` groups of ``keys`` and ``unit.max_rows`` rows in each,
+        chosen uniformly at random; ``self`` for a record unit."""
+        if unit.is_record:
+            return self
+        return PolarsEngine(bounded_frame(self.frame, unit, keys, source))
+
+    def bounded_grouped_parts(
+        self,
+        unit: PrivacyUnit,
+        keys: Sequence[str],
+        parts: Sequence[Part],
+        sources: Sequence[str],
+        source: RandomSource | None = None,
+    ) -> pl.DataFrame:
+        """``self.bounded(unit, keys, source).grouped_parts(keys, parts, sources)``, faster
+        (:func:`dpframe.engines.bounding.bounded_grouped_parts`: one pass over the records),
+        for counts and sums -- the parts of a person-level release. The bad-value counts
+        cover all input rows, not only the kept ones.
+
+        Examples
+        --------
+        >>> from dpframe.core.units import PrivacyUnit
+        >>> from dpframe.mechanisms.statistics import count
+        >>> lf = pl.LazyFrame({"pid": [1, 1, 2], "g": ["a", "b", "a"], "x": [1.0, 2.0, 3.0]})
+        >>> unit = PrivacyUnit("pid", max_rows=1, max_groups=1)
+        >>> parts = count(epsilon=1.0).parts(False)
+        >>> out = PolarsEngine(lf).bounded_grouped_parts(unit, ["g"], parts, [])
+        >>> int(out["__rows"].sum())
+        2
+        """
+        if unit.is_record:
+            return self.grouped_parts(keys, parts, sources)
+        wrong = [p.name for p in parts if p.op not in ("count", "sum")]
+        if wrong:
+            raise InvalidParameterError(
+                f"parts {wrong}: a person-level release is made of counts and sums only"
+            )
+        schema = self.schema()
+        exprs: dict[str, pl.Expr] = {}
+        for p in parts:
+            exprs.setdefault(p.name, part_expr(p))
+        counts = [p.name for p in parts if p.op == "count"]
+        bads = {f"{BAD_PREFIX}{c}": bad_values(c, schema[c]) for c in dict.fromkeys(sources)}
+        return bounded_grouped_parts(self.frame, unit, keys, exprs, counts, bads, source)
 
     def grouped_parts(
         self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]

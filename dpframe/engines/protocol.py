@@ -7,6 +7,8 @@ once on the driver with the same code for every engine. An engine implements:
 
 * :meth:`Engine.schema` -- the data's (public) schema, as polars dtypes;
 * :meth:`Engine.rows` -- the number of records (public under substitute neighbours);
+* :meth:`Engine.bounded` -- the same engine over the rows each person keeps (a person
+  privacy unit: contribution bounding, uniformly at random);
 * :meth:`Engine.grouped_parts` -- exact per-group aggregates of clipped values;
 * :meth:`Engine.category_counts` -- the number of records per value of columns;
 * :meth:`Engine.covariance_inputs` -- the sample covariance of clipped columns;
@@ -30,6 +32,8 @@ import polars as pl
 if TYPE_CHECKING:
     import numpy as np
 
+    from dpframe.core.randomness import RandomSource
+    from dpframe.core.units import PrivacyUnit
     from dpframe.mechanisms.pram.plan import ArmedPram
     from dpframe.mechanisms.statistics import Part
 
@@ -54,6 +58,14 @@ class Engine(Protocol):
     def schema(self) -> pl.Schema: ...
 
     def rows(self) -> int: ...
+
+    def bounded(
+        self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
+    ) -> Engine:
+        """An engine over the rows each person keeps: at most ``unit.max_groups`` groups
+        (values of ``keys``) and ``unit.max_rows`` rows in each, chosen uniformly at
+        random with the secure source; ``self`` for a record unit."""
+        ...
 
     def grouped_parts(
         self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]

@@ -35,6 +35,8 @@ import polars as pl
 
 from dpframe.core.files import atomic_write_text
 from dpframe.core.randomness import RandomSource
+from dpframe.core.units import PrivacyUnit
+from dpframe.engines.bounding import check_unit, null_person_error
 from dpframe.engines.driver import BAD_PREFIX, ROWS
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidParameterError
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from dpframe.mechanisms.pram.plan import ArmedPram
     from dpframe.mechanisms.statistics import Part
 
-__all__ = ["SparkEngine", "local_session", "require_spark", "schema_frame"]
+__all__ = ["SparkEngine", "bounded_spark", "local_session", "require_spark", "schema_frame"]
 
 
 def require_spark() -> Any:
@@ -163,6 +165,58 @@ def _remove_path(spark: Any, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _with_priority(sdf: Any, name: str) -> Any:
+    """``sdf`` with a uniform ``[0, 1)`` column ``name`` drawn on the executors, each Arrow
+    batch from a generator keyed afresh from the executor's OS entropy (as PRAM's)."""
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    def draw(batches):  # runs on the executors
+        import pyarrow as pa
+
+        for batch in batches:
+            u = RandomSource().generator().random(batch.num_rows)
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array(u, type=pa.float64())],
+                names=[*batch.schema.names, name],
+            )
+
+    schema = StructType([*sdf.schema.fields, StructField(name, DoubleType(), False)])
+    return sdf.mapInArrow(draw, schema)
+
+
+def bounded_spark(sdf: Any, unit: PrivacyUnit, keys: Sequence[str]) -> Any:
+    """The rows each person keeps, as a Spark DataFrame with the input's columns.
+
+    The same rule as :func:`dpframe.engines.bounding.bounded_frame`: the pairs
+    ``(person, keys)`` get a uniform priority each (``mapInArrow``, secure, keyed on the
+    executors) and each person keeps the ``max_groups`` smallest (``row_number()`` over a
+    window partitioned by person); the rows of the kept pairs get a uniform priority each
+    and each pair keeps the ``max_rows`` smallest. Nothing reaches the driver but whether
+    the person column holds a null. Lazy: each action draws the choices afresh.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as sf
+
+    keys = list(keys)
+    person = unit.person
+    check_unit(list(sdf.columns), unit, keys)
+    if sdf.filter(sf.col(person).isNull()).limit(1).count():
+        raise null_person_error(person)
+    columns = list(sdf.columns)
+    on = [person, *keys]
+    rows = sdf
+    if keys:
+        pairs = _with_priority(sdf.select(*on).distinct(), "__bound_v")
+        rank = sf.row_number().over(Window.partitionBy(person).orderBy("__bound_v"))
+        chosen = pairs.withColumn("__bound_r", rank).filter(sf.col("__bound_r") <= unit.max_groups)
+        chosen = chosen.select(*[sf.col(c).alias(f"__bound_k{i}") for i, c in enumerate(on)])
+        cond = [sdf[c].eqNullSafe(chosen[f"__bound_k{i}"]) for i, c in enumerate(on)]
+        rows = sdf.join(chosen, on=cond, how="left_semi")
+    rank = sf.row_number().over(Window.partitionBy(*on).orderBy("__bound_u"))
+    kept = _with_priority(rows, "__bound_u").withColumn("__bound_r", rank)
+    return kept.filter(sf.col("__bound_r") <= unit.max_rows).select(*columns)
+
+
 class SparkEngine:
     """The records as a Spark DataFrame."""
 
@@ -180,6 +234,15 @@ class SparkEngine:
 
     def rows(self) -> int:
         return int(self.frame.count())
+
+    def bounded(
+        self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
+    ) -> SparkEngine:
+        """The rows each person keeps (:func:`bounded_spark`); ``self`` for a record unit.
+        ``source`` is ignored: the executors always key from their own OS entropy."""
+        if unit.is_record:
+            return self
+        return SparkEngine(bounded_spark(self.frame, unit, keys))
 
     def _fields(self) -> dict[str, Any]:
         return {f.name: f.dataType for f in self.frame.schema.fields}

@@ -1,0 +1,362 @@
+"""Person-level contribution bounding for the polars engine (pure polars and numpy).
+
+With a person identifier (:class:`dpframe.core.units.PrivacyUnit`) each person keeps at
+most ``max_groups`` groups -- distinct values of the release's group keys -- and at most
+``max_rows`` rows in each kept group; without group keys, at most ``max_rows`` rows in
+all. Both choices are **uniformly random** and drawn from the secure source
+(:class:`~dpframe.core.randomness.RandomSource`), independently per person, so a
+person's kept rows depend only on their own rows and fresh randomness -- never on the
+file order. Nothing about how many rows were dropped is returned or logged.
+
+The algorithm is shuffle-free (no sort of the records, no random permutation of them):
+
+1. one hash aggregation of the records to ``(person, keys)`` pairs with each pair's
+   number of rows ``n`` (and, in :func:`bounded_grouped_parts`, its exact sums);
+2. the pairs gathered per person (a second hash aggregation, over the pairs), and in
+   each person's segment a uniformly random ``max_groups``-subset picked by
+   *segmented minima*: every pair gets a uniform priority from the secure source and
+   the ``k`` smallest of each segment are found with ``k`` rounds of
+   ``numpy.minimum.reduceat`` (a bottom-k reservoir; a segmented sort only for large
+   ``k``);
+3. in a kept pair with ``n > max_rows`` (rare in person data), a uniformly random
+   ``max_rows``-subset of its row *positions* is drawn the same way, and only the rows
+   of such pairs are read again and numbered (``int_range().over``). A subset of
+   positions drawn independently of the rows is a uniform subset of the rows whatever
+   their order.
+
+:func:`bounded_frame` returns the kept records lazily (the choices are drawn once, when
+it is called, so every evaluation of the result sees the same rows for a frame with a
+stable row order); :func:`bounded_grouped_parts` is the fast path of a grouped release
+of counts and sums: it never goes back to the rows except for oversized pairs.
+
+Examples
+--------
+>>> import warnings
+>>> import polars as pl
+>>> from dpframe.core.randomness import RandomSource
+>>> from dpframe.core.units import PrivacyUnit
+>>> from dpframe.engines.bounding import bounded_frame
+>>> lf = pl.LazyFrame({"pid": [1, 1, 1, 2], "g": ["a", "a", "b", "a"], "x": [1, 2, 3, 4]})
+>>> with warnings.catch_warnings():
+...     warnings.simplefilter("ignore")
+...     src = RandomSource(seed=1)
+>>> out = bounded_frame(lf, PrivacyUnit("pid", max_rows=1, max_groups=1), ["g"], src)
+>>> out.collect().group_by("pid").len().sort("pid")["len"].to_list()
+[1, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from dpframe.core.randomness import RandomSource
+from dpframe.core.units import PrivacyUnit
+from dpframe.engines.driver import ROWS
+from dpframe.errors import InvalidDataError, InvalidParameterError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "bounded_frame",
+    "bounded_grouped_parts",
+    "check_unit",
+    "null_person_error",
+    "segment_sample",
+]
+
+_N = "__bound_n"
+_I = "__bound_i"
+_POS = "__bound_pos"
+#: Above this many picks per segment, a segmented sort beats k rounds of minima.
+_ROUNDS = 8
+
+
+def check_unit(schema: pl.Schema | Sequence[str], unit: PrivacyUnit, keys: Sequence[str]) -> None:
+    """Refuse a person column missing from the data, or also a group key (the schema is
+    public: checked before any data is read)."""
+    names = list(schema.names()) if isinstance(schema, pl.Schema) else list(schema)
+    person = unit.person
+    if person not in names:
+        raise InvalidParameterError(
+            f"unit: the person column {person!r} is not in the data (its columns: "
+            f"{sorted(names)[:20]})"
+        )
+    if person in keys:
+        raise InvalidParameterError(
+            f"unit: the person column {person!r} is also a group key; a person's groups "
+            "must be other columns (drop it from the keys)"
+        )
+
+
+def null_person_error(person: str) -> InvalidDataError:
+    """The error of a person column holding nulls (the same for every engine)."""
+    return InvalidDataError(
+        f"person column {person!r} holds nulls: every record must belong to a known "
+        "person; fill or drop them first (nothing was charged)"
+    )
+
+
+def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random ``k``-subset of each contiguous segment (all of a shorter one).
+
+    ``lens`` are the segments' lengths (each at least 1); returns a boolean mask over
+    ``lens.sum()`` items. Each item gets a uniform priority and the ``k`` smallest of each
+    segment are kept: ``k`` rounds of segmented minima (sort-free), or one segmented sort
+    for large ``k``. Ties have probability about zero (53-bit uniforms); the
+    segmented sort breaks them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> mask = segment_sample(np.array([3, 1, 5]), 2, np.random.default_rng(0))
+    >>> [int(m.sum()) for m in np.split(mask, [3, 4])]
+    [2, 1, 2]
+    """
+    import numpy as np
+
+    lens = np.asarray(lens, dtype=np.int64)
+    total = int(lens.sum())
+    keep = np.ones(total, dtype=bool)
+    big = lens > k
+    if not big.any():
+        return keep
+    seg = np.repeat(np.arange(lens.size), lens)
+    on = big[seg]  # items of segments that need a choice
+    idx = np.flatnonzero(on)
+    blens = lens[big]
+    v = rng.random(idx.size)
+    starts = np.concatenate(([0], np.cumsum(blens)[:-1]))
+    chosen = np.zeros(idx.size, dtype=bool)
+    if k <= _ROUNDS:
+        w = v.copy()
+        for _ in range(k):
+            hit = w == np.repeat(np.minimum.reduceat(w, starts), blens)
+            chosen |= hit
+            w[hit] = np.inf
+        if int(chosen.sum()) == k * blens.size:
+            keep[idx] = chosen
+            return keep
+        chosen[:] = False  # a tie (probability ~1e-9): the sort below breaks it
+    bseg = np.repeat(np.arange(blens.size), blens)
+    order = np.lexsort((v, bseg))
+    rank = np.arange(idx.size) - np.repeat(starts, blens)
+    chosen[order[rank < k]] = True
+    keep[idx] = chosen
+    return keep
+
+
+def _pairs(
+    frame: pl.LazyFrame, person: str, keys: list[str], aggs: Sequence[pl.Expr]
+) -> pl.DataFrame:
+    """One row per ``(person, keys)`` pair with its number of rows; nulls in the person
+    column refused (from the pair table: no extra pass)."""
+    pairs = frame.group_by([person, *keys]).agg(pl.len().alias(_N), *aggs)
+    pairs = pairs.collect(engine="streaming")
+    if pairs[person].null_count():
+        raise null_person_error(person)
+    return pairs
+
+
+def _choose_groups(
+    pairs: pl.DataFrame, person: str, keys: list[str], k: int, rng: np.random.Generator
+) -> pl.DataFrame:
+    """The pairs a person keeps: a uniformly random ``k``-subset of each person's pairs."""
+    if not keys:
+        return pairs
+    import numpy as np
+
+    per = (
+        pairs.lazy()
+        .with_row_index(_I)
+        .group_by(person)
+        .agg(pl.col(_I))
+        .collect(engine="streaming")[_I]
+    )
+    lens = per.list.len().to_numpy()
+    if int(lens.max(initial=0)) <= k:
+        return pairs
+    flat = per.explode().to_numpy()
+    keep = segment_sample(lens, k, rng)
+    return pairs[np.sort(flat[keep])]
+
+
+def _kept_positions(
+    big: pl.DataFrame, person: str, keys: list[str], r: int, rng: np.random.Generator
+) -> pl.DataFrame:
+    """For pairs with more than ``r`` rows: a uniformly random ``r``-subset of positions."""
+    import numpy as np
+
+    lens = big[_N].to_numpy().astype(np.int64)
+    keep = segment_sample(lens, r, rng)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    pos = np.arange(int(lens.sum())) - np.repeat(starts, lens)
+    rows = np.repeat(np.arange(big.height), lens)[keep]
+    return big.select(person, *keys)[rows].with_columns(pl.Series(_POS, pos[keep], dtype=pl.Int64))
+
+
+def _oversized_rows(
+    frame: pl.LazyFrame, person: str, keys: list[str], big: pl.DataFrame, r: int, rng
+) -> pl.LazyFrame:
+    """The kept rows of pairs with more than ``r`` rows, lazily (only they are numbered)."""
+    on = [person, *keys]
+    positions = _kept_positions(big, person, keys, r, rng)
+    return (
+        frame.join(big.lazy().select(on), on=on, how="semi", nulls_equal=True)
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(on).alias(_POS))
+        .join(positions.lazy(), on=[*on, _POS], how="semi", nulls_equal=True)
+        .drop(_POS)
+    )
+
+
+def bounded_frame(
+    frame: pl.LazyFrame,
+    unit: PrivacyUnit,
+    keys: Sequence[str],
+    source: RandomSource | None = None,
+) -> pl.LazyFrame:
+    """The records each person keeps, lazily, with the input's columns.
+
+    Parameters
+    ----------
+    frame : polars.LazyFrame
+        The records.
+    unit : PrivacyUnit
+        A person unit (a record unit returns ``frame`` unchanged).
+    keys : sequence of str
+        The release's group keys (empty: at most ``max_rows`` rows per person in all).
+    source : RandomSource, optional
+        Default: secure. A seeded source is for tests.
+
+    Returns
+    -------
+    polars.LazyFrame
+        Same schema; one pass over the records is made now (to draw the choices), the
+        kept rows are read when the result is collected. Row order is not kept.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> lf = pl.LazyFrame({"pid": [1, 1, 1, 2], "x": [1, 2, 3, 4]})
+    >>> out = bounded_frame(lf, PrivacyUnit("pid", max_rows=2), [])
+    >>> out.collect().height
+    3
+    """
+    if unit.is_record:
+        return frame
+    keys = list(keys)
+    check_unit(frame.collect_schema(), unit, keys)
+    person, r = unit.person, unit.max_rows
+    rng = (source or RandomSource()).generator()
+    every = _pairs(frame, person, keys, [])
+    pairs = _choose_groups(every, person, keys, unit.max_groups, rng)
+    on = [person, *keys]
+    small = pairs.filter(pl.col(_N) <= r)
+    big = pairs.filter(pl.col(_N) > r)
+    if big.height == 0 and pairs.height == every.height:
+        return frame  # everyone is within the bounds
+    kept = frame.join(small.lazy().select(on), on=on, how="semi", nulls_equal=True)
+    if big.height:
+        kept = pl.concat([kept, _oversized_rows(frame, person, keys, big, r, rng)])
+    return kept
+
+
+def bounded_grouped_parts(
+    frame: pl.LazyFrame,
+    unit: PrivacyUnit,
+    keys: Sequence[str],
+    exprs: dict[str, pl.Expr],
+    counts: Sequence[str],
+    bads: dict[str, pl.Expr],
+    source: RandomSource | None = None,
+) -> pl.DataFrame:
+    """The per-group parts of a person-level release of counts and sums, in one pass.
+
+    What ``PolarsEngine(bounded_frame(...)).grouped_parts(...)`` returns, faster: the
+    pair table carries the exact sums, so the records are read once (plus the rows of
+    pairs with more than ``max_rows`` rows, if any). Call it through
+    :meth:`dpframe.engines.polars.PolarsEngine.bounded_grouped_parts`, which builds the
+    expressions from the parts.
+
+    Parameters
+    ----------
+    frame : polars.LazyFrame
+        The records.
+    unit : PrivacyUnit
+        A person unit.
+    keys : sequence of str
+        The group keys (may be empty).
+    exprs : dict of str to polars.Expr
+        Each part's aggregate (sums of clipped values, squares, products; ``pl.len()``
+        for counts), by name.
+    counts : sequence of str
+        The names in ``exprs`` that are counts (of kept rows).
+    bads : dict of str to polars.Expr
+        The ``__bad__<column>`` counts: they cover **all** input rows, not only the kept
+        ones (a bad value anywhere is refused), summed on the first group.
+    source : RandomSource, optional
+        Default: secure.
+
+    Returns
+    -------
+    polars.DataFrame
+        The keys, ``__rows`` (kept rows), each part and each bad count, one row per group
+        with kept rows.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> lf = pl.LazyFrame({"pid": [1, 2, 2], "g": ["a", "a", "b"], "x": [1.0, 2.0, 3.0]})
+    >>> unit = PrivacyUnit("pid", max_rows=1, max_groups=2)
+    >>> out = bounded_grouped_parts(lf, unit, ["g"], {"s": pl.col("x").sum()}, [], {})
+    >>> out.sort("g")["s"].to_list(), out.sort("g")["__rows"].to_list()
+    ([3.0, 3.0], [2, 1])
+    """
+    keys = list(keys)
+    check_unit(frame.collect_schema(), unit, keys)
+    person, r = unit.person, unit.max_rows
+    sums = [n for n in exprs if n not in counts]
+    pairs = _pairs(
+        frame,
+        person,
+        keys,
+        [*[e.alias(n) for n, e in exprs.items() if n not in counts], *bads.values()],
+    )
+    bad_total = pairs.select([pl.col(b).sum() for b in bads]) if bads else None
+    rng = (source or RandomSource()).generator()
+    kept = _choose_groups(pairs.drop(list(bads)), person, keys, unit.max_groups, rng)
+    on = [person, *keys]
+    big = kept.filter(pl.col(_N) > r)
+    if big.height:
+        rows = _oversized_rows(frame, person, keys, big, r, rng)
+        fixed = rows.group_by(on).agg(e.alias(n) for n, e in exprs.items() if n in sums)
+        fixed = fixed.collect(engine="streaming")
+        kept = pl.concat(
+            [
+                kept.filter(pl.col(_N) <= r),
+                big.select([*on, _N]).join(fixed, on=on, nulls_equal=True).select(kept.columns),
+            ]
+        )
+    agg_exprs = [pl.col(_N).clip(upper_bound=r).sum().alias(ROWS)]
+    agg_exprs += [
+        pl.col(_N).clip(upper_bound=r).sum().cast(pl.Float64).alias(n)
+        if n in counts
+        else pl.col(n).sum()
+        for n in exprs
+    ]
+    out = kept.lazy().group_by(keys).agg(agg_exprs).collect() if keys else kept.select(agg_exprs)
+    if bad_total is not None:
+        # the bad counts of all rows, on the first group (finish_grouped sums them)
+        first = pl.int_range(pl.len()) == 0
+        out = out.with_columns(
+            pl.when(first)
+            .then(pl.lit(int(bad_total[b].item() or 0)))
+            .otherwise(0)
+            .cast(bad_total.schema[b])
+            .alias(b)
+            for b in bads
+        )
+    return out
