@@ -1,0 +1,152 @@
+"""Person-level releases and Gaussian noise through the release objects (issue 16).
+
+The sensitivities are brute-forced in tests/core/test_units.py and the bounding's laws in
+tests/engines/test_bounding.py; here the pieces are checked together: a grouped release
+under a person unit is charged the scaled sensitivity, its noise passes an empirical
+privacy audit for a person with ``max_rows`` rows in ``max_groups`` groups added or
+removed, and Gaussian counts charge rho on a zCDP budget only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpframe
+from dpframe.core.units import PrivacyUnit, count_sensitivity
+from dpframe.errors import InvalidParameterError
+from dpframe.mechanisms.statistics import count, plan_statistic
+
+MARGINS = pl.DataFrame({"ward": ["a", "b", "c"]})
+
+
+def _visits(seed: int = 0, people: int = 60) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    n = people * 5
+    return pl.DataFrame(
+        {
+            "patient": rng.integers(0, people, n),
+            "ward": rng.choice(["a", "b", "c"], n),
+            "cost": rng.uniform(0, 100, n),
+        }
+    )
+
+
+def test_a_person_level_release_bounds_each_person_and_charges_the_scaled_sensitivity():
+    acct = dpframe.Accountant(epsilon=2.0, unit="patient", max_rows=2, max_groups=2)
+    visits = _visits()
+    with acct:
+        release = dpframe.group_by(visits, "ward", margins=MARGINS).agg(
+            dpframe.agg.count(epsilon=0.5),
+            dpframe.agg.sum("cost", lower=0, upper=50, epsilon=0.5),
+        )
+        plan = release.summarize()
+        exact = release.exact_aggregates()
+        out = release.collect()
+    # substitute neighbours: 2 G R for counts, 2 G R M for sums
+    assert plan["sensitivity"].to_list() == [8.0, 400.0]
+    people = visits["patient"].n_unique()
+    assert exact["count:n"].sum() <= people * 2 * 2  # nobody keeps more than R rows in G groups
+    assert out.columns == ["ward", "count", "cost_sum"]  # the person column never leaves
+    entries = acct.ledger
+    assert {e.details["unit"] for e in entries} == {"patient"}
+    assert {(e.details["max_rows"], e.details["max_groups"]) for e in entries} == {(2, 2)}
+    assert acct.spent.epsilon == 1.0
+
+
+def test_a_person_ledger_refuses_a_release_of_rows_and_spends_nothing():
+    acct = dpframe.Accountant(epsilon=2.0, unit="patient")
+    with pytest.raises(InvalidParameterError, match="patient"):
+        dpframe.group_by(_visits(), "ward", margins=MARGINS, accountant=acct, unit="record").agg(
+            dpframe.agg.count(epsilon=0.5)
+        ).collect()
+    assert acct.ledger == ()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"unit": "ward"}, "group key"),
+        ({"unit": "patient", "sizes": "n"}, "public group sizes"),
+        ({"max_rows": 2}, "person identifier"),
+    ],
+)
+def test_person_level_declarations_that_cannot_hold_are_refused(kwargs, match):
+    margins = MARGINS.with_columns(n=pl.lit(100))
+    with pytest.raises(InvalidParameterError, match=match):
+        dpframe.group_by(_visits(), "ward", margins=margins, **kwargs).agg(
+            dpframe.agg.mean("cost", lower=0, upper=50, epsilon=0.5)
+        )
+
+
+def _audit(plan, base: np.ndarray, shifts: np.ndarray, runs: int, seed: int) -> float:
+    """A lower confidence bound on the privacy loss the plan's noise shows for the event
+    'the released total is at least t', between D (counts ``base``) and D' (``base`` plus
+    the added person's bounded contribution, ``shifts[i]`` in run i)."""
+    rng = np.random.default_rng(seed)
+    k = base.size
+    d0 = plan.draw({"count:n": np.tile(base, runs)}, rng)["count"].reshape(runs, k).sum(1)
+    d1 = plan.draw({"count:n": (base + shifts).ravel()}, rng)["count"].reshape(runs, k).sum(1)
+    worst = 0.0
+    for t in base.sum() + shifts[0].sum() + plan.scale * np.array([0.5, 1.0, 1.5, 2.0]):
+        p0, p1 = (d0 >= t).mean(), (d1 >= t).mean()
+        if min(p0, p1) * runs < 200:
+            continue
+        se = math.sqrt((1 - p0) / (p0 * runs) + (1 - p1) / (p1 * runs))  # delta method
+        worst = max(worst, math.log(p1 / p0) - 4 * se)
+    return worst
+
+
+def test_an_empirical_audit_of_the_person_level_count_finds_no_loss_above_epsilon():
+    """D' adds a person with 3 rows in each of 3 wards; bounded to R = 2 rows in G = 2
+    wards chosen at random, their kept rows add 2 to two random wards."""
+    eps, unit = 0.5, PrivacyUnit("patient", max_rows=2, max_groups=2)
+    runs = 200_000
+    rng = np.random.default_rng(7)
+    base = np.array([40.0, 25.0, 10.0])
+    chosen = np.argsort(rng.random((runs, 3)), axis=1)[:, :2]  # 2 of 3 wards, uniformly
+    shifts = np.zeros((runs, 3))
+    np.put_along_axis(shifts, chosen, 2.0, axis=1)
+    plan = plan_statistic(count(epsilon=eps), "add_remove", unit=unit)
+    assert plan.sensitivity == count_sensitivity(unit, "add_remove") == 4.0
+    assert _audit(plan, base, shifts, runs, seed=1) <= eps
+    # the audit can fail: calibrated for rows (sensitivity 1) the same person shows ~4 eps
+    rows = plan_statistic(count(epsilon=eps), "add_remove")
+    assert _audit(rows, base, shifts, runs, seed=2) > 1.5 * eps
+
+
+def test_gaussian_counts_charge_rho_on_a_zcdp_budget_and_are_refused_by_a_pure_one():
+    visits = _visits(1)
+    stats = [
+        dpframe.agg.count(mechanism="gaussian", rho=0.02),
+        dpframe.agg.sum("cost", lower=0, upper=50, mechanism="gaussian", rho=0.03),
+    ]
+    pure = dpframe.Accountant(epsilon=10.0, delta=1e-3)
+    with pytest.raises(InvalidParameterError, match=r"zCDP budget"):
+        dpframe.group_by(visits, "ward", margins=MARGINS, accountant=pure).agg(*stats).collect()
+    assert pure.ledger == ()
+    acct = dpframe.Accountant(rho=0.1, delta=1e-6)
+    release = dpframe.group_by(visits, "ward", margins=MARGINS, accountant=acct).agg(*stats)
+    summary = release.summarize()
+    assert summary["rho"].to_list() == [0.02, 0.03] and summary["epsilon"].to_list() == [0, 0]
+    release.collect()
+    assert acct.spent.rho == pytest.approx(0.05)
+    assert [e.details["rho"] for e in acct.ledger] == [0.02, 0.03]
+    assert 0 < acct.spent.epsilon < 10  # the (epsilon, delta) it implies, shown beside rho
+
+
+def test_gaussian_count_noise_has_the_calibrated_spread():
+    plan = plan_statistic(count(mechanism="gaussian", rho=0.5), "add_remove")
+    sigma = 1 / math.sqrt(2 * 0.5)  # l2 sensitivity 1 under add/remove
+    assert plan.scale == pytest.approx(sigma, rel=1e-6)
+    n = 100_000
+    noise = plan.draw({"count:n": np.full(n, 50.0)}, np.random.default_rng(3))["count"] - 50
+    assert np.array_equal(noise, np.round(noise))  # integer counts
+    var = noise.var()
+    # the variance of N_Z(0, 1) is a bit below 1; its estimate's standard error ~ sqrt(2/n)
+    from dpframe.mechanisms.gaussian import discrete_gaussian_variance
+
+    assert abs(var - discrete_gaussian_variance(sigma)) < 5 * math.sqrt(2 / n) * var
