@@ -41,7 +41,9 @@ def synthetic_survey(n: int = 200_000, seed: int = 20261122) -> pl.DataFrame:
 
     Columns: ``region`` (Enum of :data:`REGIONS`; nobody lives in "Islands"),
     ``age_band`` (Enum), ``age`` (18-90), ``income`` (log-normal, >= 0),
-    ``satisfaction`` and ``trust`` (0-10 scores).
+    ``satisfaction`` and ``trust`` (0-10 scores), ``household`` (an id shared by the 1-5
+    respondents of one household, all in one region: several rows per household, for
+    person-level releases).
 
     Examples
     --------
@@ -61,6 +63,15 @@ def synthetic_survey(n: int = 200_000, seed: int = 20261122) -> pl.DataFrame:
     income = np.round(rng.lognormal(10.2 + 0.006 * (age - 18), 0.6, size=n), 2)
     satisfaction = np.clip(np.round(rng.normal(6.5, 2.0, size=n)), 0, 10)
     trust = np.clip(np.round(0.5 * satisfaction + rng.normal(2.5, 1.8, size=n)), 0, 10)
+    # households: consecutive respondents of one region, 1 to 5 of them
+    order = np.argsort(region, kind="stable")
+    sizes = rng.choice(np.arange(1, 6), size=n, p=[0.3, 0.3, 0.2, 0.12, 0.08])
+    starts = np.cumsum(sizes) - sizes
+    first = np.zeros(n, dtype=bool)
+    first[starts[starts < n]] = True
+    first |= np.r_[True, region[order][1:] != region[order][:-1]]  # never across regions
+    household = np.empty(n, dtype=np.int64)
+    household[order] = np.cumsum(first) - 1
     return pl.DataFrame(
         {
             "region": pl.Series(region, dtype=pl.Enum(REGIONS)),
@@ -69,6 +80,7 @@ def synthetic_survey(n: int = 200_000, seed: int = 20261122) -> pl.DataFrame:
             "income": income,
             "satisfaction": satisfaction,
             "trust": trust,
+            "household": household,
         }
     )
 

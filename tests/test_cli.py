@@ -14,13 +14,20 @@ def test_demo_end_to_end(tmp_path):
     assert res.exit_code == 0, res.output
     assert "Plan" in res.output and "Ledger" in res.output and "DR-HA" in res.output
     released = out / "released"
-    for name in ("by_region", "microdata", "age_shares", "scores_cov"):
+    for name in ("by_region", "households", "microdata", "age_shares", "scores_cov"):
         assert (released / f"{name}.parquet").exists()
         assert (released / f"{name}.suite.json").exists()
         assert (released / f"{name}.validation.json").exists()
     assert not list(released.glob(".staging-*")) and not list(released.glob(".failed-*"))
     ledger = dpframe.Accountant.open(out / "ledger.db")
-    assert ledger.spent.epsilon == pytest.approx(1.8) and len(ledger.ledger) == 9
+    assert ledger.spent.epsilon == pytest.approx(2.0) and len(ledger.ledger) == 11
+    households = pl.read_parquet(released / "households.parquet")  # protects households
+    assert households.columns == ["region", "respondents", "income_total"]
+    assert households.height == 6 and "household" not in households.columns
+    prov = dpframe.read_provenance(released / "households.parquet")
+    assert {(e.details["unit"], e.details["max_rows"]) for e in prov.entries} == {("household", 3)}
+    sens = {e.details["statistic"]: e.details["sensitivity"] for e in prov.entries}
+    assert sens == {"count": 6.0, "sum": 900_000.0}  # 2 G R and 2 G R M, substitute
     grouped = pl.read_parquet(released / "by_region.parquet")
     assert grouped.height == 18  # 6 regions x 3 age bands, the empty "Islands" included
     assert grouped["income_mean"].is_between(0, 200_000).all()
@@ -60,7 +67,7 @@ def test_ledger_show(tmp_path):
     out = tmp_path / "demo"
     runner.invoke(app, ["demo", "--out", str(out), "--rows", "2000"])
     res = runner.invoke(app, ["ledger", "show", str(out / "ledger.db")])
-    assert res.exit_code == 0 and "spent epsilon=1.8" in res.output
+    assert res.exit_code == 0 and "spent epsilon=2" in res.output
     res = runner.invoke(app, ["ledger", "show", str(out / "released" / "by_region.parquet")])
     assert res.exit_code == 0 and "Provenance" in res.output
     res = runner.invoke(app, ["ledger", "show", str(out / "missing.json")])

@@ -60,13 +60,21 @@ class Context:
         """Release ``r``'s random source: secure, or derived from a seeded spec's seed."""
         return derived_source(self.seed, r.name)
 
-    def unit(self) -> dict[str, Any]:
-        """The spec's privacy unit, as the release objects take it (empty: one row is one
-        person)."""
+    def unit(self, r: Any = None) -> dict[str, Any]:
+        """Release ``r``'s privacy unit (its own, else the spec's), as the release objects
+        take it (empty: one row is one person)."""
         p = self.spec.privacy
-        if p.unit == "record":
+        own = getattr(r, "unit", None)
+        person = own or p.unit
+        if person == "record":
             return {}
-        return {"unit": p.unit, "max_rows": p.max_rows, "max_groups": p.max_groups}
+        rows = getattr(r, "max_rows", None)
+        groups = getattr(r, "max_groups", None)
+        return {
+            "unit": person,
+            "max_rows": p.max_rows if rows is None else rows,
+            "max_groups": p.max_groups if groups is None else groups,
+        }
 
 
 def statistic(s: StatisticSpec) -> Statistic:
@@ -147,7 +155,7 @@ def _build_grouped(ctx: Context, r: GroupedSpec) -> Release:
         accountant=ctx.accountant,
         seed=ctx.source(r),
         neighbours=ctx.spec.privacy.neighbours,
-        **ctx.unit(),
+        **ctx.unit(r),
     ).agg(*[statistic(s) for s in r.statistics])
 
 

@@ -289,6 +289,16 @@ class GroupedSpec(_Release):
     by: list[str] = Field(min_length=1)
     margins: str
     statistics: list[StatisticSpec] = Field(min_length=1)
+    unit: str | None = Field(
+        None,
+        min_length=1,
+        description="this release's person column, on a record ledger (a person-level "
+        "release also protects every row); default: the spec's [privacy] unit",
+    )
+    max_rows: Annotated[int | None, BeforeValidator(spec_field("max_rows", optional=True))] = None
+    max_groups: Annotated[int | None, BeforeValidator(spec_field("max_groups", optional=True))] = (
+        None
+    )
     nonnegative: bool = Field(
         True,
         description="clamp released counts (and sums of non-negative values) at 0: "
@@ -411,6 +421,14 @@ class Spec(_Model):
                         f"group sizes (margins.{r.margins}.sizes); without them means, "
                         "proportions and variances are ratios of noisy sums and counts"
                     )
+            if isinstance(r, GroupedSpec) and r.unit is not None:
+                if self.privacy.unit not in ("record", r.unit):
+                    raise ValueError(
+                        f"release {r.name!r}: unit {r.unit!r} differs from the ledger's person "
+                        f"column {self.privacy.unit!r}; leave it out to take the spec's"
+                    )
+                if r.unit == "record" and self.privacy.unit != "record":
+                    raise ValueError(f"release {r.name!r}: this ledger protects people")
             needs = None
             if isinstance(r, ProportionsSpec | CovarianceSpec):
                 needs = "dataset size"

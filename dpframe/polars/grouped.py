@@ -152,6 +152,7 @@ class GroupedRelease(Release):
     """A grouped release: summarize it for free, collect it once (charged once)."""
 
     kind = "grouped release"
+    person_level = True
 
     def __init__(self, grouping: GroupBy, statistics: list[Statistic]) -> None:
         super().__init__(
@@ -205,10 +206,14 @@ class GroupedRelease(Release):
         sources = [src for s in self.statistics for src in s.sources()]
         check_sources(schema, sources, "this grouped release")
         parts = [p for s in self.statistics for p in s.parts(g.sizes is not None)]
-        engine = self.engine
-        if not self.unit.is_record:  # each person's rows bounded, chosen at random
-            engine = engine.bounded(self.unit, g.keys, self.random)
-        agg = engine.grouped_parts(g.keys, parts, [c for c, _ in sources])
+        columns = [c for c, _ in sources]
+        if self.unit.is_record:
+            agg = self.engine.grouped_parts(g.keys, parts, columns)
+        elif hasattr(self.engine, "bounded_grouped_parts"):  # polars: bounded as it aggregates
+            agg = self.engine.bounded_grouped_parts(self.unit, g.keys, parts, columns, self.random)
+        else:  # each person's rows bounded (chosen at random), then aggregated
+            bounded = self.engine.bounded(self.unit, g.keys, self.random)
+            agg = bounded.grouped_parts(g.keys, parts, columns)
         return finish_grouped(
             agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
         )

@@ -97,6 +97,8 @@ class Release:
 
     #: what the release is, in messages and the ledger's note
     kind = "release"
+    #: whether the release bounds each person's contributions under a person unit
+    person_level = False
 
     def __init__(
         self,
@@ -118,6 +120,13 @@ class Release:
                 )
         self._neighbours = neighbours
         self.unit: PrivacyUnit = resolve_unit(unit, self.accountant)
+        if not self.unit.is_record and not self.person_level:
+            raise InvalidParameterError(
+                f"unit: a {self.kind} under a person unit ({self.unit.describe()}) is not "
+                "offered yet: it needs a public number of records (or, for PRAM, each "
+                "person's rows), which bounding makes private; release grouped counts and "
+                "sums with unit=... instead, or use a record ledger"
+            )
         self.random: RandomSource = as_source(seed)
         self._once = Once()
         self._steps: list[Step] | None = None

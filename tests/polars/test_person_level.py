@@ -150,3 +150,13 @@ def test_gaussian_count_noise_has_the_calibrated_spread():
     from dpframe.mechanisms.gaussian import discrete_gaussian_variance
 
     assert abs(var - discrete_gaussian_variance(sigma)) < 5 * math.sqrt(2 / n) * var
+
+
+def test_releases_that_need_a_public_size_are_refused_under_a_person_unit():
+    acct = dpframe.Accountant(epsilon=1.0, unit="patient")
+    frame = pl.DataFrame({"patient": [1, 1, 2], "x": [0.1, 0.5, 0.9], "y": [0.0, 1.0, 0.5]})
+    with pytest.raises(InvalidParameterError, match="covariance matrix under a person unit"):
+        dpframe.covariance_matrix(
+            frame, ["x", "y"], bounds=[(0, 1), (0, 1)], epsilon=0.5, n=3, accountant=acct
+        )
+    assert acct.ledger == ()
