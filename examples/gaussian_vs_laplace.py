@@ -59,7 +59,7 @@ def one_count(epsilon: float, delta: float, k: int) -> dict:
 
 def ks(quick: bool) -> list[int]:
     top = 64 if quick else 1000
-    out = sorted({int(round(10 ** (i / 20))) for i in range(0, 61)} | set(range(1, 41)))
+    out = sorted({round(10 ** (i / 20)) for i in range(0, 61)} | set(range(1, 41)))
     return [k for k in out if k <= top]
 
 
@@ -87,13 +87,23 @@ def plot(path: Path, rows: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (eps, delta), colour in zip(BUDGETS, ["C0", "C1"]):
+    for (eps, delta), colour in zip(BUDGETS, ["C0", "C1"], strict=True):
         sel = [r for r in rows if r["epsilon"] == eps]
         x = [r["k"] for r in sel]
-        ax.plot(x, [r["laplace_sd"] for r in sel], "--", color=colour,
-                label=f"Laplace, eps/k each (eps={eps:g})")
-        ax.plot(x, [r["gaussian_sd"] for r in sel], "-", color=colour,
-                label=f"Gaussian, rho/k each (eps={eps:g}, delta={delta:g})")
+        ax.plot(
+            x,
+            [r["laplace_sd"] for r in sel],
+            "--",
+            color=colour,
+            label=f"Laplace, eps/k each (eps={eps:g})",
+        )
+        ax.plot(
+            x,
+            [r["gaussian_sd"] for r in sel],
+            "-",
+            color=colour,
+            label=f"Gaussian, rho/k each (eps={eps:g}, delta={delta:g})",
+        )
         kc = crossover(eps, delta)
         ax.axvline(kc, color=colour, lw=0.6, ls=":")
     ax.set_xscale("log")
@@ -122,8 +132,20 @@ def main(argv: list[str] | None = None) -> dict:
     hist = []
     for eps in EPSILONS:
         r = one_count(eps, 1e-6, 1)
-        hist.append({key: r[key] for key in ("epsilon", "delta", "rho", "laplace_sd",
-                                             "gaussian_sd", "laplace_hw95", "gaussian_hw95")})
+        hist.append(
+            {
+                key: r[key]
+                for key in (
+                    "epsilon",
+                    "delta",
+                    "rho",
+                    "laplace_sd",
+                    "gaussian_sd",
+                    "laplace_hw95",
+                    "gaussian_hw95",
+                )
+            }
+        )
     write_csv(out / "gaussian_vs_laplace_histogram.csv", hist)
     plot(out / "gaussian_vs_laplace.png", rows)
 
@@ -131,19 +153,24 @@ def main(argv: list[str] | None = None) -> dict:
     for eps, delta in BUDGETS:
         kc = crossover(eps, delta)
         result["crossover"][(eps, delta)] = kc
-        print(f"eps={eps:g} delta={delta:g}: rho={rho_for(eps, delta):.6f}; "
-              f"Gaussian beats Laplace from k = {kc}")
+        print(
+            f"eps={eps:g} delta={delta:g}: rho={rho_for(eps, delta):.6f}; "
+            f"Gaussian beats Laplace from k = {kc}"
+        )
     print("\none of k counts (eps, delta) = (1, 1e-6): sd and 95% half-width")
     print(f"{'k':>5} {'lap_sd':>9} {'gau_sd':>9} {'lap_hw':>7} {'gau_hw':>7}")
     for k in [1, 2, 5, 10, 20, 50, 100]:
         r = one_count(1.0, 1e-6, k)
         result["table"].append(r)
-        print(f"{k:>5} {r['laplace_sd']:>9.2f} {r['gaussian_sd']:>9.2f} "
-              f"{r['laplace_hw95']:>7} {r['gaussian_hw95']:>7}")
+        print(
+            f"{k:>5} {r['laplace_sd']:>9.2f} {r['gaussian_sd']:>9.2f} "
+            f"{r['laplace_hw95']:>7} {r['gaussian_hw95']:>7}"
+        )
     print("\none histogram (parallel composition), delta = 1e-6: sd of a cell")
     print(f"{'eps':>5} {'rho':>9} {'lap_sd':>9} {'gau_sd':>9}")
     for r in hist:
-        print(f"{r['epsilon']:>5g} {r['rho']:>9.5f} {r['laplace_sd']:>9.3f} {r['gaussian_sd']:>9.3f}")
+        sds = f"{r['laplace_sd']:>9.3f} {r['gaussian_sd']:>9.3f}"
+        print(f"{r['epsilon']:>5g} {r['rho']:>9.5f} {sds}")
     return result
 
 
