@@ -21,7 +21,7 @@ RANK = {
     "version": 0,
     "core": 1,
     "mechanisms": 2,
-    "risk": 2,
+    "risk": 3,  # the noise laws of mechanisms
     "datasets": 2,
     "engines": 3,
     "polars": 4,

@@ -135,7 +135,7 @@ class ExprDP:
     def drha(
         self,
         *,
-        epsilon: float,
+        epsilon: float | None = None,
         levels: Sequence[Any] | None = None,
         delta: float | None = None,
         mechanism: str = "laplace",
@@ -145,6 +145,7 @@ class ExprDP:
         size_model: Any = None,
         scenario8: str = "conservative",
         method: str = "exact",
+        rho: float | None = None,
     ) -> pl.Expr:
         """Per-cell DR-HA in ``group_by(qids).agg(...)``; see :func:`dpframe.risk.frame.drha_expr`.
 
@@ -164,6 +165,7 @@ class ExprDP:
             size_model=size_model,
             scenario8=scenario8,
             method=method,
+            rho=rho,
         )
 
 
@@ -203,9 +205,14 @@ class _FrameDP:
         return proportions(self._frame, column, **kwargs)
 
     def drha(
-        self, *, qids: Sequence[str] | str, sensitive: str, epsilon: Any, **kwargs: Any
+        self,
+        *,
+        qids: Sequence[str] | str,
+        sensitive: str,
+        epsilon: Any = None,
+        **kwargs: Any,
     ) -> pl.DataFrame:
-        """DR-HA table for an ε grid; see :func:`dpframe.risk.frame.drha`.
+        """DR-HA table for an ε (or ρ, ``rho=``) grid; see :func:`dpframe.risk.frame.drha`.
 
         An assessment of the confidential data: spends no budget, not for publication.
         """

@@ -10,7 +10,8 @@ for the data owner -- they are labelled so.
 Layout (pure numpy kernels; polars adapters in :mod:`dpframe.risk.frame`):
 
 * :mod:`dpframe.risk.noise` -- the count mechanisms (Laplace, Gaussian (ε, δ)-DP,
-  Gaussian (ε, δ)-pDP, analytic Gaussian) and their noise CDFs;
+  Gaussian (ε, δ)-pDP, analytic Gaussian, and the discrete Gaussian of ρ-zCDP that
+  dpframe releases counts with) and their noise CDFs;
 * :mod:`dpframe.risk.measures` -- the five measures per cell (local, expected,
   shrinkage, marginal, marginal shrinkage), exact, plus the paper's closed forms;
 * :mod:`dpframe.risk.priors` -- empirical-Bayes Dirichlet hyperparameters and
@@ -22,7 +23,7 @@ Layout (pure numpy kernels; polars adapters in :mod:`dpframe.risk.frame`):
 """
 
 from dpframe.risk import choose, frame, measures, montecarlo, noise, priors
-from dpframe.risk.choose import EpsilonChoice, choose_epsilon, marginal_tvd
+from dpframe.risk.choose import EpsilonChoice, choose_epsilon, choose_rho, marginal_tvd
 from dpframe.risk.frame import ASSESSMENT, CellTable, cell_table, drha, drha_cells, drha_expr
 from dpframe.risk.measures import MEASURES, CellRisk, cell_risk
 from dpframe.risk.montecarlo import Simulation, simulate
@@ -41,6 +42,7 @@ __all__ = [
     "cell_table",
     "choose",
     "choose_epsilon",
+    "choose_rho",
     "dirichlet_eb",
     "drha",
     "drha_cells",

@@ -45,9 +45,9 @@ from dpframe.core.constraints import check_choice, check_real
 from dpframe.errors import InvalidParameterError
 from dpframe.risk.measures import ASSESSMENT, SCENARIO8, _check_counts
 from dpframe.risk.montecarlo import _CHUNK_ELEMENTS, _check_reps, _check_rng
-from dpframe.risk.noise import MECHANISMS, epsilon_grid, noise_scale, sample_noise
+from dpframe.risk.noise import MECHANISMS, ZCDP, epsilon_grid, noise_scale, sample_noise
 
-__all__ = ["DEFAULT_EPSILONS", "EpsilonChoice", "choose_epsilon", "marginal_tvd"]
+__all__ = ["DEFAULT_EPSILONS", "EpsilonChoice", "choose_epsilon", "choose_rho", "marginal_tvd"]
 
 DEFAULT_EPSILONS = np.logspace(-3, 2, 201)
 _SUBGRID = 17  # points per grid step when refining a crossing
@@ -100,6 +100,16 @@ class EpsilonChoice:
     interval: tuple[float, float] | None = None
     utility_curve: pl.DataFrame | None = None
     assessment: str = field(default=ASSESSMENT)
+    mechanism: str = "laplace"
+
+    @property
+    def rho(self) -> float:
+        """The chosen ρ (zCDP) of a discrete-Gaussian choice (:func:`choose_rho`)."""
+        if self.mechanism not in ZCDP:
+            raise InvalidParameterError(
+                f"this choice is for mechanism={self.mechanism!r}: its parameter is epsilon"
+            )
+        return self.epsilon
 
 
 # --------------------------------------------------------------------------- marginals
@@ -179,9 +189,14 @@ class _Marginals:
         done = 0
         while done < self.reps:
             c = min(self.chunk, self.reps - done)
-            z = sample_noise(self.mechanism, 1.0, (c, self.flat.size), gen)
+            discrete = self.mechanism in ZCDP
+            z = None if discrete else sample_noise(self.mechanism, 1.0, (c, self.flat.size), gen)
             for e, s in enumerate(scales):
-                released = np.maximum(self.flat + s * z, 0.0)  # (c, cells)
+                if discrete:  # integer noise, drawn for each sigma
+                    noise = sample_noise(self.mechanism, s, (c, self.flat.size), gen)
+                else:
+                    noise = s * z
+                released = np.maximum(self.flat + noise, 0.0)  # (c, cells)
                 tot = released.sum(axis=1)
                 marg = (self.agg @ released.T).T  # (c, G)
                 zero = tot <= 0
@@ -428,6 +443,45 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
+def choose_rho(
+    counts: npt.ArrayLike | None,
+    target_risk: float,
+    *,
+    rhos: npt.ArrayLike | None = None,
+    sensitivity: float = 1.0,
+    **options: Any,
+) -> EpsilonChoice:
+    """The largest ρ (zCDP) whose average DR-HA under the discrete Gaussian stays <=
+    ``target_risk``: :func:`choose_epsilon` with ``mechanism="discrete_gaussian"``.
+
+    ``rhos`` is the grid (default ``numpy.logspace(-3, 2, 201)``); the answer is the
+    result's ``rho`` (also in ``epsilon``, the field's generic name). ``sensitivity`` is
+    the table's l2 sensitivity (``table_sensitivity("discrete_gaussian", neighbours)``,
+    e.g. √2 under substitute). Other options as in :func:`choose_epsilon`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> counts = np.array([[4, 0], [0, 2], [7, 0], [1, 0]])
+    >>> ch = choose_rho(counts, 0.5, sensitivity=np.sqrt(2))
+    >>> ch.rho == ch.epsilon, ch.risk_at_epsilon <= 0.5
+    (True, True)
+    """
+    for bad in ("mechanism", "epsilons", "delta"):
+        if bad in options:
+            raise InvalidParameterError(
+                f"choose_rho is for the discrete Gaussian (rho-zCDP): it takes no {bad}="
+            )
+    return choose_epsilon(
+        counts,
+        target_risk,
+        mechanism="discrete_gaussian",
+        epsilons=rhos,
+        sensitivity=sensitivity,
+        **options,
+    )
+
+
 def choose_epsilon(
     counts: npt.ArrayLike | None,
     target_risk: float,
@@ -504,6 +558,9 @@ def choose_epsilon(
     >>> ch = choose_epsilon(counts, 0.5)
     >>> round(ch.epsilon, 3), ch.risk_at_epsilon <= 0.5, ch.monotone
     (0.504, True, True)
+
+    With ``mechanism="discrete_gaussian"`` the grid (``epsilons=``) and the answer are
+    ρ (zCDP) values (:func:`choose_rho` says so in its names).
     """
     check_choice("mechanism", mechanism, MECHANISMS)
     check_choice("scenario8", scenario8, SCENARIO8)
@@ -549,11 +606,13 @@ def choose_epsilon(
 
     a_val, sm_val = _prior_and_sizes(tab, measure, alpha, size_model)
 
+    param = "rho" if mechanism in ZCDP else "epsilon"
+
     def risk(eps: np.ndarray) -> np.ndarray:
         res = cell_risk(
             tab,
             mechanism=mechanism,
-            epsilon=np.asarray(eps, dtype=np.float64),
+            **{param: np.asarray(eps, dtype=np.float64)},
             delta=delta,
             sensitivity=sensitivity,
             measure=measure,
@@ -746,6 +805,7 @@ def choose_epsilon(
                         )
 
     return EpsilonChoice(
+        mechanism=mechanism,
         epsilon=float(eps_choice),
         target_risk=target,
         risk_at_epsilon=risk_at,

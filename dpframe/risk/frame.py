@@ -243,10 +243,12 @@ def _assess(
     a, sm = _prior_and_sizes(
         table.counts, measure, settings.pop("alpha"), settings.pop("size_model")
     )
+    from dpframe.risk.noise import ZCDP
+
     return cell_risk(
         table.counts,
         mechanism=mechanism,
-        epsilon=eps,
+        **{"rho" if mechanism in ZCDP else "epsilon": eps},
         delta=delta,
         sensitivity=_sensitivity(mechanism, sensitivity, neighbours, accountant),
         measure=measure,
@@ -267,7 +269,7 @@ def drha(
     qids: Sequence[str] | str,
     sensitive: str,
     *,
-    epsilon: Any,
+    epsilon: Any = None,
     delta: Any = None,
     mechanism: str | Sequence[str] = "laplace",
     measure: str | Sequence[str] = "local",
@@ -281,6 +283,7 @@ def drha(
     size_model: Any = "poisson",
     scenario8: str = "conservative",
     method: str = "exact",
+    rho: Any = None,
 ) -> pl.DataFrame:
     """DR-HA of a frame's frequency table for a grid of privacy parameters (tidy table).
 
@@ -294,7 +297,7 @@ def drha(
         For the Gaussian mechanisms (one row set per δ); ignored for Laplace.
     mechanism : str or list
         ``"laplace"``, ``"gaussian"`` ((ε, δ)-DP, ε < 1), ``"gaussian_pdp"``,
-        ``"analytic_gaussian"``.
+        ``"analytic_gaussian"``, ``"discrete_gaussian"`` (ρ-zCDP: takes ``rho``, no δ).
     measure : str or list
         ``"local"``, ``"expected"``, ``"shrinkage"``, ``"marginal"``,
         ``"marginal_shrinkage"`` (Definitions 6-10).
@@ -314,11 +317,15 @@ def drha(
         How a heterogeneous cell that turns homogeneous counts (see docs/drha.md).
     method : {"exact", "paper"}
         dpframe's exact values, or the paper's closed forms (corrected for general K).
+    rho : float or array_like, optional
+        The ρ (zCDP) grid of ``"discrete_gaussian"`` (required by it, refused without it).
 
     Returns
     -------
     polars.DataFrame
-        ``mechanism, measure, weighted, epsilon, delta, risk, exact, assessment``.
+        ``mechanism, measure, weighted, epsilon, delta, risk, exact, assessment``; with
+        ``"discrete_gaussian"`` also ``rho`` after ``epsilon`` (each row has one of the
+        two, the other null).
 
     Examples
     --------
@@ -328,9 +335,14 @@ def drha(
     >>> [(e, round(r, 4), x) for e, r, x in t.select("epsilon", "risk", "exact").rows()]
     [(0.1, 0.3977, False), (100.0, 0.5, False)]
     """
-    from dpframe.risk.noise import epsilon_grid
+    from dpframe.risk.noise import ZCDP, privacy_grid
 
-    eps = epsilon_grid(epsilon)
+    mechanisms = _as_list(mechanism)
+    zcdp = [m for m in mechanisms if m in ZCDP]
+    others = [m for m in mechanisms if m not in ZCDP]
+    # each mechanism family needs its own parameter; a stray one is refused
+    eps = privacy_grid(others[0], epsilon, None if zcdp else rho) if others else None
+    rhos = privacy_grid(zcdp[0], None if others else epsilon, rho) if zcdp else None
     weights = _as_list(weighted)
     if not weights or any(not isinstance(w, bool | np.bool_) for w in weights):
         raise InvalidParameterError(
@@ -338,14 +350,20 @@ def drha(
         )
     table = cell_table(frame, qids, sensitive, levels=levels, count=count)
     frames = []
-    for mech, meas in itertools.product(_as_list(mechanism), _as_list(measure)):
-        deltas = [None] if mech == "laplace" else _as_list(delta)
+    for mech, meas in itertools.product(mechanisms, _as_list(measure)):
+        deltas = [None] if mech == "laplace" or mech in ZCDP else _as_list(delta)
+        if mech in ZCDP and delta is not None:
+            raise InvalidParameterError(
+                f"the {mech} mechanism is rho-zCDP and needs no delta; assess it in a "
+                "separate call from the (epsilon, delta) Gaussians"
+            )
+        grid = rhos if mech in ZCDP else eps
         for d in deltas:
             res = _assess(
                 table,
                 mech,
                 meas,
-                eps,
+                grid,
                 d,
                 sensitivity,
                 neighbours,
@@ -355,6 +373,7 @@ def drha(
                 scenario8=scenario8,
                 method=method,
             )
+            nulls = pl.Series([None] * grid.size, dtype=pl.Float64)
             for w in weights:
                 frames.append(
                     pl.DataFrame(
@@ -362,8 +381,9 @@ def drha(
                             "mechanism": mech,
                             "measure": meas,
                             "weighted": bool(w),
-                            "epsilon": eps,
-                            "delta": pl.Series([d] * eps.size, dtype=pl.Float64),
+                            "epsilon": nulls if mech in ZCDP else grid,
+                            **({"rho": grid if mech in ZCDP else nulls} if zcdp else {}),
+                            "delta": pl.Series([d] * grid.size, dtype=pl.Float64),
                             "risk": res.average(bool(w)),
                             "exact": bool(res.all_exact),
                         }
@@ -377,7 +397,7 @@ def drha_cells(
     qids: Sequence[str] | str,
     sensitive: str,
     *,
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float | None = None,
     mechanism: str = "laplace",
     measure: str = "local",
@@ -390,6 +410,7 @@ def drha_cells(
     size_model: Any = "poisson",
     scenario8: str = "conservative",
     method: str = "exact",
+    rho: float | None = None,
 ) -> pl.DataFrame:
     """Per-cell DR-HA at one ε: the quasi-identifiers, ``n``, homogeneity, ``risk``, ``exact``.
 
@@ -400,11 +421,12 @@ def drha_cells(
     >>> drha_cells(df, "age", "y", epsilon=1.0, levels=["a", "b"]).columns
     ['age', 'n', 'homogeneous', 'risk', 'exact', 'assessment']
     """
-    from dpframe.risk.noise import epsilon_grid
+    from dpframe.risk.noise import privacy_grid
 
-    eps = epsilon_grid(epsilon)
+    eps = privacy_grid(mechanism, epsilon, rho)
     if eps.size != 1:
-        raise InvalidParameterError(f"epsilon must be one number here, got {epsilon!r}")
+        name = "epsilon" if rho is None else "rho"
+        raise InvalidParameterError(f"{name} must be one number here, got {eps.tolist()!r}")
     table = cell_table(frame, qids, sensitive, levels=levels, count=count)
     res = _assess(
         table,
@@ -432,7 +454,7 @@ def drha_cells(
 def drha_expr(
     expr: pl.Expr | str,
     *,
-    epsilon: float,
+    epsilon: float | None = None,
     levels: Sequence[Any] | None = None,
     delta: float | None = None,
     mechanism: str = "laplace",
@@ -442,13 +464,15 @@ def drha_expr(
     size_model: Any = None,
     scenario8: str = "conservative",
     method: str = "exact",
+    rho: float | None = None,
 ) -> pl.Expr:
     """Per-cell DR-HA as an aggregation: ``df.group_by(qids).agg(pl.col(y).dp.drha(...))``.
 
     Each group is one quasi-identifier cell; the expression counts its records per
     level of Y and returns the cell's risk at ``epsilon``. Table-level inputs cannot be
     seen from inside one group, so the shrinkage measures need ``alpha=`` (values) and
-    the marginal ones ``size_model=`` (a fitted model), given explicitly.
+    the marginal ones ``size_model=`` (a fitted model), given explicitly. The discrete
+    Gaussian takes ``rho=`` (one number) instead of ``epsilon``.
 
     Examples
     --------
@@ -460,14 +484,17 @@ def drha_expr(
     [0.6681, 0.4226]
     """
     from dpframe.risk.measures import MEASURES
-    from dpframe.risk.noise import noise_scale
+    from dpframe.risk.noise import ZCDP, noise_scale, privacy_grid
 
     if isinstance(expr, str):
         expr = pl.col(expr)
     check_choice("measure", measure, MEASURES)
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
-        raise InvalidParameterError(f"epsilon must be one number here, got {epsilon!r}")
-    noise_scale(mechanism, float(epsilon), delta, sensitivity)  # validate now
+    privacy_grid(mechanism, epsilon, rho)  # the right parameter for the mechanism
+    param = "rho" if mechanism in ZCDP else "epsilon"
+    value = rho if mechanism in ZCDP else epsilon
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidParameterError(f"{param} must be one number here, got {value!r}")
+    noise_scale(mechanism, float(value), delta, sensitivity)  # validate now
     if measure in ("shrinkage", "marginal_shrinkage") and (alpha is None or isinstance(alpha, str)):
         raise InvalidParameterError(
             f"measure={measure!r} per group needs alpha= values (a group cannot see the "
@@ -506,7 +533,7 @@ def drha_expr(
         res = cell_risk(
             counts,
             mechanism=mechanism,
-            epsilon=np.array([float(epsilon)]),
+            **{param: np.array([float(value)])},
             delta=delta,
             sensitivity=sensitivity,
             measure=measure,

@@ -97,9 +97,10 @@ from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.risk.noise import (
     GAUSSIANS,
     MECHANISMS,
+    ZCDP,
     absent_probability,
-    epsilon_grid,
     noise_scale,
+    privacy_grid,
 )
 
 __all__ = ["MEASURES", "METHODS", "SCENARIO8", "CellRisk", "cell_risk"]
@@ -581,7 +582,7 @@ def cell_risk(
     counts: npt.ArrayLike,
     *,
     mechanism: str,
-    epsilon: npt.ArrayLike,
+    epsilon: npt.ArrayLike | None = None,
     delta: float | None = None,
     sensitivity: float = 1.0,
     measure: str = "local",
@@ -589,6 +590,7 @@ def cell_risk(
     size_model: Any = None,
     scenario8: str = "conservative",
     method: str = "exact",
+    rho: npt.ArrayLike | None = None,
 ) -> CellRisk:
     """DR-HA of every cell of a frequency table after count sanitization, per ε.
 
@@ -598,10 +600,11 @@ def cell_risk(
         Non-negative integer counts (whole-number floats are accepted): row ``i`` a
         non-empty quasi-identifier cell, column ``k`` level ``k`` of Y (K >= 2, from the
         declared domain: columns of zeros are fine).
-    mechanism : {"laplace", "gaussian", "gaussian_pdp", "analytic_gaussian"}
+    mechanism : {"laplace", "gaussian", "gaussian_pdp", "analytic_gaussian", \
+"discrete_gaussian"}
         How each count is sanitized (:mod:`dpframe.risk.noise`).
     epsilon : float or array_like
-        The ε grid (> 0; below 1 for ``"gaussian"``).
+        The ε grid (> 0; below 1 for ``"gaussian"``); not for ``"discrete_gaussian"``.
     delta : float, optional
         For the Gaussians, in (0, 1); ``None`` for Laplace.
     sensitivity : float, default 1.0
@@ -622,7 +625,10 @@ def cell_risk(
         of its records that the attacker then gets right (eq. 7).
     method : {"exact", "paper"}
         Exact expectations, or the paper's closed forms (Theorems 1 and 3, corrected;
-        only with ``scenario8="conservative"``).
+        only with ``scenario8="conservative"``, not for the discrete Gaussian).
+    rho : float or array_like, optional
+        The ρ (zCDP) grid of ``"discrete_gaussian"``, in place of ``epsilon``; the
+        result's ``epsilon`` attribute then holds these ρ.
 
     Returns
     -------
@@ -658,8 +664,13 @@ def cell_risk(
             "method='paper' has no closed form for scenario8='records' (eq. 7): use "
             "method='exact', or scenario8='conservative' for the paper's bound"
         )
+    if method == "paper" and mechanism in ZCDP:
+        raise InvalidParameterError(
+            "method='paper' has closed forms for the continuous noises only; the discrete "
+            "Gaussian's risk is exact with method='exact'"
+        )
     table = _check_counts(counts)
-    eps = epsilon_grid(epsilon)
+    eps = privacy_grid(mechanism, epsilon, rho)
     scale = np.atleast_1d(noise_scale(mechanism, eps, delta, sensitivity)).astype(np.float64)
     a = _check_alpha(alpha, table.shape[1], measure)
     sm = _check_size_model(size_model, measure)

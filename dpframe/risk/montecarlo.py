@@ -50,7 +50,7 @@ import numpy.typing as npt
 from dpframe.core.constraints import check_choice
 from dpframe.errors import InvalidParameterError
 from dpframe.risk.measures import ASSESSMENT, SCENARIO8, _check_counts
-from dpframe.risk.noise import epsilon_grid, noise_scale, sample_noise
+from dpframe.risk.noise import ZCDP, noise_scale, privacy_grid, sample_noise
 
 __all__ = ["Simulation", "simulate"]
 
@@ -165,13 +165,14 @@ def simulate(
     counts: npt.ArrayLike,
     *,
     mechanism: str,
-    epsilon: npt.ArrayLike,
+    epsilon: npt.ArrayLike | None = None,
     delta: float | None = None,
     sensitivity: float = 1.0,
     reps: int = 1000,
     rng: np.random.Generator | int | None = None,
     scenario8: str = "conservative",
     progress: bool | None = None,
+    rho: npt.ArrayLike | None = None,
 ) -> Simulation:
     """Monte-Carlo local DR-HA of every cell of ``counts`` at each ε.
 
@@ -198,6 +199,10 @@ def simulate(
     progress : bool, optional
         Show a ``rich`` progress bar (on stderr). ``None`` shows it when the run is
         estimated to take more than about 2 s. It never changes the result.
+    rho : float or array_like, optional
+        The ρ grid of ``mechanism="discrete_gaussian"`` (in place of ``epsilon``). Its
+        noise is drawn exactly (integer ``N_Z(0, σ²)``, the release's law), afresh for
+        each ρ (no common random numbers), and a count is present when ``n + Z >= 1``.
 
     Returns
     -------
@@ -215,7 +220,7 @@ def simulate(
     True
     """
     table = _check_counts(counts)
-    eps = epsilon_grid(epsilon)
+    eps = privacy_grid(mechanism, epsilon, rho)
     scales = noise_scale(mechanism, eps, delta, sensitivity)
     n_reps = _check_reps(reps)
     check_choice("scenario8", scenario8, SCENARIO8)
@@ -254,9 +259,13 @@ def simulate(
         done = 0
         while done < n_reps:
             c = min(chunk, n_reps - done)
-            z = sample_noise(mechanism, 1.0, (n_levels, c, n_cells), gen)
+            discrete = mechanism in ZCDP
+            z = None if discrete else sample_noise(mechanism, 1.0, (n_levels, c, n_cells), gen)
             for e in range(n_eps):
                 s = scales[e]
+                if discrete:  # integer noise: z in count units, s = 1
+                    z = sample_noise(mechanism, s, (n_levels, c, n_cells), gen)
+                    s = 1.0
                 n_present = np.zeros((c, n_cells), dtype=np.int16)
                 n_held = np.zeros((c, n_cells), dtype=np.int16)
                 kept_share = np.zeros((c, n_cells)) if records else None
@@ -311,7 +320,7 @@ def simulate(
         homogeneous=homogeneous,
         reps=n_reps,
         mechanism=mechanism,
-        delta=None if mechanism == "laplace" else float(delta),  # type: ignore[arg-type]
+        delta=None if mechanism == "laplace" or mechanism in ZCDP else float(delta),  # type: ignore[arg-type]
         sensitivity=float(sensitivity),
         scenario8=scenario8,
     )

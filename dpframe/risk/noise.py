@@ -16,14 +16,25 @@ mechanism              scale                                          guarantee
 ``"analytic_gaussian"`` the smallest σ with                            (ε, δ)-DP, any ε
                        ``Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ``
                        (Balle & Wang 2018, Thm. 8)
+``"discrete_gaussian"`` ``σ = Δ2 / sqrt(2ρ)``: integer noise              ρ-zCDP (no δ)
+                       ``N_Z(0, σ²)``, the law dpframe releases counts
+                       with (``dpframe.agg.count(mechanism="gaussian")``)
 =====================  =============================================  ==================
+
+The discrete Gaussian's privacy parameter is ``ρ`` (zCDP), not ``ε``: the functions of
+this package take it as ``rho=`` (a number or a grid) where the others take ``epsilon=``
+(:func:`privacy_grid`). Its ``σ`` is the one the release uses, to the bit
+(:func:`dpframe.mechanisms.gaussian.calibrate_gaussian` on the unit grid), and its risk
+uses the exact discrete law: a count ``c`` is present when ``c + Z >= 1``.
 
 ``Δ`` is the table's sensitivity: the paper uses 1 (``sensitivity=1``); for a table of
 counts of records, one record changes the l1 norm by 2 and the l2 norm by ``√2`` under
 substitute neighbours, by 1 under add/remove (:func:`table_sensitivity`).
 
 This is an *assessment* module: it reads the confidential table and releases nothing,
-so the samplers here (for Monte-Carlo checks) are ordinary float samplers.
+so the samplers here (for Monte-Carlo checks) are ordinary float samplers -- except for
+the discrete Gaussian, whose Monte Carlo draws the exact integer law the release draws
+(:func:`dpframe.mechanisms.gaussian.sample_discrete_gaussian`, from a seedable generator).
 """
 
 from __future__ import annotations
@@ -36,17 +47,26 @@ import numpy.typing as npt
 
 from dpframe.core.constraints import check_choice
 from dpframe.errors import InvalidParameterError
+from dpframe.mechanisms.gaussian import (
+    calibrate_gaussian,
+    discrete_gaussian_cdf,
+    sample_discrete_gaussian,
+)
 
 __all__ = [
     "MECHANISMS",
     "absent_probability",
     "noise_scale",
+    "privacy_grid",
     "sample_noise",
     "table_sensitivity",
 ]
 
-MECHANISMS = ("laplace", "gaussian", "gaussian_pdp", "analytic_gaussian")
+MECHANISMS = ("laplace", "gaussian", "gaussian_pdp", "analytic_gaussian", "discrete_gaussian")
+#: the (ε, δ) Gaussians: they take a delta
 GAUSSIANS = ("gaussian", "gaussian_pdp", "analytic_gaussian")
+#: the mechanisms whose privacy parameter is ρ (zCDP) rather than ε
+ZCDP = ("discrete_gaussian",)
 
 
 def table_sensitivity(mechanism: str, neighbours: str) -> float:
@@ -89,7 +109,59 @@ def epsilon_grid(epsilon: npt.ArrayLike) -> np.ndarray:
     return np.atleast_1d(eps).copy()
 
 
+def privacy_grid(mechanism: str, epsilon: Any = None, rho: Any = None) -> np.ndarray:
+    """The privacy-parameter grid of ``mechanism``: ``rho`` for the discrete Gaussian
+    (ρ-zCDP), ``epsilon`` for the others; a clear error when the wrong one is given.
+
+    Examples
+    --------
+    >>> privacy_grid("discrete_gaussian", rho=[0.1, 1.0]).tolist()
+    [0.1, 1.0]
+    """
+    check_choice("mechanism", mechanism, MECHANISMS)
+    if mechanism in ZCDP:
+        if epsilon is not None:
+            raise InvalidParameterError(
+                f"the {mechanism} mechanism is calibrated by rho (zCDP), not epsilon: pass "
+                f"rho= (a number or a grid) instead of epsilon={epsilon!r}"
+            )
+        if rho is None:
+            raise InvalidParameterError(f"the {mechanism} mechanism needs rho= (zCDP, > 0)")
+        return _grid_of(rho, "rho")
+    if rho is not None:
+        raise InvalidParameterError(
+            f"rho= is the privacy parameter of mechanism='discrete_gaussian' (zCDP); the "
+            f"{mechanism} mechanism takes epsilon=, got rho={rho!r}"
+        )
+    if epsilon is None:
+        raise InvalidParameterError(f"the {mechanism} mechanism needs epsilon= (> 0)")
+    return epsilon_grid(epsilon)
+
+
+def _grid_of(value: Any, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"{name} must be a number or an array of numbers, got {value!r}"
+        ) from None
+    if arr.size == 0 or not np.isfinite(arr).all() or (arr <= 0).any():
+        raise InvalidParameterError(f"{name} must be finite and > 0, got {value!r}")
+    if arr.ndim > 1:
+        raise InvalidParameterError(
+            f"{name} must be a number or a 1-d grid of numbers, got shape {arr.shape}"
+        )
+    return np.atleast_1d(arr).copy()
+
+
 def _delta(mechanism: str, delta: Any) -> float:
+    if mechanism in ZCDP:
+        if delta is not None:
+            raise InvalidParameterError(
+                f"the {mechanism} mechanism is rho-zCDP and needs no delta: pass "
+                f"delta=None, got {delta!r}"
+            )
+        return 0.0
     if mechanism == "laplace":
         if delta not in (None, 0, 0.0):
             raise InvalidParameterError(
@@ -161,12 +233,37 @@ def noise_scale(
                 "as in the paper) or 'analytic_gaussian' (exact (epsilon, delta)-DP, any epsilon)"
             )
         return sens * math.sqrt(2.0 * math.log(1.25 / d)) / eps
+    if mechanism in ZCDP:
+        return _discrete_sigma(eps, sens)
     if mechanism == "gaussian_pdp":
         from scipy.special import ndtri
 
         z = float(ndtri(d / 2.0))
         return sens * (np.sqrt(z * z + 2.0 * eps) - z) / (2.0 * eps)
     return sens * _analytic_sigma_unit(eps, d)
+
+
+def _discrete_sigma(rho: np.ndarray, sensitivity: float) -> np.ndarray:
+    """``σ = Δ2 / sqrt(2ρ)`` as the count release calibrates it (``σ²`` rounded up to
+    ~40 bits on the unit grid); beyond the sampler's range, the formula itself."""
+    out = np.empty(rho.shape)
+    for i, r in np.ndenumerate(rho):
+        try:
+            cal = calibrate_gaussian(
+                sensitivity, rho=float(r), granularity=1.0, values_on_grid=True
+            )
+            out[i] = cal.sigma_units
+        except InvalidParameterError:
+            out[i] = sensitivity / math.sqrt(2.0 * float(r))
+    return out
+
+
+def _sigma2(sigma: float) -> tuple[int, int]:
+    """A rational ``σ²`` (numerator, denominator) for the exact sampler."""
+    from fractions import Fraction
+
+    f = Fraction(float(sigma) ** 2).limit_denominator(1 << 40)
+    return max(f.numerator, 1), f.denominator
 
 
 def _analytic_sigma_unit(eps: np.ndarray, delta: float) -> np.ndarray:
@@ -212,6 +309,14 @@ def absent_probability(mechanism: str, count: npt.ArrayLike, scale: npt.ArrayLik
     check_choice("mechanism", mechanism, MECHANISMS)
     x = 0.5 - np.asarray(count, dtype=np.float64)
     s = np.asarray(scale, dtype=np.float64)
+    if mechanism in ZCDP:
+        # integer noise Z: absent <=> c + Z < 0.5 <=> Z <= floor(0.5 - c) (the cdf floors)
+        bx, bs = np.broadcast_arrays(x, s)
+        out = np.empty(bx.shape)
+        for sigma in np.unique(bs):
+            at = bs == sigma
+            out[at] = discrete_gaussian_cdf(bx[at], float(sigma))
+        return out
     if mechanism == "laplace":
         z = x / s
         return np.where(
@@ -225,9 +330,18 @@ def absent_probability(mechanism: str, count: npt.ArrayLike, scale: npt.ArrayLik
 def sample_noise(
     mechanism: str, scale: npt.ArrayLike, size: tuple[int, ...], rng: np.random.Generator
 ) -> np.ndarray:
-    """Float noise of the given scale (for Monte-Carlo assessment only, never a release)."""
+    """Float noise of the given scale (for Monte-Carlo assessment only, never a release).
+
+    The discrete Gaussian's noise is integer and cannot be scaled: ``scale`` must then
+    be the one σ of the draw, and the draws are exact ``N_Z(0, σ²)`` (as float64).
+    """
     check_choice("mechanism", mechanism, MECHANISMS)
     s = np.asarray(scale, dtype=np.float64)
+    if mechanism in ZCDP:
+        if s.size != 1:
+            raise InvalidParameterError("discrete Gaussian noise is drawn for one sigma at a time")
+        num, den = _sigma2(float(s.reshape(-1)[0]))
+        return sample_discrete_gaussian(num, den, size=size, rng=rng).astype(np.float64)
     if mechanism == "laplace":
         return rng.laplace(0.0, 1.0, size=size) * s
     return rng.standard_normal(size=size) * s
