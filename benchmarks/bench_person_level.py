@@ -9,8 +9,13 @@ groups) in a Parquet file scanned lazily, this script times, alternately (best o
   for context: the one hash aggregation any exact person-level bounding needs;
 * fast:    ``PolarsEngine(lf).bounded_grouped_parts(unit, ["g"], parts, ["x"])`` -- the
   bounding plus the exact per-group parts a person-level release of a count and a
-  clipped sum needs (``dpframe.engines.bounding``: pairs, then a uniform choice of
-  groups per person by segmented minima of secure priorities);
+  clipped sum needs, by the compiled kernel (``dpframe.engines.bounding_kernel``: SipHash
+  priorities keyed from the secure source, a counting partition of the records by
+  person, then each person's smallest priorities in cache-sized buckets -- no sort, no
+  shuffle); what a person-level grouped release runs;
+* polars:  the same parts by polars alone (``bounded_grouped_parts(..., kernel=False)``:
+  the pairs aggregated, then a uniform choice by segmented minima) -- the path for keys
+  without integer codes (floats);
 * generic: ``PolarsEngine(lf).bounded(unit, ["g"]).grouped_parts(["g"], parts, ["x"])``
   -- the bounded rows, lazily, under the ordinary aggregation;
 
@@ -41,7 +46,8 @@ import numpy as np
 import polars as pl
 
 from dpframe.core.units import PrivacyUnit
-from dpframe.engines.polars import PolarsEngine
+from dpframe.engines.bounding import bounded_grouped_parts
+from dpframe.engines.polars import PolarsEngine, bad_values, part_values
 from dpframe.mechanisms.statistics import count
 from dpframe.mechanisms.statistics import sum as stat_sum
 
@@ -79,11 +85,24 @@ def paths(unit: PrivacyUnit) -> dict[str, Callable[[Path], pl.DataFrame]]:
     def fast(p: Path) -> pl.DataFrame:
         return PolarsEngine(pl.scan_parquet(p)).bounded_grouped_parts(unit, ["g"], PARTS, ["x"])
 
+    def polars_only(p: Path) -> pl.DataFrame:
+        eng = PolarsEngine(pl.scan_parquet(p))
+        values = {q.name: part_values(q) for q in PARTS if q.op == "sum"}
+        counts = [q.name for q in PARTS if q.op == "count"]
+        bads = {"__bad__x": bad_values("x", pl.Float64)}
+        return bounded_grouped_parts(eng.frame, unit, ["g"], values, counts, bads, kernel=False)
+
     def generic(p: Path) -> pl.DataFrame:
         eng = PolarsEngine(pl.scan_parquet(p)).bounded(unit, ["g"])
         return eng.grouped_parts(["g"], PARTS, ["x"])
 
-    return {"plain": plain, "pairs": pairs, "fast": fast, "generic": generic}
+    return {
+        "plain": plain,
+        "pairs": pairs,
+        "fast": fast,
+        "polars": polars_only,
+        "generic": generic,
+    }
 
 
 def main() -> None:

@@ -42,7 +42,15 @@ if TYPE_CHECKING:
     from dpframe.mechanisms.pram.plan import ArmedPram
     from dpframe.mechanisms.statistics import Operand, Part
 
-__all__ = ["PolarsEngine", "bad_values", "decode", "encode", "operand", "part_expr"]
+__all__ = [
+    "PolarsEngine",
+    "bad_values",
+    "decode",
+    "encode",
+    "operand",
+    "part_expr",
+    "part_values",
+]
 
 
 def operand(op: Operand) -> pl.Expr:
@@ -51,13 +59,18 @@ def operand(op: Operand) -> pl.Expr:
     return x if op.lower is None else x.clip(op.lower, op.upper)
 
 
+def part_values(part: Part) -> pl.Expr:
+    """The record-level values a ``sum`` part adds up (a clipped column, or a product)."""
+    x = operand(part.x)
+    return x if part.y is None else x * operand(part.y)
+
+
 def part_expr(part: Part) -> pl.Expr:
     """The polars aggregate of one exact part (:class:`dpframe.mechanisms.statistics.Part`)."""
     if part.op == "count":
         e = pl.len().cast(pl.Float64)
     elif part.op == "sum":
-        x = operand(part.x)
-        e = (x if part.y is None else x * operand(part.y)).sum()
+        e = part_values(part).sum()
     elif part.op == "mean":
         e = operand(part.x).mean()
     elif part.op == "var":
@@ -141,12 +154,10 @@ class PolarsEngine:
                 f"parts {wrong}: a person-level release is made of counts and sums only"
             )
         schema = self.schema()
-        exprs: dict[str, pl.Expr] = {}
-        for p in parts:
-            exprs.setdefault(p.name, part_expr(p))
-        counts = [p.name for p in parts if p.op == "count"]
+        values = {p.name: part_values(p) for p in parts if p.op == "sum"}
+        counts = list(dict.fromkeys(p.name for p in parts if p.op == "count"))
         bads = {f"{BAD_PREFIX}{c}": bad_values(c, schema[c]) for c in dict.fromkeys(sources)}
-        return bounded_grouped_parts(self.frame, unit, keys, exprs, counts, bads, source)
+        return bounded_grouped_parts(self.frame, unit, keys, values, counts, bads, source)
 
     def grouped_parts(
         self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]

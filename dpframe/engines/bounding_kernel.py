@@ -1,0 +1,372 @@
+"""Compiled kernels of person-level bounding: each person's kept rows in a few linear passes.
+
+The polars engine's fast path for a person-level grouped release
+(:func:`dpframe.engines.bounding.bounded_grouped_parts`) runs on integer codes: ``pc``, a
+person code per row (``0 <= pc < 2**36``), and ``gc``, a group code per row
+(``0 <= gc < 2**GROUP_BITS``). Nothing here sorts the records or shuffles them:
+
+1. **Pair priorities** (:func:`pair_priorities`, parallel): every row gets
+   ``q = (SipHash-1-3_key(pc, gc) with its low bits replaced by gc)``. SipHash is a keyed
+   pseudo-random function (the one CPython and Rust hash with); the 128-bit key is drawn
+   from the release's secure source, so the priorities of a person's distinct
+   ``(person, group)`` pairs are, to anyone without the key, independent uniform draws --
+   and every row of a pair gets the same priority. The low bits make two different pairs
+   of a person never tie (the cap below is exact, always); a tie of the random high bits
+   (probability at most ``2**-(64 - GROUP_BITS)`` per comparison) is broken by the group
+   code, which can bias the choice by that much and never the cap.
+2. **Partition by person** (:func:`partition`, a counting scatter by ``pc >> shift``): each
+   bucket holds every row of at most ``2**shift`` persons, so the per-person state of a
+   bucket fits in the CPU cache.
+3. **Choose** (:func:`choose`, parallel over buckets): in each bucket, each person keeps
+   the ``max_groups`` pairs of smallest priority (an insertion into ``max_groups`` sorted
+   slots per person), then the rows of each kept pair are counted. A row is marked
+   ``KEPT`` if its pair is kept and has at most ``max_rows`` rows, ``OVERSIZED`` if its
+   pair is kept but has more (a uniform ``max_rows``-subset of those rows is then drawn by
+   :func:`dpframe.engines.bounding.segment_sample` from the secure source), else
+   ``DROPPED``.
+4. **Sum** (:func:`group_sums`): the kept rows' values summed per group code.
+
+A person's kept rows depend on their own rows and the key only (never on the file order
+or on other persons), which is what makes the bounded release's sensitivity hold; the
+randomness only makes the choice uniform, so that what bounding drops is dropped evenly.
+
+numba compiles the kernels on first use (a few seconds, cached on disk afterwards);
+``import dpframe`` does not import this module (the polars engine imports it on the
+first person-level release).
+
+Examples
+--------
+>>> import numpy as np
+>>> from dpframe.engines.bounding_kernel import KEPT, bounded_sums
+>>> pid = np.array([0, 0, 0, 1], dtype=np.int64)
+>>> gid = np.array([0, 1, 2, 0], dtype=np.int64)
+>>> kept, sums, first, marks = bounded_sums(pid, gid, np.ones((1, 4)), (1, 2), 1, 1)
+>>> int((marks[:3] == KEPT).sum()), int(marks[3]), int(kept.sum()), float(sums.sum())
+(1, 1, 2, 2.0)
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+__all__ = [
+    "DROPPED",
+    "GROUP_BITS",
+    "KEPT",
+    "OVERSIZED",
+    "PERSON_BITS",
+    "bounded_sums",
+    "siphash13",
+]
+
+#: A row's mark: not kept (its pair is not among the person's kept groups).
+DROPPED = 0
+#: A row's mark: kept (its pair is kept and has at most ``max_rows`` rows).
+KEPT = 1
+#: A row's mark: its pair is kept but has more than ``max_rows`` rows.
+OVERSIZED = 2
+#: Group codes must be below ``2**GROUP_BITS`` (the rest of the priority is random bits).
+GROUP_BITS = 32
+#: Person codes must be below ``2**PERSON_BITS`` (the buckets' count array stays small).
+PERSON_BITS = 36
+#: Slots of per-person state per bucket (``2**_STATE_BITS`` 8-byte slots: 512 KiB).
+_STATE_BITS = 16
+
+_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@nb.njit(inline="always")
+def _rotl(x, b):
+    return (x << np.uint64(b)) | (x >> np.uint64(64 - b))
+
+
+@nb.njit(inline="always")
+def _sipround(v0, v1, v2, v3):
+    v0 += v1
+    v1 = _rotl(v1, 13)
+    v1 ^= v0
+    v0 = _rotl(v0, 32)
+    v2 += v3
+    v3 = _rotl(v3, 16)
+    v3 ^= v2
+    v0 += v3
+    v3 = _rotl(v3, 21)
+    v3 ^= v0
+    v2 += v1
+    v1 = _rotl(v1, 17)
+    v1 ^= v2
+    v2 = _rotl(v2, 32)
+    return v0, v1, v2, v3
+
+
+@nb.njit(inline="always")
+def _sip13(k0, k1, m0, m1):
+    # SipHash-1-3 of the 16-byte message m0 || m1 (little-endian words)
+    v0 = k0 ^ np.uint64(0x736F6D6570736575)
+    v1 = k1 ^ np.uint64(0x646F72616E646F6D)
+    v2 = k0 ^ np.uint64(0x6C7967656E657261)
+    v3 = k1 ^ np.uint64(0x7465646279746573)
+    v3 ^= m0
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0 ^= m0
+    v3 ^= m1
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0 ^= m1
+    last = np.uint64(16) << np.uint64(56)
+    v3 ^= last
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0 ^= last
+    v2 ^= np.uint64(0xFF)
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+@nb.njit(cache=True)
+def _siphash13_many(k0, k1, m0, m1):
+    out = np.empty(m0.size, dtype=np.uint64)
+    for i in range(m0.size):
+        out[i] = _sip13(k0, k1, m0[i], m1[i])
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _partition(pid, gid, values, p0, p1, g0, g1, k0, k1, gbits, shift, nchunks):
+    n = pid.size
+    nbuckets = ((p1 - p0) >> shift) + 1
+    step = (n + nchunks - 1) // nchunks
+    hist = np.zeros((nchunks, nbuckets), dtype=np.int64)
+    bad = np.zeros(nchunks, dtype=np.int64)
+    for c in nb.prange(nchunks):
+        for i in range(c * step, min(n, (c + 1) * step)):
+            p = pid[i]
+            g = gid[i]
+            if p < p0 or p > p1 or g < g0 or g > g1:
+                bad[c] += 1
+            else:
+                hist[c, (p - p0) >> shift] += 1
+    nbad = bad.sum()
+    if nbad:
+        return nbad, np.zeros(1, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64), values
+    off = np.zeros(nbuckets + 1, dtype=np.int64)
+    pos = np.empty((nchunks, nbuckets), dtype=np.int64)
+    at = 0
+    for b in range(nbuckets):
+        off[b] = at
+        for c in range(nchunks):
+            pos[c, b] = at
+            at += hist[c, b]
+    off[nbuckets] = at
+    qp = np.empty(n, dtype=np.uint64)
+    rows = np.empty(n, dtype=np.int64)  # (row << shift) | the person's index in its bucket
+    vp = np.empty(values.shape, dtype=np.float64)
+    low = (np.int64(1) << shift) - 1
+    glow = (np.uint64(1) << np.uint64(gbits)) - np.uint64(1)
+    for c in nb.prange(nchunks):
+        for i in range(c * step, min(n, (c + 1) * step)):
+            p = pid[i] - p0
+            b = p >> shift
+            t = pos[c, b]
+            g = np.uint64(gid[i] - g0)
+            qp[t] = (_sip13(k0, k1, np.uint64(p), g) & ~glow) | g
+            rows[t] = (np.int64(i) << shift) | (p & low)
+            for v in range(values.shape[0]):
+                vp[v, t] = values[v, i]
+            pos[c, b] = t + 1
+    return 0, off, qp, rows, vp
+
+
+@nb.njit(cache=True, parallel=True)
+def _choose(qp, rows, off, shift, k, r, gbits, values, ngroups, nchunks, marks):
+    nbuckets = off.size - 1
+    per = np.int64(1) << shift
+    low = per - 1
+    glow = (np.uint64(1) << np.uint64(gbits)) - np.uint64(1)
+    m = values.shape[0]
+    sums = np.zeros((nchunks, ngroups, m), dtype=np.float64)
+    kept = np.zeros((nchunks, ngroups), dtype=np.int64)
+    first = np.full((nchunks, ngroups), np.iinfo(np.int64).max, dtype=np.int64)
+    for c in nb.prange(nchunks):
+        slots = np.full(per * k, _MAX, dtype=np.uint64)
+        cnt = np.zeros(per * k, dtype=np.int32)
+        for b in range(c, nbuckets, nchunks):
+            lo = off[b]
+            hi = off[b + 1]
+            if lo == hi:
+                continue
+            # one pass: the k smallest priorities of each person, and the rows of each.
+            # A pair enters the slots at its first row or never (slots[k - 1] only
+            # decreases), so a pair still in the slots at the end has all its rows counted.
+            for t in range(lo, hi):
+                h = qp[t]
+                o = (rows[t] & low) * k
+                if h > slots[o + k - 1]:
+                    continue
+                j = 0
+                while slots[o + j] < h:
+                    j += 1
+                if slots[o + j] == h:
+                    cnt[o + j] += 1
+                    continue
+                for i in range(k - 1, j, -1):
+                    slots[o + i] = slots[o + i - 1]
+                    cnt[o + i] = cnt[o + i - 1]
+                slots[o + j] = h
+                cnt[o + j] = 1
+            # the kept rows: summed into their group; an oversized pair's rows marked
+            for t in range(lo, hi):
+                h = qp[t]
+                o = (rows[t] & low) * k
+                if h > slots[o + k - 1]:
+                    continue
+                j = 0
+                while slots[o + j] < h:
+                    j += 1
+                if slots[o + j] != h:
+                    continue
+                i = rows[t] >> shift
+                if cnt[o + j] > r:
+                    marks[i] = 2
+                    continue
+                marks[i] = 1
+                g = np.int64(h & glow)
+                kept[c, g] += 1
+                if i < first[c, g]:
+                    first[c, g] = i
+                for v in range(m):
+                    sums[c, g, v] += values[v, t]
+            if hi - lo >= per:  # reset the state this bucket used
+                slots[:] = _MAX
+                cnt[:] = 0
+            else:
+                for t in range(lo, hi):
+                    o = (rows[t] & low) * k
+                    for j in range(k):
+                        slots[o + j] = _MAX
+                        cnt[o + j] = 0
+    out_sums = np.zeros((ngroups, m), dtype=np.float64)
+    out_kept = np.zeros(ngroups, dtype=np.int64)
+    out_first = np.full(ngroups, -1, dtype=np.int64)
+    for g in range(ngroups):
+        f = np.iinfo(np.int64).max
+        for c in range(nchunks):
+            out_kept[g] += kept[c, g]
+            f = min(f, first[c, g])
+            for v in range(m):
+                out_sums[g, v] += sums[c, g, v]
+        if out_kept[g]:
+            out_first[g] = f
+    return out_kept, out_sums, out_first
+
+
+def siphash13(key: tuple[int, int], m0: np.ndarray, m1: np.ndarray) -> np.ndarray:
+    """SipHash-1-3 of each 16-byte message ``m0[i] || m1[i]`` (64-bit little-endian words)
+    under the 128-bit key ``(k0, k1)``: the pseudo-random function of the pair priorities
+    (exposed to be checked against a reference implementation).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> h = siphash13((0, 0), np.zeros(2, np.uint64), np.array([0, 1], np.uint64))
+    >>> h.dtype.name, bool(h[0] != h[1])
+    ('uint64', True)
+    """
+    k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
+    m0 = np.ascontiguousarray(m0, dtype=np.uint64)
+    m1 = np.ascontiguousarray(m1, dtype=np.uint64)
+    return _siphash13_many(k0, k1, m0, m1)
+
+
+def _range(codes: np.ndarray, given: tuple[int, int] | None) -> tuple[int, int]:
+    if given is not None:
+        return int(given[0]), int(given[1])
+    return (int(codes.min()), int(codes.max())) if codes.size else (0, 0)
+
+
+def bounded_sums(
+    pid: np.ndarray,
+    gid: np.ndarray,
+    values: np.ndarray,
+    key: tuple[int, int],
+    max_groups: int,
+    max_rows: int,
+    person_range: tuple[int, int] | None = None,
+    group_range: tuple[int, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bound each person's rows and sum the kept ones per group.
+
+    Parameters
+    ----------
+    pid : numpy.ndarray of int64
+        The person of each row, as an integer.
+    gid : numpy.ndarray of int64
+        The group of each row, as an integer (all equal: one group).
+    values : numpy.ndarray of float64, shape (m, n)
+        ``m`` value columns to sum (``m`` may be 0), one row each.
+    key : tuple of two ints
+        The 128-bit SipHash key (two 64-bit words), fresh from the secure source.
+    max_groups, max_rows : int
+        The unit's bounds.
+    person_range, group_range : tuple of two ints, optional
+        The least and greatest ``pid`` (``gid``), if known (else computed); a value
+        outside raises ``ValueError``. ``pid`` may span fewer than ``2**PERSON_BITS``
+        integers, ``gid`` fewer than ``2**GROUP_BITS``.
+
+    Returns
+    -------
+    kept, sums, first, marks : numpy.ndarray
+        Indexed by ``gid - group_range[0]``: the number of kept rows, the sums of the
+        values (shape (groups, m)) and the first kept row (-1: none) -- over the pairs
+        with at most ``max_rows`` rows; and each row's mark (:data:`KEPT`,
+        :data:`OVERSIZED` -- a kept pair with more rows, **not** summed: draw its rows
+        and add them -- or :data:`DROPPED`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pid = np.array([0, 0, 0, 1, 1, 1], dtype=np.int64)
+    >>> gid = np.array([0, 1, 2, 0, 0, 0], dtype=np.int64)
+    >>> kept, sums, first, marks = bounded_sums(pid, gid, np.ones((0, 6)), (1, 2), 1, 2)
+    >>> int(kept.sum()), marks[3:].tolist()  # person 1: one pair of 3 rows, oversized
+    (1, [2, 2, 2])
+    """
+    pid = np.ascontiguousarray(pid, dtype=np.int64)
+    gid = np.ascontiguousarray(gid, dtype=np.int64)
+    n = pid.size
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if values.ndim != 2 or values.shape[1] != n:
+        raise ValueError(f"values must have shape (m, {n}), got {values.shape}")
+    p0, p1 = _range(pid, person_range)
+    g0, g1 = _range(gid, group_range)
+    if p1 - p0 >= 2**PERSON_BITS:
+        raise ValueError(f"the persons span more than 2**{PERSON_BITS} integers")
+    if g1 - g0 >= 2**GROUP_BITS:
+        raise ValueError(f"the groups span more than 2**{GROUP_BITS} integers")
+    ngroups = g1 - g0 + 1
+    marks = np.zeros(n, dtype=np.uint8)
+    if n == 0:
+        return (
+            np.zeros(ngroups, np.int64),
+            np.zeros((ngroups, values.shape[0])),
+            np.full(ngroups, -1, np.int64),
+            marks,
+        )
+    k = int(max_groups)
+    gbits = max(1, (g1 - g0).bit_length())
+    shift = max(0, _STATE_BITS - max(0, (k - 1).bit_length()))
+    shift = min(shift, max(1, (p1 - p0).bit_length()))
+    k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
+    nchunks = max(1, min(16, n // 65536))
+    nbad, off, qp, rows, vp = _partition(
+        pid, gid, values, p0, p1, g0, g1, k0, k1, gbits, shift, nchunks
+    )
+    if nbad:
+        raise ValueError("a person or group value lies outside the given range")
+    del values
+    threads = max(1, min(nb.get_num_threads(), off.size - 1))
+    kept, sums, first = _choose(
+        qp, rows, off, shift, k, int(max_rows), gbits, vp, ngroups, threads, marks
+    )
+    return kept, sums, first, marks

@@ -1,0 +1,227 @@
+"""The compiled bounding kernel: SipHash against CPython's, exact caps, uniform laws,
+stability (a person's rows never change another's), and the same parts as the polars path."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from dpframe.core.randomness import RandomSource
+from dpframe.core.units import PrivacyUnit
+from dpframe.engines import bounding_kernel as bk
+from dpframe.engines.bounding import bounded_grouped_parts
+
+P_MIN = 1e-4  # a law test fails only if its p-value is below this
+KEY = (0x0123456789ABCDEF, 0xFEDCBA9876543210)
+
+
+def _seeded(seed: int) -> RandomSource:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return RandomSource(seed=seed)
+
+
+def test_siphash13_matches_cpython():
+    """CPython hashes bytes with SipHash-1-3; with PYTHONHASHSEED=0 its key is zero."""
+    rng = np.random.default_rng(0)
+    m0 = rng.integers(0, 2**64, 50, dtype=np.uint64)
+    m1 = rng.integers(0, 2**64, 50, dtype=np.uint64)
+    ours = bk.siphash13((0, 0), m0, m1)
+    data = [
+        int(a).to_bytes(8, "little") + int(b).to_bytes(8, "little")
+        for a, b in zip(m0, m1, strict=True)
+    ]
+    code = (
+        "import sys; print(sys.hash_info.algorithm); "
+        "[print(hash(bytes.fromhex(x)) % 2**64) for x in sys.argv[1:]]"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, *[d.hex() for d in data]],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout.split()
+    if out[0] != "siphash13":
+        pytest.skip(f"this Python hashes with {out[0]}")
+    ref = [int(v) for v in out[1:]]
+    # CPython maps a hash of -1 to -2; no such value among these
+    assert [int(h) for h in ours] == ref
+
+
+def _data(n=30_000, people=2_000, groups=25, seed=0):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.integers(0, people, n).astype(np.int64),
+        rng.integers(0, groups, n).astype(np.int64),
+        rng.uniform(-2, 12, n),
+    )
+
+
+@pytest.mark.parametrize(("k", "r"), [(1, 1), (3, 2), (2, 12), (40, 1)])
+def test_caps_hold_exactly_and_sums_are_the_kept_rows(k, r):
+    pid, gid, x = _data()
+    kept, sums, first, marks = bk.bounded_sums(pid, gid, x[None, :], KEY, k, r)
+    df = pl.DataFrame({"pid": pid, "g": gid, "x": x, "m": marks})
+    chosen = df.filter(pl.col("m") > 0)
+    assert chosen.group_by("pid").agg(pl.col("g").n_unique())["g"].max() <= k
+    on = df.filter(pl.col("m") == bk.KEPT)
+    assert on.group_by("pid", "g").len()["len"].max() <= r
+    # an oversized pair is one with more than r rows, and all its rows are marked so
+    big = chosen.filter(pl.col("m") == bk.OVERSIZED).group_by("pid", "g").len()
+    assert big.height == 0 or big["len"].min() > r
+    per = on.group_by("g").agg(pl.len(), pl.col("x").sum()).sort("g")
+    g = per["g"].to_numpy()
+    assert kept[g].tolist() == per["len"].to_list()
+    assert np.allclose(sums[g, 0], per["x"].to_numpy())
+    assert kept.sum() == on.height
+    # a group's first kept row is a kept row of that group
+    assert all(marks[first[i]] == bk.KEPT and gid[first[i]] == i for i in g)
+    # a person with at most k groups keeps all of them
+    few = df.group_by("pid").agg(pl.col("g").n_unique().alias("n")).filter(pl.col("n") <= k)
+    mine = df.join(few, on="pid")
+    assert (mine["m"] > 0).all()
+
+
+def test_stability_a_person_changes_only_their_own_rows():
+    """The property the sensitivities rest on: adding a person (any rows) leaves every
+    other person's kept rows as they were (same key)."""
+    pid, gid, x = _data(5_000, people=300)
+    base = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 1)[3]
+    rng = np.random.default_rng(9)
+    extra = rng.integers(0, 25, 40)  # a person with 40 rows in many groups
+    pid2 = np.concatenate([pid[:100], np.full(40, 10_000), pid[100:]])
+    gid2 = np.concatenate([gid[:100], extra, gid[100:]])
+    x2 = np.concatenate([x[:100], np.zeros(40), x[100:]])
+    marks = bk.bounded_sums(pid2, gid2, x2[None, :], KEY, 2, 1)[3]
+    assert np.array_equal(np.delete(marks, np.arange(100, 140)), base)
+
+
+def test_groups_chosen_uniformly_and_independently_of_file_order():
+    people, m = 6_000, 4
+    pid = np.repeat(np.arange(people), m)
+    gid = np.tile(np.arange(m), people)
+    for order in (np.arange(pid.size), np.random.default_rng(3).permutation(pid.size)):
+        kept = bk.bounded_sums(pid[order], gid[order], np.zeros((0, pid.size)), KEY, 1, 1)[0]
+        assert kept.sum() == people
+        assert stats.chisquare(kept).pvalue > P_MIN
+    # two of four: each of the 6 pairs of groups equally likely
+    kept, _, _, marks = bk.bounded_sums(pid, gid, np.zeros((0, pid.size)), (5, 6), 2, 1)
+    chosen = marks.reshape(people, m) > 0
+    assert (chosen.sum(axis=1) == 2).all()
+    code = chosen @ (1 << np.arange(m))
+    counts = np.unique(code, return_counts=True)[1]
+    assert counts.size == 6 and stats.chisquare(counts).pvalue > P_MIN
+
+
+def _positions(people: int, m: int, groups: int, shuffle: bool) -> pl.DataFrame:
+    j = np.tile(np.arange(m), people)
+    df = pl.DataFrame({"pid": np.repeat(np.arange(people), m), "j": j, "g": j % groups})
+    return df.sample(fraction=1.0, shuffle=True, seed=5) if shuffle else df
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_rows_and_groups_uniform_through_the_release_path(shuffle):
+    """3 groups of 3 rows, keep 2 groups x 1 row: each of the 9 positions with probability
+    2/9, whatever the file order (the oversized pairs' rows come from segment_sample)."""
+    people = 3_000
+    df = _positions(people, 9, 3, shuffle)
+    values = {f"at{j}": (pl.col("j") == j).cast(pl.Float64) for j in range(9)}
+    unit = PrivacyUnit("pid", max_rows=1, max_groups=2)
+    out = bounded_grouped_parts(df.lazy(), unit, ["g"], values, ["n"], {}, _seeded(1))
+    assert out["n"].sum() == 2 * people and out.height == 3
+    per = np.array([out[f"at{j}"].sum() for j in range(9)])
+    assert per.sum() == 2 * people
+    assert stats.chisquare(per).pvalue > P_MIN
+
+
+def _same(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> None:
+    if keys:
+        a, b = a.sort(keys, nulls_last=True), b.sort(keys, nulls_last=True)
+    assert a.columns == b.columns and a.height == b.height
+    assert a.schema == b.schema
+    for c in a.columns:
+        if c in keys:
+            assert a[c].to_list() == b[c].to_list(), c
+        else:
+            assert np.allclose(a[c].to_numpy(), b[c].to_numpy()), c
+
+
+KEY_COLUMNS = {
+    "s": pl.Series(["a", "b", None, "c", "b", "a"] * 50),
+    "cat": pl.Series(["u", "v", "w", "u", "v", "u"] * 50, dtype=pl.Categorical),
+    "enum": pl.Series(["x", "y", "x", "y", "x", "x"] * 50, dtype=pl.Enum(["y", "x"])),
+    "b": pl.Series([True, False, None, True, True, False] * 50),
+    "d": pl.Series([dt.date(2020, 1, i) for i in (1, 2, 3, 1, 2, 9)] * 50),
+    "i8": pl.Series([-3, 5, -3, 7, None, 5] * 50, dtype=pl.Int8),
+    "u64": pl.Series([2**64 - 1, 0, 2**63, 1, 0, 2**64 - 1] * 50, dtype=pl.UInt64),
+    "f": pl.Series([0.5, 1.5, 0.5, 2.5, 1.5, 0.5] * 50),  # not encodable: the polars path
+}
+
+
+@pytest.mark.parametrize(
+    "keys", [["s"], ["cat"], ["enum"], ["b"], ["d"], ["i8"], ["u64"], ["f"], ["s", "b", "i8"]]
+)
+@pytest.mark.parametrize("person", ["int", "str", "sparse"])
+def test_kernel_and_polars_paths_agree_when_nothing_is_dropped(keys, person):
+    n = 300
+    rng = np.random.default_rng(1)
+    people = rng.integers(0, 40, n)
+    pids = {
+        "int": pl.Series(people),
+        "str": pl.Series([f"p{p}" for p in people]),
+        "sparse": pl.Series(people * 10**15),  # spans more than 2**36: the polars path
+    }
+    df = pl.DataFrame({"pid": pids[person], **KEY_COLUMNS, "x": rng.uniform(0, 10, n)})
+    unit = PrivacyUnit("pid", max_rows=n, max_groups=n)
+    values = {"s_x": pl.col("x"), "sq": pl.col("x") ** 2}
+    bads = {"__bad__x": pl.col("x").is_nan().sum().alias("__bad__x")}
+    args = (df.lazy(), unit, keys, values, ["c"], bads, _seeded(2))
+    fast = bounded_grouped_parts(*args)
+    slow = bounded_grouped_parts(*args, kernel=False)
+    _same(fast, slow, keys)
+
+
+def test_caps_through_the_release_path_with_string_keys_and_nulls():
+    rng = np.random.default_rng(4)
+    n = 20_000
+    df = pl.DataFrame(
+        {
+            "pid": rng.integers(0, 500, n).astype(str),
+            "g": pl.Series(rng.choice(["a", "b", "c", "d", None], n)),
+            "h": rng.integers(0, 3, n),
+        }
+    )
+    unit = PrivacyUnit("pid", max_rows=2, max_groups=3)
+    out = bounded_grouped_parts(df.lazy(), unit, ["g", "h"], {}, ["c"], {}, _seeded(3))
+    # every person keeps at most 3 pairs of at most 2 rows, and exactly min(n_pair, 2)
+    # rows of each kept pair: at most 6 rows a person, at least min(groups, 3) rows
+    pairs = df.group_by("pid", "g", "h").len()
+    per = pairs.group_by("pid").agg(pl.len().alias("k"))
+    assert out["c"].sum() <= 6 * per.height
+    assert out["c"].sum() >= per["k"].clip(upper_bound=3).sum()
+    assert out.height == pairs.select("g", "h").unique().height
+
+
+def test_empty_frame():
+    df = pl.DataFrame({"pid": pl.Series([], dtype=pl.Int64), "g": pl.Series([], dtype=pl.Utf8)})
+    unit = PrivacyUnit("pid", max_rows=1, max_groups=1)
+    out = bounded_grouped_parts(df.lazy(), unit, ["g"], {}, ["c"], {}, _seeded(1))
+    assert out.height == 0
+    out = bounded_grouped_parts(df.lazy(), unit, [], {}, ["c"], {}, _seeded(1))
+    assert out["c"].to_list() == [0.0]
+
+
+def test_out_of_range_codes_are_refused_not_written():
+    pid = np.array([0, 1, 5], dtype=np.int64)
+    with pytest.raises(ValueError, match="outside"):
+        bk.bounded_sums(pid, np.zeros(3, np.int64), np.zeros((0, 3)), KEY, 1, 1, (0, 2), (0, 0))
