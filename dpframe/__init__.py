@@ -43,7 +43,13 @@ from dpframe.errors import (
 )
 from dpframe.mechanisms import statistics as agg
 from dpframe.polars import pram
-from dpframe.polars.column import ColumnRelease, laplace, pending_releases, truncated_laplace
+from dpframe.polars.column import (
+    ColumnRelease,
+    gaussian,
+    laplace,
+    pending_releases,
+    truncated_laplace,
+)
 from dpframe.polars.frame import (
     CovarianceMatrixRelease,
     ProportionsRelease,
@@ -105,6 +111,7 @@ __all__ = [
     "covariance_matrix",
     "current_accountant",
     "expectations",
+    "gaussian",
     "group_by",
     "laplace",
     "last_run",

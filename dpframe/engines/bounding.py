@@ -382,44 +382,57 @@ def _kernel_parts(
     ).row(0, named=True)
     if stats["__code0_nulls"]:
         raise null_person_error(person)
-    # the group code: the keys' codes in mixed radix, a null its own code
-    gid = pl.lit(0, dtype=pl.Int64)
-    span = 1
-    for i in range(1, len(keys) + 1):
-        c = f"__code{i}"
-        lo = stats[f"{c}_lo"] or 0
-        hi = stats[f"{c}_hi"] if stats[f"{c}_hi"] is not None else lo - 1
-        width = hi - lo + 1 + (1 if stats[f"{c}_nulls"] else 0)
-        gid = gid * width + (pl.col(c) - lo).fill_null(width - 1)
-        span *= max(width, 1)
-    if span > 2**bk.GROUP_BITS or (
-        df.height and (stats["__code0_hi"] - stats["__code0_lo"]) >= 2**bk.PERSON_BITS
-    ):
-        return _polars_parts(frame, unit, keys, values, counts, bads, rng)
-    pid = codes["__code0"].to_numpy()
-    gids = codes.select(gid.alias("g"))["g"].to_numpy() if keys else np.zeros(df.height, np.int64)
-    names = list(values)
-    vals = np.empty((len(names), df.height), dtype=np.float64)
-    for j, col in enumerate(df.select(values[n].alias(n) for n in names).iter_columns()):
-        vals[j] = col.to_numpy()
-    key = tuple(int(w) for w in rng.integers(0, 2**64, size=2, dtype=np.uint64))
+    # the group code: one key without nulls its own code; else the keys' codes in mixed
+    # radix, a null its own code
+    if len(keys) == 1 and not stats["__code1_nulls"]:
+        gid = pl.col("__code1")
+        lo = stats["__code1_lo"] or 0
+        hi = stats["__code1_hi"] if stats["__code1_hi"] is not None else lo
+        g_range = (lo, hi)
+    else:
+        gid = pl.lit(0, dtype=pl.Int64)
+        span = 1
+        for i in range(1, len(keys) + 1):
+            c = f"__code{i}"
+            lo = stats[f"{c}_lo"] or 0
+            hi = stats[f"{c}_hi"] if stats[f"{c}_hi"] is not None else lo - 1
+            width = hi - lo + 1 + (1 if stats[f"{c}_nulls"] else 0)
+            gid = gid * width + (pl.col(c) - lo).fill_null(width - 1)
+            span *= max(width, 1)
+        g_range = (0, span - 1)
     p_range = (stats["__code0_lo"] or 0, stats["__code0_hi"] or 0)
-    kept, sums, first, marks = bk.bounded_sums(
-        pid, gids, vals, key, unit.max_groups, unit.max_rows, p_range, (0, span - 1)
+    if g_range[1] - g_range[0] >= 2**bk.GROUP_BITS or p_range[1] - p_range[0] >= 2**bk.PERSON_BITS:
+        return _polars_parts(frame, unit, keys, values, counts, bads, rng)
+    names = list(values)
+    work = codes.select(pl.col("__code0").alias("p"), gid.cast(pl.Int64).alias("g")).hstack(
+        df.select(values[n].cast(pl.Float64).alias(f"__value{j}") for j, n in enumerate(names))
     )
+    lens = {c: [len(x) for x in work[c].get_chunks()] for c in work.columns}
+    if len({tuple(v) for v in lens.values()}) > 1:
+        work = work.rechunk()
+    chunks = {c: [x.to_numpy() for x in work[c].get_chunks()] for c in work.columns}
+    vals = [
+        [chunks[f"__value{j}"][i] for j in range(len(names))] if names else np.empty((0, len(p)))
+        for i, p in enumerate(chunks["p"])
+    ]
+    key = tuple(int(w) for w in rng.integers(0, 2**64, size=2, dtype=np.uint64))
+    kept, sums, first, marks = bk.bounded_sums(
+        chunks["p"], chunks["g"], vals, key, unit.max_groups, unit.max_rows, p_range, g_range
+    )
+    del chunks, vals
     big = np.flatnonzero(marks == bk.OVERSIZED)
     if big.size:  # pairs with more than max_rows rows: a uniform max_rows-subset of each
-        order = np.lexsort((gids[big], pid[big]))
-        big = big[order]
-        pair = np.concatenate(
-            ([True], (pid[big][1:] != pid[big][:-1]) | (gids[big][1:] != gids[big][:-1]))
-        )
-        lens = np.diff(np.flatnonzero(np.concatenate((pair, [True]))))
-        take = big[segment_sample(lens, unit.max_rows, rng)]
-        g = gids[take]
+        pid = work["p"].gather(big).to_numpy()
+        gids = work["g"].gather(big).to_numpy() - g_range[0]
+        order = np.lexsort((gids, pid))
+        big, pid, gids = big[order], pid[order], gids[order]
+        pair = np.concatenate(([True], (pid[1:] != pid[:-1]) | (gids[1:] != gids[:-1])))
+        lens_ = np.diff(np.flatnonzero(np.concatenate((pair, [True]))))
+        chosen = segment_sample(lens_, unit.max_rows, rng)
+        take, g = big[chosen], gids[chosen]
         np.add.at(kept, g, 1)
         for j in range(len(names)):
-            np.add.at(sums[:, j], g, vals[j, take])
+            np.add.at(sums[:, j], g, work[f"__value{j}"].gather(take).to_numpy())
         none = np.iinfo(np.int64).max
         f = np.where(first < 0, none, first)
         np.minimum.at(f, g, take)  # a kept group's first kept row, for its key values

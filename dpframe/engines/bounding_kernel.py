@@ -47,8 +47,11 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numba as nb
 import numpy as np
+from numba.typed import List
 
 __all__ = [
     "DROPPED",
@@ -133,14 +136,16 @@ def _siphash13_many(k0, k1, m0, m1):
 
 
 @nb.njit(cache=True, parallel=True)
-def _partition(pid, gid, values, p0, p1, g0, g1, k0, k1, gbits, shift, nchunks):
-    n = pid.size
+def _partition(pids, gids, vals, starts, m, p0, p1, g0, g1, k0, k1, gbits, shift):
+    nchunks = len(pids)
+    n = starts[nchunks]
     nbuckets = ((p1 - p0) >> shift) + 1
-    step = (n + nchunks - 1) // nchunks
     hist = np.zeros((nchunks, nbuckets), dtype=np.int64)
     bad = np.zeros(nchunks, dtype=np.int64)
     for c in nb.prange(nchunks):
-        for i in range(c * step, min(n, (c + 1) * step)):
+        pid = pids[c]
+        gid = gids[c]
+        for i in range(pid.size):
             p = pid[i]
             g = gid[i]
             if p < p0 or p > p1 or g < g0 or g > g1:
@@ -149,7 +154,8 @@ def _partition(pid, gid, values, p0, p1, g0, g1, k0, k1, gbits, shift, nchunks):
                 hist[c, (p - p0) >> shift] += 1
     nbad = bad.sum()
     if nbad:
-        return nbad, np.zeros(1, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64), values
+        empty = np.zeros((m, 0), dtype=np.float64)
+        return nbad, np.zeros(1, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64), empty
     off = np.zeros(nbuckets + 1, dtype=np.int64)
     pos = np.empty((nchunks, nbuckets), dtype=np.int64)
     at = 0
@@ -161,20 +167,27 @@ def _partition(pid, gid, values, p0, p1, g0, g1, k0, k1, gbits, shift, nchunks):
     off[nbuckets] = at
     qp = np.empty(n, dtype=np.uint64)
     rows = np.empty(n, dtype=np.int64)  # (row << shift) | the person's index in its bucket
-    vp = np.empty(values.shape, dtype=np.float64)
+    vp = np.empty((m, n), dtype=np.float64)
     low = (np.int64(1) << shift) - 1
     glow = (np.uint64(1) << np.uint64(gbits)) - np.uint64(1)
     for c in nb.prange(nchunks):
-        for i in range(c * step, min(n, (c + 1) * step)):
+        pid = pids[c]
+        gid = gids[c]
+        first = starts[c]
+        at = np.empty(pid.size, dtype=np.int64)
+        for i in range(pid.size):
             p = pid[i] - p0
             b = p >> shift
             t = pos[c, b]
             g = np.uint64(gid[i] - g0)
             qp[t] = (_sip13(k0, k1, np.uint64(p), g) & ~glow) | g
-            rows[t] = (np.int64(i) << shift) | (p & low)
-            for v in range(values.shape[0]):
-                vp[v, t] = values[v, i]
+            rows[t] = (np.int64(first + i) << shift) | (p & low)
+            at[i] = t
             pos[c, b] = t + 1
+        for v in range(m):
+            val = vals[c * m + v]
+            for i in range(pid.size):
+                vp[v, at[i]] = val[i]
     return 0, off, qp, rows, vp
 
 
@@ -279,16 +292,81 @@ def siphash13(key: tuple[int, int], m0: np.ndarray, m1: np.ndarray) -> np.ndarra
     return _siphash13_many(k0, k1, m0, m1)
 
 
-def _range(codes: np.ndarray, given: tuple[int, int] | None) -> tuple[int, int]:
+def _range(pieces: list[np.ndarray], given: tuple[int, int] | None) -> tuple[int, int]:
     if given is not None:
         return int(given[0]), int(given[1])
-    return (int(codes.min()), int(codes.max())) if codes.size else (0, 0)
+    pieces = [x for x in pieces if x.size]
+    if not pieces:
+        return 0, 0
+    return min(int(x.min()) for x in pieces), max(int(x.max()) for x in pieces)
+
+
+class _Columns:
+    """``m`` 1-D columns seen as an (m, rows) array, for slicing without a copy."""
+
+    ndim = 2
+
+    def __init__(self, columns: list[np.ndarray], rows: int) -> None:
+        self.columns = columns
+        self.shape = (len(columns), rows)
+
+    def __getitem__(self, index: tuple[int, slice]) -> np.ndarray:
+        j, rows = index
+        return self.columns[j][rows]
+
+
+#: Rows of a piece of the input; longer ones are cut (views), so the threads share work.
+_PIECE = 1 << 19
+
+
+def _pieces(
+    pid: np.ndarray | Sequence[np.ndarray],
+    gid: np.ndarray | Sequence[np.ndarray],
+    values: np.ndarray | Sequence[np.ndarray],
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], int]:
+    """The input as aligned pieces (views where possible): int64 persons and groups, the
+    float64 values of each piece's ``m`` columns one after the other, and ``m``. Values
+    may be given as a 2-D array (m, rows) a piece, or as a list of ``m`` 1-D arrays."""
+    single = isinstance(pid, np.ndarray)
+    pids = [pid] if single else list(pid)
+    gids = [gid] if isinstance(gid, np.ndarray) else list(gid)
+    vals = [values] if isinstance(values, np.ndarray) else list(values)
+    if not (len(pids) == len(gids) == len(vals)):
+        raise ValueError("pid, gid and values must come in the same number of pieces")
+    out: tuple[list, list, list] = ([], [], [])
+    m = None
+    for p, g, v in zip(pids, gids, vals, strict=True):
+        p = np.ascontiguousarray(p, dtype=np.int64)
+        g = np.ascontiguousarray(g, dtype=np.int64)
+        v = (
+            np.ascontiguousarray(v, dtype=np.float64)
+            if isinstance(v, np.ndarray)
+            else [np.ascontiguousarray(x, dtype=np.float64) for x in v]
+        )
+        if isinstance(v, list):  # m columns of this piece, without a copy
+            if any(x.shape != p.shape for x in v):
+                raise ValueError(f"each value column of a piece must have {p.size} rows")
+            v = _Columns(v, p.size)
+        if v.ndim != 2 or v.shape[1] != p.size or g.size != p.size:
+            raise ValueError(
+                f"a piece of {p.size} persons has {g.size} groups and values of shape "
+                f"{v.shape}; values must have shape (m, {p.size})"
+            )
+        if m is not None and v.shape[0] != m:
+            raise ValueError("every piece must have the same number of value columns")
+        m = v.shape[0]
+        for lo in range(0, max(p.size, 1), _PIECE):
+            hi = lo + _PIECE
+            out[0].append(p[lo:hi])
+            out[1].append(g[lo:hi])
+            out[2].extend(v[j, lo:hi] for j in range(m))
+    return (*out, m or 0)
 
 
 def bounded_sums(
-    pid: np.ndarray,
-    gid: np.ndarray,
-    values: np.ndarray,
+    pid: np.ndarray | Sequence[np.ndarray],
+    gid: np.ndarray | Sequence[np.ndarray],
+    values: np.ndarray | Sequence[np.ndarray],
     key: tuple[int, int],
     max_groups: int,
     max_rows: int,
@@ -299,12 +377,14 @@ def bounded_sums(
 
     Parameters
     ----------
-    pid : numpy.ndarray of int64
-        The person of each row, as an integer.
-    gid : numpy.ndarray of int64
-        The group of each row, as an integer (all equal: one group).
-    values : numpy.ndarray of float64, shape (m, n)
-        ``m`` value columns to sum (``m`` may be 0), one row each.
+    pid : numpy.ndarray of int64, or a sequence of them
+        The person of each row, as an integer; a sequence is the rows in pieces (the
+        chunks of a polars column, read without a copy).
+    gid : numpy.ndarray of int64, or a sequence of them
+        The group of each row, as an integer (all equal: one group), in the same pieces.
+    values : numpy.ndarray of float64, shape (m, n), or a sequence of them
+        ``m`` value columns to sum (``m`` may be 0), one row each, in the same pieces; a
+        piece may also be a list of ``m`` 1-D arrays (read without a copy).
     key : tuple of two ints
         The 128-bit SipHash key (two 64-bit words), fresh from the secure source.
     max_groups, max_rows : int
@@ -332,14 +412,10 @@ def bounded_sums(
     >>> int(kept.sum()), marks[3:].tolist()  # person 1: one pair of 3 rows, oversized
     (1, [2, 2, 2])
     """
-    pid = np.ascontiguousarray(pid, dtype=np.int64)
-    gid = np.ascontiguousarray(gid, dtype=np.int64)
-    n = pid.size
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    if values.ndim != 2 or values.shape[1] != n:
-        raise ValueError(f"values must have shape (m, {n}), got {values.shape}")
-    p0, p1 = _range(pid, person_range)
-    g0, g1 = _range(gid, group_range)
+    pids, gids, vals, m = _pieces(pid, gid, values)
+    n = sum(len(x) for x in pids)
+    p0, p1 = _range(pids, person_range)
+    g0, g1 = _range(gids, group_range)
     if p1 - p0 >= 2**PERSON_BITS:
         raise ValueError(f"the persons span more than 2**{PERSON_BITS} integers")
     if g1 - g0 >= 2**GROUP_BITS:
@@ -349,7 +425,7 @@ def bounded_sums(
     if n == 0:
         return (
             np.zeros(ngroups, np.int64),
-            np.zeros((ngroups, values.shape[0])),
+            np.zeros((ngroups, m)),
             np.full(ngroups, -1, np.int64),
             marks,
         )
@@ -358,13 +434,24 @@ def bounded_sums(
     shift = max(0, _STATE_BITS - max(0, (k - 1).bit_length()))
     shift = min(shift, max(1, (p1 - p0).bit_length()))
     k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
-    nchunks = max(1, min(16, n // 65536))
+    starts = np.concatenate(([0], np.cumsum([len(x) for x in pids]))).astype(np.int64)
     nbad, off, qp, rows, vp = _partition(
-        pid, gid, values, p0, p1, g0, g1, k0, k1, gbits, shift, nchunks
+        List(pids),
+        List(gids),
+        List(vals or [np.zeros(0)]),
+        starts,
+        m,
+        p0,
+        p1,
+        g0,
+        g1,
+        k0,
+        k1,
+        gbits,
+        shift,
     )
     if nbad:
         raise ValueError("a person or group value lies outside the given range")
-    del values
     threads = max(1, min(nb.get_num_threads(), off.size - 1))
     kept, sums, first = _choose(
         qp, rows, off, shift, k, int(max_rows), gbits, vp, ngroups, threads, marks

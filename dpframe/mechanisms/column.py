@@ -52,7 +52,7 @@ from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.bounded import calibrate_bounded
 from dpframe.mechanisms.laplace import calibrate_laplace
 
-__all__ = ["MECHANISMS", "ColumnPlan", "plan_column"]
+__all__ = ["MECHANISMS", "ColumnPlan", "GaussianColumnPlan", "plan_column", "plan_gaussian_column"]
 
 #: ``"laplace"`` (unbounded), or a bounded mechanism: ``"truncated"`` or ``"bit"``.
 MECHANISMS = ("laplace", "truncated", "bit")
@@ -240,4 +240,134 @@ def plan_column(
         public_groups=public_groups,
         calibrations=cals,
         per_row_parameters=tuple(params),
+    )
+
+
+@dataclass(frozen=True)
+class GaussianColumnPlan:
+    """A column of statistics released with discrete Gaussian noise (rho-zCDP).
+
+    One record changes ``rows_touched`` rows by at most ``sensitivity`` each, so the
+    column's l2 sensitivity is ``sensitivity * sqrt(rows_touched)``; every row gets the
+    noise that sensitivity and ``rho`` call for (:func:`calibrate_gaussian`).
+    """
+
+    column: str
+    composition: str
+    rows_touched: int
+    public_groups: bool
+    sensitivity: float  # of one row to one record
+    n_rows: int
+    calibration: Any  # GaussianCalibration
+    mechanism: str = "gaussian"
+    epsilon: float = 0.0
+
+    @property
+    def rho(self) -> float:
+        return float(self.calibration.rho)
+
+    @property
+    def scale(self) -> float:
+        return self.calibration.scale
+
+    @property
+    def l2_sensitivity(self) -> float:
+        return self.sensitivity * float(np.sqrt(self.rows_touched))
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        return (
+            Charge(
+                epsilon=0.0,
+                rho=self.rho,
+                mechanism="gaussian",
+                columns=(self.column,),
+                scale=self.scale,
+                composition=self.composition,
+                details={
+                    **self.calibration.details(),
+                    "norm": "l2",
+                    "sensitivity_row": self.sensitivity,
+                    "rows": self.n_rows,
+                    "rows_touched": self.rows_touched,
+                    "public_groups": self.public_groups,
+                },
+            ),
+        )
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [
+            summary_row(
+                self.column,
+                "gaussian",
+                0.0,
+                sensitivity=self.l2_sensitivity,
+                scale=self.scale,
+                error95=self.calibration.error(0.95),
+                note=f"{self.composition}, {self.rows_touched} row(s) per record, l2",
+                rho=self.rho,
+            )
+        ]
+
+    def check(self, exact: Any) -> None:
+        """Refuse values that cannot be released (NaN, infinities, too large for the grid)."""
+        values = np.asarray(exact, dtype=np.float64)
+        if values.shape != (self.n_rows,):
+            raise InvalidDataError(f"column {self.column!r}: expected {self.n_rows} values")
+        self.calibration.check(values)
+
+    def draw(self, exact: Any, rng: np.random.Generator) -> np.ndarray:
+        return self.calibration.release(np.asarray(exact, dtype=np.float64), rng)
+
+
+def plan_gaussian_column(
+    *,
+    composition: str,
+    public_groups: bool,
+    neighbours: str,
+    n_rows: int,
+    column: str,
+    sensitivity: float,
+    rho: float | None = None,
+    sigma: float | None = None,
+    granularity: float | None = None,
+) -> GaussianColumnPlan:
+    """Plan a discrete-Gaussian release of a column of ``n_rows`` statistics.
+
+    Examples
+    --------
+    >>> plan = plan_gaussian_column(composition="parallel", public_groups=True,
+    ...     neighbours="substitute", n_rows=3, column="x", sensitivity=1.0, rho=0.5)
+    >>> plan.rows_touched, plan.charges[0].rho <= 0.5
+    (1, True)
+    """
+    from dpframe.mechanisms.gaussian import calibrate_gaussian
+
+    check_choice("composition", composition, COMPOSITIONS)
+    check_choice("neighbours", neighbours, NEIGHBOURS)
+    if not isinstance(public_groups, bool):
+        raise InvalidParameterError(f"public_groups must be True or False, got {public_groups!r}")
+    n_rows = check_int("n_rows", n_rows, 1, "a column to release has at least one row")
+    delta = check_positive("sensitivity", sensitivity)
+    touched = n_rows if composition == "sequential" else groups_changed(neighbours, public_groups)
+    if (rho is None) == (sigma is None):
+        raise InvalidParameterError(
+            "rho, sigma: Gaussian noise needs exactly one of rho=... (its zCDP cost) or "
+            "sigma=... (its standard deviation)"
+        )
+    cal = calibrate_gaussian(
+        delta * float(np.sqrt(touched)),
+        rho=None if rho is None else check_positive("rho", rho),
+        sigma=None if sigma is None else check_positive("sigma", sigma),
+        granularity=granularity,
+        changed=touched,
+    )
+    return GaussianColumnPlan(
+        column=column,
+        composition=composition,
+        rows_touched=touched,
+        public_groups=public_groups,
+        sensitivity=delta,
+        n_rows=n_rows,
+        calibration=cal,
     )

@@ -38,7 +38,12 @@ from dpframe.core.executor import Once, Step, execute
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.values import check_finite
 from dpframe.errors import InvalidDataError, InvalidParameterError
-from dpframe.mechanisms.column import ColumnPlan, plan_column
+from dpframe.mechanisms.column import (
+    ColumnPlan,
+    GaussianColumnPlan,
+    plan_column,
+    plan_gaussian_column,
+)
 from dpframe.polars.release import resolve_accountant
 from dpframe.polars.runner import RunnerRelease, current_run
 
@@ -87,7 +92,7 @@ class ColumnRelease(RunnerRelease):
         self,
         *,
         mechanism: str,
-        epsilon: float,
+        epsilon: float | None,
         composition: str,
         public_groups: bool,
         sensitivity: float | None,
@@ -99,8 +104,11 @@ class ColumnRelease(RunnerRelease):
         accountant: Accountant | None,
         random: RandomSource,
         column: str | None,
+        rho: float | None = None,
+        sigma: float | None = None,
     ) -> None:
         self.id = uuid.uuid4().hex
+        self.rho, self.sigma = rho, sigma
         self.mechanism = mechanism
         self.epsilon = epsilon
         self.composition = composition
@@ -124,7 +132,19 @@ class ColumnRelease(RunnerRelease):
     def neighbours(self) -> str:
         return self.accountant.neighbours if self.accountant is not None else "substitute"
 
-    def _plan(self, n_rows: int, arrays: dict[str, np.ndarray]) -> ColumnPlan:
+    def _plan(self, n_rows: int, arrays: dict[str, np.ndarray]) -> ColumnPlan | GaussianColumnPlan:
+        if self.mechanism == "gaussian":
+            return plan_gaussian_column(
+                composition=self.composition,
+                public_groups=self.public_groups,
+                neighbours=self.neighbours,
+                n_rows=n_rows,
+                column=self.column or "value",
+                sensitivity=self.sensitivity,
+                rho=self.rho,
+                sigma=self.sigma,
+                granularity=self.granularity,
+            )
         return plan_column(
             mechanism=self.mechanism,
             epsilon=self.epsilon,
@@ -159,8 +179,9 @@ class ColumnRelease(RunnerRelease):
             {
                 "statistic": self.column,
                 "mechanism": self._plan(1, {k: np.ones(1) for k in self.row_params}).mechanism,
-                "epsilon": self.epsilon,
+                "epsilon": self.epsilon or 0.0,
                 "delta": 0.0,
+                "rho": self.rho,
                 "sensitivity": self.sensitivity,
                 "scale": None,
                 "error95": None,
@@ -301,6 +322,84 @@ def laplace(
     release = ColumnRelease(
         mechanism="laplace",
         epsilon=epsilon,
+        composition=composition,
+        public_groups=public_groups,
+        sensitivity=check_positive("sensitivity", sensitivity),
+        granularity=granularity,
+        accountant=resolve_accountant(accountant),
+        random=as_source(seed),
+        column=_output_name(expr) if isinstance(expr, pl.Expr) else None,
+    )
+    return _release_expr(expr, release, {})
+
+
+def gaussian(
+    expr: pl.Expr | str,
+    *,
+    sensitivity: float,
+    composition: str,
+    rho: float | None = None,
+    sigma: float | None = None,
+    public_groups: bool = False,
+    granularity: float | None = None,
+    accountant: Accountant | None = None,
+    seed: int | RandomSource | None = None,
+) -> pl.Expr:
+    """Release a column of statistics with discrete Gaussian noise, charged ``rho`` (zCDP).
+
+    The noise is the exact discrete Gaussian (Canonne, Kamath & Steinke 2020) on the
+    output grid, calibrated to the column's l2 sensitivity: one record changes at most
+    ``rows_touched`` rows (1 or 2 for ``"parallel"``, every row for ``"sequential"``) by
+    at most ``sensitivity`` each, so ``sensitivity * sqrt(rows_touched)``. The accountant
+    must hold a zCDP budget (``Accountant(rho=...)`` or ``accounting="zcdp"``); a pure
+    epsilon budget refuses the release and says which budget to open.
+
+    Parameters
+    ----------
+    expr : polars.Expr or str
+        The column of exact statistics.
+    sensitivity : float
+        How much one record can change one row's statistic (> 0), under the
+        accountant's neighbour relation.
+    composition : {"parallel", "sequential"}
+        As for :func:`laplace`: disjoint groups, or every row from the same records.
+    rho : float, optional
+        The zCDP cost; the noise is the least that keeps the loss within it.
+    sigma : float, optional
+        The noise's standard deviation instead (``rho`` is then what it costs). Exactly
+        one of ``rho`` and ``sigma``.
+    public_groups : bool, default False
+        As for :func:`laplace`.
+    granularity : float, optional
+        Output grid step (a power of two); default from the sensitivity.
+    accountant : Accountant, optional
+        Default: the innermost ``with accountant:`` block at build time.
+    seed : int or RandomSource, optional
+        Reproducible noise for tests -- **unsafe for publication**.
+
+    Returns
+    -------
+    polars.Expr
+        A Float64 column of released values (same name).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> stats = pl.DataFrame({"visits": [120.0, 87.0, 45.0]})
+    >>> with dpframe.Accountant(rho=0.5, delta=1e-6) as acct:
+    ...     out = stats.with_columns(
+    ...         pl.col("visits").dp.gaussian(sensitivity=1.0, rho=0.1, composition="parallel")
+    ...     )
+    >>> round(acct.spent.rho, 3) <= 0.1
+    True
+    """
+    if isinstance(expr, str):
+        expr = pl.col(expr)
+    release = ColumnRelease(
+        mechanism="gaussian",
+        epsilon=None,
+        rho=rho,
+        sigma=sigma,
         composition=composition,
         public_groups=public_groups,
         sensitivity=check_positive("sensitivity", sensitivity),

@@ -28,7 +28,7 @@ import polars as pl
 from dpframe.core.accountant import Accountant
 from dpframe.core.randomness import RandomSource
 from dpframe.errors import NamespaceConflictWarning
-from dpframe.polars.column import laplace, truncated_laplace
+from dpframe.polars.column import gaussian, laplace, truncated_laplace
 from dpframe.polars.frame import (
     CovarianceMatrixRelease,
     ProportionsRelease,
@@ -66,6 +66,32 @@ class ExprDP:
             epsilon=epsilon,
             sensitivity=sensitivity,
             composition=composition,
+            public_groups=public_groups,
+            granularity=granularity,
+            accountant=accountant,
+            seed=seed,
+        )
+
+    def gaussian(
+        self,
+        *,
+        sensitivity: float,
+        composition: str,
+        rho: float | None = None,
+        sigma: float | None = None,
+        public_groups: bool = False,
+        granularity: float | None = None,
+        accountant: Accountant | None = None,
+        seed: int | RandomSource | None = None,
+    ) -> pl.Expr:
+        """Discrete Gaussian release of this column of statistics, charged ``rho``
+        (zCDP); see :func:`dpframe.gaussian`."""
+        return gaussian(
+            self._expr,
+            sensitivity=sensitivity,
+            composition=composition,
+            rho=rho,
+            sigma=sigma,
             public_groups=public_groups,
             granularity=granularity,
             accountant=accountant,
