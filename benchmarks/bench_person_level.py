@@ -47,7 +47,7 @@ import polars as pl
 
 from dpframe.core.units import PrivacyUnit
 from dpframe.engines.bounding import bounded_grouped_parts
-from dpframe.engines.polars import PolarsEngine, bad_values, part_values
+from dpframe.engines.polars import PolarsEngine, bad_rows, part_values
 from dpframe.mechanisms.statistics import count
 from dpframe.mechanisms.statistics import sum as stat_sum
 
@@ -89,7 +89,7 @@ def paths(unit: PrivacyUnit) -> dict[str, Callable[[Path], pl.DataFrame]]:
         eng = PolarsEngine(pl.scan_parquet(p))
         values = {q.name: part_values(q) for q in PARTS if q.op == "sum"}
         counts = [q.name for q in PARTS if q.op == "count"]
-        bads = {"__bad__x": bad_values("x", pl.Float64)}
+        bads = {"__bad__x": bad_rows("x", pl.Float64)}
         return bounded_grouped_parts(eng.frame, unit, ["g"], values, counts, bads, kernel=False)
 
     def generic(p: Path) -> pl.DataFrame:

@@ -14,10 +14,10 @@ The algorithm is shuffle-free (no sort of the records, no random permutation of 
    number of rows ``n`` (and, in :func:`bounded_grouped_parts`, its exact sums);
 2. the pairs gathered per person (a second hash aggregation, over the pairs), and in
    each person's segment a uniformly random ``max_groups``-subset picked by
-   *segmented minima*: every pair gets a uniform priority from the secure source and
-   the ``k`` smallest of each segment are found with ``k`` rounds of
-   ``numpy.minimum.reduceat`` (a bottom-k reservoir; a segmented sort only for large
-   ``k``);
+   *segmented minima*: the pairs get a random permutation from the secure source as
+   priorities (all distinct: no ties) and the ``k`` smallest of each segment are found
+   with ``k`` rounds of ``numpy.minimum.reduceat`` (a bottom-k reservoir; a segmented
+   sort only for large ``k``);
 3. in a kept pair with ``n > max_rows`` (rare in person data), a uniformly random
    ``max_rows``-subset of its row *positions* is drawn the same way, and only the rows
    of such pairs are read again and numbered (``int_range().over``). A subset of
@@ -104,10 +104,10 @@ def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.nda
     """A uniformly random ``k``-subset of each contiguous segment (all of a shorter one).
 
     ``lens`` are the segments' lengths (each at least 1); returns a boolean mask over
-    ``lens.sum()`` items. Each item gets a uniform priority and the ``k`` smallest of each
-    segment are kept: ``k`` rounds of segmented minima (sort-free), or one segmented sort
-    for large ``k``. Ties have probability about zero (53-bit uniforms); the
-    segmented sort breaks them.
+    ``lens.sum()`` items. The items get a uniformly random permutation as priorities (all
+    distinct: no tie to break, so the choice is exactly uniform and never depends on the
+    items' order) and the ``k`` smallest of each segment are kept: ``k`` rounds of
+    segmented minima (sort-free), or one segmented sort for large ``k``.
 
     Examples
     --------
@@ -128,7 +128,7 @@ def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.nda
     on = big[seg]  # items of segments that need a choice
     idx = np.flatnonzero(on)
     blens = lens[big]
-    v = rng.random(idx.size)
+    v = rng.permutation(idx.size)
     starts = np.concatenate(([0], np.cumsum(blens)[:-1]))
     chosen = np.zeros(idx.size, dtype=bool)
     if k <= _ROUNDS:
@@ -136,11 +136,9 @@ def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.nda
         for _ in range(k):
             hit = w == np.repeat(np.minimum.reduceat(w, starts), blens)
             chosen |= hit
-            w[hit] = np.inf
-        if int(chosen.sum()) == k * blens.size:
-            keep[idx] = chosen
-            return keep
-        chosen[:] = False  # a tie (probability ~1e-9): the sort below breaks it
+            w[hit] = idx.size  # above every priority
+        keep[idx] = chosen
+        return keep
     bseg = np.repeat(np.arange(blens.size), blens)
     order = np.lexsort((v, bseg))
     rank = np.arange(idx.size) - np.repeat(starts, blens)
@@ -300,8 +298,9 @@ def bounded_grouped_parts(
     counts : sequence of str
         The names of the count parts (each the number of kept rows, as Float64).
     bads : dict of str to polars.Expr
-        The ``__bad__<column>`` counts: they cover **all** input rows, not only the kept
-        ones (a bad value anywhere is refused), summed on the first group.
+        By ``__bad__<column>`` name, whether each row's value is bad (a Boolean a row,
+        :func:`dpframe.engines.polars.bad_rows`); the counts cover **all** input rows, not
+        only the kept ones (a bad value anywhere is refused), put on the first group.
     source : RandomSource, optional
         Default: secure.
     kernel : bool, default True
@@ -340,16 +339,51 @@ def _encodable(dtype: pl.DataType) -> bool:
     )
 
 
-def _code_expr(name: str, dtype: pl.DataType) -> pl.Expr:
-    """A column's integer codes as Int64 (null stays null): equal values, equal codes."""
-    col = pl.col(name)
-    if isinstance(dtype, pl.String):
-        col = col.cast(pl.Categorical)
-    if isinstance(dtype, pl.String | pl.Categorical | pl.Enum) or dtype.is_temporal():
-        col = col.to_physical()
+def _codes(column: pl.Series) -> pl.Series:
+    """A column's integer codes as Int64 (null stays null): equal values, equal codes, and
+    the codes in an order of the values fixed before the data is seen -- the values' own
+    order (strings and categoricals lexically), an enum's declared order -- so that the
+    kernel's tie-break (by group code, probability ``2**-32`` a comparison) never depends
+    on what else is in the data."""
+    dtype = column.dtype
+    if isinstance(dtype, pl.String | pl.Categorical):
+        cats = column.cast(pl.Categorical) if isinstance(dtype, pl.String) else column
+        seen = cats.drop_nulls().unique()
+        rank = seen.cast(pl.String).rank("ordinal").cast(pl.Int64) - 1
+        return cats.to_physical().replace_strict(
+            seen.to_physical(), rank, default=None, return_dtype=pl.Int64
+        )
+    if isinstance(dtype, pl.Enum) or dtype.is_temporal():
+        column = column.to_physical()
     if isinstance(dtype, pl.UInt64):
-        return col.reinterpret(signed=True)  # the same 64 bits: still one code a value
-    return col.cast(pl.Int64)
+        return column.reinterpret(signed=True)  # the same 64 bits: still one code a value
+    return column.cast(pl.Int64)
+
+
+def _group_codes(codes: list[pl.Series], rows: int) -> tuple[pl.Series, tuple[int, int]]:
+    """One code a group (the keys' codes in mixed radix, a null its own code; one key
+    without nulls its own code), in the keys' lexicographic order, and its range; a range
+    wider than the data is compressed to dense ranks (same order)."""
+    if not codes:
+        return pl.repeat(0, rows, dtype=pl.Int64, eager=True).alias("g"), (0, 0)
+    if len(codes) == 1 and not codes[0].null_count():
+        gid = codes[0]
+        lo, hi = (gid.min() or 0), gid.max()
+        g_range = (lo, hi if hi is not None else lo)
+    else:
+        gid = pl.repeat(0, rows, dtype=pl.Int64, eager=True)
+        span = 1
+        for c in codes:
+            lo = c.min() or 0
+            hi = c.max() if c.null_count() < c.len() else lo - 1
+            width = hi - lo + 1 + (1 if c.null_count() else 0)
+            gid = gid * width + (c - lo).fill_null(width - 1)
+            span *= max(width, 1)
+        g_range = (0, span - 1)
+    if g_range[1] - g_range[0] >= max(1 << 20, 4 * rows):  # sparse: dense ranks
+        gid = gid.rank("dense").cast(pl.Int64) - 1
+        g_range = (0, int(gid.max() or 0))
+    return gid.alias("g"), (int(g_range[0]), int(g_range[1]))
 
 
 def _kernel_parts(
@@ -366,49 +400,23 @@ def _kernel_parts(
 
     from dpframe.engines import bounding_kernel as bk
 
-    schema = frame.collect_schema()
     person = unit.person
-    used = [person, *keys]
-    for e in [*values.values(), *bads.values()]:
-        used += e.meta.root_names()
-    df = frame.select(list(dict.fromkeys(used))).collect(engine="streaming")
-    codes = df.select(
-        _code_expr(c, schema[c]).alias(f"__code{i}") for i, c in enumerate([person, *keys])
-    )
-    stats = codes.select(
-        *[pl.col(c).min().alias(f"{c}_lo") for c in codes.columns],
-        *[pl.col(c).max().alias(f"{c}_hi") for c in codes.columns],
-        *[pl.col(c).null_count().alias(f"{c}_nulls") for c in codes.columns],
-    ).row(0, named=True)
-    if stats["__code0_nulls"]:
+    names = list(values)
+    # one streaming read: the person, the keys, each part's values, each bad-row flag
+    df = frame.select(
+        *dict.fromkeys([person, *keys]),
+        *[values[n].cast(pl.Float64).alias(f"__value{j}") for j, n in enumerate(names)],
+        *[e.alias(f"__badrow{j}") for j, e in enumerate(bads.values())],
+    ).collect(engine="streaming")
+    pid = _codes(df[person])
+    if pid.null_count():
         raise null_person_error(person)
-    # the group code: one key without nulls its own code; else the keys' codes in mixed
-    # radix, a null its own code
-    if len(keys) == 1 and not stats["__code1_nulls"]:
-        gid = pl.col("__code1")
-        lo = stats["__code1_lo"] or 0
-        hi = stats["__code1_hi"] if stats["__code1_hi"] is not None else lo
-        g_range = (lo, hi)
-    else:
-        gid = pl.lit(0, dtype=pl.Int64)
-        span = 1
-        for i in range(1, len(keys) + 1):
-            c = f"__code{i}"
-            lo = stats[f"{c}_lo"] or 0
-            hi = stats[f"{c}_hi"] if stats[f"{c}_hi"] is not None else lo - 1
-            width = hi - lo + 1 + (1 if stats[f"{c}_nulls"] else 0)
-            gid = gid * width + (pl.col(c) - lo).fill_null(width - 1)
-            span *= max(width, 1)
-        g_range = (0, span - 1)
-    p_range = (stats["__code0_lo"] or 0, stats["__code0_hi"] or 0)
+    p_range = (int(pid.min() or 0), int(pid.max() or 0))
+    gid, g_range = _group_codes([_codes(df[c]) for c in keys], df.height)
     if g_range[1] - g_range[0] >= 2**bk.GROUP_BITS or p_range[1] - p_range[0] >= 2**bk.PERSON_BITS:
         return _polars_parts(frame, unit, keys, values, counts, bads, rng)
-    names = list(values)
-    work = codes.select(pl.col("__code0").alias("p"), gid.cast(pl.Int64).alias("g")).hstack(
-        df.select(values[n].cast(pl.Float64).alias(f"__value{j}") for j, n in enumerate(names))
-    )
-    lens = {c: [len(x) for x in work[c].get_chunks()] for c in work.columns}
-    if len({tuple(v) for v in lens.values()}) > 1:
+    work = pl.DataFrame([pid.alias("p"), gid, *[df[f"__value{j}"] for j in range(len(names))]])
+    if len({tuple(len(x) for x in work[c].get_chunks()) for c in work.columns}) > 1:
         work = work.rechunk()
     chunks = {c: [x.to_numpy() for x in work[c].get_chunks()] for c in work.columns}
     vals = [
@@ -421,12 +429,13 @@ def _kernel_parts(
     )
     del chunks, vals
     big = np.flatnonzero(marks == bk.OVERSIZED)
+    del marks
     if big.size:  # pairs with more than max_rows rows: a uniform max_rows-subset of each
-        pid = work["p"].gather(big).to_numpy()
+        pids = work["p"].gather(big).to_numpy()
         gids = work["g"].gather(big).to_numpy() - g_range[0]
-        order = np.lexsort((gids, pid))
-        big, pid, gids = big[order], pid[order], gids[order]
-        pair = np.concatenate(([True], (pid[1:] != pid[:-1]) | (gids[1:] != gids[:-1])))
+        order = np.lexsort((gids, pids))
+        big, pids, gids = big[order], pids[order], gids[order]
+        pair = np.concatenate(([True], (pids[1:] != pids[:-1]) | (gids[1:] != gids[:-1])))
         lens_ = np.diff(np.flatnonzero(np.concatenate((pair, [True]))))
         chosen = segment_sample(lens_, unit.max_rows, rng)
         take, g = big[chosen], gids[chosen]
@@ -445,18 +454,17 @@ def _kernel_parts(
     for j, n in enumerate(names):
         cols[n] = pl.Series(n, sums[groups, j], dtype=pl.Float64)
     out = out.with_columns(**cols) if keys else pl.DataFrame(cols)
-    if bads:
-        totals = df.select(e.alias(b) for b, e in bads.items())
-        first_row = pl.int_range(pl.len()) == 0
-        out = out.with_columns(
-            pl.when(first_row)
-            .then(pl.lit(int(totals[b].item() or 0)))
-            .otherwise(0)
-            .cast(totals.schema[b])
-            .alias(b)
-            for b in bads
-        )
-    return out
+    totals = {b: int(df[f"__badrow{j}"].sum() or 0) for j, b in enumerate(bads)}
+    return _with_bad_totals(out, totals)
+
+
+def _with_bad_totals(out: pl.DataFrame, totals: dict[str, int]) -> pl.DataFrame:
+    """The bad counts of all rows on the first group (the driver sums them), 0 elsewhere."""
+    first_row = pl.int_range(pl.len()) == 0
+    return out.with_columns(
+        pl.when(first_row).then(pl.lit(n)).otherwise(0).cast(pl.UInt32).alias(b)
+        for b, n in totals.items()
+    )
 
 
 def _polars_parts(
@@ -471,8 +479,9 @@ def _polars_parts(
     """:func:`bounded_grouped_parts` by polars: pairs aggregated, then chosen."""
     person, r = unit.person, unit.max_rows
     exprs = {n: e.sum() for n, e in values.items()}
-    pairs = _pairs(frame, person, keys, [*[e.alias(n) for n, e in exprs.items()], *bads.values()])
-    bad_total = pairs.select([pl.col(b).sum() for b in bads]) if bads else None
+    bad_sums = [e.sum().alias(b) for b, e in bads.items()]
+    pairs = _pairs(frame, person, keys, [*[e.alias(n) for n, e in exprs.items()], *bad_sums])
+    totals = {b: int(pairs[b].sum() or 0) for b in bads}
     kept = _choose_groups(pairs.drop(list(bads)), person, keys, unit.max_groups, rng)
     on = [person, *keys]
     big = kept.filter(pl.col(_N) > r)
@@ -491,15 +500,4 @@ def _polars_parts(
     agg_exprs += [n_kept.cast(pl.Float64).alias(n) for n in counts]
     agg_exprs += [pl.col(n).sum() for n in exprs]
     out = kept.lazy().group_by(keys).agg(agg_exprs).collect() if keys else kept.select(agg_exprs)
-    if bad_total is not None:
-        # the bad counts of all rows, on the first group (finish_grouped sums them)
-        first = pl.int_range(pl.len()) == 0
-        out = out.with_columns(
-            pl.when(first)
-            .then(pl.lit(int(bad_total[b].item() or 0)))
-            .otherwise(0)
-            .cast(bad_total.schema[b])
-            .alias(b)
-            for b in bads
-        )
-    return out
+    return _with_bad_totals(out, totals)

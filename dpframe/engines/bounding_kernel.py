@@ -5,26 +5,27 @@ The polars engine's fast path for a person-level grouped release
 person code per row (``0 <= pc < 2**36``), and ``gc``, a group code per row
 (``0 <= gc < 2**GROUP_BITS``). Nothing here sorts the records or shuffles them:
 
-1. **Pair priorities** (:func:`pair_priorities`, parallel): every row gets
-   ``q = (SipHash-1-3_key(pc, gc) with its low bits replaced by gc)``. SipHash is a keyed
-   pseudo-random function (the one CPython and Rust hash with); the 128-bit key is drawn
-   from the release's secure source, so the priorities of a person's distinct
+1. **Pair priorities** (in the partition, parallel): every row gets
+   ``q = (SipHash-1-3_key(pc, gc) with its low 32 bits replaced by gc)``. SipHash is a
+   keyed pseudo-random function (the one CPython and Rust hash with); the 128-bit key is
+   drawn from the release's secure source, so the priorities of a person's distinct
    ``(person, group)`` pairs are, to anyone without the key, independent uniform draws --
    and every row of a pair gets the same priority. The low bits make two different pairs
-   of a person never tie (the cap below is exact, always); a tie of the random high bits
-   (probability at most ``2**-(64 - GROUP_BITS)`` per comparison) is broken by the group
-   code, which can bias the choice by that much and never the cap.
-2. **Partition by person** (:func:`partition`, a counting scatter by ``pc >> shift``): each
-   bucket holds every row of at most ``2**shift`` persons, so the per-person state of a
-   bucket fits in the CPU cache.
-3. **Choose** (:func:`choose`, parallel over buckets): in each bucket, each person keeps
-   the ``max_groups`` pairs of smallest priority (an insertion into ``max_groups`` sorted
-   slots per person), then the rows of each kept pair are counted. A row is marked
-   ``KEPT`` if its pair is kept and has at most ``max_rows`` rows, ``OVERSIZED`` if its
-   pair is kept but has more (a uniform ``max_rows``-subset of those rows is then drawn by
-   :func:`dpframe.engines.bounding.segment_sample` from the secure source), else
-   ``DROPPED``.
-4. **Sum** (:func:`group_sums`): the kept rows' values summed per group code.
+   of a person never tie (the cap below is exact, always). The random high bits are
+   always 32 (whatever the number of groups), and a tie of them (probability ``2**-32``
+   a comparison) is broken by the group code, whose order the caller fixes before
+   seeing the data (:func:`dpframe.engines.bounding._codes`: the values' own order), so
+   the tie-break never depends on other persons' data either.
+2. **Partition by person** (a counting scatter by ``pc >> shift``): each bucket holds
+   every row of at most ``2**shift`` persons, so the per-person state of a bucket fits in
+   the CPU's L2 cache.
+3. **Choose and sum** (parallel over buckets): in one pass over a bucket, each person
+   keeps the ``max_groups`` pairs of smallest priority (an insertion into ``max_groups``
+   sorted slots per person), with each kept pair's number of rows and sums; then each
+   kept pair with at most ``max_rows`` rows is added to its group. A kept pair with more
+   rows is **oversized**: a second pass over that bucket (only then) marks its rows
+   :data:`OVERSIZED`, and the caller adds a uniform ``max_rows``-subset of them, drawn by
+   :func:`dpframe.engines.bounding.segment_sample` from the secure source.
 
 A person's kept rows depend on their own rows and the key only (never on the file order
 or on other persons), which is what makes the bounded release's sensitivity hold; the
@@ -40,7 +41,9 @@ Examples
 >>> from dpframe.engines.bounding_kernel import KEPT, bounded_sums
 >>> pid = np.array([0, 0, 0, 1], dtype=np.int64)
 >>> gid = np.array([0, 1, 2, 0], dtype=np.int64)
->>> kept, sums, first, marks = bounded_sums(pid, gid, np.ones((1, 4)), (1, 2), 1, 1)
+>>> kept, sums, first, marks = bounded_sums(
+...     pid, gid, np.ones((1, 4)), (1, 2), 1, 1, mark_kept=True
+... )
 >>> int((marks[:3] == KEPT).sum()), int(marks[3]), int(kept.sum()), float(sums.sum())
 (1, 1, 2, 2.0)
 """
@@ -69,12 +72,12 @@ DROPPED = 0
 KEPT = 1
 #: A row's mark: its pair is kept but has more than ``max_rows`` rows.
 OVERSIZED = 2
-#: Group codes must be below ``2**GROUP_BITS`` (the rest of the priority is random bits).
+#: Group codes must be below ``2**GROUP_BITS`` (the other 32 bits of a priority are random).
 GROUP_BITS = 32
 #: Person codes must be below ``2**PERSON_BITS`` (the buckets' count array stays small).
 PERSON_BITS = 36
-#: Slots of per-person state per bucket (``2**_STATE_BITS`` 8-byte slots: 512 KiB).
-_STATE_BITS = 16
+#: Bytes of per-person state a bucket may use (it stays in the CPU's L2 cache).
+_STATE_BYTES = 1 << 19
 
 _MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -136,15 +139,15 @@ def _siphash13_many(k0, k1, m0, m1):
 
 
 @nb.njit(cache=True, parallel=True)
-def _partition(pids, gids, vals, starts, m, p0, p1, g0, g1, k0, k1, gbits, shift):
+def _partition(pids, gids, vals, starts, m, p0, p1, g0, g1, k0, k1, shift):
     nchunks = len(pids)
     n = starts[nchunks]
     nbuckets = ((p1 - p0) >> shift) + 1
     hist = np.zeros((nchunks, nbuckets), dtype=np.int64)
     bad = np.zeros(nchunks, dtype=np.int64)
     for c in nb.prange(nchunks):
-        pid = pids[c]
-        gid = gids[c]
+        pid = pids[np.int64(c)]
+        gid = gids[np.int64(c)]
         for i in range(pid.size):
             p = pid[i]
             g = gid[i]
@@ -169,10 +172,10 @@ def _partition(pids, gids, vals, starts, m, p0, p1, g0, g1, k0, k1, gbits, shift
     rows = np.empty(n, dtype=np.int64)  # (row << shift) | the person's index in its bucket
     vp = np.empty((m, n), dtype=np.float64)
     low = (np.int64(1) << shift) - 1
-    glow = (np.uint64(1) << np.uint64(gbits)) - np.uint64(1)
+    glow = np.uint64(0xFFFFFFFF)
     for c in nb.prange(nchunks):
-        pid = pids[c]
-        gid = gids[c]
+        pid = pids[np.int64(c)]
+        gid = gids[np.int64(c)]
         first = starts[c]
         at = np.empty(pid.size, dtype=np.int64)
         for i in range(pid.size):
@@ -185,33 +188,36 @@ def _partition(pids, gids, vals, starts, m, p0, p1, g0, g1, k0, k1, gbits, shift
             at[i] = t
             pos[c, b] = t + 1
         for v in range(m):
-            val = vals[c * m + v]
+            val = vals[np.int64(c) * m + v]
             for i in range(pid.size):
                 vp[v, at[i]] = val[i]
     return 0, off, qp, rows, vp
 
 
 @nb.njit(cache=True, parallel=True)
-def _choose(qp, rows, off, shift, k, r, gbits, values, ngroups, nchunks, marks):
+def _choose(qp, rows, off, shift, k, r, values, ngroups, nthreads, marks, mark_kept):
     nbuckets = off.size - 1
     per = np.int64(1) << shift
     low = per - 1
-    glow = (np.uint64(1) << np.uint64(gbits)) - np.uint64(1)
+    glow = np.uint64(0xFFFFFFFF)
     m = values.shape[0]
-    sums = np.zeros((nchunks, ngroups, m), dtype=np.float64)
-    kept = np.zeros((nchunks, ngroups), dtype=np.int64)
-    first = np.full((nchunks, ngroups), np.iinfo(np.int64).max, dtype=np.int64)
-    for c in nb.prange(nchunks):
+    sums = np.zeros((nthreads, ngroups, m), dtype=np.float64)
+    kept = np.zeros((nthreads, ngroups), dtype=np.int64)
+    first = np.full((nthreads, ngroups), np.iinfo(np.int64).max, dtype=np.int64)
+    for c in nb.prange(nthreads):
+        # each person's state: k slots of (priority, rows, first row, m sums)
         slots = np.full(per * k, _MAX, dtype=np.uint64)
-        cnt = np.zeros(per * k, dtype=np.int32)
-        for b in range(c, nbuckets, nchunks):
+        cnt = np.zeros(per * k, dtype=np.int64)
+        frow = np.zeros(per * k, dtype=np.int64)
+        acc = np.zeros(per * k * m, dtype=np.float64)
+        for b in range(c, nbuckets, nthreads):
             lo = off[b]
             hi = off[b + 1]
             if lo == hi:
                 continue
-            # one pass: the k smallest priorities of each person, and the rows of each.
-            # A pair enters the slots at its first row or never (slots[k - 1] only
-            # decreases), so a pair still in the slots at the end has all its rows counted.
+            # one pass: each person's k smallest priorities, with the rows and sums of
+            # each. A pair enters the slots at its first row or never (slots[k - 1] only
+            # decreases), so a pair still in the slots at the end has all its rows.
             for t in range(lo, hi):
                 h = qp[t]
                 o = (rows[t] & low) * k
@@ -220,51 +226,67 @@ def _choose(qp, rows, off, shift, k, r, gbits, values, ngroups, nchunks, marks):
                 j = 0
                 while slots[o + j] < h:
                     j += 1
-                if slots[o + j] == h:
-                    cnt[o + j] += 1
+                s = o + j
+                if slots[s] == h:
+                    cnt[s] += 1
+                    for v in range(m):
+                        acc[s * m + v] += values[v, t]
                     continue
-                for i in range(k - 1, j, -1):
-                    slots[o + i] = slots[o + i - 1]
-                    cnt[o + i] = cnt[o + i - 1]
-                slots[o + j] = h
-                cnt[o + j] = 1
-            # the kept rows: summed into their group; an oversized pair's rows marked
-            for t in range(lo, hi):
-                h = qp[t]
-                o = (rows[t] & low) * k
-                if h > slots[o + k - 1]:
-                    continue
-                j = 0
-                while slots[o + j] < h:
-                    j += 1
-                if slots[o + j] != h:
-                    continue
-                i = rows[t] >> shift
-                if cnt[o + j] > r:
-                    marks[i] = 2
-                    continue
-                marks[i] = 1
-                g = np.int64(h & glow)
-                kept[c, g] += 1
-                if i < first[c, g]:
-                    first[c, g] = i
+                for i in range(o + k - 1, s, -1):
+                    slots[i] = slots[i - 1]
+                    cnt[i] = cnt[i - 1]
+                    frow[i] = frow[i - 1]
+                    for v in range(m):
+                        acc[i * m + v] = acc[(i - 1) * m + v]
+                slots[s] = h
+                cnt[s] = 1
+                frow[s] = rows[t] >> shift
                 for v in range(m):
-                    sums[c, g, v] += values[v, t]
-            if hi - lo >= per:  # reset the state this bucket used
-                slots[:] = _MAX
-                cnt[:] = 0
-            else:
+                    acc[s * m + v] = values[v, t]
+            # the persons of this bucket: all of its state, or the persons of its rows
+            dense = hi - lo >= per
+            nq = per if dense else hi - lo
+            over = False
+            for q in range(nq):
+                o = (q if dense else rows[lo + q] & low) * k
+                for j in range(k):
+                    if slots[o + j] != _MAX and cnt[o + j] > r:
+                        over = True
+            if over or mark_kept:  # mark the rows of oversized (and of kept) pairs
                 for t in range(lo, hi):
+                    h = qp[t]
                     o = (rows[t] & low) * k
-                    for j in range(k):
-                        slots[o + j] = _MAX
-                        cnt[o + j] = 0
+                    if h > slots[o + k - 1]:
+                        continue
+                    j = 0
+                    while slots[o + j] < h:
+                        j += 1
+                    if slots[o + j] != h:
+                        continue
+                    if cnt[o + j] > r:
+                        marks[rows[t] >> shift] = OVERSIZED
+                    elif mark_kept:
+                        marks[rows[t] >> shift] = KEPT
+            # the kept pairs' rows and sums into their groups; the state reset
+            for q in range(nq):
+                o = (q if dense else rows[lo + q] & low) * k
+                for s in range(o, o + k):
+                    if slots[s] == _MAX:
+                        break
+                    if cnt[s] <= r:
+                        g = np.int64(slots[s] & glow)
+                        kept[c, g] += cnt[s]
+                        if frow[s] < first[c, g]:
+                            first[c, g] = frow[s]
+                        for v in range(m):
+                            sums[c, g, v] += acc[s * m + v]
+                    slots[s] = _MAX
     out_sums = np.zeros((ngroups, m), dtype=np.float64)
     out_kept = np.zeros(ngroups, dtype=np.int64)
     out_first = np.full(ngroups, -1, dtype=np.int64)
     for g in range(ngroups):
         f = np.iinfo(np.int64).max
-        for c in range(nchunks):
+        for c in range(nthreads):
             out_kept[g] += kept[c, g]
             f = min(f, first[c, g])
             for v in range(m):
@@ -372,6 +394,8 @@ def bounded_sums(
     max_rows: int,
     person_range: tuple[int, int] | None = None,
     group_range: tuple[int, int] | None = None,
+    *,
+    mark_kept: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Bound each person's rows and sum the kept ones per group.
 
@@ -393,15 +417,18 @@ def bounded_sums(
         The least and greatest ``pid`` (``gid``), if known (else computed); a value
         outside raises ``ValueError``. ``pid`` may span fewer than ``2**PERSON_BITS``
         integers, ``gid`` fewer than ``2**GROUP_BITS``.
+    mark_kept : bool, default False
+        Also mark the kept rows (an extra pass, for tests); by default only the rows of
+        oversized pairs are marked (the sums are taken per pair as the rows are read).
 
     Returns
     -------
     kept, sums, first, marks : numpy.ndarray
         Indexed by ``gid - group_range[0]``: the number of kept rows, the sums of the
         values (shape (groups, m)) and the first kept row (-1: none) -- over the pairs
-        with at most ``max_rows`` rows; and each row's mark (:data:`KEPT`,
-        :data:`OVERSIZED` -- a kept pair with more rows, **not** summed: draw its rows
-        and add them -- or :data:`DROPPED`).
+        with at most ``max_rows`` rows; and each row's mark: :data:`OVERSIZED` (a kept
+        pair with more rows, **not** summed: draw its rows and add them), :data:`KEPT`
+        (only with ``mark_kept``) or :data:`DROPPED` (the rest).
 
     Examples
     --------
@@ -430,8 +457,8 @@ def bounded_sums(
             marks,
         )
     k = int(max_groups)
-    gbits = max(1, (g1 - g0).bit_length())
-    shift = max(0, _STATE_BITS - max(0, (k - 1).bit_length()))
+    per_person = k * (24 + 8 * m)  # bytes of state: k slots of (priority, rows, row, sums)
+    shift = max(0, (_STATE_BYTES // per_person).bit_length() - 1)
     shift = min(shift, max(1, (p1 - p0).bit_length()))
     k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
     starts = np.concatenate(([0], np.cumsum([len(x) for x in pids]))).astype(np.int64)
@@ -447,13 +474,12 @@ def bounded_sums(
         g1,
         k0,
         k1,
-        gbits,
         shift,
     )
     if nbad:
         raise ValueError("a person or group value lies outside the given range")
     threads = max(1, min(nb.get_num_threads(), off.size - 1))
     kept, sums, first = _choose(
-        qp, rows, off, shift, k, int(max_rows), gbits, vp, ngroups, threads, marks
+        qp, rows, off, shift, k, int(max_rows), vp, ngroups, threads, marks, bool(mark_kept)
     )
     return kept, sums, first, marks

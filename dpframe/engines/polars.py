@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PolarsEngine",
+    "bad_rows",
     "bad_values",
     "decode",
     "encode",
@@ -82,14 +83,20 @@ def part_expr(part: Part) -> pl.Expr:
     return e.alias(part.name)
 
 
-def bad_values(column: str, dtype: pl.DataType) -> pl.Expr:
-    """The number of null, NaN or infinite values of a column (the rule of
-    :mod:`dpframe.core.values`), named ``__bad__<column>``."""
+def bad_rows(column: str, dtype: pl.DataType) -> pl.Expr:
+    """Whether each value of a column is null, NaN or infinite (the rule of
+    :mod:`dpframe.core.values`), a Boolean a row."""
     col = pl.col(column)
     bad = col.is_null()
     if dtype.is_float():
         bad = bad | col.is_nan() | col.is_infinite()
-    return bad.sum().alias(f"{BAD_PREFIX}{column}")
+    return bad
+
+
+def bad_values(column: str, dtype: pl.DataType) -> pl.Expr:
+    """The number of null, NaN or infinite values of a column (:func:`bad_rows`), named
+    ``__bad__<column>``."""
+    return bad_rows(column, dtype).sum().alias(f"{BAD_PREFIX}{column}")
 
 
 class PolarsEngine:
@@ -156,7 +163,7 @@ class PolarsEngine:
         schema = self.schema()
         values = {p.name: part_values(p) for p in parts if p.op == "sum"}
         counts = list(dict.fromkeys(p.name for p in parts if p.op == "count"))
-        bads = {f"{BAD_PREFIX}{c}": bad_values(c, schema[c]) for c in dict.fromkeys(sources)}
+        bads = {f"{BAD_PREFIX}{c}": bad_rows(c, schema[c]) for c in dict.fromkeys(sources)}
         return bounded_grouped_parts(self.frame, unit, keys, values, counts, bads, source)
 
     def grouped_parts(

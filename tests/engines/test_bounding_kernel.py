@@ -70,7 +70,7 @@ def _data(n=30_000, people=2_000, groups=25, seed=0):
 @pytest.mark.parametrize(("k", "r"), [(1, 1), (3, 2), (2, 12), (40, 1)])
 def test_caps_hold_exactly_and_sums_are_the_kept_rows(k, r):
     pid, gid, x = _data()
-    kept, sums, first, marks = bk.bounded_sums(pid, gid, x[None, :], KEY, k, r)
+    kept, sums, first, marks = bk.bounded_sums(pid, gid, x[None, :], KEY, k, r, mark_kept=True)
     df = pl.DataFrame({"pid": pid, "g": gid, "x": x, "m": marks})
     chosen = df.filter(pl.col("m") > 0)
     assert chosen.group_by("pid").agg(pl.col("g").n_unique())["g"].max() <= k
@@ -96,13 +96,13 @@ def test_stability_a_person_changes_only_their_own_rows():
     """The property the sensitivities rest on: adding a person (any rows) leaves every
     other person's kept rows as they were (same key)."""
     pid, gid, x = _data(5_000, people=300)
-    base = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 1)[3]
+    base = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 1, mark_kept=True)[3]
     rng = np.random.default_rng(9)
     extra = rng.integers(0, 25, 40)  # a person with 40 rows in many groups
     pid2 = np.concatenate([pid[:100], np.full(40, 10_000), pid[100:]])
     gid2 = np.concatenate([gid[:100], extra, gid[100:]])
     x2 = np.concatenate([x[:100], np.zeros(40), x[100:]])
-    marks = bk.bounded_sums(pid2, gid2, x2[None, :], KEY, 2, 1)[3]
+    marks = bk.bounded_sums(pid2, gid2, x2[None, :], KEY, 2, 1, mark_kept=True)[3]
     assert np.array_equal(np.delete(marks, np.arange(100, 140)), base)
 
 
@@ -115,7 +115,9 @@ def test_groups_chosen_uniformly_and_independently_of_file_order():
         assert kept.sum() == people
         assert stats.chisquare(kept).pvalue > P_MIN
     # two of four: each of the 6 pairs of groups equally likely
-    kept, _, _, marks = bk.bounded_sums(pid, gid, np.zeros((0, pid.size)), (5, 6), 2, 1)
+    kept, _, _, marks = bk.bounded_sums(
+        pid, gid, np.zeros((0, pid.size)), (5, 6), 2, 1, mark_kept=True
+    )
     chosen = marks.reshape(people, m) > 0
     assert (chosen.sum(axis=1) == 2).all()
     code = chosen @ (1 << np.arange(m))
@@ -150,7 +152,9 @@ def _same(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> None:
     assert a.columns == b.columns and a.height == b.height
     assert a.schema == b.schema
     for c in a.columns:
-        if c in keys:
+        if c.startswith("__bad__"):  # all rows' count, put on whichever group is first
+            assert a[c].sum() == b[c].sum(), c
+        elif c in keys:
             assert a[c].to_list() == b[c].to_list(), c
         else:
             assert np.allclose(a[c].to_numpy(), b[c].to_numpy()), c
@@ -165,11 +169,13 @@ KEY_COLUMNS = {
     "i8": pl.Series([-3, 5, -3, 7, None, 5] * 50, dtype=pl.Int8),
     "u64": pl.Series([2**64 - 1, 0, 2**63, 1, 0, 2**64 - 1] * 50, dtype=pl.UInt64),
     "f": pl.Series([0.5, 1.5, 0.5, 2.5, 1.5, 0.5] * 50),  # not encodable: the polars path
+    "wide": pl.Series([0, 2**31, -(2**30), 7, 2**31, 0] * 50),  # sparse: dense ranks
 }
 
 
 @pytest.mark.parametrize(
-    "keys", [["s"], ["cat"], ["enum"], ["b"], ["d"], ["i8"], ["u64"], ["f"], ["s", "b", "i8"]]
+    "keys",
+    [["s"], ["cat"], ["enum"], ["b"], ["d"], ["i8"], ["u64"], ["f"], ["wide"], ["s", "b", "i8"]],
 )
 @pytest.mark.parametrize("person", ["int", "str", "sparse"])
 def test_kernel_and_polars_paths_agree_when_nothing_is_dropped(keys, person):
@@ -184,11 +190,12 @@ def test_kernel_and_polars_paths_agree_when_nothing_is_dropped(keys, person):
     df = pl.DataFrame({"pid": pids[person], **KEY_COLUMNS, "x": rng.uniform(0, 10, n)})
     unit = PrivacyUnit("pid", max_rows=n, max_groups=n)
     values = {"s_x": pl.col("x"), "sq": pl.col("x") ** 2}
-    bads = {"__bad__x": pl.col("x").is_nan().sum().alias("__bad__x")}
+    bads = {"__bad__x": pl.col("x") > 5}  # any row-level flag: both paths count all rows
     args = (df.lazy(), unit, keys, values, ["c"], bads, _seeded(2))
     fast = bounded_grouped_parts(*args)
     slow = bounded_grouped_parts(*args, kernel=False)
     _same(fast, slow, keys)
+    assert fast["__bad__x"].sum() == (df["x"] > 5).sum()
 
 
 def test_caps_through_the_release_path_with_string_keys_and_nulls():
@@ -225,3 +232,34 @@ def test_out_of_range_codes_are_refused_not_written():
     pid = np.array([0, 1, 5], dtype=np.int64)
     with pytest.raises(ValueError, match="outside"):
         bk.bounded_sums(pid, np.zeros(3, np.int64), np.zeros((0, 3)), KEY, 1, 1, (0, 2), (0, 0))
+
+
+def test_group_codes_follow_the_values_order_not_the_file_order():
+    """The kernel breaks a tie of priorities (probability 2**-32) by group code: the codes
+    must order the values the same way whatever else is in the data -- strings
+    lexically, whatever order they were first seen in (the categorical cache's)."""
+    from dpframe.engines.bounding import _codes, _group_codes
+
+    pl.Series(["zz", "yy", "b"], dtype=pl.Categorical)  # fill the cache in another order
+    for values in (["b", "a", "c", "a", None], ["c", None, "a", "b", "b"]):
+        for dtype in (pl.String, pl.Categorical):
+            codes = _codes(pl.Series(values, dtype=dtype))
+            want = [None if v is None else sorted({"a", "b", "c"}).index(v) for v in values]
+            assert codes.to_list() == want
+    enum = pl.Series(["x", "y", "x"], dtype=pl.Enum(["y", "x"]))
+    assert _codes(enum).to_list() == [1, 0, 1]  # the declared order
+    # sparse codes are compressed to dense ranks, in the same order
+    gid, span = _group_codes([pl.Series([2**40, 0, -(2**35), 0])], 4)
+    assert gid.to_list() == [2, 1, 0, 1] and span == (0, 2)
+    gid, span = _group_codes([pl.Series([1, 0, None]), pl.Series([2**30, 0, 5])], 3)
+    assert span[1] < 2**20 and gid.rank("dense").to_list() == [2, 1, 3]  # a null key last
+
+
+def test_sums_do_not_depend_on_marking_the_kept_rows():
+    pid, gid, x = _data()
+    a = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 3)
+    b = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 3, mark_kept=True)
+    for u, v in zip(a[:3], b[:3], strict=True):
+        assert np.array_equal(u, v)
+    assert set(np.unique(a[3])) <= {bk.DROPPED, bk.OVERSIZED}
+    assert np.array_equal(a[3] == bk.OVERSIZED, b[3] == bk.OVERSIZED)
