@@ -9,10 +9,11 @@ groups) in a Parquet file scanned lazily, this script times, alternately (best o
   for context: the one hash aggregation any exact person-level bounding needs;
 * fast:    ``PolarsEngine(lf).bounded_grouped_parts(unit, ["g"], parts, ["x"])`` -- the
   bounding plus the exact per-group parts a person-level release of a count and a
-  clipped sum needs, by the compiled kernel (``dpframe.engines.bounding_kernel``: SipHash
-  priorities keyed from the secure source, a counting partition of the records by
-  person, then each person's smallest priorities in cache-sized buckets -- no sort, no
-  shuffle); what a person-level grouped release runs;
+  clipped sum needs, by the compiled kernel (``dpframe.engines.bounding_kernel``: one
+  streaming read of the person, the keys and the clipped values; SipHash priorities
+  keyed from the secure source; a counting partition of the records by person; then one
+  pass per cache-sized bucket keeping each person's smallest priorities with their rows
+  and sums -- no sort, no shuffle); what a person-level grouped release runs;
 * polars:  the same parts by polars alone (``bounded_grouped_parts(..., kernel=False)``:
   the pairs aggregated, then a uniform choice by segmented minima) -- the path for keys
   without integer codes (floats);

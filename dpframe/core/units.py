@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from dpframe.core.constraints import NEIGHBOURS, check, check_bounds, check_choice
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidDataError, InvalidParameterError
 
 __all__ = [
     "NORMS",
@@ -43,7 +44,9 @@ __all__ = [
     "PrivacyUnit",
     "as_unit",
     "changed_groups",
+    "check_person_rows",
     "count_sensitivity",
+    "per_row_epsilon",
     "pram_rows",
     "sum_sensitivity",
 ]
@@ -221,8 +224,67 @@ def sum_sensitivity(
 
 
 def pram_rows(unit: PrivacyUnit) -> int:
-    """How many of one person's rows a PRAM release randomizes: its privacy loss is this
-    many times the matrix's epsilon (each row is randomized independently; basic
-    composition over the person's rows, which are kept -- at most ``max_rows`` -- by the
-    bounding)."""
+    """How many of one person's rows a PRAM release randomizes, at most: its privacy loss
+    is this many times the matrix's epsilon.
+
+    PRAM randomizes every row independently with one epsilon-DP matrix, so a person whose
+    ``r`` rows all change value moves the output's likelihood by at most ``e**(r eps)``
+    (basic composition over the person's rows, tight when every row changes). Under a
+    person unit the released file keeps one row per input row, as under the record unit:
+    what it protects is the *values* of a person's rows, not how many rows the person has
+    (that is public, like the number of records); a person with more than ``max_rows``
+    rows is refused (:func:`check_person_rows`), never silently cut.
+
+    Examples
+    --------
+    >>> pram_rows(PrivacyUnit()), pram_rows(PrivacyUnit("pid", max_rows=3))
+    (1, 3)
+    """
     return 1 if unit.is_record else unit.max_rows
+
+
+def per_row_epsilon(epsilon: float, rows: int) -> float:
+    """The epsilon of each of a person's ``rows`` rows when a row-wise release (PRAM) is
+    charged ``epsilon`` for all of them: the largest float ``e`` with ``rows * e <=
+    epsilon`` exactly (never a hair above, so the charge stays ``epsilon``).
+
+    Examples
+    --------
+    >>> per_row_epsilon(1.0, 1), per_row_epsilon(1.0, 4)
+    (1.0, 0.25)
+    >>> from fractions import Fraction
+    >>> 3 * Fraction(per_row_epsilon(0.1, 3)) <= Fraction(0.1)
+    True
+    """
+    rows = int(rows)
+    if rows < 1:
+        raise InvalidParameterError(f"rows must be an integer >= 1, got {rows!r}")
+    e = epsilon / rows
+    while rows * Fraction(e) > Fraction(epsilon):
+        e = math.nextafter(e, 0.0)
+    return e
+
+
+def check_person_rows(largest: int, unit: PrivacyUnit, release: str) -> None:
+    """Refuse a row-wise release under ``unit`` when a person has more rows than
+    ``max_rows``: the release randomizes *every* row and is charged for ``max_rows`` rows
+    a person (:func:`pram_rows`), so a person with more would be under-charged.
+
+    Examples
+    --------
+    >>> check_person_rows(3, PrivacyUnit("pid", max_rows=3), "PRAM")
+    >>> try:
+    ...     check_person_rows(4, PrivacyUnit("pid", max_rows=3), "PRAM")
+    ... except InvalidDataError as exc:
+    ...     print(str(exc)[:56])
+    unit: a person (column 'pid') has 4 rows, more than max_
+    """
+    if unit.is_record or largest <= unit.max_rows:
+        return
+    raise InvalidDataError(
+        f"unit: a person (column {unit.person!r}) has {largest} rows, more than "
+        f"max_rows={unit.max_rows}; {release} randomizes every row of a person and is "
+        f"charged for max_rows rows a person, so raise max_rows to at least {largest} (the "
+        "charge stays epsilon, each row gets epsilon / max_rows) or keep at most max_rows "
+        "rows a person in the input. Nothing was charged."
+    )

@@ -31,7 +31,12 @@ import polars as pl
 from dpframe.core.files import atomic_file, check_output_path
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
-from dpframe.engines.bounding import bounded_frame, bounded_grouped_parts
+from dpframe.engines.bounding import (
+    bounded_frame,
+    bounded_grouped_parts,
+    check_unit,
+    null_person_error,
+)
 from dpframe.engines.driver import BAD_PREFIX, ROWS
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -181,6 +186,16 @@ class PolarsEngine:
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]
         return dict(zip(columns, pl.collect_all(queries, engine="streaming"), strict=True))
+
+    def largest_person_rows(self, person: str) -> int:
+        check_unit(self.schema(), PrivacyUnit(person), [])
+        per = self.frame.group_by(person).agg(pl.len().alias("n"))
+        row = per.select(
+            pl.col("n").max().alias("most"), pl.col(person).null_count().alias("nulls")
+        ).collect(engine="streaming")
+        if row["nulls"].item():
+            raise null_person_error(person)
+        return int(row["most"].item() or 0)
 
     def covariance_inputs(
         self, columns: Sequence[str], bounds: Sequence[tuple[float, float]]

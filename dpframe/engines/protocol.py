@@ -78,6 +78,11 @@ class Engine(Protocol):
         """For each column, its values and ``count`` (nulls included, as a value)."""
         ...
 
+    def largest_person_rows(self, person: str) -> int:
+        """The most rows any one person has (0 for no rows); a null person refused
+        (:func:`dpframe.engines.bounding.null_person_error`)."""
+        ...
+
     def covariance_inputs(
         self, columns: Sequence[str], bounds: Sequence[tuple[float, float]]
     ) -> CovarianceInputs: ...

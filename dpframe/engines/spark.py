@@ -271,6 +271,19 @@ class SparkEngine:
             for c in columns
         }
 
+    def largest_person_rows(self, person: str) -> int:
+        from pyspark.sql import functions as sf
+
+        check_unit(list(self._fields()), PrivacyUnit(person), [])
+        per = self.frame.groupBy(person).agg(sf.count(sf.lit(1)).alias("n"))
+        row = per.select(
+            sf.max("n").alias("most"),
+            sf.sum(sf.when(sf.col(person).isNull(), 1).otherwise(0)).alias("nulls"),
+        ).collect()[0]
+        if row["nulls"]:
+            raise null_person_error(person)
+        return int(row["most"] or 0)
+
     def covariance_inputs(
         self, columns: Sequence[str], bounds: Sequence[tuple[float, float]]
     ) -> CovarianceInputs:

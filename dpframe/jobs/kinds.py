@@ -167,12 +167,15 @@ def _build_pram(ctx: Context, r: PramSpec) -> Release:
         entry = c.model_dump()
         entry["categories"] = _declared(r, c.column, c.categories, ctx.schema)
         columns.append(entry)
+    unit = ctx.unit(r)  # PRAM has no groups: only the person and max_rows
     return MicrodataRelease(
         ctx.frame,
         columns,
         accountant=ctx.accountant,
         seed=ctx.source(r),
         neighbours=ctx.spec.privacy.neighbours,
+        unit=unit.get("unit"),
+        max_rows=unit.get("max_rows"),
     )
 
 

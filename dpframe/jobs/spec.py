@@ -320,6 +320,14 @@ class PramColumnSpec(_Model):
 class PramSpec(_Release):
     kind: Literal["pram"]
     columns: list[PramColumnSpec] = Field(min_length=1)
+    unit: str | None = Field(
+        None,
+        min_length=1,
+        description="this release's person column, on a record ledger: every row is "
+        "randomized, each at epsilon / max_rows, and a person with more than max_rows rows "
+        "is refused; default: the spec's [privacy] unit",
+    )
+    max_rows: Annotated[int | None, BeforeValidator(spec_field("max_rows", optional=True))] = None
 
     @field_validator("columns")
     @classmethod
@@ -421,7 +429,7 @@ class Spec(_Model):
                         f"group sizes (margins.{r.margins}.sizes); without them means, "
                         "proportions and variances are ratios of noisy sums and counts"
                     )
-            if isinstance(r, GroupedSpec) and r.unit is not None:
+            if isinstance(r, GroupedSpec | PramSpec) and r.unit is not None:
                 if self.privacy.unit not in ("record", r.unit):
                     raise ValueError(
                         f"release {r.name!r}: unit {r.unit!r} differs from the ledger's person "

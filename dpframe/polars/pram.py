@@ -43,6 +43,7 @@ from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.constraints import check_categories
 from dpframe.core.executor import MechanismPlan, Step
 from dpframe.core.randomness import RandomSource, as_source
+from dpframe.core.units import PrivacyUnit, as_unit, check_person_rows
 from dpframe.engines.driver import check_categories_fit, declared_counts
 from dpframe.engines.polars import decode, encode
 from dpframe.errors import InvalidParameterError, ReleaseNotArmedError, ReleaseReuseError
@@ -146,6 +147,15 @@ class PramExpression(RunnerRelease):
         random: RandomSource,
         column: str | None,
     ) -> None:
+        if accountant is not None and not accountant.unit.is_record:
+            person = accountant.unit.person
+            raise InvalidParameterError(
+                f"unit: this accountant protects people identified by {person!r}, and a "
+                ".dp.pram expression cannot see whose row it randomizes; release the "
+                f"columns with dpframe.pram.release(frame, columns, unit={person!r}, "
+                "max_rows=...), which charges each person for all of their rows. Nothing "
+                "was charged."
+            )
         self.id = uuid.uuid4().hex
         self.column = column
         self.categories = categories
@@ -387,6 +397,8 @@ class MicrodataRelease(Release):
     """PRAM of whole columns of a frame, written once (see :func:`release`)."""
 
     kind = "PRAM microdata"
+    #: under a person unit: every row randomized, charged for max_rows rows a person
+    person_level = True
 
     def __init__(
         self,
@@ -397,8 +409,12 @@ class MicrodataRelease(Release):
         accountant: Any = None,
         seed: Any = None,
         neighbours: str | None = None,
+        unit: Any = None,
+        max_rows: int | None = None,
     ) -> None:
-        super().__init__(frame, accountant, seed, neighbours)
+        super().__init__(
+            frame, accountant, seed, neighbours, unit=_rows_unit(unit, max_rows, accountant)
+        )
         schema = self.engine.schema()
         specs = _column_specs(columns)
         self.keep = list(keep)
@@ -426,6 +442,7 @@ class MicrodataRelease(Release):
                     diagonal=s.get("diagonal", "optimal"),
                     neighbours=self.neighbours,
                     details={"seeded": self.random.seeded},
+                    unit=self.unit,
                 )
             )
         self.records: dict[str, Any] = {}
@@ -439,6 +456,9 @@ class MicrodataRelease(Release):
         return [p.column for p in self._plans]
 
     def _exact_inputs(self) -> list[Any]:
+        if not self.unit.is_record:  # no person may have more rows than are charged for
+            largest = self.engine.largest_person_rows(self.unit.person)
+            check_person_rows(largest, self.unit, "PRAM")
         counts = self.engine.category_counts(self.columns)
         exact = [
             declared_counts(counts[p.column], p.column, p.categories)["count"].to_numpy()
@@ -484,6 +504,20 @@ class MicrodataRelease(Release):
         return self.engine.write_rowwise(armed, self.keep, path, metadata, source=self.random)
 
 
+def _rows_unit(unit: Any, max_rows: Any, accountant: Any) -> PrivacyUnit:
+    """A row-wise release's unit: as given, else the accountant's (``max_rows`` given here
+    or the accountant's); only ``max_rows`` matters (PRAM has no groups)."""
+    acct = resolve_accountant(accountant)
+    if unit is None and acct is not None and not acct.unit.is_record:
+        rows = acct.unit.max_rows if max_rows is None else max_rows
+        return PrivacyUnit(acct.unit.person, rows)
+    if unit is None and max_rows is not None:
+        raise InvalidParameterError(
+            "max_rows: give the person column too (unit='<column>'), or open the accountant with it"
+        )
+    return as_unit(unit, max_rows)
+
+
 def raise_reuse(release: Release) -> None:
     raise ReleaseReuseError(
         f"{release.kind} {release.id[:8]} has already been written; a second randomization "
@@ -498,6 +532,8 @@ def release(
     keep: Sequence[str] = (),
     accountant: Accountant | None = None,
     seed: int | RandomSource | None = None,
+    unit: str | PrivacyUnit | None = None,
+    max_rows: int | None = None,
 ) -> MicrodataRelease:
     """Declare PRAM of whole columns of a polars or Spark frame (write it with ``.write``).
 
@@ -511,6 +547,13 @@ def release(
         Other columns to carry through unchanged: they are published as they are.
     accountant, seed
         As for ``.dp.pram``.
+    unit, max_rows : optional
+        A person unit (``docs/privacy-units.md``): the column identifying a person and the
+        most rows one person may have (default: the accountant's). Every row is still
+        randomized, each at ``epsilon / max_rows``, so a column's ``epsilon`` is what one
+        person's rows cost together; a person with more than ``max_rows`` rows is refused
+        before anything is charged. How many rows a person has is not protected (the
+        file keeps one row per input row).
 
     Examples
     --------
@@ -524,7 +567,9 @@ def release(
     >>> pl.read_parquet(out).height, acct.spent.epsilon
     (3, 1.0)
     """
-    return MicrodataRelease(frame, columns, keep=keep, accountant=accountant, seed=seed)
+    return MicrodataRelease(
+        frame, columns, keep=keep, accountant=accountant, seed=seed, unit=unit, max_rows=max_rows
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -123,9 +123,9 @@ class Release:
         if not self.unit.is_record and not self.person_level:
             raise InvalidParameterError(
                 f"unit: a {self.kind} under a person unit ({self.unit.describe()}) is not "
-                "offered yet: it needs a public number of records (or, for PRAM, each "
-                "person's rows), which bounding makes private; release grouped counts and "
-                "sums with unit=... instead, or use a record ledger"
+                "offered yet: it needs a public number of records, which bounding makes "
+                "private; release grouped counts and sums (or PRAM microdata) with unit=... "
+                "instead, or use a record ledger"
             )
         self.random: RandomSource = as_source(seed)
         self._once = Once()

@@ -607,3 +607,28 @@ def test_dp_prior_on_spark_matches_polars_and_feeds_pram(spark, survey, tmp_path
     with pytest.raises(InvalidDataError, match="outside the declared categories"):
         dpframe.pram.dp_prior(sdf, "region", 0.2, categories=cats[:3], accountant=a_acct)
     assert a_acct.spent.epsilon == pytest.approx(1.0)  # refusals spend nothing
+
+
+def test_pram_under_a_person_unit_on_spark_checks_each_persons_rows(spark, tmp_path):
+    """The engines agree on the most rows a person has; a person with more than max_rows
+    is refused before the charge, on Spark as on polars."""
+    from dpframe.engines.polars import PolarsEngine
+    from dpframe.engines.spark import SparkEngine
+
+    people = pl.DataFrame({"pid": [1, 1, 2, 3, 3, 3], "c": ["a", "b", "a", "c", "c", "b"]})
+    sdf = spark.createDataFrame(people.to_pandas())
+    assert SparkEngine(sdf).largest_person_rows("pid") == 3
+    assert PolarsEngine(people).largest_person_rows("pid") == 3
+    cols = [{"column": "c", "epsilon": 1.0, "categories": ["a", "b", "c"]}]
+    acct = dpframe.Accountant(epsilon=2.0, unit="pid", max_rows=2)
+    with pytest.raises(InvalidDataError, match="more than max_rows=2"):
+        dpframe.pram.release(sdf, cols, accountant=acct).write(tmp_path / "out")
+    assert acct.ledger == () and not (tmp_path / "out").exists()
+    nulls = spark.createDataFrame(
+        people.with_columns(pid=pl.when(pl.col("pid") == 2).then(None).otherwise("pid")).to_pandas()
+    )
+    with pytest.raises(InvalidDataError, match="holds nulls"):
+        SparkEngine(nulls).largest_person_rows("pid")
+    acct = dpframe.Accountant(epsilon=2.0, unit="pid", max_rows=3)
+    dpframe.pram.release(sdf, cols, accountant=acct).write(tmp_path / "ok")
+    assert acct.ledger[0].details["rows_per_person"] == 3

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from dpframe.core.constraints import (
 )
 from dpframe.core.executor import summary_row
 from dpframe.core.neighbours import require_substitute
+from dpframe.core.units import RECORD, PrivacyUnit, per_row_epsilon, pram_rows
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.laplace import calibrate_laplace, release_laplace
 from dpframe.mechanisms.pram.optimum import (
@@ -210,6 +212,15 @@ def _check_counts(exact: Any, categories: tuple[Any, ...], column: str) -> None:
         )
 
 
+def _per(plan: Any) -> str:
+    """The summary's note on a person unit: how the charge splits over a person's rows."""
+    if plan.unit is None:
+        return ""
+    return (
+        f"; up to {plan.rows} rows a person ({plan.unit!r}), each randomized at epsilon/{plan.rows}"
+    )
+
+
 @dataclass(frozen=True)
 class PramPlan:
     """PRAM of one column with a matrix fixed before any data (uniform/public prior, matrix)."""
@@ -221,11 +232,16 @@ class PramPlan:
     design: PramDesign | None  # None for a user matrix
     prior: str  # "uniform", "public" or "matrix"
     details: dict[str, Any] = field(default_factory=dict)
+    #: how many of one person's rows are randomized, at most (1: one row is one person)
+    rows: int = 1
+    #: the person column (``None``: one row is one person)
+    unit: str | None = None
 
     @property
     def epsilon_charged(self) -> float:
-        """The charge: the epsilon asked for, or the sampled matrix's own if larger."""
-        return charge_for(self.sampler.epsilon_actual, self.epsilon)
+        """The charge: the epsilon asked for, or ``rows`` times the sampled matrix's own
+        if larger (:func:`dpframe.core.units.pram_rows`)."""
+        return charge_for(self.rows * Fraction(self.sampler.epsilon_actual), self.epsilon)
 
     def record(self) -> dict[str, Any]:
         """The design (or matrix) as recorded for estimation."""
@@ -243,6 +259,8 @@ class PramPlan:
             "neighbours": "substitute",
             **self.details,
         }
+        if self.unit is not None:
+            details["rows_per_person"] = self.rows
         key = "design" if self.design is not None else "matrix"
         details[key] = self.record() if key == "design" else self.record()["matrix"]
         return (
@@ -252,6 +270,7 @@ class PramPlan:
                 columns=(self.column,),
                 composition="parallel",
                 details=details,
+                unit=self.unit,
             ),
         )
 
@@ -259,7 +278,7 @@ class PramPlan:
         m = self.sampler.matrix
         keep = np.diag(m)
         note = f"S={len(self.categories)}, keep probability {keep.min():.3g}-{keep.max():.3g}"
-        return [summary_row(self.column, "pram", self.epsilon_charged, note=note)]
+        return [summary_row(self.column, "pram", self.epsilon_charged, note=note + _per(self))]
 
     def check(self, exact: Any) -> None:
         _check_counts(exact, self.categories, self.column)
@@ -282,10 +301,20 @@ class PriorPlan:
     epsilon: float
     note: str = "DP histogram of the column, used only to choose the PRAM matrix"
     details: dict[str, Any] = field(default_factory=dict)
+    #: a person's rows, at most: a person moves up to this many records (sensitivity 2 rows)
+    rows: int = 1
+    unit: str | None = None
+
+    @property
+    def sensitivity(self) -> float:
+        """l1 sensitivity of the histogram under substitution: ``2 * rows``."""
+        return 2.0 * self.rows
 
     @property
     def _calibration(self) -> Any:
-        return calibrate_laplace(self.epsilon, 2.0, granularity=1.0, values_on_grid=True)
+        return calibrate_laplace(
+            self.epsilon, self.sensitivity, granularity=1.0, values_on_grid=True
+        )
 
     @property
     def charges(self) -> tuple[Charge, ...]:
@@ -300,10 +329,11 @@ class PriorPlan:
                 note=self.note,
                 details={
                     "categories": len(self.categories),
-                    "sensitivity": 2,
+                    "sensitivity": 2 * self.rows,
                     "neighbours": "substitute",
                     **self.details,
                 },
+                unit=self.unit,
             ),
         )
 
@@ -314,7 +344,7 @@ class PriorPlan:
                 self.column,
                 "pram_prior_histogram",
                 self.charges[0].epsilon,
-                sensitivity=2.0,
+                sensitivity=self.sensitivity,
                 scale=cal.scale,
                 error95=cal.error(0.95),
                 note=self.note,
@@ -345,6 +375,8 @@ class DPPriorPramPlan:
     prior_share: float
     diagonal: str
     details: dict[str, Any] = field(default_factory=dict)
+    rows: int = 1
+    unit: str | None = None
 
     @property
     def split(self) -> tuple[float, float]:
@@ -355,8 +387,18 @@ class DPPriorPramPlan:
     @property
     def prior_plan(self) -> PriorPlan:
         return PriorPlan(
-            self.column, self.categories, self.split[0], details={"share": self.prior_share}
+            self.column,
+            self.categories,
+            self.split[0],
+            details={"share": self.prior_share},
+            rows=self.rows,
+            unit=self.unit,
         )
+
+    @property
+    def row_epsilon(self) -> float:
+        """The design's epsilon: PRAM's share over a person's rows."""
+        return per_row_epsilon(self.split[1], self.rows)
 
     @property
     def charges(self) -> tuple[Charge, ...]:
@@ -372,13 +414,15 @@ class DPPriorPramPlan:
                     "categories": len(self.categories),
                     "prior": "dp",
                     "neighbours": "substitute",
+                    **({"rows_per_person": self.rows} if self.unit is not None else {}),
                     **self.details,
                 },
+                unit=self.unit,
             ),
         )
 
     def summary(self) -> list[dict[str, Any]]:
-        note = f"S={len(self.categories)}, design chosen for the DP prior"
+        note = f"S={len(self.categories)}, design chosen for the DP prior" + _per(self)
         return [
             *self.prior_plan.summary(),
             summary_row(self.column, "pram", self.split[1], note=note),
@@ -389,8 +433,8 @@ class DPPriorPramPlan:
 
     def draw(self, exact: Any, rng: np.random.Generator) -> ArmedPram:
         p = self.prior_plan.draw(exact, rng)
-        d = design(p, self.split[1], diagonal=self.diagonal)
-        if d.epsilon_actual > self.split[1]:  # design() certifies it; never trust silently
+        d = design(p, self.row_epsilon, diagonal=self.diagonal)
+        if d.epsilon_actual > self.row_epsilon:  # design() certifies it; never trust silently
             raise AssertionError("internal error: a PRAM design exceeds its epsilon")
         return ArmedPram(
             self.column, self.categories, d.sampler, d, design_record(d, self.categories, "dp")
@@ -408,13 +452,18 @@ def plan_pram(
     prior_share: float = 0.1,
     neighbours: str = "substitute",
     details: Mapping[str, Any] | None = None,
+    unit: PrivacyUnit = RECORD,
 ) -> PramPlan | DPPriorPramPlan:
     """Plan PRAM of one column (see the module docstring); nothing is read or drawn.
 
     Parameters are those of ``.dp.pram``; ``categories`` must be given (an adapter takes
-    them from an Enum dtype). A public prior's keys name the categories too.
+    them from an Enum dtype). A public prior's keys name the categories too. Under a
+    person ``unit`` the release is charged ``epsilon`` for up to ``max_rows`` rows a
+    person, each row randomized at ``epsilon / max_rows``
+    (:func:`dpframe.core.units.pram_rows`); the caller checks that no person has more.
     """
     require_substitute(neighbours, "pram", argument="neighbours")
+    rows, person = pram_rows(unit), unit.person
     cats = check_categories(categories)
     if cats is None and isinstance(prior, Mapping):
         cats = check_categories(list(prior))
@@ -446,19 +495,21 @@ def plan_pram(
                 "matrix is not differentially private for any epsilon: a column holds both "
                 "a zero and a non-zero entry"
             )
+        loss = rows * Fraction(actual)
         if epsilon is None:
-            eps = charge_for(actual, 1e-9)  # the matrix's own, rounded up (>= 1e-9)
+            eps = charge_for(loss, 1e-9)  # the matrix's own, rounded up (>= 1e-9)
         else:
             eps = check_epsilon(epsilon)
-            if actual > eps * (1 + 1e-12):
+            if loss > Fraction(eps) * (1 + Fraction(1, 10**12)):
+                per = f" times {rows} rows a person" if rows > 1 else ""
                 raise InvalidParameterError(
                     f"matrix gives epsilon = {actual:.12g} (max over columns of log(max_i "
-                    f"M_ij / min_i M_ij), of the matrix actually sampled), more than "
+                    f"M_ij / min_i M_ij), of the matrix actually sampled){per}, more than "
                     f"epsilon={epsilon!r}; raise epsilon or flatten the matrix"
                 )
         des = matrix if isinstance(matrix, PramDesign) else None
         label = "matrix"
-        return PramPlan(column, cats, eps, sam, des, label, extra)
+        return PramPlan(column, cats, eps, sam, des, label, extra, rows, person)
     if epsilon is None:
         raise InvalidParameterError("epsilon is required (unless matrix= is given)")
     eps = check_epsilon(epsilon)
@@ -469,15 +520,18 @@ def plan_pram(
                 raise InvalidParameterError(
                     f"prior_share must be a number in (0, 1), got {prior_share!r}"
                 )
-            plan = DPPriorPramPlan(column, cats, eps, float(prior_share), diagonal, extra)
-            _check_design_epsilon(plan.split[1])  # an impossible split fails now
+            plan = DPPriorPramPlan(
+                column, cats, eps, float(prior_share), diagonal, extra, rows, person
+            )
+            _check_design_epsilon(plan.row_epsilon)  # an impossible split fails now
             return plan
-        d = krr(len(cats), eps)
-        return PramPlan(column, cats, eps, d.sampler, d, "uniform", extra)
-    if eps > MAX_EPSILON:
-        _check_design_epsilon(eps)  # raises, naming k-RR and matrix= as the ways out
-    d = design(prior_weights(prior, cats), eps, diagonal=diagonal)
-    return PramPlan(column, cats, eps, d.sampler, d, "public", extra)
+        d = krr(len(cats), per_row_epsilon(eps, rows))
+        return PramPlan(column, cats, eps, d.sampler, d, "uniform", extra, rows, person)
+    row_eps = per_row_epsilon(eps, rows)
+    if row_eps > MAX_EPSILON:
+        _check_design_epsilon(row_eps)  # raises, naming k-RR and matrix= as the ways out
+    d = design(prior_weights(prior, cats), row_eps, diagonal=diagonal)
+    return PramPlan(column, cats, eps, d.sampler, d, "public", extra, rows, person)
 
 
 def plan_dp_prior(
