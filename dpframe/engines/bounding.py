@@ -47,6 +47,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -360,30 +361,37 @@ def _codes(column: pl.Series) -> pl.Series:
     return column.cast(pl.Int64)
 
 
-def _group_codes(codes: list[pl.Series], rows: int) -> tuple[pl.Series, tuple[int, int]]:
-    """One code a group (the keys' codes in mixed radix, a null its own code; one key
-    without nulls its own code), in the keys' lexicographic order, and its range; a range
-    wider than the data is compressed to dense ranks (same order)."""
+def _group_codes(codes: list[pl.Series], rows: int) -> pl.Series:
+    """One code a group: a key's own codes (one key without nulls), else the keys' codes
+    in mixed radix (a null its own code), in the keys' lexicographic order; null where
+    the codes would not fit in 62 bits (the caller then ranks the rows' keys)."""
     if not codes:
-        return pl.repeat(0, rows, dtype=pl.Int64, eager=True).alias("g"), (0, 0)
+        return pl.repeat(0, rows, dtype=pl.Int64, eager=True).alias("g")
     if len(codes) == 1 and not codes[0].null_count():
-        gid = codes[0]
-        lo, hi = (gid.min() or 0), gid.max()
-        g_range = (lo, hi if hi is not None else lo)
-    else:
-        gid = pl.repeat(0, rows, dtype=pl.Int64, eager=True)
-        span = 1
-        for c in codes:
-            lo = c.min() or 0
-            hi = c.max() if c.null_count() < c.len() else lo - 1
-            width = hi - lo + 1 + (1 if c.null_count() else 0)
-            gid = gid * width + (c - lo).fill_null(width - 1)
-            span *= max(width, 1)
-        g_range = (0, span - 1)
-    if g_range[1] - g_range[0] >= max(1 << 20, 4 * rows):  # sparse: dense ranks
-        gid = gid.rank("dense").cast(pl.Int64) - 1
-        g_range = (0, int(gid.max() or 0))
-    return gid.alias("g"), (int(g_range[0]), int(g_range[1]))
+        return codes[0].alias("g")
+    widths = []
+    for c in codes:
+        lo = c.min() or 0
+        hi = c.max() if c.null_count() < c.len() else lo - 1
+        widths.append((lo, hi - lo + 1 + (1 if c.null_count() else 0)))
+    if math.prod(max(w, 1) for _, w in widths) >= 1 << 62:  # would overflow
+        frame = pl.DataFrame([c.alias(f"k{j}") for j, c in enumerate(codes)])
+        ranks = frame.select(pl.struct(pl.all()).rank("dense", descending=False))
+        return (ranks.to_series().cast(pl.Int64) - 1).alias("g")
+    gid = pl.repeat(0, rows, dtype=pl.Int64, eager=True)
+    for c, (lo, width) in zip(codes, widths, strict=True):
+        gid = gid * width + (c - lo).fill_null(width - 1)
+    return gid.alias("g")
+
+
+def _dense(
+    codes: pl.Series, span: tuple[int, int], limit: int
+) -> tuple[pl.Series, tuple[int, int]]:
+    """Codes spanning ``limit`` integers or more compressed to dense ranks (same order)."""
+    if span[1] - span[0] < limit:
+        return codes, span
+    codes = codes.rank("dense").cast(pl.Int64) - 1
+    return codes, (0, int(codes.max() or 0))
 
 
 def _kernel_parts(
@@ -402,29 +410,37 @@ def _kernel_parts(
 
     person = unit.person
     names = list(values)
-    # one streaming read: the person, the keys, each part's values, each bad-row flag
-    df = frame.select(
-        *dict.fromkeys([person, *keys]),
-        *[values[n].cast(pl.Float64).alias(f"__value{j}") for j, n in enumerate(names)],
-        *[e.alias(f"__badrow{j}") for j, e in enumerate(bads.values())],
+    # one streaming read: the person, the keys, each part's values, each bad-row flag, in
+    # a frame of their own (the input's names never collide with the derived columns')
+    derived = [values[n].cast(pl.Float64) for n in names] + list(bads.values())
+    both = frame.select(
+        pl.struct(*dict.fromkeys([person, *keys])).alias("keys"),
+        *[e.alias(f"v{j}") for j, e in enumerate(derived[: len(names)])],
+        *[e.alias(f"b{j}") for j, e in enumerate(derived[len(names) :])],
     ).collect(engine="streaming")
+    df = both["keys"].struct.unnest()
+    parts = both.drop("keys")
     pid = _codes(df[person])
     if pid.null_count():
         raise null_person_error(person)
-    p_range = (int(pid.min() or 0), int(pid.max() or 0))
-    gid, g_range = _group_codes([_codes(df[c]) for c in keys], df.height)
-    if g_range[1] - g_range[0] >= 2**bk.GROUP_BITS or p_range[1] - p_range[0] >= 2**bk.PERSON_BITS:
+    gid = _group_codes([_codes(df[c]) for c in keys], df.height)
+    limit = max(1 << 20, 4 * df.height)  # sparser codes: dense ranks
+    p_range = bk.value_range([x.to_numpy() for x in pid.get_chunks()])
+    g_range = bk.value_range([x.to_numpy() for x in gid.get_chunks()])
+    pid, p_range = _dense(pid, p_range, min(limit, 1 << bk.PERSON_BITS))
+    gid, g_range = _dense(gid, g_range, min(limit, 1 << bk.GROUP_BITS))
+    if g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:  # more than 2**26 groups
         return _polars_parts(frame, unit, keys, values, counts, bads, rng)
-    work = pl.DataFrame([pid.alias("p"), gid, *[df[f"__value{j}"] for j in range(len(names))]])
+    work = pl.DataFrame([pid.alias("p"), gid, *[parts[f"v{j}"] for j in range(len(names))]])
     if len({tuple(len(x) for x in work[c].get_chunks()) for c in work.columns}) > 1:
         work = work.rechunk()
     chunks = {c: [x.to_numpy() for x in work[c].get_chunks()] for c in work.columns}
     vals = [
-        [chunks[f"__value{j}"][i] for j in range(len(names))] if names else np.empty((0, len(p)))
+        [chunks[f"v{j}"][i] for j in range(len(names))] if names else np.empty((0, len(p)))
         for i, p in enumerate(chunks["p"])
     ]
     key = tuple(int(w) for w in rng.integers(0, 2**64, size=2, dtype=np.uint64))
-    kept, sums, first, marks = bk.bounded_sums(
+    kept, sums, group_row, marks = bk.bounded_sums(
         chunks["p"], chunks["g"], vals, key, unit.max_groups, unit.max_rows, p_range, g_range
     )
     del chunks, vals
@@ -441,20 +457,16 @@ def _kernel_parts(
         take, g = big[chosen], gids[chosen]
         np.add.at(kept, g, 1)
         for j in range(len(names)):
-            np.add.at(sums[:, j], g, work[f"__value{j}"].gather(take).to_numpy())
-        none = np.iinfo(np.int64).max
-        f = np.where(first < 0, none, first)
-        np.minimum.at(f, g, take)  # a kept group's first kept row, for its key values
-        first = np.where(f == none, -1, f)
+            np.add.at(sums[:, j], g, work[f"v{j}"].gather(take).to_numpy())
     groups = np.flatnonzero(kept > 0) if keys else np.zeros(1, dtype=np.int64)
-    out = df[first[groups]].select(keys) if keys else pl.DataFrame()
+    out = df[group_row[groups]].select(keys) if keys else pl.DataFrame()  # their keys' values
     cols = {ROWS: pl.Series(ROWS, kept[groups], dtype=pl.UInt32)}
     for n in counts:
         cols[n] = pl.Series(n, kept[groups], dtype=pl.Float64)
     for j, n in enumerate(names):
         cols[n] = pl.Series(n, sums[groups, j], dtype=pl.Float64)
     out = out.with_columns(**cols) if keys else pl.DataFrame(cols)
-    totals = {b: int(df[f"__badrow{j}"].sum() or 0) for j, b in enumerate(bads)}
+    totals = {b: int(parts[f"b{j}"].sum() or 0) for j, b in enumerate(bads)}
     return _with_bad_totals(out, totals)
 
 

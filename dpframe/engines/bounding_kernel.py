@@ -2,34 +2,44 @@
 
 The polars engine's fast path for a person-level grouped release
 (:func:`dpframe.engines.bounding.bounded_grouped_parts`) runs on integer codes: ``pc``, a
-person code per row (``0 <= pc < 2**36``), and ``gc``, a group code per row
-(``0 <= gc < 2**GROUP_BITS``). Nothing here sorts the records or shuffles them:
+person code per row (spanning fewer than ``2**PERSON_BITS`` integers), and ``gc``, a
+group code per row (spanning fewer than ``2**GROUP_BITS``). Nothing here sorts the
+records or shuffles them:
 
-1. **Pair priorities** (in the partition, parallel): every row gets
-   ``q = (SipHash-1-3_key(pc, gc) with its low 32 bits replaced by gc)``. SipHash is a
-   keyed pseudo-random function (the one CPython and Rust hash with); the 128-bit key is
-   drawn from the release's secure source, so the priorities of a person's distinct
-   ``(person, group)`` pairs are, to anyone without the key, independent uniform draws --
-   and every row of a pair gets the same priority. The low bits make two different pairs
-   of a person never tie (the cap below is exact, always). The random high bits are
-   always 32 (whatever the number of groups), and a tie of them (probability ``2**-32``
-   a comparison) is broken by the group code, whose order the caller fixes before
-   seeing the data (:func:`dpframe.engines.bounding._codes`: the values' own order), so
-   the tie-break never depends on other persons' data either.
-2. **Partition by person** (a counting scatter by ``pc >> shift``): each bucket holds
-   every row of at most ``2**shift`` persons, so the per-person state of a bucket fits in
-   the CPU's L2 cache.
+1. **Pair priorities** (in the partition, parallel): every row gets a 64-bit priority,
+   the same for every row of a ``(person, group)`` pair: 32 random bits -- the top bits
+   of SipHash-1-3 of the pair's codes (:func:`pair_hash`), a keyed pseudo-random
+   function (the one CPython and Rust hash with) under a 128-bit key drawn from the
+   release's secure source -- then the person's place in its bucket, then the group
+   code. The codes in the low bits make two pairs of a person never tie (the cap below
+   is exact, always). The random bits are 32 whatever the data, and a tie of them
+   (probability ``2**-32`` a comparison) is broken by the group code, whose order the
+   caller fixes before seeing the data (:func:`dpframe.engines.bounding._codes`: the
+   values' own order), so the tie-break never depends on other persons' data.
+2. **Partition by person** (a counting scatter by ``pc >> shift``, in runs of the input
+   pieces): each bucket holds every record of at most ``2**shift`` persons, so the
+   per-person state of a bucket fits in the CPU's L2 cache. A record is its priority and
+   its values: 8 bytes and 8 a value, in arrays numpy backs with huge pages.
 3. **Choose and sum** (parallel over buckets): in one pass over a bucket, each person
    keeps the ``max_groups`` pairs of smallest priority (an insertion into ``max_groups``
    sorted slots per person), with each kept pair's number of rows and sums; then each
    kept pair with at most ``max_rows`` rows is added to its group. A kept pair with more
-   rows is **oversized**: a second pass over that bucket (only then) marks its rows
-   :data:`OVERSIZED`, and the caller adds a uniform ``max_rows``-subset of them, drawn by
-   :func:`dpframe.engines.bounding.segment_sample` from the secure source.
+   rows is **oversized**: a second pass over that bucket (only then) marks its records
+   :data:`OVERSIZED`, the marks are put back on their rows by replaying the scatter over
+   the runs that hold one, and the caller adds a uniform ``max_rows``-subset of them,
+   drawn by :func:`dpframe.engines.bounding.segment_sample` from the secure source.
 
-A person's kept rows depend on their own rows and the key only (never on the file order
-or on other persons), which is what makes the bounded release's sensitivity hold; the
-randomness only makes the choice uniform, so that what bounding drops is dropped evenly.
+Why the sensitivities hold. A person's kept rows are a function of their own rows and of
+the priorities of their own pairs, never of the file order. Where the codes are the
+values themselves (integer persons and one integer key), the priorities are a function
+of the pair and the key alone, so for *every* key adding, removing or replacing one
+person leaves everyone else's kept rows as they were. Where a code is a rank among the
+values present (strings, categoricals, several keys, sparse codes), it depends on which
+other values are present; but distinct pairs get distinct codes, and a pseudo-random
+function under a fresh secret key gives distinct inputs independent uniform priorities
+whatever the inputs are, so everyone else's kept rows have the same joint law on
+neighbouring datasets -- which is all the sensitivity argument needs. The randomness
+also makes the choice uniform, so that what bounding drops is dropped evenly.
 
 numba compiles the kernels on first use (a few seconds, cached on disk afterwards);
 ``import dpframe`` does not import this module (the polars engine imports it on the
@@ -41,7 +51,7 @@ Examples
 >>> from dpframe.engines.bounding_kernel import KEPT, bounded_sums
 >>> pid = np.array([0, 0, 0, 1], dtype=np.int64)
 >>> gid = np.array([0, 1, 2, 0], dtype=np.int64)
->>> kept, sums, first, marks = bounded_sums(
+>>> kept, sums, group_row, marks = bounded_sums(
 ...     pid, gid, np.ones((1, 4)), (1, 2), 1, 1, mark_kept=True
 ... )
 >>> int((marks[:3] == KEPT).sum()), int(marks[3]), int(kept.sum()), float(sums.sum())
@@ -63,7 +73,8 @@ __all__ = [
     "OVERSIZED",
     "PERSON_BITS",
     "bounded_sums",
-    "siphash13",
+    "pair_hash",
+    "value_range",
 ]
 
 #: A row's mark: not kept (its pair is not among the person's kept groups).
@@ -72,10 +83,14 @@ DROPPED = 0
 KEPT = 1
 #: A row's mark: its pair is kept but has more than ``max_rows`` rows.
 OVERSIZED = 2
-#: Group codes must be below ``2**GROUP_BITS`` (the other 32 bits of a priority are random).
-GROUP_BITS = 32
-#: Person codes must be below ``2**PERSON_BITS`` (the buckets' count array stays small).
-PERSON_BITS = 36
+#: Random bits of a priority (the same whatever the data: see the module docstring).
+_RANDOM_BITS = 32
+#: Group codes must span fewer than ``2**GROUP_BITS`` integers (a priority holds the
+#: random bits, the person's place in its bucket, at least 64 a bucket, and the code).
+GROUP_BITS = 26
+#: Person codes must span fewer than ``2**PERSON_BITS`` integers (the buckets' counts stay
+#: small; compress sparser codes to ranks first).
+PERSON_BITS = 28
 #: Bytes of per-person state a bucket may use (it stays in the CPU's L2 cache).
 _STATE_BYTES = 1 << 19
 
@@ -130,197 +145,305 @@ def _sip13(k0, k1, m0, m1):
     return v0 ^ v1 ^ v2 ^ v3
 
 
+@nb.njit(inline="always")
+def _sip13_8(k0, k1, m0):
+    # SipHash-1-3 of the 8-byte message m0 (a little-endian word): one round fewer
+    v0 = k0 ^ np.uint64(0x736F6D6570736575)
+    v1 = k1 ^ np.uint64(0x646F72616E646F6D)
+    v2 = k0 ^ np.uint64(0x6C7967656E657261)
+    v3 = k1 ^ np.uint64(0x7465646279746573)
+    v3 ^= m0
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0 ^= m0
+    last = np.uint64(8) << np.uint64(56)
+    v3 ^= last
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0 ^= last
+    v2 ^= np.uint64(0xFF)
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+@nb.njit(inline="always")
+def _pair_hash(k0, k1, p, g):
+    # SipHash-1-3 of the pair's codes: 8 bytes (p, then g, as 32-bit words) when both
+    # fit in 32 bits, else 16 (two 64-bit words); the length is hashed, so the two
+    # encodings never meet and each pair has its own message
+    if p >= 0 and g >= 0 and p < 4294967296 and g < 4294967296:
+        return _sip13_8(k0, k1, np.uint64(p) | (np.uint64(g) << np.uint64(32)))
+    return _sip13(k0, k1, np.uint64(p), np.uint64(g))
+
+
 @nb.njit(cache=True)
-def _siphash13_many(k0, k1, m0, m1):
-    out = np.empty(m0.size, dtype=np.uint64)
-    for i in range(m0.size):
-        out[i] = _sip13(k0, k1, m0[i], m1[i])
+def _pair_hash_many(k0, k1, p, g):
+    out = np.empty(p.size, dtype=np.uint64)
+    for i in range(p.size):
+        out[i] = _pair_hash(k0, k1, p[i], g[i])
     return out
 
 
 @nb.njit(cache=True, parallel=True)
-def _partition(pids, gids, vals, starts, m, p0, p1, g0, g1, k0, k1, shift):
-    nchunks = len(pids)
-    n = starts[nchunks]
-    nbuckets = ((p1 - p0) >> shift) + 1
-    hist = np.zeros((nchunks, nbuckets), dtype=np.int64)
-    bad = np.zeros(nchunks, dtype=np.int64)
-    for c in nb.prange(nchunks):
-        pid = pids[np.int64(c)]
-        gid = gids[np.int64(c)]
-        for i in range(pid.size):
-            p = pid[i]
-            g = gid[i]
-            if p < p0 or p > p1 or g < g0 or g > g1:
-                bad[c] += 1
-            else:
-                hist[c, (p - p0) >> shift] += 1
-    nbad = bad.sum()
-    if nbad:
-        empty = np.zeros((m, 0), dtype=np.float64)
-        return nbad, np.zeros(1, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64), empty
-    off = np.zeros(nbuckets + 1, dtype=np.int64)
-    pos = np.empty((nchunks, nbuckets), dtype=np.int64)
-    at = 0
-    for b in range(nbuckets):
-        off[b] = at
-        for c in range(nchunks):
-            pos[c, b] = at
-            at += hist[c, b]
-    off[nbuckets] = at
-    qp = np.empty(n, dtype=np.uint64)
-    rows = np.empty(n, dtype=np.int64)  # (row << shift) | the person's index in its bucket
-    vp = np.empty((m, n), dtype=np.float64)
-    low = (np.int64(1) << shift) - 1
-    glow = np.uint64(0xFFFFFFFF)
-    for c in nb.prange(nchunks):
-        pid = pids[np.int64(c)]
-        gid = gids[np.int64(c)]
-        first = starts[c]
-        at = np.empty(pid.size, dtype=np.int64)
-        for i in range(pid.size):
-            p = pid[i] - p0
-            b = p >> shift
-            t = pos[c, b]
-            g = np.uint64(gid[i] - g0)
-            qp[t] = (_sip13(k0, k1, np.uint64(p), g) & ~glow) | g
-            rows[t] = (np.int64(first + i) << shift) | (p & low)
-            at[i] = t
-            pos[c, b] = t + 1
-        for v in range(m):
-            val = vals[np.int64(c) * m + v]
-            for i in range(pid.size):
-                vp[v, at[i]] = val[i]
-    return 0, off, qp, rows, vp
+def _value_range(pieces):
+    n = len(pieces)
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    for c in nb.prange(n):
+        x = pieces[np.int64(c)]
+        a = lo[c]
+        b = hi[c]
+        for i in range(x.size):
+            a = min(a, x[i])
+            b = max(b, x[i])
+        lo[c] = a
+        hi[c] = b
+    return lo.min(), hi.max()
 
 
 @nb.njit(cache=True, parallel=True)
-def _choose(qp, rows, off, shift, k, r, values, ngroups, nthreads, marks, mark_kept):
+def _partition(pids, gids, vals, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits, qk, vp):
+    # ``ranges`` cuts the pieces into runs of consecutive pieces, one histogram a run:
+    # the records of a bucket are the rows of run 0, then of run 1, ... each in file order
+    nruns = ranges.size - 1
+    nbuckets = ((p1 - p0) >> shift) + 1
+    hist = np.zeros((nruns, nbuckets), dtype=np.int64)
+    bad = np.zeros(nruns, dtype=np.int64)
+    for u in nb.prange(nruns):
+        for c in range(ranges[u], ranges[u + 1]):
+            pid = pids[np.int64(c)]
+            for i in range(pid.size):
+                p = pid[i]
+                if p < p0 or p > p1:
+                    bad[u] += 1
+                else:
+                    hist[u, (p - p0) >> shift] += 1
+    off = np.zeros(nbuckets + 1, dtype=np.int64)
+    pos = np.empty((nruns, nbuckets), dtype=np.int64)
+    group_row = np.full(g1 - g0 + 1, -1, dtype=np.int64)
+    if bad.sum():
+        return bad.sum(), off, pos, group_row
+    at = 0
+    for b in range(nbuckets):
+        off[b] = at
+        for u in range(nruns):
+            pos[u, b] = at
+            at += hist[u, b]
+    off[nbuckets] = at
+    starts = pos.copy()
+    low = (np.int64(1) << shift) - 1
+    top = np.uint64(shift + gbits)
+    ug = np.uint64(gbits)
+    row0 = np.zeros(nruns + 1, dtype=np.int64)
+    for u in range(nruns):
+        row0[u + 1] = row0[u]
+        for c in range(ranges[u], ranges[u + 1]):
+            row0[u + 1] += pids[np.int64(c)].size
+    for u in nb.prange(nruns):
+        row = row0[u]
+        longest = 0
+        for c in range(ranges[u], ranges[u + 1]):
+            longest = max(longest, pids[np.int64(c)].size)
+        at = np.empty(longest, dtype=np.int64)
+        for c in range(ranges[u], ranges[u + 1]):
+            pid = pids[np.int64(c)]
+            gid = gids[np.int64(c)]
+            for i in range(pid.size):
+                p = pid[i]
+                g = gid[i] - g0
+                b = (p - p0) >> shift
+                t = pos[u, b]
+                pos[u, b] = t + 1
+                at[i] = t
+                if g < 0 or g > g1 - g0:
+                    bad[u] += 1
+                    qk[t] = 0
+                    continue
+                if group_row[g] < 0:  # any row of the group (its keys' values)
+                    group_row[g] = row + i
+                # the priority: 32 random bits (SipHash of the codes), the person's place
+                # in its bucket, the group code (two pairs of a person never tie)
+                h = _pair_hash(k0, k1, p, gid[i])
+                qk[t] = ((h >> top) << top) | (np.uint64((p - p0) & low) << ug) | np.uint64(g)
+            for v in range(m):
+                val = vals[np.int64(c) * m + v]
+                for i in range(pid.size):
+                    vp[v, at[i]] = val[i]
+            row += pid.size
+    return bad.sum(), off, starts, group_row
+
+
+@nb.njit(cache=True, parallel=True)
+def _choose(qk, off, shift, gbits, k, r, values, ngroups, nthreads, tmarks, mark_kept):
     nbuckets = off.size - 1
     per = np.int64(1) << shift
-    low = per - 1
-    glow = np.uint64(0xFFFFFFFF)
+    low = np.uint64(per - 1)
+    ug = np.uint64(gbits)
+    gmask = (np.uint64(1) << ug) - np.uint64(1)
     m = values.shape[0]
+    w = 2 + m  # a slot: priority, rows, m sums (their float64 bits)
     sums = np.zeros((nthreads, ngroups, m), dtype=np.float64)
     kept = np.zeros((nthreads, ngroups), dtype=np.int64)
-    first = np.full((nthreads, ngroups), np.iinfo(np.int64).max, dtype=np.int64)
+    nmarked = np.zeros(nthreads, dtype=np.int64)
     for c in nb.prange(nthreads):
-        # each person's state: k slots of (priority, rows, first row, m sums)
-        slots = np.full(per * k, _MAX, dtype=np.uint64)
-        cnt = np.zeros(per * k, dtype=np.int64)
-        frow = np.zeros(per * k, dtype=np.int64)
-        acc = np.zeros(per * k * m, dtype=np.float64)
+        st = np.zeros(per * k * w, dtype=np.uint64)
+        for s in range(per * k):
+            st[s * w] = _MAX
+        fst = st.view(np.float64)
         for b in range(c, nbuckets, nthreads):
             lo = off[b]
             hi = off[b + 1]
             if lo == hi:
                 continue
             # one pass: each person's k smallest priorities, with the rows and sums of
-            # each. A pair enters the slots at its first row or never (slots[k - 1] only
-            # decreases), so a pair still in the slots at the end has all its rows.
+            # each. A pair enters the slots at its first row or never (the largest kept
+            # priority only decreases), so a pair still in the slots has all its rows.
             for t in range(lo, hi):
-                h = qp[t]
-                o = (rows[t] & low) * k
-                if h > slots[o + k - 1]:
+                h = qk[t]
+                o = np.int64((h >> ug) & low) * k
+                if h > st[(o + k - 1) * w]:
                     continue
                 j = 0
-                while slots[o + j] < h:
+                while st[(o + j) * w] < h:
                     j += 1
-                s = o + j
-                if slots[s] == h:
-                    cnt[s] += 1
+                s = (o + j) * w
+                if st[s] == h:
+                    st[s + 1] += 1
                     for v in range(m):
-                        acc[s * m + v] += values[v, t]
+                        fst[s + 2 + v] += values[v, t]
                     continue
-                for i in range(o + k - 1, s, -1):
-                    slots[i] = slots[i - 1]
-                    cnt[i] = cnt[i - 1]
-                    frow[i] = frow[i - 1]
-                    for v in range(m):
-                        acc[i * m + v] = acc[(i - 1) * m + v]
-                slots[s] = h
-                cnt[s] = 1
-                frow[s] = rows[t] >> shift
+                for i in range((o + k) * w - 1, s + w - 1, -1):
+                    st[i] = st[i - w]
+                st[s] = h
+                st[s + 1] = 1
                 for v in range(m):
-                    acc[s * m + v] = values[v, t]
-            # the persons of this bucket: all of its state, or the persons of its rows
+                    fst[s + 2 + v] = values[v, t]
+            # the persons of this bucket: all of its state, or the persons of its records
             dense = hi - lo >= per
             nq = per if dense else hi - lo
             over = False
             for q in range(nq):
-                o = (q if dense else rows[lo + q] & low) * k
-                for j in range(k):
-                    if slots[o + j] != _MAX and cnt[o + j] > r:
+                o = (q if dense else np.int64((qk[lo + q] >> ug) & low)) * k
+                for s in range(o * w, (o + k) * w, w):
+                    if st[s] != _MAX and st[s + 1] > r:
                         over = True
-            if over or mark_kept:  # mark the rows of oversized (and of kept) pairs
+            if over or mark_kept:  # mark the records of oversized (and of kept) pairs
                 for t in range(lo, hi):
-                    h = qp[t]
-                    o = (rows[t] & low) * k
-                    if h > slots[o + k - 1]:
+                    h = qk[t]
+                    o = np.int64((h >> ug) & low) * k
+                    if h > st[(o + k - 1) * w]:
                         continue
                     j = 0
-                    while slots[o + j] < h:
+                    while st[(o + j) * w] < h:
                         j += 1
-                    if slots[o + j] != h:
+                    s = (o + j) * w
+                    if st[s] != h:
                         continue
-                    if cnt[o + j] > r:
-                        marks[rows[t] >> shift] = OVERSIZED
+                    if st[s + 1] > r:
+                        tmarks[t] = OVERSIZED
+                        nmarked[c] += 1
                     elif mark_kept:
-                        marks[rows[t] >> shift] = KEPT
-            # the kept pairs' rows and sums into their groups; the state reset
+                        tmarks[t] = KEPT
+                        nmarked[c] += 1
+            # the kept pairs' rows and sums into their groups; the state reset (a person
+            # met again in this loop finds nothing)
             for q in range(nq):
-                o = (q if dense else rows[lo + q] & low) * k
-                for s in range(o, o + k):
-                    if slots[s] == _MAX:
+                o = (q if dense else np.int64((qk[lo + q] >> ug) & low)) * k
+                for s in range(o * w, (o + k) * w, w):
+                    if st[s] == _MAX:
                         break
-                    if cnt[s] <= r:
-                        g = np.int64(slots[s] & glow)
-                        kept[c, g] += cnt[s]
-                        if frow[s] < first[c, g]:
-                            first[c, g] = frow[s]
+                    if st[s + 1] <= r:
+                        g = np.int64(st[s] & gmask)
+                        kept[c, g] += st[s + 1]
                         for v in range(m):
-                            sums[c, g, v] += acc[s * m + v]
-                    slots[s] = _MAX
+                            sums[c, g, v] += fst[s + 2 + v]
+                    st[s] = _MAX
     out_sums = np.zeros((ngroups, m), dtype=np.float64)
     out_kept = np.zeros(ngroups, dtype=np.int64)
-    out_first = np.full(ngroups, -1, dtype=np.int64)
     for g in range(ngroups):
-        f = np.iinfo(np.int64).max
         for c in range(nthreads):
             out_kept[g] += kept[c, g]
-            f = min(f, first[c, g])
             for v in range(m):
                 out_sums[g, v] += sums[c, g, v]
-        if out_kept[g]:
-            out_first[g] = f
-    return out_kept, out_sums, out_first
+    return out_kept, out_sums, nmarked.sum()
 
 
-def siphash13(key: tuple[int, int], m0: np.ndarray, m1: np.ndarray) -> np.ndarray:
-    """SipHash-1-3 of each 16-byte message ``m0[i] || m1[i]`` (64-bit little-endian words)
-    under the 128-bit key ``(k0, k1)``: the pseudo-random function of the pair priorities
-    (exposed to be checked against a reference implementation).
+@nb.njit(cache=True, parallel=True)
+def _unpartition(pids, ranges, p0, shift, starts, marked, tmarks, need, marks):
+    # replays the partition's scatter over the runs that hold a marked record, so that
+    # each mark lands on its row; ``marked``: the marked positions, ascending
+    nruns = ranges.size - 1
+    row0 = np.zeros(nruns + 1, dtype=np.int64)
+    for u in range(nruns):
+        row0[u + 1] = row0[u]
+        for c in range(ranges[u], ranges[u + 1]):
+            row0[u + 1] += pids[np.int64(c)].size
+    nbuckets = starts.shape[1]
+    none = np.iinfo(np.int64).max
+    for u in nb.prange(nruns):
+        if not need[u]:
+            continue
+        pos = starts[u].copy()
+        # each bucket's next marked position (a small array, not a lookup a row)
+        at = np.searchsorted(marked, pos)
+        nxt = np.empty(nbuckets, dtype=np.int64)
+        for b in range(nbuckets):
+            nxt[b] = marked[at[b]] if at[b] < marked.size else none
+        row = row0[u]
+        for c in range(ranges[u], ranges[u + 1]):
+            pid = pids[np.int64(c)]
+            for i in range(pid.size):
+                b = (pid[i] - p0) >> shift
+                t = pos[b]
+                pos[b] = t + 1
+                if t == nxt[b]:
+                    marks[row + i] = tmarks[t]
+                    at[b] += 1
+                    nxt[b] = marked[at[b]] if at[b] < marked.size else none
+            row += pid.size
+
+
+def pair_hash(key: tuple[int, int], person: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """The SipHash-1-3 of each pair of codes under the 128-bit key ``(k0, k1)``: the
+    pseudo-random function of the pair priorities (exposed to be checked against a
+    reference implementation). The message is 8 bytes -- the person's code, then the
+    group's, as 32-bit little-endian words -- when both lie in ``[0, 2**32)``, else 16
+    bytes (two 64-bit words, two's complement).
 
     Examples
     --------
     >>> import numpy as np
-    >>> h = siphash13((0, 0), np.zeros(2, np.uint64), np.array([0, 1], np.uint64))
+    >>> h = pair_hash((0, 0), np.zeros(2, np.int64), np.array([0, 1], np.int64))
     >>> h.dtype.name, bool(h[0] != h[1])
     ('uint64', True)
     """
     k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
-    m0 = np.ascontiguousarray(m0, dtype=np.uint64)
-    m1 = np.ascontiguousarray(m1, dtype=np.uint64)
-    return _siphash13_many(k0, k1, m0, m1)
+    person = np.ascontiguousarray(person, dtype=np.int64)
+    group = np.ascontiguousarray(group, dtype=np.int64)
+    return _pair_hash_many(k0, k1, person, group)
+
+
+def value_range(pieces: Sequence[np.ndarray]) -> tuple[int, int]:
+    """The least and greatest value of int64 pieces (in parallel); ``(0, 0)`` if empty.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> value_range([np.array([3, -2], np.int64), np.array([9], np.int64)])
+    (-2, 9)
+    """
+    pieces = [np.ascontiguousarray(x, dtype=np.int64) for x in pieces]
+    pieces = [x for x in pieces if x.size]
+    if not pieces:
+        return 0, 0
+    lo, hi = _value_range(List(pieces))
+    return int(lo), int(hi)
 
 
 def _range(pieces: list[np.ndarray], given: tuple[int, int] | None) -> tuple[int, int]:
     if given is not None:
         return int(given[0]), int(given[1])
-    pieces = [x for x in pieces if x.size]
-    if not pieces:
-        return 0, 0
-    return min(int(x.min()) for x in pieces), max(int(x.max()) for x in pieces)
+    return value_range(pieces)
 
 
 class _Columns:
@@ -403,7 +526,8 @@ def bounded_sums(
     ----------
     pid : numpy.ndarray of int64, or a sequence of them
         The person of each row, as an integer; a sequence is the rows in pieces (the
-        chunks of a polars column, read without a copy).
+        chunks of a polars column, read without a copy). The codes are hashed as they
+        are (see :func:`pair_hash`).
     gid : numpy.ndarray of int64, or a sequence of them
         The group of each row, as an integer (all equal: one group), in the same pieces.
     values : numpy.ndarray of float64, shape (m, n), or a sequence of them
@@ -423,10 +547,11 @@ def bounded_sums(
 
     Returns
     -------
-    kept, sums, first, marks : numpy.ndarray
-        Indexed by ``gid - group_range[0]``: the number of kept rows, the sums of the
-        values (shape (groups, m)) and the first kept row (-1: none) -- over the pairs
-        with at most ``max_rows`` rows; and each row's mark: :data:`OVERSIZED` (a kept
+    kept, sums, group_row, marks : numpy.ndarray
+        Indexed by ``gid - group_range[0]``: the number of kept rows and the sums of the
+        values (shape (groups, m)) over the kept pairs with at most ``max_rows`` rows, and
+        a row of each group (to read its keys' values from; -1: no row); and each row's
+        mark: :data:`OVERSIZED` (a kept
         pair with more rows, **not** summed: draw its rows and add them), :data:`KEPT`
         (only with ``mark_kept``) or :data:`DROPPED` (the rest).
 
@@ -435,7 +560,7 @@ def bounded_sums(
     >>> import numpy as np
     >>> pid = np.array([0, 0, 0, 1, 1, 1], dtype=np.int64)
     >>> gid = np.array([0, 1, 2, 0, 0, 0], dtype=np.int64)
-    >>> kept, sums, first, marks = bounded_sums(pid, gid, np.ones((0, 6)), (1, 2), 1, 2)
+    >>> kept, sums, _, marks = bounded_sums(pid, gid, np.ones((0, 6)), (1, 2), 1, 2)
     >>> int(kept.sum()), marks[3:].tolist()  # person 1: one pair of 3 rows, oversized
     (1, [2, 2, 2])
     """
@@ -457,16 +582,23 @@ def bounded_sums(
             marks,
         )
     k = int(max_groups)
-    per_person = k * (24 + 8 * m)  # bytes of state: k slots of (priority, rows, row, sums)
-    shift = max(0, (_STATE_BYTES // per_person).bit_length() - 1)
-    shift = min(shift, max(1, (p1 - p0).bit_length()))
+    gbits = max(1, (g1 - g0).bit_length())
+    shift = max(0, (_STATE_BYTES // (8 * k * (2 + m))).bit_length() - 1)  # state in cache
+    shift = min(shift, max(1, (p1 - p0).bit_length()), 64 - _RANDOM_BITS - gbits)
     k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
-    starts = np.concatenate(([0], np.cumsum([len(x) for x in pids]))).astype(np.int64)
-    nbad, off, qp, rows, vp = _partition(
-        List(pids),
+    threads = nb.get_num_threads()
+    ranges = _runs([len(x) for x in pids], 4 * threads)
+    pieces = List(pids)
+    # the records, by bucket: allocated here, not in the compiled code, so that numpy
+    # backs them with huge pages (a quarter of the kernel's time otherwise goes to
+    # faulting the pages in and unmapping them)
+    qk = np.empty(n, dtype=np.uint64)
+    vp = np.empty((m, n), dtype=np.float64)
+    nbad, off, starts, group_row = _partition(
+        pieces,
         List(gids),
         List(vals or [np.zeros(0)]),
-        starts,
+        ranges,
         m,
         p0,
         p1,
@@ -475,11 +607,44 @@ def bounded_sums(
         k0,
         k1,
         shift,
+        gbits,
+        qk,
+        vp,
     )
     if nbad:
         raise ValueError("a person or group value lies outside the given range")
-    threads = max(1, min(nb.get_num_threads(), off.size - 1))
-    kept, sums, first = _choose(
-        qp, rows, off, shift, k, int(max_rows), vp, ngroups, threads, marks, bool(mark_kept)
+    tmarks = np.zeros(n, dtype=np.uint8)  # each record's mark, in partition order
+    threads = max(1, min(threads, off.size - 1))
+    kept, sums, nmarked = _choose(
+        qk, off, shift, gbits, k, int(max_rows), vp, ngroups, threads, tmarks, bool(mark_kept)
     )
-    return kept, sums, first, marks
+    del qk, vp
+    if nmarked:
+        marked = np.flatnonzero(tmarks)
+        need = _marked_runs(marked, off, starts)
+        _unpartition(pieces, ranges, p0, shift, starts, marked, tmarks, need, marks)
+    return kept, sums, group_row, marks
+
+
+def _runs(sizes: list[int], most: int) -> np.ndarray:
+    """Cut pieces of the given sizes into at most ``most`` runs of consecutive pieces of
+    about equal rows: the runs' first pieces, then the number of pieces."""
+    cum = np.cumsum(sizes)
+    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, most) / most, side="right")
+    return np.unique(np.concatenate(([0], cuts, [len(sizes)]))).astype(np.int64)
+
+
+@nb.njit(cache=True)
+def _marked_runs(marked, off, starts):
+    # the runs that hold each marked record (``marked`` ascending)
+    nruns = starts.shape[0]
+    need = np.zeros(nruns, dtype=np.bool_)
+    b = 0
+    for t in marked:
+        while off[b + 1] <= t:
+            b += 1
+        u = nruns - 1
+        while starts[u, b] > t:
+            u -= 1
+        need[u] = True
+    return need

@@ -1,9 +1,10 @@
-"""The compiled bounding kernel: SipHash against CPython's, exact caps, uniform laws,
+"""The compiled bounding kernel: its SipHash against CPython's, exact caps, uniform laws,
 stability (a person's rows never change another's), and the same parts as the polars path."""
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import subprocess
 import sys
@@ -29,16 +30,21 @@ def _seeded(seed: int) -> RandomSource:
         return RandomSource(seed=seed)
 
 
-def test_siphash13_matches_cpython():
-    """CPython hashes bytes with SipHash-1-3; with PYTHONHASHSEED=0 its key is zero."""
+def test_pair_hash_is_siphash13_as_cpython_computes_it():
+    """CPython hashes bytes with SipHash-1-3; with PYTHONHASHSEED=0 its key is zero. Both
+    message lengths: 8 bytes (codes in [0, 2**32)) and 16 (any other codes)."""
     rng = np.random.default_rng(0)
-    m0 = rng.integers(0, 2**64, 50, dtype=np.uint64)
-    m1 = rng.integers(0, 2**64, 50, dtype=np.uint64)
-    ours = bk.siphash13((0, 0), m0, m1)
+    p = np.concatenate([rng.integers(0, 2**32, 30), rng.integers(-(2**63), 2**63, 30)])
+    g = np.concatenate([rng.integers(0, 2**32, 30), rng.integers(0, 2**40, 30)])
+    p[30:33], g[30:33] = [2**32, -1, 5], [0, 3, 2**32]  # just outside 32 bits
+    ours = bk.pair_hash((0, 0), p, g)
     data = [
-        int(a).to_bytes(8, "little") + int(b).to_bytes(8, "little")
-        for a, b in zip(m0, m1, strict=True)
+        int(a).to_bytes(4, "little") + int(b).to_bytes(4, "little")
+        if 0 <= a < 2**32 and 0 <= b < 2**32
+        else int(a).to_bytes(8, "little", signed=True) + int(b).to_bytes(8, "little")
+        for a, b in zip(p, g, strict=True)
     ]
+    assert sum(len(d) == 8 for d in data) == 30
     code = (
         "import sys; print(sys.hash_info.algorithm); "
         "[print(hash(bytes.fromhex(x)) % 2**64) for x in sys.argv[1:]]"
@@ -70,7 +76,7 @@ def _data(n=30_000, people=2_000, groups=25, seed=0):
 @pytest.mark.parametrize(("k", "r"), [(1, 1), (3, 2), (2, 12), (40, 1)])
 def test_caps_hold_exactly_and_sums_are_the_kept_rows(k, r):
     pid, gid, x = _data()
-    kept, sums, first, marks = bk.bounded_sums(pid, gid, x[None, :], KEY, k, r, mark_kept=True)
+    kept, sums, group_row, marks = bk.bounded_sums(pid, gid, x[None, :], KEY, k, r, mark_kept=True)
     df = pl.DataFrame({"pid": pid, "g": gid, "x": x, "m": marks})
     chosen = df.filter(pl.col("m") > 0)
     assert chosen.group_by("pid").agg(pl.col("g").n_unique())["g"].max() <= k
@@ -84,12 +90,37 @@ def test_caps_hold_exactly_and_sums_are_the_kept_rows(k, r):
     assert kept[g].tolist() == per["len"].to_list()
     assert np.allclose(sums[g, 0], per["x"].to_numpy())
     assert kept.sum() == on.height
-    # a group's first kept row is a kept row of that group
-    assert all(marks[first[i]] == bk.KEPT and gid[first[i]] == i for i in g)
+    # each group's row is a row of that group (its keys' values); -1 for no row
+    assert (gid[group_row] == np.arange(group_row.size)).all()
     # a person with at most k groups keeps all of them
     few = df.group_by("pid").agg(pl.col("g").n_unique().alias("n")).filter(pl.col("n") <= k)
     mine = df.join(few, on="pid")
     assert (mine["m"] > 0).all()
+
+
+@pytest.mark.parametrize("mark_kept", [False, True])
+def test_marks_land_on_their_rows_whatever_the_pieces(mark_kept):
+    """The records are partitioned by person in runs of pieces and the marks put back on
+    their rows by replaying the scatter: cutting the input into pieces (empty ones too)
+    changes nothing."""
+    pid, gid, x = _data(40_000, people=3_000, groups=7)
+    one = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 1, mark_kept=mark_kept)
+    assert (one[3] == bk.OVERSIZED).sum() > 100  # the replay has work to do
+    cuts = [0, 5, 5, 9_000, 9_001, 20_000, 33_333, 40_000]
+    pieces = [slice(a, b) for a, b in itertools.pairwise(cuts)]
+    many = bk.bounded_sums(
+        [pid[s] for s in pieces],
+        [gid[s] for s in pieces],
+        [x[None, s] for s in pieces],
+        KEY,
+        2,
+        1,
+        mark_kept=mark_kept,
+    )
+    for a, b in zip(one[:2], many[:2], strict=True):
+        assert np.allclose(a, b)
+    assert np.array_equal(one[3], many[3])
+    assert (gid[many[2]] == np.arange(7)).all()
 
 
 def test_stability_a_person_changes_only_their_own_rows():
@@ -238,7 +269,7 @@ def test_group_codes_follow_the_values_order_not_the_file_order():
     """The kernel breaks a tie of priorities (probability 2**-32) by group code: the codes
     must order the values the same way whatever else is in the data -- strings
     lexically, whatever order they were first seen in (the categorical cache's)."""
-    from dpframe.engines.bounding import _codes, _group_codes
+    from dpframe.engines.bounding import _codes, _dense, _group_codes
 
     pl.Series(["zz", "yy", "b"], dtype=pl.Categorical)  # fill the cache in another order
     for values in (["b", "a", "c", "a", None], ["c", None, "a", "b", "b"]):
@@ -249,10 +280,14 @@ def test_group_codes_follow_the_values_order_not_the_file_order():
     enum = pl.Series(["x", "y", "x"], dtype=pl.Enum(["y", "x"]))
     assert _codes(enum).to_list() == [1, 0, 1]  # the declared order
     # sparse codes are compressed to dense ranks, in the same order
-    gid, span = _group_codes([pl.Series([2**40, 0, -(2**35), 0])], 4)
+    gid, span = _dense(pl.Series([2**40, 0, -(2**35), 0]), (-(2**35), 2**40), 2**20)
     assert gid.to_list() == [2, 1, 0, 1] and span == (0, 2)
-    gid, span = _group_codes([pl.Series([1, 0, None]), pl.Series([2**30, 0, 5])], 3)
-    assert span[1] < 2**20 and gid.rank("dense").to_list() == [2, 1, 3]  # a null key last
+    gid = _group_codes([pl.Series([1, 0, None]), pl.Series([2**30, 0, 5])], 3)
+    assert gid.rank("dense").to_list() == [2, 1, 3]  # a null key last
+    # codes that would overflow 62 bits in mixed radix: ranks of the keys, same order
+    wide = [pl.Series([2**62, -(2**62), 0, 2**62]), pl.Series([1, 2**40, -5, 0])]
+    gid = _group_codes(wide, 4)
+    assert gid.to_list() == [3, 0, 1, 2]  # lexicographic: (-2**62, .) < (0, .) < (2**62, 0)
 
 
 def test_sums_do_not_depend_on_marking_the_kept_rows():
@@ -263,3 +298,25 @@ def test_sums_do_not_depend_on_marking_the_kept_rows():
         assert np.array_equal(u, v)
     assert set(np.unique(a[3])) <= {bk.DROPPED, bk.OVERSIZED}
     assert np.array_equal(a[3] == bk.OVERSIZED, b[3] == bk.OVERSIZED)
+
+
+def test_column_names_of_the_input_never_meet_the_kernels_own():
+    """The kernel reads the person, the keys and derived columns in one query; input
+    columns named like its internal ones change nothing."""
+    rng = np.random.default_rng(6)
+    n = 400
+    df = pl.DataFrame(
+        {
+            "keys": rng.integers(0, 30, n),  # the person
+            "v0": rng.choice(["a", "b", "c"], n),  # a key
+            "b0": rng.integers(0, 3, n),  # a key
+            "__value0": rng.uniform(0, 5, n),  # the summed column
+        }
+    )
+    unit = PrivacyUnit("keys", max_rows=n, max_groups=n)
+    values = {"s": pl.col("__value0")}
+    bads = {"__bad__x": pl.col("__value0") > 4}
+    args = (df.lazy(), unit, ["v0", "b0"], values, ["c"], bads, _seeded(4))
+    fast = bounded_grouped_parts(*args)
+    _same(fast, bounded_grouped_parts(*args, kernel=False), ["v0", "b0"])
+    assert fast["s"].sum() == pytest.approx(df["__value0"].sum())
