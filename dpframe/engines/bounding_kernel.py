@@ -590,7 +590,7 @@ def bounded_sums(
     ranges = _runs([len(x) for x in pids], 4 * threads)
     pieces = List(pids)
     # the records, by bucket: allocated here, not in the compiled code, so that numpy
-    # backs them with huge pages (a quarter of the kernel's time otherwise goes to
+    # backs them with huge pages (a sixth of the kernel's time otherwise goes to
     # faulting the pages in and unmapping them)
     qk = np.empty(n, dtype=np.uint64)
     vp = np.empty((m, n), dtype=np.float64)
