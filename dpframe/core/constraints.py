@@ -227,6 +227,14 @@ def _seed(name: str, value: Any) -> int | None:
     return check_int(name, value, 0, "a seed is a non-negative int; None is secure")
 
 
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidParameterError(
+            f"{name} must be True or False, got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
 PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
     {
         "epsilon": Constraint("a finite number > 0", lambda n, v: check_epsilon(v, n)),
@@ -249,6 +257,7 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "repair": _options(REPAIRS),
         "diagonal": _options(DIAGONALS),
         "unknown_keys": _options(UNKNOWN_KEYS),
+        "nonnegative": Constraint("True or False", _flag),
     }
 )
 

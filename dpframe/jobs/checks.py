@@ -74,6 +74,7 @@ from dpframe.errors import (
     InvalidParameterError,
     MissingMarginsError,
 )
+from dpframe.jobs.kinds import statistic
 from dpframe.jobs.spec import (
     CovarianceSpec,
     GroupedSpec,
@@ -367,8 +368,7 @@ def _plan_grouped(
         else:
             plan.expect("expect_column_values_to_not_be_null", "main", column=col, meta=where)
         lo = hi = None
-        clamped = role == "count" or (role == "sum" and s.lower is not None and s.lower >= 0)
-        if clamped and spec.nonnegative:
+        if role in ("count", "sum") and spec.nonnegative and statistic(s).nonnegative:
             lo = 0.0
         elif role == "mean":
             lo, hi = s.lower, s.upper

@@ -155,6 +155,7 @@ def _build_grouped(ctx: Context, r: GroupedSpec) -> Release:
         accountant=ctx.accountant,
         seed=ctx.source(r),
         neighbours=ctx.spec.privacy.neighbours,
+        nonnegative=r.nonnegative,
         **ctx.unit(r),
     ).agg(*[statistic(s) for s in r.statistics])
 
@@ -212,16 +213,6 @@ def _build_covariance(ctx: Context, r: CovarianceSpec) -> Release:
     )
 
 
-def _postprocess_grouped(r: GroupedSpec, frame: pl.DataFrame) -> pl.DataFrame:
-    exprs = []
-    for s in r.statistics:
-        stat = statistic(s)
-        sign_known = s.stat == "count" or (s.stat == "sum" and (s.lower or 0) >= 0)
-        if r.nonnegative and sign_known:
-            exprs.append(pl.col(stat.name).clip(lower_bound=0.0))
-    return frame.with_columns(exprs) if exprs else frame
-
-
 def _unchanged(r: Any, frame: pl.DataFrame) -> pl.DataFrame:
     return frame
 
@@ -237,7 +228,7 @@ class Kind:
 
 #: Every release kind a spec can hold.
 KINDS: dict[type, Kind] = {
-    GroupedSpec: Kind(_build_grouped, postprocess=_postprocess_grouped),
+    GroupedSpec: Kind(_build_grouped),
     PramSpec: Kind(_build_pram, rowwise=True),
     ProportionsSpec: Kind(_build_proportions),
     CovarianceSpec: Kind(_build_covariance),

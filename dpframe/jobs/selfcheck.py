@@ -96,7 +96,7 @@ def spec_of(release: Any, *, name: str | None = None) -> tuple[Any, dict[str, An
             by=g.keys,
             margins="margins",
             statistics=[_statistic(s) for s in release.statistics],
-            nonnegative=False,  # the Python API does not clamp; the job's option does
+            nonnegative=g.nonnegative,
         )
         return spec, kwargs
     if isinstance(release, CovarianceMatrixRelease):

@@ -299,7 +299,7 @@ class GroupedSpec(_Release):
     max_groups: Annotated[int | None, BeforeValidator(spec_field("max_groups", optional=True))] = (
         None
     )
-    nonnegative: bool = Field(
+    nonnegative: Annotated[bool, BeforeValidator(spec_field("nonnegative"))] = Field(
         True,
         description="clamp released counts (and sums of non-negative values) at 0: "
         "post-processing, so the table passes 'counts >= 0'",

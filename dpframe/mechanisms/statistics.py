@@ -132,6 +132,13 @@ class Statistic:
     #: sigma in ``options``; zCDP)
     mechanism: str = "laplace"
 
+    @property
+    def nonnegative(self) -> bool:
+        """Whether the exact statistic is never negative (a count, a sum of values whose
+        lower bound is >= 0): clamping its release at 0 is then post-processing that only
+        moves it closer to the truth."""
+        return self.kind == "count" or (self.kind == "sum" and (self.lower or 0) >= 0)
+
     def part(self, what: str) -> str:
         """Name of one exact aggregate of this statistic, e.g. ``"age_mean:sum"``."""
         return f"{self.name}:{what}"

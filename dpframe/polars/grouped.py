@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpframe.core.constraints import UNKNOWN_KEYS, check_choice
+from dpframe.core.constraints import UNKNOWN_KEYS, check, check_choice
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.units import PrivacyUnit, as_unit
 from dpframe.engines.driver import check_sources, finish_grouped
@@ -85,8 +85,10 @@ class GroupBy:
         unit: Any = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
+        nonnegative: bool = True,
     ) -> None:
         self.frame = frame
+        self.nonnegative = check("nonnegative", nonnegative)
         self.unit = _unit(unit, max_rows, max_groups, resolve_accountant(accountant))
         self.neighbours = neighbours
         self.keys = [keys] if isinstance(keys, str) else list(keys)
@@ -235,7 +237,11 @@ class GroupedRelease(Release):
             for name, values in out.items()
         ]
         frame = self._keys_frame.with_columns(released)
-        return frame.with_columns(pl.col(pl.Float64).fill_nan(None))
+        frame = frame.with_columns(pl.col(pl.Float64).fill_nan(None))
+        if self.grouping.nonnegative:  # post-processing: closer to the truth, never farther
+            clamp = [s.name for s in self.statistics if s.nonnegative]
+            frame = frame.with_columns(pl.col(clamp).clip(lower_bound=0.0))
+        return frame
 
 
 def group_by(
@@ -250,6 +256,7 @@ def group_by(
     unit: Any = None,
     max_rows: int | None = None,
     max_groups: int | None = None,
+    nonnegative: bool = True,
 ) -> GroupBy:
     """Group ``frame`` by public ``keys`` for a noisy aggregate release.
 
@@ -279,6 +286,11 @@ def group_by(
         with the rows each person keeps per group and the groups each person keeps
         (chosen at random with the secure source before aggregation). Default: the
         accountant's unit (with these bounds, if given), else one row per person.
+    nonnegative : bool, default True
+        Clamp released counts, and sums of values whose lower bound is >= 0, at 0 (their
+        exact values never are negative, so this only moves a release closer to the
+        truth; it adds a small upward bias where the true value is near 0). ``False``
+        keeps the unbiased noisy values. The release spec's ``nonnegative`` is the same.
 
     Examples
     --------
@@ -305,4 +317,5 @@ def group_by(
         unit=unit,
         max_rows=max_rows,
         max_groups=max_groups,
+        nonnegative=nonnegative,
     )

@@ -377,7 +377,7 @@ def test_three_overlapping_jobs_whose_budget_fits_two(tmp_path, request, store):
     ]
     outs = [(j.wait(timeout=600), j.stdout.read().decode()) for j in jobs]
     codes = sorted(code for code, _ in outs)
-    assert codes == [0, 0, 1], outs
+    assert codes == [0, 0, 1], "\n\n".join(t[-3000:] for _, t in outs)
     refused = next(text for code, text in outs if code == 1)
     assert "nothing spent" in refused and "Nothing was charged" in refused
     ledger = dpframe.Accountant.open(url if store == "postgres" else tmp_path / "ledger.db")

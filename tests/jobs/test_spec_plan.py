@@ -97,6 +97,17 @@ def test_bad_specs_name_the_field(change, message):
             "twice",
         ),
         ({"name": "bad name!", "kind": "proportions", "column": "c", "epsilon": 0.1}, "name"),
+        (
+            {
+                "name": "g",
+                "kind": "grouped",
+                "by": ["r"],
+                "margins": "m",
+                "nonnegative": "yes",  # pydantic alone would take it as True
+                "statistics": [{"stat": "count", "epsilon": 0.1}],
+            },
+            "nonnegative must be True or False",
+        ),
     ],
 )
 def test_bad_releases_name_the_field(release, message):

@@ -1,5 +1,7 @@
 """Grouped releases: public margins, one charge, one vectorised noise pass, cached."""
 
+import warnings
+
 import numpy as np
 import polars as pl
 import pytest
@@ -232,3 +234,37 @@ def test_multiple_keys_and_enum_margins():
     out = rel.agg(dpframe.agg.count(epsilon=1.0)).collect()
     assert out.height == len(REGIONS) * len(AGE_BANDS)
     assert out.filter(pl.col("region") == "Islands").height == len(AGE_BANDS)
+
+
+def _sparse_release(**kw):
+    """20 margins groups, 19 of them empty: at epsilon 0.05 about half of their noisy
+    counts and sums fall below 0 unless clamped (all 19 >= 0: probability 2**-19)."""
+    people = pl.DataFrame({"g": [0, 0, 1], "x": [1.0, 2.0, -3.0]})
+    margins = pl.DataFrame({"g": list(range(20))})
+    acct = dpframe.Accountant(epsilon=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpframe.UnsafeSeedWarning)
+        release = dpframe.group_by(people, "g", margins=margins, seed=3, accountant=acct, **kw).agg(
+            dpframe.agg.count(epsilon=0.05),
+            dpframe.agg.sum("x", lower=0, upper=5, epsilon=0.05),
+            dpframe.agg.sum("x", lower=-5, upper=5, epsilon=0.05, name="signed"),
+        )
+        return release.collect(), acct
+
+
+def test_counts_and_nonnegative_sums_clamped_at_zero_by_default():
+    out, _ = _sparse_release()
+    assert out["count"].min() >= 0 and out["x_sum"].min() >= 0
+    assert out["signed"].min() < 0  # values may be negative: never clamped
+    raw, _ = _sparse_release(nonnegative=False)
+    assert raw["count"].min() < 0 and raw["x_sum"].min() < 0
+    # the clamp is post-processing of the same draw: equal wherever raw is >= 0
+    keep = raw["count"] >= 0
+    assert out["count"].filter(keep).to_list() == raw["count"].filter(keep).to_list()
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_nonnegative_must_be_a_bool(bad):
+    people = pl.DataFrame({"g": [0], "x": [1.0]})
+    with pytest.raises(InvalidParameterError, match="nonnegative must be True or False"):
+        dpframe.group_by(people, "g", margins=people.select("g"), nonnegative=bad)
