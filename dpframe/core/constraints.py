@@ -37,6 +37,7 @@ __all__ = [
     "ACCOUNTINGS",
     "CALIBRATIONS",
     "COMPOSITIONS",
+    "COMPRESSIONS",
     "DIAGONALS",
     "METHODS",
     "NEIGHBOURS",
@@ -44,6 +45,7 @@ __all__ = [
     "PARAMETERS",
     "PRIOR_KINDS",
     "REPAIRS",
+    "RESERVED_PREFIX",
     "STRATEGIES",
     "UNKNOWN_KEYS",
     "Constraint",
@@ -54,6 +56,8 @@ __all__ = [
     "check_delta",
     "check_epsilon",
     "check_int",
+    "check_key_name",
+    "check_open_bounds",
     "check_positive",
     "check_real",
 ]
@@ -77,6 +81,8 @@ DIAGONALS = ("optimal", "dominant")
 NOISES = ("laplace", "gaussian")
 #: How an accountant composes: (epsilon, delta) budgets, or rho-zCDP (``None``: pure).
 ACCOUNTINGS = (None, "pure", "zcdp")
+#: Parquet compressions (polars' own list).
+COMPRESSIONS = ("zstd", "lz4", "snappy", "gzip", "brotli", "lzo", "uncompressed")
 #: What a grouped release does with records whose keys are not in the margins.
 UNKNOWN_KEYS = ("error", "drop")
 #: The PRAM priors that are not a given distribution.
@@ -156,6 +162,66 @@ def check_bounds(
             "rescale the values to narrower bounds"
         )
     return lo, hi
+
+
+def check_open_bounds(
+    lower: Any, upper: Any, names: tuple[str, str] = ("lower", "upper")
+) -> tuple[float, float]:
+    """Bounds of a bounded mechanism, either side possibly open: each a real number, or
+    ``None`` (no bound on that side, the same as ``-inf`` / ``+inf``); ``lower < upper``
+    and, when both are finite, a finite width.
+
+    Examples
+    --------
+    >>> check_open_bounds(0, None)
+    (0.0, inf)
+    """
+    out = []
+    for name, value, open_end in zip(names, (lower, upper), (-math.inf, math.inf), strict=True):
+        if value is None:
+            out.append(open_end)
+            continue
+        if isinstance(value, bool) or not isinstance(value, Real):
+            raise InvalidParameterError(
+                f"{name} must be a real number or None, got {value!r} of type "
+                f"{type(value).__name__}"
+            )
+        x = float(value)
+        if math.isnan(x) or x == -open_end:
+            raise InvalidParameterError(
+                f"{name} must be a number, {open_end!r} or None; got {value!r}"
+            )
+        out.append(x)
+    lo, hi = out
+    if not lo < hi:
+        raise InvalidParameterError(
+            f"{names[0]} must be < {names[1]}, got {names[0]}={lo!r}, {names[1]}={hi!r}; "
+            "pass the public bounds of the values in increasing order"
+        )
+    if math.isfinite(lo) and math.isfinite(hi) and math.isinf(hi - lo):
+        raise InvalidParameterError(
+            f"{names[1]} - {names[0]} overflows a float ({names[0]}={lo!r}, {names[1]}={hi!r}); "
+            "rescale the values to narrower bounds"
+        )
+    return lo, hi
+
+
+#: Column names dpframe uses for its own work start with this (or hold a ``:``).
+RESERVED_PREFIX = "__"
+
+
+def check_key_name(name: Any, what: str = "keys") -> str:
+    """A group key's column name: a non-empty string, not one of dpframe's own (starting
+    with ``__``, or holding ``:``, the names of the exact parts)."""
+    if not isinstance(name, str) or not name:
+        raise InvalidParameterError(f"{what} must be column names, got {name!r}")
+    if name.startswith(RESERVED_PREFIX) or ":" in name:
+        raise InvalidParameterError(
+            f"{what}: column {name!r} has a name dpframe keeps for its own columns (starting "
+            f"with {RESERVED_PREFIX!r} or holding ':'); rename it, e.g. "
+            f"frame.rename({{{name!r}: 'key'}}) and the same in the margins"
+        )
+    return name
 
 
 # -- categories -----
@@ -258,6 +324,7 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "diagonal": _options(DIAGONALS),
         "unknown_keys": _options(UNKNOWN_KEYS),
         "nonnegative": Constraint("True or False", _flag),
+        "compression": _options(COMPRESSIONS),
     }
 )
 

@@ -41,6 +41,10 @@ def check_output_path(path: str | os.PathLike[str], name: str = "path") -> Path:
         )
     if target.is_dir():
         raise InvalidParameterError(f"{name}: {target} is a folder; give a file path")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise InvalidParameterError(
+            f"{name}: folder {target.parent} is not writable by this user; write elsewhere"
+        )
     return target
 
 

@@ -145,7 +145,9 @@ class PrivacySpec(_Model):
         description="the ledger, shared by jobs on the same data: a SQLite file, or a "
         "postgresql:// URL for jobs on many hosts"
     )
-    seed: int | None = Field(None, description="reproducible noise: UNSAFE for publication")
+    seed: Annotated[int | None, BeforeValidator(spec_field("seed", optional=True))] = Field(
+        None, description="reproducible noise: UNSAFE for publication"
+    )
 
     @field_validator("ledger", mode="before")
     @classmethod
@@ -346,7 +348,9 @@ class ProportionsSpec(_Release):
     column: str
     epsilon: PositiveEps
     categories: list[Any] | None = None
-    n: int | None = Field(None, ge=2, description="public size; default: the input's rows")
+    n: Annotated[int | None, BeforeValidator(spec_field("n", optional=True))] = Field(
+        None, description="public size; default: the input's rows"
+    )
     strategy: Strategy = "rescale"
     method: Method = "truncated"
     tolerance: Annotated[float, Field(gt=0, lt=0.5)] = 1e-9
@@ -360,7 +364,7 @@ class CovarianceSpec(_Release):
     columns: list[str] = Field(min_length=2)
     bounds: list[tuple[Finite, Finite]]
     epsilon: PositiveEps
-    n: int | None = Field(None, ge=2)
+    n: Annotated[int | None, BeforeValidator(spec_field("n", optional=True))] = None
     method: Method = "truncated"
     repair: Repair = None
 

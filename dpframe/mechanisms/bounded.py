@@ -47,6 +47,7 @@ from dpframe.core.constraints import (
     METHODS,
     check_choice,
     check_epsilon,
+    check_open_bounds,
     check_positive,
 )
 from dpframe.core.grid import check_granularity, default_granularity
@@ -72,18 +73,6 @@ __all__ = [
 
 _GAMMA_BITS = 30  # gamma = den / 2**30, so the sampler's num = 2**30 <= 2**31
 _MARGIN = 1e-12  # relative margin kept below epsilon against float rounding
-
-
-def _bounds(lower: float | None, upper: float | None) -> tuple[float, float]:
-    lo = -math.inf if lower is None else float(lower)
-    hi = math.inf if upper is None else float(upper)
-    if math.isnan(lo) or lo == math.inf:
-        raise InvalidParameterError(f"lower must be a number, -inf or None; got {lower!r}")
-    if math.isnan(hi) or hi == -math.inf:
-        raise InvalidParameterError(f"upper must be a number, +inf or None; got {upper!r}")
-    if not lo < hi:
-        raise InvalidParameterError(f"lower must be < upper, got lower={lo!r}, upper={hi!r}")
-    return lo, hi
 
 
 def _granularity(reference: float, lower: float, upper: float) -> float:
@@ -156,7 +145,7 @@ def truncated_laplace_privacy_loss(
     """
     lam = check_positive("scale", scale)
     sens = check_positive("sensitivity", sensitivity)
-    lo, hi = _bounds(lower, upper)
+    lo, hi = check_open_bounds(lower, upper)
     d = min(sens, hi - lo)
 
     def log_mass(s: float) -> float:  # log C(s), s inside the bounds
@@ -314,7 +303,7 @@ def calibrate_bounded(
     """
     eps = check_epsilon(epsilon)
     sens = check_positive("sensitivity", sensitivity)
-    lo, hi = _bounds(lower, upper)
+    lo, hi = check_open_bounds(lower, upper)
     check_choice("method", method, METHODS)
     check_choice("calibration", calibration, CALIBRATIONS)
     g = _granularity(sens, lo, hi) if granularity is None else check_granularity(granularity)
@@ -418,7 +407,7 @@ def _sampling_grid(
     granularity: float | None,
 ) -> tuple[float, Fraction, float, float, np.ndarray]:
     """Grid step, noise exponent, grid bounds and the locations' grid indices."""
-    lo, hi = _bounds(lower, upper)
+    lo, hi = check_open_bounds(lower, upper)
     lam = check_positive("scale", scale)
     if granularity is None:
         g = _granularity(lam, lo, hi)

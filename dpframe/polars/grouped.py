@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpframe.core.constraints import UNKNOWN_KEYS, check, check_choice
+from dpframe.core.constraints import UNKNOWN_KEYS, check, check_choice, check_key_name
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.units import PrivacyUnit, as_unit
 from dpframe.engines.driver import check_sources, finish_grouped
@@ -91,9 +91,13 @@ class GroupBy:
         self.nonnegative = check("nonnegative", nonnegative)
         self.unit = _unit(unit, max_rows, max_groups, resolve_accountant(accountant))
         self.neighbours = neighbours
-        self.keys = [keys] if isinstance(keys, str) else list(keys)
-        if not self.keys or not all(isinstance(k, str) for k in self.keys):
-            raise InvalidParameterError(f"keys must be column names, got {keys!r}")
+        if isinstance(keys, str):
+            keys = [keys]
+        if not isinstance(keys, Sequence) or not keys:
+            raise InvalidParameterError(
+                f"keys must be a column name or a list of them, got {keys!r}"
+            )
+        self.keys = [check_key_name(k) for k in keys]
         if margins is None:
             raise MissingMarginsError(
                 "margins: a grouped release needs the public frame of all group keys "
@@ -116,6 +120,12 @@ class GroupBy:
             raise InvalidParameterError("margins has no rows: there is no group to release")
         if margins.null_count().sum_horizontal().item():
             raise InvalidParameterError("margins has null keys; list every group explicitly")
+        nan = [k for k in self.keys if margins[k].dtype.is_float() and margins[k].is_nan().any()]
+        if nan:
+            raise InvalidParameterError(
+                f"margins has NaN keys in {nan}: NaN is not a group (it would come out as a "
+                "null key); list every group by a value, or cast the keys to integers"
+            )
         if margins.is_duplicated().any():
             raise InvalidParameterError(
                 "margins has duplicate key rows; pass each group once (margins.unique())"

@@ -21,6 +21,7 @@ import polars as pl
 
 from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.budget import exact_sum
+from dpframe.core.constraints import check
 from dpframe.core.files import atomic_file, check_output_path
 from dpframe.errors import InvalidParameterError, LedgerIntegrityError
 from dpframe.polars.release import Release
@@ -198,7 +199,10 @@ def write_parquet(
     0.5
     """
     entries, own = _entries_of(ledger)
+    if neighbours is not None:
+        check("neighbours", neighbours)
     neighbours = neighbours or own
+    check("compression", compression)
     target = _output_path(path, spec)
     metadata = {METADATA_KEY: provenance_json(entries, neighbours, spec, facts=facts)}
     if not isinstance(frame, pl.LazyFrame | pl.DataFrame):
@@ -315,6 +319,7 @@ def sink_parquet(
     >>> dpframe.read_provenance(out).epsilon
     0.5
     """
+    check("compression", compression)
     target = _output_path(path, spec)
 
     def metadata(run: Any) -> dict[str, str]:

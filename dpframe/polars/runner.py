@@ -36,6 +36,7 @@ under one charge. Bound each person's contribution first (``docs/privacy.md``).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import secrets
 import threading
 import uuid
@@ -468,10 +469,30 @@ def collect(
     >>> out.height, acct.spent.epsilon
     (4, 1.0)
     """
+    _check_collect_arguments(collect_kwargs)
     prepared = prepare(frame, public=public)
     charge(prepared)
     with armed(prepared):
         return prepared.lf.collect(**collect_kwargs)
+
+
+def _check_collect_arguments(kwargs: dict[str, Any]) -> None:
+    """``collect``'s keyword arguments, checked against polars' own before any charge (a
+    run that fails after its charge keeps the charge)."""
+    params = inspect.signature(pl.LazyFrame.collect).parameters
+    known = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise InvalidParameterError(
+            f"dpframe.collect: unknown argument(s) {unknown}; pass only the keyword "
+            f"arguments of polars.LazyFrame.collect ({', '.join(sorted(known))})"
+        )
+    engine = kwargs.get("engine", "auto")
+    if isinstance(engine, str) and engine not in ("auto", "in-memory", "streaming", "gpu"):
+        raise InvalidParameterError(
+            f"dpframe.collect: engine must be 'auto', 'in-memory', 'streaming' or 'gpu'; "
+            f"got {engine!r}"
+        )
 
 
 def sink(

@@ -30,6 +30,18 @@ def test_spec_loads_and_resolves_paths(spec_path):
         ),
         ({"release": []}, "release"),
         ({"surprise": 1}, "surprise"),
+        # old: a seed the Python API refuses was accepted (and published with)
+        ({"privacy": {"budget": {"epsilon": 1}, "ledger": "l.db", "seed": -1}}, "seed"),
+        ({"privacy": {"budget": {"epsilon": 1}, "ledger": "l.db", "seed": "1"}}, "seed"),
+        ({"privacy": {"budget": {"epsilon": 1}, "ledger": "l.db", "seed": True}}, "seed"),
+        (  # old: "100" silently became 100
+            {
+                "release": [
+                    {"name": "p", "kind": "proportions", "column": "c", "epsilon": 0.1, "n": "100"}
+                ]
+            },
+            "n must be an integer",
+        ),
     ],
 )
 def test_bad_specs_name_the_field(change, message):

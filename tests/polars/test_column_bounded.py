@@ -169,3 +169,21 @@ def test_per_row_parameters_are_validated_at_run_time():
             )
         )
     assert acct.ledger == ()
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"lower": "0"}, "lower must be a real number or None"),
+        ({"lower": False}, "lower must be a real number or None"),
+        ({"upper": [1.0]}, "upper must be a real number or None"),
+        ({"lower": -1e308, "upper": 1e308}, "overflows"),
+        ({"lower": float("nan")}, "lower must be a number"),
+    ],
+)
+def test_bounds_of_the_wrong_type_are_refused_before_the_charge(kw, match):
+    # old: a string or a bool bound was converted by float() and the release charged
+    acct = Accountant(epsilon=5.0)
+    with acct, pytest.raises(InvalidParameterError, match=match):
+        props().select(bounded(**kw))
+    assert acct.spent.epsilon == 0

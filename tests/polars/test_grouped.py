@@ -268,3 +268,24 @@ def test_nonnegative_must_be_a_bool(bad):
     people = pl.DataFrame({"g": [0], "x": [1.0]})
     with pytest.raises(InvalidParameterError, match="nonnegative must be True or False"):
         dpframe.group_by(people, "g", margins=people.select("g"), nonnegative=bad)
+
+
+@pytest.mark.parametrize(
+    ("keys", "margins", "match"),
+    [
+        ("__bad__x", {"__bad__x": [1]}, "keeps for its own columns"),  # old: DuplicateError
+        ("__rows", {"__rows": [1]}, "keeps for its own columns"),
+        ("count:n", {"count:n": [1]}, "keeps for its own columns"),
+        (1, {"g": [1]}, "keys must be a column name"),  # old: TypeError
+        (None, {"g": [1]}, "keys must be a column name"),
+        ("g", {"g": [1.0, float("nan")]}, "NaN keys"),  # old: released a null key
+    ],
+)
+def test_bad_keys_are_refused_before_the_charge(keys, margins, match):
+    frame = pl.DataFrame({"g": [1.0], "__bad__x": [1], "__rows": [1], "count:n": [1]})
+    acct = Accountant(epsilon=1.0)
+    with pytest.raises(InvalidParameterError, match=match):
+        frame.lazy().dp.group_by(keys, margins=pl.DataFrame(margins), accountant=acct).agg(
+            dpframe.agg.count(epsilon=0.5)
+        ).collect()
+    assert acct.spent.epsilon == 0

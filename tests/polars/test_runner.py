@@ -197,3 +197,24 @@ def test_each_run_of_a_query_is_charged_and_drawn_afresh(people):
     a, b = dpframe.collect(q), dpframe.collect(q)
     assert len(acct.ledger) == 2 and acct.spent.epsilon == pytest.approx(1.0)
     assert not a.equals(b)  # 300 records: equal by chance with probability < 1e-40
+
+
+# -- arguments that only failed after the charge (found by the bad-input table) -------
+
+
+@pytest.mark.parametrize(
+    ("run", "match"),
+    [
+        (lambda q, p: dpframe.collect(q, bogus=1), "unknown argument"),
+        (lambda q, p: dpframe.collect(q, engine="fast"), "engine must be"),
+        (lambda q, p: dpframe.sink_parquet(q, p, compression="zip"), "compression must be"),
+    ],
+    ids=["collect-unknown-kwarg", "collect-bad-engine", "sink-bad-compression"],
+)
+def test_runner_arguments_are_checked_before_the_charge(people, tmp_path, run, match):
+    # old: charged the run's epsilon, then polars raised TypeError / ValueError
+    acct = dpframe.Accountant(epsilon=1.0)
+    q = people.select(_pram(acct))
+    with pytest.raises(InvalidParameterError, match=match):
+        run(q, tmp_path / "out.parquet")
+    assert acct.spent.epsilon == 0 and not list(tmp_path.iterdir())
