@@ -447,23 +447,31 @@ def ledger_show(
     Example: dpframe ledger show out/demo/ledger.db
     """
     import dpframe
+    from dpframe.errors import DPFrameError
 
     path = _ledger_target(ledger)
-    if not isinstance(path, Path):
-        _print_ledger(path)
-        return
-    if not path.exists():
-        typer.echo(f"error: {path} does not exist", err=True)
-        raise typer.Exit(2)
-    if path.suffix == ".parquet":
-        prov = dpframe.read_provenance(path)
-        _print_frame(
-            f"Provenance of {path} (epsilon {prov.epsilon:g})",
-            _ledger_view(prov.ledger_frame()),
-            ["time", "mechanism", "columns", "epsilon", "delta", "scale", "composition"],
-        )
-    else:
-        _print_ledger(path)
+    try:
+        if not isinstance(path, Path):
+            _print_ledger(path)
+            return
+        if not str(ledger) or not path.exists():
+            typer.echo(f"error: {ledger!r} does not exist", err=True)
+            raise typer.Exit(2)
+        if path.is_dir():
+            typer.echo(f"error: {path} is a folder; give a ledger or a Parquet file", err=True)
+            raise typer.Exit(2)
+        if path.suffix == ".parquet":
+            prov = dpframe.read_provenance(path)
+            _print_frame(
+                f"Provenance of {path} (epsilon {prov.epsilon:g})",
+                _ledger_view(prov.ledger_frame()),
+                ["time", "mechanism", "columns", "epsilon", "delta", "scale", "composition"],
+            )
+        else:
+            _print_ledger(path)
+    except DPFrameError as exc:  # cannot be read: said plainly, no traceback
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 @ledger_app.command("verify")

@@ -86,3 +86,25 @@ def test_ledger_verify_against_an_output_folder_reads_its_current_run(tmp_path):
     res = runner.invoke(app, ["ledger", "verify", str(ledger), "--against", str(released)])
     assert res.exit_code == 0, res.output
     assert "4 released file(s) agree" in res.output
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "say"),
+    [
+        ("plain.parquet", lambda p: pl.DataFrame({"a": [1]}).write_parquet(p), "no dpframe"),
+        ("fake.parquet", lambda p: p.write_text("x"), "cannot be read"),
+        ("garbage.db", lambda p: p.write_bytes(b"garbage" * 10), "not valid JSON"),
+        ("list.json", lambda p: p.write_text("[1]"), "not a dpframe ledger"),
+        ("adir", lambda p: p.mkdir(), "is a folder"),
+        ("missing.db", lambda p: None, "does not exist"),
+    ],
+)
+def test_ledger_show_on_what_it_cannot_read_says_so_without_a_traceback(
+    tmp_path, monkeypatch, name, make, say
+):
+    # old: a traceback (InvalidParameterError, LedgerMismatchError, ComputeError) exit 1
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path / name)
+    res = runner.invoke(app, ["ledger", "show", name])
+    assert res.exit_code == 2 and say in res.output, res.output
+    assert "Traceback" not in res.output

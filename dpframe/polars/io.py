@@ -232,19 +232,37 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
 
     Raises :class:`~dpframe.errors.InvalidParameterError` if the file has none.
     """
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise InvalidParameterError(
+            f"path must be the path of a released Parquet file (str or os.PathLike), got {path!r}"
+        )
     folder = Path(path)
-    if folder.is_dir():  # a Spark output: a folder of parts, provenance in _dpframe.json
-        sidecar = folder / "_dpframe.json"
-        raw = json.loads(sidecar.read_text()).get(METADATA_KEY) if sidecar.exists() else None
-        raw = json.dumps(raw) if raw is not None else None
-    else:
-        raw = pl.read_parquet_metadata(path).get(METADATA_KEY)
+    if not folder.exists():
+        raise InvalidParameterError(f"path: {path} does not exist")
+    try:
+        if folder.is_dir():  # a Spark output: a folder of parts, provenance in _dpframe.json
+            sidecar = folder / "_dpframe.json"
+            raw = json.loads(sidecar.read_text()) if sidecar.exists() else None
+            raw = raw.get(METADATA_KEY) if isinstance(raw, dict) else None
+            raw = json.dumps(raw) if raw is not None else None
+        else:
+            raw = pl.read_parquet_metadata(path).get(METADATA_KEY)
+    except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise InvalidParameterError(
+            f"path: {path} cannot be read as a released Parquet file "
+            f"({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
     if raw is None:
         raise InvalidParameterError(
             f"{path} has no dpframe provenance (metadata key {METADATA_KEY!r}); it was not "
             "written by dpframe.write_parquet, or a later tool dropped the metadata"
         )
-    doc = json.loads(raw)
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise InvalidParameterError(f"{path}: metadata key {METADATA_KEY!r} is not dpframe's")
     if doc.get("format") != PROVENANCE_FORMAT:
         raise InvalidParameterError(f"{path}: metadata key {METADATA_KEY!r} is not dpframe's")
     try:

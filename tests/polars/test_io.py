@@ -91,3 +91,38 @@ def test_missing_folder(tmp_path):
     rel, out = released(acct)
     with pytest.raises(InvalidParameterError, match="folder"):
         dpframe.write_parquet(out, tmp_path / "nope" / "o.parquet", ledger=rel)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda d: d / "missing.parquet", "does not exist"),
+        (
+            lambda d: (d / "t.parquet").write_text("not parquet") and d / "t.parquet",
+            "cannot be read",
+        ),
+        (lambda d: None, "path must be"),
+        (lambda d: 123, "path must be"),
+        (lambda d: "", "path must be"),
+        (
+            lambda d: (
+                pl.DataFrame({"a": [1]}).write_parquet(
+                    d / "j.parquet", metadata={"dpframe": "[1, 2]"}
+                )
+                or d / "j.parquet"
+            ),
+            "is not dpframe's",
+        ),
+        (
+            lambda d: (
+                pl.DataFrame({"a": [1]}).write_parquet(d / "b.parquet", metadata={"dpframe": "{"})
+                or d / "b.parquet"
+            ),
+            "is not dpframe's",
+        ),
+    ],
+)
+def test_read_provenance_names_what_it_cannot_read(tmp_path, make, match):
+    # old: FileNotFoundError, ComputeError, JSONDecodeError, AttributeError, TypeError
+    with pytest.raises(InvalidParameterError, match=match):
+        dpframe.read_provenance(make(tmp_path))
