@@ -21,6 +21,7 @@ from dpframe.core.budget import exact, exact_sum
 from dpframe.core.postgres import redact
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
+from dpframe.errors import DPFrameError
 from dpframe.jobs.kinds import Context, build
 from dpframe.jobs.spec import Spec, SpecError
 from dpframe.polars.release import Release
@@ -181,6 +182,10 @@ def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
     charges = []
     for r in spec.release:
         rel = releases[r.name]
+        try:  # the schema is public: a missing column or a wrong dtype fails the plan
+            rel.check_schema()
+        except DPFrameError as exc:
+            raise SpecError(f"release {r.name!r}: {exc}") from None
         for row in rel.summarize().iter_rows(named=True):
             table.append({**row, "release": r.name, "kind": r.kind})
         charges += [c for p in rel.plans() for c in p.charges]

@@ -528,9 +528,25 @@ class Spec(_Model):
         if self.frame is not None:
             return self.frame.lazy() if isinstance(self.frame, pl.DataFrame) else self.frame
         path = self.resolve(self.input.path)
-        if not any(ch in str(path) for ch in "*?[") and not path.exists():
+        glob = any(ch in str(path) for ch in "*?[")
+        if not glob and not path.exists():
             raise SpecError(f"input.path: {path} does not exist")
-        return pl.scan_parquet(path)
+        if path.is_dir():
+            path = path / "*.parquet"  # a folder of Parquet parts
+        elif not glob and path.suffix.lower() != ".parquet":
+            raise SpecError(
+                f"input.path: {path} is not a Parquet file; convert it first, e.g. "
+                f"pl.scan_csv({str(path)!r}).sink_parquet('input.parquet')"
+            )
+        scan = pl.scan_parquet(path)
+        try:
+            scan.collect_schema()  # read the footer(s) now: a bad file fails here, named
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise SpecError(
+                f"input.path: {path} cannot be read as Parquet "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+            ) from None
+        return scan
 
     def margins_frame(self, name: str) -> pl.DataFrame:
         """The public key frame of margins ``name``."""
@@ -539,10 +555,24 @@ class Spec(_Model):
             path = self.resolve(m.path)
             if not path.exists():
                 raise SpecError(f"margins.{name}.path: {path} does not exist")
-            return pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path)
+            try:
+                if path.suffix == ".parquet":
+                    return pl.read_parquet(path)
+                return pl.read_csv(path)
+            except (OSError, pl.exceptions.PolarsError) as exc:
+                raise SpecError(
+                    f"margins.{name}.path: {path} cannot be read "
+                    f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+                ) from None
         frame: pl.DataFrame | None = None
         for col, vals in (m.values or {}).items():
-            part = pl.DataFrame({col: vals})
+            try:
+                part = pl.DataFrame({col: vals})
+            except (TypeError, pl.exceptions.PolarsError):
+                raise SpecError(
+                    f"margins.{name}.values.{col}: the values must all have one type "
+                    f"(all strings or all numbers), got {vals!r}"
+                ) from None
             frame = part if frame is None else frame.join(part, how="cross")
         return frame
 
@@ -599,10 +629,14 @@ def load_spec(path: str | Path, *, frame: Any = None) -> Spec:
     p = Path(path)
     if not p.exists():
         raise SpecError(f"spec file {p} does not exist")
+    if p.is_dir():
+        raise SpecError(f"spec file {p} is a folder; give the path of a TOML release spec")
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{p} is not valid TOML: {exc}") from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise SpecError(f"spec file {p} cannot be read as TOML text ({exc})") from None
     spec = parse_spec(data, base=p.parent, frame=frame, source=str(p))
     try:
         spec.check_outputs(spec_file=p)

@@ -102,10 +102,13 @@ class CovarianceMatrixRelease(Release):
     def plans(self) -> list[MechanismPlan]:
         return [self.plan]
 
-    def _exact_inputs(self) -> list[Any]:
+    def check_schema(self) -> None:
         check_sources(
             self.engine.schema(), [(c, "numeric") for c in self.columns], "a covariance matrix"
         )
+
+    def _exact_inputs(self) -> list[Any]:
+        self.check_schema()
         inputs = self.engine.covariance_inputs(self.columns, self.plan.bounds)
         refuse_bad_values(inputs.bad)
         check_public_size(self.n, inputs.rows)

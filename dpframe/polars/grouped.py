@@ -211,12 +211,8 @@ class GroupedRelease(Release):
         One column per part of each statistic, named ``"<statistic>:<part>"``.
         """
         g = self.grouping
-        schema = self.engine.schema()
-        missing = [k for k in g.keys if k not in schema]
-        if missing:
-            raise InvalidParameterError(f"keys {missing} are not columns of the frame")
+        self.check_schema()
         sources = [src for s in self.statistics for src in s.sources()]
-        check_sources(schema, sources, "this grouped release")
         parts = [p for s in self.statistics for p in s.parts(g.sizes is not None)]
         columns = [c for c, _ in sources]
         if self.unit.is_record:
@@ -229,6 +225,17 @@ class GroupedRelease(Release):
         return finish_grouped(
             agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
         )
+
+    def check_schema(self) -> None:
+        schema = self.engine.schema()
+        missing = [k for k in self.grouping.keys if k not in schema]
+        if missing:
+            raise InvalidParameterError(
+                f"keys {missing} are not columns of the frame (its columns: "
+                f"{sorted(schema.names())[:20]})"
+            )
+        sources = [src for s in self.statistics for src in s.sources()]
+        check_sources(schema, sources, "this grouped release")
 
     def _exact_inputs(self) -> list[Any]:
         exact = self.exact_aggregates()

@@ -148,6 +148,11 @@ class Release:
     def _exact_inputs(self) -> list[Any]:
         raise NotImplementedError
 
+    def check_schema(self) -> None:
+        """Refuse, from the frame's schema alone (public: no row is read), columns the
+        release needs that are missing or of a dtype it cannot use. A plan calls it; so
+        does the release before it reads the data."""
+
     def _finish(self, outputs: tuple[Any, ...]) -> Any:
         raise NotImplementedError
 

@@ -212,3 +212,62 @@ def test_a_ledger_urls_password_never_reaches_the_plan(tmp_path, postgres_url):
     url = postgres_url.replace("://postgres@", "://postgres:s3cret-pw@")
     the_plan = plan(load_spec(write_spec(tmp_path, rows=500, ledger=url)))
     assert "s3cret-pw" not in the_plan.summary() and "***" in the_plan.summary()
+
+
+def _spec_with(tmp_path, *, input_path="in.parquet", stat=None):
+    import polars as pl
+
+    pl.DataFrame({"r": ["a", "b"], "x": [1.0, 2.0], "s": ["u", "v"]}).write_parquet(
+        tmp_path / "in.parquet"
+    )
+    stat = stat or {"stat": "count", "epsilon": 0.1}
+    spec = {
+        "version": 1,
+        "input": {"path": str(input_path)},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.db"},
+        "margins": {"m": {"values": {"r": ["a", "b"]}}},
+        "release": [
+            {"name": "g", "kind": "grouped", "by": ["r"], "margins": "m", "statistics": [stat]}
+        ],
+    }
+    return parse_spec(spec, base=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("input_path", "stat", "match"),
+    [
+        # old: plan said "fits" for a column the input does not have (the schema is public)
+        (
+            "in.parquet",
+            {"stat": "mean", "column": "nope", "lower": 0, "upper": 1, "epsilon": 0.1},
+            "nope",
+        ),
+        (
+            "in.parquet",
+            {"stat": "sum", "column": "s", "lower": 0, "upper": 1, "epsilon": 0.1},
+            "numeric",
+        ),
+        # old: polars' ComputeError / InvalidOperationError tracebacks
+        ("in.csv", None, "not a Parquet file"),
+        ("bad.parquet", None, "cannot be read as Parquet"),
+        ("none/*.parquet", None, "cannot be read as Parquet"),
+    ],
+)
+def test_plan_reads_the_public_schema_and_names_a_bad_input(tmp_path, input_path, stat, match):
+    (tmp_path / "in.csv").write_text("r,x\na,1\n")
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    spec = _spec_with(tmp_path, input_path=input_path, stat=stat)
+    with pytest.raises(SpecError, match=match):
+        plan(spec)
+    assert not (tmp_path / "l.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [(None, "is a folder"), (b"\xb5\x00\xff", "cannot be read as TOML")],
+)
+def test_a_spec_that_is_not_toml_text_is_named(tmp_path, content, match):
+    p = tmp_path / "spec.toml"
+    p.mkdir() if content is None else p.write_bytes(content)
+    with pytest.raises(SpecError, match=match):
+        load_spec(p)
