@@ -279,13 +279,26 @@ class Accountant:
                 new = acct._store.header()
             store = PostgresStore.open(str(path), new)
             return cls._with_store(store, epsilon, delta, neighbours, terms)
+        if "\x00" in os.fspath(path) or not os.fspath(path):
+            raise InvalidParameterError(f"path: {path!r} is not a file path")
         p = Path(path)
         if not p.parent.exists():
             raise InvalidParameterError(
                 f"path: folder {p.parent} does not exist; create it before opening the ledger"
             )
+        if not os.access(p.parent, os.R_OK | os.X_OK):
+            raise InvalidParameterError(f"path: folder {p.parent} is not readable by this user")
         if p.is_dir():
             raise InvalidParameterError(f"path: {p} is a folder; give the ledger's file path")
+        if p.is_symlink() and not p.exists():
+            raise InvalidParameterError(
+                f"path: {p} is a link to {os.readlink(p)}, which does not exist"
+            )
+        if not p.exists() and not os.access(p.parent, os.W_OK):
+            raise InvalidParameterError(
+                f"path: folder {p.parent} is not writable by this user, so the ledger cannot "
+                "be created there"
+            )
         if not p.exists():
             if epsilon is None and rho is None:
                 raise InvalidParameterError(
@@ -481,7 +494,7 @@ class Accountant:
             epsilon=epsilon,
             delta=delta,
             mechanism=mechanism,
-            columns=tuple([columns] if isinstance(columns, str) else columns),
+            columns=columns,  # type: ignore[arg-type]  # Charge checks and normalizes it
             scale=scale,
             composition=composition,
             note=note,
@@ -497,9 +510,19 @@ class Accountant:
         what is left once every open reservation is held (or, inside :meth:`reserve`,
         in what this accountant's reservation has left).
         """
+        if isinstance(charges, str | bytes) or not isinstance(charges, Iterable):
+            raise InvalidParameterError(
+                f"charges must be a list of Charge, got {type(charges).__name__}"
+            )
         charges = list(charges)
         if not charges:
             raise InvalidParameterError("charges: nothing to charge; pass at least one Charge")
+        wrong = [c for c in charges if not isinstance(c, Charge)]
+        if wrong:
+            raise InvalidParameterError(
+                f"charges must be Charge objects (dpframe.core.records.Charge), got "
+                f"{wrong[0]!r}; to charge a number use spend(epsilon, mechanism=...)"
+            )
         for key in _ACCOUNTANT_KEYS:
             if any(key in c.details for c in charges):
                 raise InvalidParameterError(

@@ -9,11 +9,20 @@ Examples
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dpframe.core.chain import entry_hash
-from dpframe.core.constraints import check_delta, check_epsilon, check_positive
+from dpframe.core.constraints import (
+    COMPOSITIONS,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_positive,
+    check_real,
+)
 from dpframe.errors import InvalidParameterError, LedgerIntegrityError
 
 __all__ = ["Budget", "Charge", "LedgerEntry", "Reservation"]
@@ -72,10 +81,29 @@ class Charge:
                     "either its pure epsilon or its rho"
                 )
         check_delta(self.delta)
-        if isinstance(self.columns, str):
-            object.__setattr__(self, "columns", (self.columns,))
-        else:
-            object.__setattr__(self, "columns", tuple(self.columns))
+        columns = (self.columns,) if isinstance(self.columns, str) else self.columns
+        if not isinstance(columns, Iterable) or not all(isinstance(c, str) for c in columns):
+            raise InvalidParameterError(
+                f"columns must be a column name or a list of them, got {self.columns!r}"
+            )
+        object.__setattr__(self, "columns", tuple(columns))
+        if self.scale is not None:
+            scale = check_real("scale", self.scale)
+            if scale < 0:
+                raise InvalidParameterError(f"scale must be >= 0 (or None), got {scale!r}")
+        check_choice("composition", self.composition, COMPOSITIONS)
+        if not isinstance(self.mechanism, str) or not isinstance(self.note, str):
+            raise InvalidParameterError(
+                f"mechanism and note must be strings, got {self.mechanism!r} and {self.note!r}"
+            )
+        if not isinstance(self.details, dict):
+            raise InvalidParameterError(f"details must be a dict, got {self.details!r}")
+        try:
+            json.dumps(self.details, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(
+                f"details must be JSON data (the ledger stores it): {exc}"
+            ) from None
 
 
 @dataclass(frozen=True)

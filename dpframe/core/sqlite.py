@@ -184,10 +184,12 @@ class SQLiteStore(DatabaseStore):
         """Add the reservations table to a ledger made before reservations existed."""
         con = self._connection()
         try:
-            known = con.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'reservations'"
-            ).fetchone()
-            if known is None:
+            tables = {
+                row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if not {"header", "entries"} <= tables:  # another application's database:
+                raise not_a_ledger(self.where, "no dpframe header and entries tables")
+            if "reservations" not in tables:  # write nothing to a file that is not ours
                 con.executescript(f"BEGIN IMMEDIATE; {_RESERVATIONS} COMMIT;")
         except sqlite3.OperationalError as exc:
             raise _unavailable(self.path, exc) from exc

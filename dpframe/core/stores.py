@@ -357,5 +357,5 @@ def reservation_row(r: Reservation) -> tuple[Any, ...]:
     return row if r.rho is None else (*row, float(r.rho))
 
 
-def not_a_ledger(where: str, exc: Exception) -> LedgerMismatchError:
+def not_a_ledger(where: str, exc: Exception | str) -> LedgerMismatchError:
     return LedgerMismatchError(f"{where} is not a dpframe ledger ({exc})")

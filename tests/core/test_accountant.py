@@ -382,3 +382,40 @@ def test_a_person_ledger_takes_only_releases_bounded_by_its_person_column():
     Accountant(epsilon=1.0).spend_all([Charge(0.1, mechanism="laplace", unit="pid")])
     with pytest.raises(InvalidParameterError, match="person identifier"):
         Accountant(epsilon=1.0, max_rows=2)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda d: str(d / "a\x00b.db"), "not a file path"),  # old: ValueError
+        (lambda d: (d / "l.db").symlink_to(d / "gone.db") or d / "l.db", "does not exist"),
+    ],
+)
+def test_odd_ledger_paths_are_named(tmp_path, make, match):
+    # old: sqlite3.OperationalError "unable to open database file"
+    from dpframe import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match=match):
+        Accountant.open(make(tmp_path), epsilon=1.0)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda a: a.spend(0.5, mechanism="laplace", columns=5), "columns must be"),
+        (lambda a: a.spend(0.5, mechanism="laplace", scale=float("nan")), "scale must be finite"),
+        (lambda a: a.spend(0.5, mechanism="laplace", scale=-1), "scale must be >= 0"),
+        (lambda a: a.spend(0.5, mechanism="laplace", composition="both"), "composition"),
+        (lambda a: a.spend(0.5, mechanism="laplace", details={"x": {1}}), "JSON"),
+        (lambda a: a.spend_all([0.5]), "Charge objects"),
+        (lambda a: a.spend_all("x"), "list of Charge"),
+    ],
+)
+def test_bad_charges_are_refused_and_nothing_recorded(call, match):
+    # old: TypeError / AttributeError / ValueError from deep inside, or recorded as given
+    from dpframe import InvalidParameterError
+
+    acct = Accountant(epsilon=1.0)
+    with pytest.raises(InvalidParameterError, match=match):
+        call(acct)
+    assert acct.spent.epsilon == 0 and not acct.ledger

@@ -123,3 +123,21 @@ def test_ledger_verify_and_export_exit_codes(ledger, tmp_path):
 def test_every_ledger_error_is_a_dpframe_error():
     assert issubclass(LedgerIntegrityError, DPFrameError)
     assert issubclass(LedgerReadOnlyError, LedgerMismatchError)
+
+
+def test_another_applications_database_is_refused_and_left_untouched(tmp_path):
+    # old: the open added dpframe's reservations table to it, then refused
+    import sqlite3
+
+    other = tmp_path / "app.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    con.execute("INSERT INTO users (name) VALUES ('ada')")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    with pytest.raises(LedgerMismatchError, match="not a dpframe ledger"):
+        Accountant.open(other)
+    assert other.read_bytes() == before
+    tables = sqlite3.connect(other).execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("users",)]
