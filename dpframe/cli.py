@@ -42,10 +42,12 @@ def demo(
 
     Example: dpframe demo --out out/demo
     """
+    from dpframe.core.constraints import check_int
     from dpframe.demo import run_demo
     from dpframe.errors import InvalidParameterError
 
     try:
+        check_int("--rows", rows, 100, "the demo's survey needs some respondents in every group")
         result = run_demo(out, n=rows, progress=True)
     except InvalidParameterError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -312,11 +314,21 @@ def risk(
     import numpy as np
     import polars as pl
 
+    from dpframe.core.constraints import check_int, check_positive
+    from dpframe.core.files import check_output_path
     from dpframe.datasets import DRHA_TABLES, drha_table
-    from dpframe.errors import DPFrameError
+    from dpframe.errors import DPFrameError, InvalidParameterError
     from dpframe.risk.frame import ASSESSMENT, drha
 
-    try:
+    try:  # the options first: nothing is computed for a run that cannot finish
+        lo, hi = check_positive("--eps-min", eps_min), check_positive("--eps-max", eps_max)
+        if not lo < hi:
+            raise InvalidParameterError(f"--eps-min ({lo:g}) must be < --eps-max ({hi:g})")
+        check_int("--points", points, 2, "a grid has two ends")
+        check_int("--show", show, 1)
+        for name, target in (("--csv", csv), ("--plot", plot)):
+            if target is not None:
+                check_output_path(target, name)
         if data in DRHA_TABLES:
             given = [
                 o
@@ -344,7 +356,13 @@ def risk(
                     f"error: {data} is neither a file nor one of {sorted(DRHA_TABLES)}", err=True
                 )
                 raise typer.Exit(2)
-            frame = pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path)
+            try:
+                frame = pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path)
+            except (OSError, pl.exceptions.PolarsError) as exc:
+                raise InvalidParameterError(
+                    f"{data} cannot be read as a table ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:200]})"
+                ) from None
             if not qids or not sensitive:
                 typer.echo("error: --qids and --sensitive are required for a file", err=True)
                 raise typer.Exit(2)

@@ -29,6 +29,7 @@ from typing import Any
 
 import polars as pl
 
+from dpframe.core.constraints import check_int
 from dpframe.errors import InvalidParameterError
 
 __all__ = ["DemoResult", "run_demo"]
@@ -70,8 +71,11 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
     from dpframe.jobs import load_spec, run
     from dpframe.risk import drha
 
+    check_int("n", n, 100, "the demo's survey needs some respondents in every group")
     folder = Path(out)
     marker = folder / ".dpframe-demo"  # the demo replaces only a folder it made itself
+    if folder.exists() and not folder.is_dir():
+        raise InvalidParameterError(f"out: {folder} is a file; give a folder for the demo")
     if folder.exists():
         if not marker.exists() and any(folder.iterdir()):
             raise InvalidParameterError(

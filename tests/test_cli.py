@@ -108,3 +108,35 @@ def test_ledger_show_on_what_it_cannot_read_says_so_without_a_traceback(
     res = runner.invoke(app, ["ledger", "show", name])
     assert res.exit_code == 2 and say in res.output, res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "say"),
+    [(["--rows", "0"], "--rows must be >= 100"), (["--out", "notes.txt"], "is a file")],
+)
+def test_demo_refuses_bad_options_and_writes_nothing(tmp_path, monkeypatch, args, say):
+    # old: a ValueError traceback after writing out/demo/.dpframe-demo
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    res = runner.invoke(app, ["demo", *args])
+    assert res.exit_code == 2 and say in res.output, res.output
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("args", "say"),
+    [
+        (["--points", "-5"], "--points must be >= 2"),  # old: numpy ValueError traceback
+        (["--eps-min", "0"], "--eps-min must be > 0"),  # old: "epsilon ... array([nan ...])"
+        (["--eps-min", "10", "--eps-max", "1"], "must be < --eps-max"),
+        (["--plot", "nodir/r.png"], "--plot: folder nodir does not exist"),  # old: after the work
+        (["--csv", "nodir/r.csv"], "--csv: folder nodir does not exist"),
+    ],
+)
+def test_risk_checks_its_options_before_computing(tmp_path, monkeypatch, args, say):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("q,y\na,x\nb,y\n")
+    res = runner.invoke(
+        app, ["risk", "t.csv", "--qids", "q", "--sensitive", "y", "--levels", "x,y", *args]
+    )
+    assert res.exit_code == 2 and say in res.output, res.output

@@ -417,6 +417,10 @@ class MicrodataRelease(Release):
         )
         schema = self.engine.schema()
         specs = _column_specs(columns)
+        if isinstance(keep, str):  # one name, not its letters
+            keep = [keep]
+        if not isinstance(keep, Sequence) or not all(isinstance(c, str) for c in keep):
+            raise InvalidParameterError(f"keep must be a list of column names, got {keep!r}")
         self.keep = list(keep)
         missing = [c for c in [*(s["column"] for s in specs), *self.keep] if c not in schema]
         if missing:

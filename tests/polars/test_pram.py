@@ -503,3 +503,32 @@ def test_estimate_from_the_provenance_of_a_matrix_release(tmp_path):
     record = dpframe.read_provenance(path).pram_designs["e"]
     est = pram.estimate(pl.read_parquet(path)["e"], record)
     assert est.p_hat.shape == (len(CATS),) and abs(est.p_hat.sum() - 1) < 1e-9
+
+
+@pytest.mark.parametrize(
+    "prior",
+    [
+        {"a": "0.5", "b": 0.25, "c": 0.25},
+        ["1", "1", "1"],
+        [True, False, True],
+        {"a": None, "b": 1, "c": 1},
+    ],
+)
+def test_prior_weights_must_be_numbers(prior):
+    # old: "0.5" was taken as 0.5 and the column released
+    from dpframe.mechanisms.pram.plan import prior_weights
+
+    with pytest.raises(InvalidParameterError, match="weights \\(numbers\\)"):
+        prior_weights(prior, ("a", "b", "c"))
+
+
+def test_keep_as_one_name_is_one_column(tmp_path):
+    # old: keep="region" was read as the columns r, e, g, i, o, n
+    lf = pl.LazyFrame({"c": ["a", "b"] * 50, "region": ["N", "S"] * 50})
+    with dpframe.Accountant(epsilon=1.0):
+        spec = [{"column": "c", "epsilon": 0.5, "categories": ["a", "b"]}]
+        rel = dpframe.pram.release(lf, spec, keep="region")
+        rel.write(tmp_path / "out.parquet")
+    assert pl.read_parquet(tmp_path / "out.parquet").columns == ["c", "region"]
+    with pytest.raises(InvalidParameterError, match="keep must be a list of column names"):
+        dpframe.pram.release(lf, spec, keep=[1])

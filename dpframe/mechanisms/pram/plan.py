@@ -94,20 +94,24 @@ def prior_weights(prior: Any, cats: tuple[Any, ...]) -> np.ndarray:
                 f"prior gives no weight for categories {missing[:5]}; give every category "
                 "a weight (0 is allowed)"
             )
-        w = np.array([prior[c] for c in cats], dtype=np.float64)
+        values = [prior[c] for c in cats]
     else:
-        try:
-            w = np.asarray(prior, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InvalidParameterError(
-                "prior must be 'uniform', 'dp', a dict {category: weight} or an array of "
-                f"weights aligned with categories; got {prior!r:.80}"
-            ) from None
-        if w.shape != (len(cats),):
-            raise InvalidParameterError(
-                f"prior has shape {w.shape} but there are {len(cats)} categories; align the "
-                "weights with categories= (or pass a dict)"
-            )
+        values = prior
+    try:  # numbers only: np.asarray would turn "0.5" into 0.5
+        values = np.asarray(values)
+        if values.dtype.kind not in "iuf":
+            raise TypeError
+        w = values.astype(np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            "prior must be 'uniform', 'dp', a dict {category: weight} or an array of "
+            f"weights (numbers) aligned with categories; got {prior!r:.80}"
+        ) from None
+    if not isinstance(prior, Mapping) and w.shape != (len(cats),):
+        raise InvalidParameterError(
+            f"prior has shape {w.shape} but there are {len(cats)} categories; align the "
+            "weights with categories= (or pass a dict)"
+        )
     if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
         raise InvalidParameterError(
             "prior weights must be finite, >= 0 and not all 0 (they are normalised to sum to 1)"
