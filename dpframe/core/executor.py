@@ -63,15 +63,15 @@ T = TypeVar("T")
 
 
 #: The fields of a plan's summary row, in order (``summarize()``, ``dpframe plan``).
-SUMMARY_FIELDS = (
+SUMMARY_FIELDS = (  # what a reader looks for first
     "statistic",
     "mechanism",
     "epsilon",
+    "error95",
+    "scale",
+    "sensitivity",
     "delta",
     "rho",
-    "sensitivity",
-    "scale",
-    "error95",
     "note",
 )
 

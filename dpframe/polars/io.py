@@ -9,6 +9,7 @@ complete. A failed write leaves no file behind.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from collections.abc import Sequence
@@ -67,6 +68,19 @@ class Provenance:
         """The recorded entries as a polars DataFrame (see :func:`ledger_frame`)."""
         return ledger_frame(self)
 
+    def __repr__(self) -> str:
+        spec = f", spec={len(self.spec.get('release', []))} release(s)" if self.spec else ""
+        pram = f", pram_designs={sorted(self.pram_designs)}" if self.pram_designs else ""
+        return (
+            f"Provenance(epsilon={self.epsilon:g}, entries={len(self.entries)}, "
+            f"neighbours={self.neighbours!r}, written={self.written!r}, "
+            f"dpframe={self.dpframe_version}{spec}{pram})"
+        )
+
+    def _repr_html_(self) -> str:
+        head = html.escape(repr(self))
+        return f"<p><code>{head}</code></p>{self.ledger_frame()._repr_html_()}"
+
 
 def ledger_frame(ledger: Any) -> pl.DataFrame:
     """Ledger entries as a polars DataFrame, one row per entry (``details`` as JSON text).
@@ -83,10 +97,7 @@ def ledger_frame(ledger: Any) -> pl.DataFrame:
     ('laplace', 0.25)
     """
     entries = ledger.entries if isinstance(ledger, Provenance) else _entries_of(ledger, True)[0]
-    schema = {
-        "id": pl.String,
-        "release": pl.String,
-        "time": pl.String,
+    schema = {  # what a reader looks for first, the identifiers last
         "mechanism": pl.String,
         "columns": pl.List(pl.String),
         "epsilon": pl.Float64,
@@ -94,6 +105,9 @@ def ledger_frame(ledger: Any) -> pl.DataFrame:
         "scale": pl.Float64,
         "composition": pl.String,
         "note": pl.String,
+        "time": pl.String,
+        "release": pl.String,
+        "id": pl.String,
         "details": pl.String,
     }
     rows = []

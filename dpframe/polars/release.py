@@ -28,6 +28,7 @@ Examples
 
 from __future__ import annotations
 
+import html
 import threading
 import uuid
 from typing import Any
@@ -47,18 +48,18 @@ __all__ = ["SUMMARY_SCHEMA", "Release", "resolve_accountant", "summary_frame"]
 
 #: The columns of ``summarize()`` (one row per charged statistic).
 SUMMARY_SCHEMA = {
-    "release": pl.String,
     "statistic": pl.String,
     "mechanism": pl.String,
     "epsilon": pl.Float64,
+    "error95": pl.Float64,
+    "scale": pl.Float64,
+    "sensitivity": pl.Float64,
     "delta": pl.Float64,
     "rho": pl.Float64,
-    "sensitivity": pl.Float64,
-    "scale": pl.Float64,
-    "error95": pl.Float64,
     "note": pl.String,
+    "release": pl.String,
 }
-assert tuple(SUMMARY_SCHEMA)[1:] == SUMMARY_FIELDS
+assert tuple(SUMMARY_SCHEMA)[:-1] == SUMMARY_FIELDS
 
 
 def summary_frame(release: str, plans: list[MechanismPlan]) -> pl.DataFrame:
@@ -209,6 +210,10 @@ class Release:
     def materialised(self) -> bool:
         """True once the release has been charged and its noise drawn."""
         return self._once.done
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the release and its plan (nothing spent, nothing drawn)."""
+        return f"<p><code>{html.escape(repr(self))}</code></p>{self.summarize()._repr_html_()}"
 
     def __repr__(self) -> str:
         state = "collected" if self.materialised else "not collected"

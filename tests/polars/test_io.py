@@ -126,3 +126,16 @@ def test_read_provenance_names_what_it_cannot_read(tmp_path, make, match):
     # old: FileNotFoundError, ComputeError, JSONDecodeError, AttributeError, TypeError
     with pytest.raises(InvalidParameterError, match=match):
         dpframe.read_provenance(make(tmp_path))
+
+
+def test_provenance_repr_is_short_and_a_notebook_sees_its_ledger(tmp_path):
+    # old: the repr dumped every entry (about 4 KB for a small release)
+    acct = Accountant(epsilon=2.0)
+    for _ in range(6):
+        acct.spend(0.25, mechanism="laplace", columns=["x"], details={"k": "v" * 100})
+    path = dpframe.write_parquet(pl.DataFrame({"x": [1.0]}), tmp_path / "o.parquet", ledger=acct)
+    prov = dpframe.read_provenance(path)
+    assert len(repr(prov)) < 200 and "epsilon=1.5" in repr(prov) and "entries=6" in repr(prov)
+    assert "<table" in prov._repr_html_()
+    # the ledger's frame: what a reader looks for first, identifiers last
+    assert prov.ledger_frame().columns[:3] == ["mechanism", "columns", "epsilon"]
