@@ -4,17 +4,17 @@ Every release of a spec gets a suite derived from its declaration, not from the 
 
 * **grouped** -- the key columns take only the public margins' values, every margin key
   appears exactly once, the row count is the margins' height, the columns are exactly the
-  keys and the statistics, each statistic a Float64; every statistic is finite and lies in
-  its bounds (a mean in ``[lower, upper]``, a proportion in ``[0, 1]``, a variance in
-  ``[0, R**2 / 2]`` -- the largest sample variance of values in bounds of width ``R`` --, a
-  count ``>= 0`` and a sum of non-negative values ``>= 0`` when ``nonnegative``, a correlation
-  in ``[-1, 1]``); a count is an integer; a covariance obeys Cauchy--Schwarz,
-  ``|cov| <= sqrt(var_x var_y)``; a correlation is ``cov / sqrt(var_x var_y)`` clipped to
-  ``[-1, 1]``, and null exactly where a released variance is 0; no nulls -- except in a
-  correlation column (a correlation is undefined where a released variance is 0, so it
-  may be null or NaN) and, when the margins carry public group sizes
-  (``sizes=``), in a statistic of a group too small to have one (size 0; size 0 or 1 for a
-  variance or covariance), which the release leaves null;
+  keys and the statistics, each count an Int64 and every other statistic a Float64; every
+  statistic is finite and lies in its bounds (a mean in ``[lower, upper]``, a proportion
+  in ``[0, 1]``, a variance in ``[0, R**2 / 2]`` -- the largest sample variance of values
+  in bounds of width ``R`` --, a count ``>= 0`` and a sum of non-negative values ``>= 0``
+  when ``nonnegative``, a correlation in ``[-1, 1]``); a count is an integer; a covariance
+  obeys Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``; a correlation is
+  ``cov / sqrt(var_x var_y)`` clipped to ``[-1, 1]``, and null exactly where a released
+  variance is 0; no nulls -- except in a correlation column (a correlation is undefined
+  where a released variance is 0, so it may be null or NaN) and, when the margins carry
+  public group sizes (``sizes=``), in a statistic of a group too small to have one
+  (size 0; size 0 or 1 for a variance or covariance), which the release leaves null;
 * **pram** -- exactly the declared columns (a column PRAM did not randomize must not be
   published); every PRAM'd column takes only its declared categories (``categories=``, or
   the categories its release recorded, or of its Enum dtype, or the keys of a public
@@ -391,7 +391,8 @@ def _plan_grouped(
             )
         else:
             _expect_finite_between(plan, "main", col, lo, hi, where)
-    _expect_types(plan, frame, {c: "Float64" for c, _, _ in outputs}, "types")
+    types = {c: "Int64" if role == "count" else "Float64" for c, role, _ in outputs}
+    _expect_types(plan, frame, types, "types")
 
     # counts are integers (integer noise on integer counts)
     counts = [c for c, role, _ in outputs if role == "count" and c in schema]

@@ -258,7 +258,8 @@ class GroupedRelease(Release):
         if self.grouping.nonnegative:  # post-processing: closer to the truth, never farther
             clamp = [s.name for s in self.statistics if s.nonnegative]
             frame = frame.with_columns(pl.col(clamp).clip(lower_bound=0.0))
-        return frame
+        counts = [s.name for s in self.statistics if s.kind == "count"]  # integer noise
+        return frame.with_columns(pl.col(counts).round().cast(pl.Int64))
 
 
 def group_by(

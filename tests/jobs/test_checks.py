@@ -59,7 +59,7 @@ def grouped_spec(**kw):
 def grouped_table(**columns):
     base = {
         "region": ["N", "S", "E"],
-        "count": [10.0, 0.0, 3.0],
+        "count": [10, 0, 3],  # counts are Int64
         "income_sum": [500.0, 0.0, 300.0],
         "income_mean": [50.0, 20.0, 100.0],
         "owner_proportion": [0.5, 0.0, 1.0],
@@ -232,7 +232,7 @@ def test_grouped_correlation_outside_minus_one_one():
 
 
 def test_a_negative_count_fails_only_when_nonnegative():
-    frame = grouped_table(count=[10.0, -1.0, 3.0])
+    frame = grouped_table(count=[10, -1, 3])
     text = failed(check_release(grouped_spec(), frame, margins=MARGINS))
     assert "count: 1 of 3 values below 0 or not finite, e.g. -1 (region='S')" in text
     # without the clamp at 0, a negative noisy count is a valid release (and so is the sum)

@@ -254,6 +254,7 @@ def _sparse_release(**kw):
 
 def test_counts_and_nonnegative_sums_clamped_at_zero_by_default():
     out, _ = _sparse_release()
+    assert out.schema["count"] == pl.Int64 and out.schema["x_sum"] == pl.Float64
     assert out["count"].min() >= 0 and out["x_sum"].min() >= 0
     assert out["signed"].min() < 0  # values may be negative: never clamped
     raw, _ = _sparse_release(nonnegative=False)
