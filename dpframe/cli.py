@@ -18,6 +18,30 @@ ledger_app = typer.Typer(
 app.add_typer(ledger_app, name="ledger")
 
 
+def _version(show: bool) -> None:
+    if show:
+        from dpframe.version import __version__
+
+        typer.echo(f"dpframe {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print dpframe's version and exit.",
+            callback=_version,
+            is_eager=True,
+            metavar="",
+        ),
+    ] = False,
+) -> None:
+    """Differentially private releases with polars."""
+
+
 def _print_frame(title: str, frame, columns: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -136,10 +160,11 @@ def release(
         bool,
         typer.Option(
             help="Also write Great Expectations Data Docs (styled only online: they load "
-            "CDN assets; report.html is the offline report)."
+            "CDN assets; report.html is the offline report).",
+            metavar="",  # a flag takes no value: no <bool> placeholder in --help
         ),
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.", metavar="")] = True,
     engine: Annotated[
         str, typer.Option(help="polars (default) or spark (dpframe[spark], Java 17+).")
     ] = "polars",
@@ -232,7 +257,8 @@ def check(
         bool,
         typer.Option(
             help="Also write Great Expectations Data Docs (styled only online: they load "
-            "CDN assets; report.html is the offline report)."
+            "CDN assets; report.html is the offline report).",
+            metavar="",  # a flag takes no value: no <bool> placeholder in --help
         ),
     ] = False,
 ) -> None:
@@ -589,7 +615,8 @@ def ledger_cancel(
     ledger: Annotated[str, typer.Argument(help="The ledger file, or a postgresql:// URL.")],
     reservation: Annotated[str, typer.Argument(help="The reservation's id (ledger show).")],
     force: Annotated[
-        bool, typer.Option(help="Cancel a reservation of another host's job (ended?).")
+        bool,
+        typer.Option(help="Cancel a reservation of another host's job (ended?).", metavar=""),
     ] = False,
 ) -> None:
     """Give back a reservation whose job is gone (killed, or its host lost).

@@ -140,3 +140,13 @@ def test_risk_checks_its_options_before_computing(tmp_path, monkeypatch, args, s
         app, ["risk", "t.csv", "--qids", "q", "--sensitive", "y", "--levels", "x,y", *args]
     )
     assert res.exit_code == 2 and say in res.output, res.output
+
+
+def test_version_and_flags_without_placeholders():
+    from dpframe.version import __version__
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"dpframe {__version__}"
+    res = runner.invoke(app, ["release", "--help"], terminal_width=100)
+    line = next(t for t in res.output.splitlines() if "--no-progress" in t)
+    assert "<bool>" not in line  # a flag takes no value
