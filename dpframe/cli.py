@@ -499,7 +499,7 @@ def ledger_show(
             _print_ledger(path)
             return
         if not str(ledger) or not path.exists():
-            typer.echo(f"error: {ledger!r} does not exist", err=True)
+            typer.echo(f"error: ledger {ledger!r} does not exist", err=True)
             raise typer.Exit(2)
         if path.is_dir():
             typer.echo(f"error: {path} is a folder; give a ledger or a Parquet file", err=True)

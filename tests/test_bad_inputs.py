@@ -1,0 +1,64 @@
+"""The bad-input table of issue 17: several hundred wrong arguments, columns, spec fields
+and command lines over dpframe's public surface, one test each.
+
+A case passes when dpframe refuses the input cleanly:
+
+* in-process, it raises a :class:`dpframe.errors.DPFrameError` subclass whose message
+  names the argument, column or spec field at fault (one of ``case.names``, ignoring
+  case), charges nothing (the case's accountant and any ledger its setup made are
+  unchanged) and writes nothing (no file appears or changes in the case's folder, a
+  fresh ``tmp_path``, after its setup);
+* for the ``dpframe`` command (``python -m dpframe.cli``), it exits with 1 or 2, prints
+  no traceback, names the argument in its output, and charges and writes nothing.
+
+``tests/bad_inputs/harness.py`` runs and classifies a case (see its docstring for the
+classes); the cases are in ``tests/bad_inputs/cases.py``, grouped by surface.
+
+To add a case, append an ``add(surface, label, fn, names, ...)`` (or a ``spec_case`` /
+``cmd``) line in the right group of cases.py: ``fn(ctx)`` makes the call with the bad
+input (``ctx.tmp`` is the case's folder and the current directory, ``ctx.acct`` a fresh
+accountant of the kind ``acct=`` names); ``setup=`` writes the files the call needs
+before the "nothing written" snapshot; mark an input the library may legitimately accept
+``q=True``. A case that does not pass yet gets ``xfail="what happens today"``: it runs as a
+strict xfail, so that fixing the library makes it fail (XPASS) until the mark is removed.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.bad_inputs.cases import CASES
+from tests.bad_inputs.harness import Case, nobody_missing, reachable_by_nobody, run_case
+
+
+def _case_id(n: int, case: Case) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", case.label.lower()).strip("-")
+    return f"{n:04d}-{slug[:60].rstrip('-')}"
+
+
+PARAMS = [
+    pytest.param(
+        case,
+        id=_case_id(n, case),
+        marks=[pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else [],
+    )
+    for n, case in enumerate(CASES)
+]
+
+
+@pytest.mark.parametrize("case", PARAMS)
+def test_bad_input(case: Case, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    if case.kind == "remote":
+        reason = nobody_missing()
+        if reason is not None:
+            pytest.skip(reason)
+        with reachable_by_nobody(tmp_path) as reason:
+            if reason is not None:
+                pytest.skip(reason)
+            outcome = run_case(case, tmp_path)
+    else:
+        outcome = run_case(case, tmp_path)
+    assert outcome.cls == "pass", outcome.explain(case)
