@@ -73,6 +73,10 @@ class CovarianceMatrixRelease(Release):
     ) -> None:
         super().__init__(frame, accountant, seed, neighbours)
         require_substitute(self.neighbours, "dataset size", argument="n")
+        if isinstance(columns, str) or not isinstance(columns, Sequence):
+            raise InvalidParameterError(
+                f"columns must be a list of two or more column names, got {columns!r}"
+            )
         self.columns = list(columns)
         if len(self.columns) < 2 or len(set(self.columns)) != len(self.columns):
             raise InvalidParameterError(
@@ -80,6 +84,10 @@ class CovarianceMatrixRelease(Release):
             )
         if not all(isinstance(c, str) for c in self.columns):
             raise InvalidParameterError(f"columns must be column names, got {self.columns}")
+        if isinstance(bounds, str) or not isinstance(bounds, Sequence):
+            raise InvalidParameterError(
+                f"bounds must be one (lower, upper) pair per column, got {bounds!r}"
+            )
         self.bounds = [tuple(b) for b in bounds]
         if len(self.bounds) != len(self.columns):
             raise InvalidParameterError(

@@ -217,7 +217,7 @@ def write_parquet(
         check("neighbours", neighbours)
     neighbours = neighbours or own
     check("compression", compression)
-    target = _output_path(path, spec)
+    target = _output_path(path, spec, facts)
     metadata = {METADATA_KEY: provenance_json(entries, neighbours, spec, facts=facts)}
     if not isinstance(frame, pl.LazyFrame | pl.DataFrame):
         raise InvalidParameterError(
@@ -231,13 +231,20 @@ def write_parquet(
     return target
 
 
-def _output_path(path: str | os.PathLike[str], spec: dict[str, Any] | None) -> Path:
-    """The output path, checked (its folder exists; the spec to record is JSON)."""
-    if spec is not None:
+def _output_path(
+    path: str | os.PathLike[str], spec: dict[str, Any] | None, facts: Any = None
+) -> Path:
+    """The output path, checked (its folder exists; the spec and facts to record are
+    JSON)."""
+    for name, value in (("spec", spec), ("facts", facts)):
+        if value is None:
+            continue
+        if name == "facts" and not isinstance(value, dict):
+            raise InvalidParameterError(f"facts must be a dict, got {type(value).__name__}")
         try:
-            json.dumps(spec)
-        except TypeError as exc:
-            raise InvalidParameterError(f"spec must be JSON-serialisable: {exc}") from exc
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(f"{name} must be JSON data: {exc}") from None
     return check_output_path(path)
 
 

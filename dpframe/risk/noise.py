@@ -87,13 +87,22 @@ def table_sensitivity(mechanism: str, neighbours: str) -> float:
     return 2.0 if mechanism == "laplace" else math.sqrt(2.0)
 
 
-def _epsilons(epsilon: npt.ArrayLike) -> np.ndarray:
+def _numbers(value: Any, name: str) -> np.ndarray:
+    """``value`` as float64 if it is a number or an array of numbers (not strings or
+    booleans: ``np.asarray(..., float)`` would take ``"1"`` as 1.0)."""
     try:
-        eps = np.asarray(epsilon, dtype=np.float64)
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "iuf":
+            raise TypeError
+        return raw.astype(np.float64)
     except (TypeError, ValueError):
         raise InvalidParameterError(
-            f"epsilon must be a number or an array of numbers, got {epsilon!r}"
+            f"{name} must be a number or an array of numbers, got {value!r}"
         ) from None
+
+
+def _epsilons(epsilon: npt.ArrayLike) -> np.ndarray:
+    eps = _numbers(epsilon, "epsilon")
     if eps.size == 0 or not np.isfinite(eps).all() or (eps <= 0).any():
         raise InvalidParameterError(f"epsilon must be finite and > 0, got {epsilon!r}")
     return eps
@@ -139,12 +148,7 @@ def privacy_grid(mechanism: str, epsilon: Any = None, rho: Any = None) -> np.nda
 
 
 def _grid_of(value: Any, name: str) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(
-            f"{name} must be a number or an array of numbers, got {value!r}"
-        ) from None
+    arr = _numbers(value, name)
     if arr.size == 0 or not np.isfinite(arr).all() or (arr <= 0).any():
         raise InvalidParameterError(f"{name} must be finite and > 0, got {value!r}")
     if arr.ndim > 1:

@@ -757,7 +757,6 @@ add(
     "covariance_matrix columns='income' (a string)",
     covm(columns="income"),
     ("columns must", "got str", "a string"),
-    xfail="the string is split into letters: an error about bounds",
 )
 add(A, "covariance_matrix column missing", covm(columns=("income", "nope")), "nope")
 add(A, "covariance_matrix on a String column", covm(columns=("income", "tenure")), "tenure")
@@ -778,7 +777,6 @@ add(
     "covariance_matrix bounds=None",
     covm(bounds=None),
     "bounds",
-    xfail="TypeError: 'NoneType' object is not iterable",
 )
 add(A, "covariance_matrix n=99 (not the row count)", covm(n=99), "n")
 add(A, "covariance_matrix n=1", covm(n=1), "n")
@@ -1160,7 +1158,6 @@ add(
     ),
     "facts",
     setup=setup_release,
-    xfail="json's TypeError: set is not JSON serializable",
 )
 add(
     A,
@@ -1304,7 +1301,6 @@ add(
     drha(epsilon="1"),
     "epsilon",
     acct=None,
-    xfail="accepted: the string is taken as 1.0",
 )
 add(
     A,
