@@ -660,6 +660,15 @@ def _as_design(design_like: Any) -> Any:
         return design_from_record(design_like)
     if isinstance(design_like, Mapping) and "matrix" in design_like:  # a matrix= record
         return np.asarray(design_like["matrix"], dtype=np.float64)
+    if (
+        isinstance(design_like, str | bytes | Mapping)
+        or np.asarray(design_like, dtype=object).ndim != 2
+    ):
+        raise InvalidParameterError(
+            "design must be the PramDesign, the 'design' record of the release's ledger "
+            "entry or provenance (a dict with 'q' or 'matrix'), or its S x S matrix; got "
+            f"{type(design_like).__name__}"
+        )
     return design_like  # a matrix; validated by the kernel
 
 
@@ -736,7 +745,13 @@ def estimate_grouped(
     >>> estimate_grouped(rel, "c", "g", d, categories=["a", "b"]).columns
     ['g', 'category', 'n', 'count', 'p_hat', 'se', 'p_simplex']
     """
-    keys = [by] if isinstance(by, str) else list(by)
+    if isinstance(by, str):
+        by = [by]
+    if not isinstance(by, Sequence) or not by or not all(isinstance(k, str) for k in by):
+        raise InvalidParameterError(
+            f"by must be a column name or a list of them (the columns not randomized), got {by!r}"
+        )
+    keys = list(by)
     df = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
     if not isinstance(df, pl.DataFrame):
         raise InvalidParameterError(f"frame must be a polars frame, got {type(frame).__name__}")

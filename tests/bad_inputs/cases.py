@@ -2676,7 +2676,6 @@ add(
     est(np.array([10, 5, 5]), "krr"),
     "design",
     acct=None,
-    xfail="the error names 'matrix', not 'design'",
 )
 add(
     P,
@@ -2684,7 +2683,6 @@ add(
     est(np.array([10, 5, 5]), {"x": 1}),
     "design",
     acct=None,
-    xfail="the error names 'matrix', not 'design'",
 )
 add(
     P,
@@ -2717,7 +2715,6 @@ add(
     ),
     "by",
     acct=None,
-    xfail="TypeError: 'int' object is not iterable",
 )
 add(
     P,
