@@ -57,6 +57,7 @@ __all__ = [
     "check_epsilon",
     "check_int",
     "check_key_name",
+    "check_number_array",
     "check_open_bounds",
     "check_positive",
     "check_real",
@@ -102,6 +103,29 @@ def check_real(name: str, value: Any) -> float:
     if math.isnan(x) or math.isinf(x):
         raise InvalidParameterError(f"{name} must be finite, got {x!r}")
     return x
+
+
+def check_number_array(name: str, value: Any) -> Any:
+    """``value`` as a float64 numpy array if it is a number or an array of numbers -- not
+    strings or booleans, which ``np.asarray(value, float)`` would convert (``"1"`` to 1.0).
+    Finiteness and shape are the caller's to check.
+
+    Examples
+    --------
+    >>> check_number_array("x", [1, 2.5]).tolist()
+    [1.0, 2.5]
+    """
+    import numpy as np
+
+    try:
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "iuf":
+            raise TypeError
+        return raw.astype(np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"{name} must be a number or an array of numbers, got {value!r:.80}"
+        ) from None
 
 
 def check_positive(name: str, value: Any) -> float:

@@ -30,7 +30,7 @@ import numpy as np
 
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import exact_sum, split_epsilon
-from dpframe.core.constraints import check_epsilon, check_int
+from dpframe.core.constraints import check_epsilon, check_int, check_number_array
 from dpframe.core.executor import MechanismPlan, summary_row
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.components import as_generator, frozen
@@ -256,7 +256,7 @@ def combine_synthesis(
     """
     from scipy import stats
 
-    q = np.asarray(estimates, dtype=np.float64)
+    q = check_number_array("estimates", estimates)
     if q.ndim < 1 or q.shape[0] < 2 or not np.isfinite(q).all():
         raise InvalidParameterError(
             "estimates must be a finite array with m >= 2 releases on its first axis, got "
@@ -266,7 +266,7 @@ def combine_synthesis(
     if within_variances is None:
         w = np.zeros(q.shape[1:])
     else:
-        u = np.asarray(within_variances, dtype=np.float64)
+        u = check_number_array("within_variances", within_variances)
         if u.shape != q.shape or not np.isfinite(u).all() or (u < 0).any():
             raise InvalidParameterError(
                 f"within_variances must be finite, >= 0 and shaped like estimates {q.shape}, "

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.core.constraints import check_choice
+from dpframe.core.constraints import check_choice, check_number_array
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.gaussian import (
     calibrate_gaussian,
@@ -88,17 +88,7 @@ def table_sensitivity(mechanism: str, neighbours: str) -> float:
 
 
 def _numbers(value: Any, name: str) -> np.ndarray:
-    """``value`` as float64 if it is a number or an array of numbers (not strings or
-    booleans: ``np.asarray(..., float)`` would take ``"1"`` as 1.0)."""
-    try:
-        raw = np.asarray(value)
-        if raw.dtype.kind not in "iuf":
-            raise TypeError
-        return raw.astype(np.float64)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(
-            f"{name} must be a number or an array of numbers, got {value!r}"
-        ) from None
+    return check_number_array(name, value)
 
 
 def _epsilons(epsilon: npt.ArrayLike) -> np.ndarray:

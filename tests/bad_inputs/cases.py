@@ -1572,7 +1572,6 @@ add(
     combine("abc"),
     "estimates",
     acct=None,
-    xfail="numpy's ValueError: could not convert string to float",
 )
 
 # .dpf alias: a couple of the same inputs through the unambiguous namespace
