@@ -79,7 +79,7 @@ class Context:
 
 def statistic(s: StatisticSpec) -> Statistic:
     """The ``dpframe.agg`` statistic a spec entry describes."""
-    name = {"name": s.name} if s.name else {}
+    name = {"name": s.name} if s.name is not None else {}
     noise = {"epsilon": s.epsilon, "mechanism": s.mechanism, "rho": s.rho, "sigma": s.sigma}
     if s.stat == "count":
         return agg.count(**noise, **name)

@@ -660,7 +660,7 @@ def _bounded(
     lo, hi = check_bounds(lower, upper)
     return Statistic(
         kind,
-        _check_name(name or f"{column}_{kind}"),
+        _check_name(f"{column}_{kind}" if name is None else name),
         check_epsilon(epsilon),
         column,
         lo,
@@ -746,7 +746,7 @@ def sum(
     mech, eps, options = _noise(mechanism, epsilon, rho, sigma)
     return Statistic(
         "sum",
-        _check_name(name or f"{column}_sum"),
+        _check_name(f"{column}_sum" if name is None else name),
         eps,
         column,
         lo,
@@ -860,7 +860,7 @@ def cov(
     ly, uy = check_bounds(lower_y, upper_y, ("lower_y", "upper_y"))
     stat = Statistic(
         "cov",
-        _check_name(name or f"{x}_{y}"),
+        _check_name(f"{x}_{y}" if name is None else name),
         check_epsilon(epsilon),
         x,
         lx,

@@ -3272,7 +3272,6 @@ spec_case(
     "statistic name = '' (empty)",
     setp("release.0.statistics.1.name", ""),
     "name",
-    xfail="accepted: the plan fits",
 )
 spec_case("nonnegative = 'yes'", setp("release.0.nonnegative", "yes"), "nonnegative")
 spec_case(
@@ -3703,7 +3702,6 @@ spec_case(
     setp("release.0.statistics.1.name", ""),
     "name",
     mode="run",
-    xfail="accepted: released, charged epsilon 1",
 )
 spec_case(
     "margins values mixed types",
