@@ -492,6 +492,12 @@ class Spec(_Model):
                             "rename the release or choose another output.folder"
                         )
         folder = Path(os.path.realpath(self.resolve(self.output.folder)))
+        for what, path in real.items():  # the folder itself may not be a file we keep
+            if folder == path or (folder.exists() and not folder.is_dir()):
+                raise ValueError(
+                    f"output.folder {folder} is {what if folder == path else 'a file'}: "
+                    "choose a folder for the released files"
+                )
         if "the ledger" in real and folder in real["the ledger"].parents:
             raise ValueError(
                 f"privacy.ledger {kept['the ledger']} is inside output.folder {folder}: a "

@@ -2988,7 +2988,6 @@ spec_case(
     "output.folder = the input file",
     setp("output.folder", "in.parquet"),
     ("output", "folder"),
-    xfail="accepted: the plan fits",
 )
 spec_case("output.folder = 1", setp("output.folder", 1), ("output", "folder"))
 spec_case(
@@ -2996,7 +2995,6 @@ spec_case(
     setp("output.folder", "in.parquet"),
     ("output", "folder"),
     mode="run",
-    xfail="FileExistsError from creating the output folder",
 )
 spec_case("release name '../escape'", setp("release.0.name", "../escape"), "name")
 spec_case("release name '' (empty)", setp("release.0.name", ""), "name")
