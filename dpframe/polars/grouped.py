@@ -28,6 +28,7 @@ import polars as pl
 from dpframe.core.constraints import UNKNOWN_KEYS, check, check_choice, check_key_name
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.units import PrivacyUnit, as_unit
+from dpframe.engines.bounding import check_unit
 from dpframe.engines.driver import check_sources, finish_grouped
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms.statistics import Statistic, plan_statistic
@@ -236,6 +237,8 @@ class GroupedRelease(Release):
             )
         sources = [src for s in self.statistics for src in s.sources()]
         check_sources(schema, sources, "this grouped release")
+        if not self.unit.is_record:
+            check_unit(schema, self.unit, self.grouping.keys)
 
     def _exact_inputs(self) -> list[Any]:
         exact = self.exact_aggregates()

@@ -2864,7 +2864,6 @@ spec_case(
     "privacy.unit = 'nope' (not a column), max_rows = 2",
     setp("privacy.unit", "nope", "privacy.max_rows", 2),
     "nope",
-    xfail="accepted: the plan fits",
 )
 spec_case(
     "privacy.unit = 'region' (a key column)",
