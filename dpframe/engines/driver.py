@@ -124,13 +124,19 @@ def finish_grouped(
             f"key column(s) {null_keys} hold nulls; a record's group must be known: fill or "
             "drop them first (nothing was charged)"
         )
+    nan_keys = [k for k in keys if agg[k].dtype.is_float() and agg[k].is_nan().any()]
+    if nan_keys:
+        raise InvalidDataError(
+            f"key column(s) {nan_keys} hold NaN; NaN is not a group: fill or drop those "
+            "records first, or cast the keys to integers (nothing was charged)"
+        )
     agg = _cast_keys(agg, margins, keys)
     unknown = agg.join(margins.select(keys), on=keys, how="anti")
     if unknown.height and unknown_keys == "error":
         raise InvalidDataError(
-            f"{unknown[ROWS].sum()} record(s) in {unknown.height} group(s) have keys that are "
-            "not in margins; add those groups to margins or pass unknown_keys='drop' "
-            "(nothing was charged)"
+            f"{unknown[ROWS].sum()} record(s) in {unknown.height} group(s) have keys "
+            f"({', '.join(keys)}) that are not in margins; add those groups to margins or "
+            "pass unknown_keys='drop' (nothing was charged)"
         )
     names = [p.name for p in parts]
     joined = margins.select(keys).join(

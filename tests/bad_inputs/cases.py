@@ -596,7 +596,6 @@ add(
         margins=pl.DataFrame({"x": [1.0, 2.0]}),
     ),
     "x",
-    xfail="InvalidDataError about keys not in margins, not naming column 'x'",
 )
 add(
     A,
@@ -3626,7 +3625,6 @@ spec_case(
     "x",
     data=with_col(PEOPLE, "x", [NAN] + [1.0] * 99),
     mode="run",
-    xfail="InvalidDataError about keys not in margins, not naming column 'x'",
 )
 spec_case(
     "grouped margins Float key NaN (values = [nan, 1.0])",
