@@ -69,6 +69,13 @@ def check_sources(schema: pl.Schema, sources: Sequence[tuple[str, str]], what: s
             )
 
 
+def textual_key(dtype: pl.DataType) -> bool:
+    """Whether a key's values are text (strings, categoricals, enums) rather than numbers,
+    dates or booleans: a text key never matches a margin of the other kind (``"1"`` is
+    not 1), so the two must agree before anything is cast."""
+    return isinstance(dtype, pl.String | pl.Categorical | pl.Enum)
+
+
 def _cast_keys(agg: pl.DataFrame, margins: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     """The keys of ``agg`` in the margins' dtypes; a key must survive the cast unchanged
     (``1.5 -> 1`` or ``"01" -> 1`` would merge groups)."""

@@ -25,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.randomness import RandomSource, derived_source
+from dpframe.engines.driver import textual_key
 from dpframe.errors import DPFrameError
 from dpframe.jobs.spec import (
     CovarianceSpec,
@@ -117,6 +118,12 @@ def margins_for(spec: Spec, r: GroupedSpec, schema: pl.Schema) -> pl.DataFrame:
             raise SpecError(f"release {r.name!r}: margins {r.margins!r} has no column {key!r}")
         if key not in schema:
             raise SpecError(f"release {r.name!r}: the input has no column {key!r}")
+        if textual_key(margins.schema[key]) != textual_key(schema[key]):
+            raise SpecError(
+                f"release {r.name!r}: margins {r.margins!r} key {key!r} has dtype "
+                f"{margins.schema[key]} but the input's is {schema[key]}: list the keys with "
+                "the input's type (e.g. strings for a String column)"
+            )
         if margins.schema[key] != schema[key]:
             casts.append(pl.col(key).cast(schema[key], strict=False))
     if not casts:

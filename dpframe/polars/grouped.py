@@ -29,7 +29,7 @@ from dpframe.core.constraints import UNKNOWN_KEYS, check, check_choice, check_ke
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.units import PrivacyUnit, as_unit
 from dpframe.engines.bounding import check_unit
-from dpframe.engines.driver import check_sources, finish_grouped
+from dpframe.engines.driver import check_sources, finish_grouped, textual_key
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms.statistics import Statistic, plan_statistic
 from dpframe.polars.release import Release, resolve_accountant
@@ -235,6 +235,13 @@ class GroupedRelease(Release):
                 f"keys {missing} are not columns of the frame (its columns: "
                 f"{sorted(schema.names())[:20]})"
             )
+        for k in self.grouping.keys:  # a string key never matches a numeric margin
+            data, public = schema[k], self.grouping.margins.schema[k]
+            if textual_key(data) != textual_key(public):
+                raise InvalidParameterError(
+                    f"key {k!r} has dtype {data} in the data but {public} in the margins: "
+                    "list the margins' keys with the data's type"
+                )
         sources = [src for s in self.statistics for src in s.sources()]
         check_sources(schema, sources, "this grouped release")
         if not self.unit.is_record:

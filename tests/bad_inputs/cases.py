@@ -3098,7 +3098,6 @@ spec_case(
     "margins values ints for a String key",
     setp("margins.reg.values.region", [1, 2, 3]),
     ("region", "margins"),
-    xfail="accepted: the plan fits",
 )
 spec_case(
     "margins values ints for a String key",
