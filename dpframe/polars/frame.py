@@ -22,7 +22,7 @@ from dpframe.core.constraints import check_categories, check_int
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.values import refuse_bad_values
-from dpframe.engines.driver import check_sources, declared_counts
+from dpframe.engines.driver import check_categories_fit, check_sources, declared_counts
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.covariance import CovarianceResult, plan_covariance_matrix
 from dpframe.mechanisms.proportions import ProportionsResult, plan_proportions
@@ -191,7 +191,9 @@ def declared_categories(schema: pl.Schema, column: str, categories: Any, what: s
                 "from it"
             )
         return list(dtype.categories)
-    return list(check_categories(categories))
+    cats = list(check_categories(categories))
+    check_categories_fit(dtype, cats, column)  # the one rule PRAM follows too
+    return cats
 
 
 class ProportionsRelease(Release):

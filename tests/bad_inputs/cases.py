@@ -3491,7 +3491,6 @@ spec_case(
     setp("release.0.categories", ["a", "z"]),
     ("categories", "band"),
     kinds=("proportions",),
-    xfail="accepted: the plan fits",
 )
 spec_case(
     "proportions on empty input (0 rows)",
