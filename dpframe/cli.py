@@ -79,10 +79,16 @@ def demo(
     _print_plan(result.plan)
     for c in result.checks:
         typer.echo(f"check {c.release}: {c.n_expectations} expectations passed")
+    by_region = result.released["by_region"]
     _print_frame(
         "Released: counts, mean incomes, satisfaction-trust covariance by region x age band",
-        result.released["by_region"].head(6),
+        by_region.head(6),
     )
+    if by_region.height > 6:
+        typer.echo(
+            f"(6 of {by_region.height} rows shown; all {by_region.height} in "
+            f"{result.outputs['by_region']})"
+        )
     _print_frame("Released: share of each age band", result.released["age_shares"])
     _print_frame("Released: covariance matrix of the scores", result.released["scores_cov"])
     _print_frame("Estimated from the PRAM'd microdata alone: region shares", result.region_estimate)

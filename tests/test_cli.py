@@ -13,6 +13,7 @@ def test_demo_end_to_end(tmp_path):
     res = runner.invoke(app, ["demo", "--out", str(out), "--rows", "20000"])
     assert res.exit_code == 0, res.output
     assert "Plan" in res.output and "Ledger" in res.output and "DR-HA" in res.output
+    assert "(6 of 18 rows shown; all 18 in" in res.output  # not a silent head()
     released = out / "released"
     for name in ("by_region", "households", "microdata", "age_shares", "scores_cov"):
         assert (released / f"{name}.parquet").exists()
