@@ -84,6 +84,7 @@ def local_session(master: str | None = None, conf: dict[str, str] | None = None)
         SparkSession.builder.master(master or os.environ.get("DPFRAME_SPARK_MASTER", "local[2]"))
         .appName("dpframe release")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # dpframe shows its own progress
         .config(map=dict(conf or {}))
         .getOrCreate()
     )
