@@ -29,6 +29,7 @@ RANK = {
     "dpframe": 6,  # the package's __init__: the public names
     "demo": 7,
     "cli": 8,
+    "mypy_plugin": 1,  # imported by mypy only: the version
 }
 
 

@@ -46,7 +46,7 @@ def check_public_size(n: int, rows: int) -> None:
         )
 
 
-class CovarianceMatrixRelease(Release):
+class CovarianceMatrixRelease(Release[pl.DataFrame]):
     """The release of a covariance matrix (see :func:`covariance_matrix`).
 
     ``collect()`` returns a frame with a ``column`` key and one Float64 column per
@@ -196,7 +196,7 @@ def declared_categories(schema: pl.Schema, column: str, categories: Any, what: s
     return cats
 
 
-class ProportionsRelease(Release):
+class ProportionsRelease(Release[pl.DataFrame]):
     """The release of a proportion vector (see :func:`proportions`).
 
     ``collect()`` returns a frame with the categories (in declared order) and

@@ -161,7 +161,7 @@ class GroupBy:
         return f"GroupBy(keys={self.keys}, groups={self.margins.height})"
 
 
-class GroupedRelease(Release):
+class GroupedRelease(Release[pl.DataFrame]):
     """A grouped release: summarize it for free, collect it once (charged once)."""
 
     kind = "grouped release"

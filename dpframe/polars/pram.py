@@ -393,7 +393,7 @@ def _column_specs(columns: Any) -> list[dict[str, Any]]:
     return out
 
 
-class MicrodataRelease(Release):
+class MicrodataRelease(Release[list[ArmedPram]]):
     """PRAM of whole columns of a frame, written once (see :func:`release`)."""
 
     kind = "PRAM microdata"
@@ -581,7 +581,7 @@ def release(
 # ---------------------------------------------------------------------------
 
 
-class DPPriorRelease(Release):
+class DPPriorRelease(Release[dict[Any, float]]):
     """A DP histogram of a column, normalised into a prior (see :func:`dp_prior`)."""
 
     kind = "DP prior"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import html
 import threading
 import uuid
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import polars as pl
 
@@ -88,7 +88,11 @@ def resolve_unit(unit: Any, accountant: Accountant | None) -> PrivacyUnit:
     return RECORD
 
 
-class Release:
+#: what a release's collect() returns (a DataFrame, a list of armed PRAM runs, a prior)
+ResultT = TypeVar("ResultT")
+
+
+class Release(Generic[ResultT]):
     """Base of the frame-level release objects (see the module docstring).
 
     A subclass gives :meth:`plans` (from parameters), :meth:`_exact_inputs` (the engine's
@@ -154,7 +158,7 @@ class Release:
         release needs that are missing or of a dtype it cannot use. A plan calls it; so
         does the release before it reads the data."""
 
-    def _finish(self, outputs: tuple[Any, ...]) -> Any:
+    def _finish(self, outputs: tuple[Any, ...]) -> ResultT:
         raise NotImplementedError
 
     # -- the one path ---------------------------------------------------------------------
@@ -188,17 +192,17 @@ class Release:
                 self._steps = steps
             return self._steps
 
-    def finish(self, outputs: tuple[Any, ...], entries: tuple[LedgerEntry, ...]) -> Any:
+    def finish(self, outputs: tuple[Any, ...], entries: tuple[LedgerEntry, ...]) -> ResultT:
         """The released result from drawn outputs (used by a job that charged it)."""
         self.ledger = tuple(entries)
         return self._once.get(
             None, lambda: self._finish(outputs), what=f"{self.kind} {self.id[:8]}"
         )
 
-    def collect(self) -> Any:
+    def collect(self) -> ResultT:
         """Run the release: one atomic charge, then noise. Collected again: the same result."""
 
-        def make() -> Any:
+        def make() -> ResultT:
             steps = self.prepare()
             run = execute(steps, self.accountant, note=f"{self.kind} {self.id[:8]}")
             self.ledger = run.entries
