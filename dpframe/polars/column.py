@@ -12,10 +12,14 @@ It keeps the rules of ``docs/privacy.md``, "When a release is charged":
 * The first evaluation checks the values, charges the accountant (through the executor:
   :class:`~dpframe.errors.BudgetExceededError` before any noise), then draws.
 * Evaluated again on the same input (a second ``collect()``), it returns the very same
-  released values. Evaluated on different input -- new data, or polars calling it once
-  per group inside ``group_by().agg()`` -- it raises
+  released values. Evaluated on different input (new data) it raises
   :class:`~dpframe.errors.ReleaseReuseError`: fresh noise would be a new release, which
   needs a new expression (and a new charge).
+* It is one column: an expression that expands to several (``pl.all()``) or to none is
+  refused when the release is built, and polars evaluating it per group (inside
+  ``group_by().agg()``, ``over()``, ``list.eval()``) is refused before anything is
+  charged. Inside ``rolling().agg()`` polars cannot be told from a whole-column call:
+  the first window is charged, the next refused.
 * Inside a runner (``dpframe.collect``), its charge is made with the query's other
   releases, at once, after the dry pass.
 """
@@ -37,7 +41,7 @@ from dpframe.core.constraints import check_positive
 from dpframe.core.executor import Once, Step, execute
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.values import check_finite
-from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.errors import InvalidDataError, InvalidParameterError, ReleaseReuseError
 from dpframe.mechanisms.column import (
     ColumnPlan,
     GaussianColumnPlan,
@@ -214,7 +218,25 @@ class ColumnRelease(RunnerRelease):
     def _what(self) -> str:
         return f"release {self.id[:8]} on column {self.column!r}"
 
+    def _check_whole_column(self, series: pl.Series) -> None:
+        """Refuse, before anything is charged, an evaluation on part of the column.
+
+        polars calls the function once per group inside ``group_by().agg()``, ``over()``
+        and ``list.eval()``, and names each group's piece ``""``; on the whole column it
+        passes the input's own name. The first group would be charged, the next refused.
+        """
+        expected = "value" if self.row_params else self.column
+        if expected and series.name != expected:
+            raise ReleaseReuseError(
+                f"release {self.id[:8]} on column {self.column!r} is being evaluated per "
+                "group (inside group_by().agg(), over() or list.eval()): a release needs the "
+                "whole column of statistics at once. Aggregate first, then release the "
+                "column: df.group_by(...).agg(pl.col(...).mean()).with_columns("
+                "pl.col(...).dp.laplace(...)), or use dpframe.group_by for grouped releases"
+            )
+
     def __call__(self, series: pl.Series) -> pl.Series:
+        self._check_whole_column(series)
         name, values, arrays = self._inputs(series)
         if values.size == 0:
             return pl.Series(name, [], dtype=pl.Float64)
@@ -257,11 +279,25 @@ def _release_expr(expr: Any, release: ColumnRelease, per_row: dict[str, pl.Expr]
     return out.alias(release.column) if release.column else out
 
 
-def _output_name(expr: pl.Expr) -> str | None:
+def _output_name(expr: pl.Expr) -> str:
+    """The one column ``expr`` names; refused if it expands to several or to none.
+
+    A release is one column, charged once: ``pl.all()`` would have polars evaluate it
+    once per column (the first charged, the next refused), and an unnamed expression
+    (``pl.element()``) is evaluated per list.
+    """
+    if expr.meta.has_multiple_outputs():
+        raise InvalidParameterError(
+            f"expr {expr} expands to several columns; a release is one column: build one "
+            "per column, e.g. [pl.col(c).dp.laplace(...) for c in columns]"
+        )
     try:
         return expr.meta.output_name()
     except pl.exceptions.ComputeError:
-        return None
+        raise InvalidParameterError(
+            f"expr {expr} has no column name; a release is a column of a frame: name it "
+            "with .alias(...)"
+        ) from None
 
 
 def laplace(
