@@ -587,12 +587,58 @@ class Spec(_Model):
         return self.model_dump(mode="json", exclude={"base", "frame"})
 
 
-def _format_errors(exc: ValidationError, source: str) -> str:
+def _describe(key: str, index: int, item: Any) -> str:
+    """One element of a spec's list, by its name where it has one: ``release "by_region"``,
+    ``statistic 2 (mean of income)``."""
+    what = {"statistics": "statistic", "columns": "column"}.get(key, key)
+    if isinstance(item, dict):
+        if isinstance(item.get("name"), str):
+            return f"{what} {item['name']!r}"
+        stat = item.get("stat")
+        if isinstance(stat, str):
+            cols = [str(item[c]) for c in ("column", "x", "y") if isinstance(item.get(c), str)]
+            return f"{what} {index + 1} ({stat}{' of ' + ', '.join(cols) if cols else ''})"
+        if isinstance(item.get("column"), str):
+            return f"{what} {item['column']!r}"
+    return f"{what} {index + 1}"
+
+
+def _where(loc: tuple[Any, ...], data: Any) -> str:
+    """A validation error's location in the user's words: names, not list indices.
+
+    ``release.0.grouped.statistics.1.lower`` becomes ``release 'by_region' > statistic 2
+    (mean of income) > lower`` (the ``grouped`` part is pydantic's tag for the kind, not a
+    key the user wrote).
+    """
+    out, plain = "", False  # plain: the last part was a key (keys join with ".")
+    node, i = data, 0
+    while i < len(loc):
+        key = loc[i]
+        if isinstance(node, dict) and key not in node and node.get("kind") == key:
+            i += 1  # the discriminator's tag
+            continue
+        child = node.get(key) if isinstance(node, dict) else None
+        nxt = loc[i + 1] if i + 1 < len(loc) else None
+        if isinstance(child, list) and isinstance(nxt, int) and 0 <= nxt < len(child):
+            out += (" > " if out else "") + _describe(str(key), nxt, child[nxt])
+            node, i, plain = child[nxt], i + 2, False
+            continue
+        out += ("." if plain else " > " if out else "") + str(key)
+        node, i, plain = child, i + 1, True
+    return out or "(top level)"
+
+
+def _format_errors(exc: ValidationError, source: str, data: Any = None) -> str:
     lines = [f"invalid release spec {source}:"]
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = tuple(p for p in err["loc"] if p not in ("base", "frame"))
+        where = _where(loc, data) if data is not None else ".".join(map(str, loc))
         msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"  - {loc}: {msg}")
+        if err["type"] == "union_tag_not_found":
+            msg = f"kind is missing: say which release this is ({msg})"
+        elif err["type"] == "union_tag_invalid":
+            msg = f"unknown kind: {msg}"
+        lines.append(f"  - {where or '(top level)'}: {msg}")
     return "\n".join(lines)
 
 
@@ -605,7 +651,7 @@ def parse_spec(
     try:
         return Spec.model_validate({**data, "base": base, "frame": frame})
     except ValidationError as exc:
-        raise SpecError(_format_errors(exc, source or "(dict)")) from None
+        raise SpecError(_format_errors(exc, source or "(dict)", data)) from None
 
 
 def load_spec(path: str | Path, *, frame: Any = None) -> Spec:

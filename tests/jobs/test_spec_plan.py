@@ -271,3 +271,35 @@ def test_a_spec_that_is_not_toml_text_is_named(tmp_path, content, match):
     p.mkdir() if content is None else p.write_bytes(content)
     with pytest.raises(SpecError, match=match):
         load_spec(p)
+
+
+def test_spec_errors_point_at_names_not_list_indices():
+    """``release.0.grouped.statistics.1.lower`` is how pydantic says it; a user wrote a
+    release called "g" whose second statistic is a mean of income."""
+    spec = {
+        "version": 1,
+        "input": {"path": "x.parquet"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "l.db"},
+        "margins": {"m": {"values": {"r": ["a", "b"]}}},
+        "release": [
+            {
+                "name": "g",
+                "kind": "grouped",
+                "by": ["r"],
+                "margins": "m",
+                "statistics": [
+                    {"stat": "count", "epsilon": 0.1},
+                    {"stat": "mean", "column": "income", "lower": "a", "upper": 1, "epsilon": 1},
+                ],
+            },
+            {"name": "p", "kind": "pram", "columns": [{"column": "a"}]},
+            {"name": "q", "column": "c", "epsilon": 0.1},
+        ],
+    }
+    with pytest.raises(SpecError) as err:
+        parse_spec(spec)
+    text = str(err.value)
+    assert "release 'g' > statistic 2 (mean of income) > lower: bound must be" in text
+    assert "release 'p' > column 'a' > epsilon: Field required" in text
+    assert "release 'q': kind is missing" in text
+    assert "release.0" not in text and "grouped.statistics" not in text
