@@ -78,13 +78,20 @@ def local_session(master: str | None = None, conf: dict[str, str] | None = None)
             "JDK or run the release with the polars engine"
         )
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pathlib import Path
+
     from pyspark.sql import SparkSession
 
+    # errors only: Spark's startup warnings say nothing about a release (conf may override)
+    logging = Path(__file__).resolve().parents[1] / "data" / "spark-log4j2.properties"
+    quiet = f"-Dlog4j2.configurationFile={logging.as_uri()}"
     session = (
         SparkSession.builder.master(master or os.environ.get("DPFRAME_SPARK_MASTER", "local[2]"))
         .appName("dpframe release")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # dpframe shows its own progress
+        .config("spark.driver.extraJavaOptions", quiet)
+        .config("spark.executor.extraJavaOptions", quiet)
         .config(map=dict(conf or {}))
         .getOrCreate()
     )

@@ -632,3 +632,31 @@ def test_pram_under_a_person_unit_on_spark_checks_each_persons_rows(spark, tmp_p
     acct = dpframe.Accountant(epsilon=2.0, unit="pid", max_rows=3)
     dpframe.pram.release(sdf, cols, accountant=acct).write(tmp_path / "ok")
     assert acct.ledger[0].details["rows_per_person"] == 3
+
+
+def test_a_session_dpframe_starts_prints_no_spark_warnings_or_stage_bars(tmp_path):
+    """`dpframe release --engine spark --no-progress` must print only dpframe's lines:
+    Spark's startup WARNs, its "Setting default log level" note and its console stage
+    bars are noise to a scheduler's log. (The JVM's own note on incubator modules stays.)"""
+    import subprocess
+    import sys
+
+    if not spark_available():
+        pytest.skip("pyspark is not installed: pip install -e '.[spark]' (make test does)")
+    program = (
+        "from dpframe.engines.spark import local_session\n"
+        "s = local_session()\n"
+        "print(s.range(200000).repartition(8).selectExpr('sum(id) as t').collect()[0].t)\n"
+        "s.stop()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(sum(range(200_000)))
+    noise = [
+        line
+        for line in done.stderr.splitlines()
+        if " WARN " in line or "log level" in line or "[Stage" in line or "log4j" in line
+    ]
+    assert not noise, done.stderr
