@@ -59,6 +59,7 @@ from dpframe.polars.frame import (
 from dpframe.polars.grouped import GroupBy, GroupedRelease, group_by
 from dpframe.polars.io import (
     Provenance,
+    copy_provenance,
     ledger_frame,
     read_parquet,
     read_provenance,
@@ -108,6 +109,7 @@ __all__ = [
     "agg",
     "check",  # loaded on first use, as are expectations and risk (see __getattr__)
     "collect",
+    "copy_provenance",
     "covariance_matrix",
     "current_accountant",
     "expectations",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +18,27 @@ ledger_app = typer.Typer(
     help="Inspect, verify, export and migrate privacy ledgers.", no_args_is_help=True
 )
 app.add_typer(ledger_app, name="ledger")
+provenance_app = typer.Typer(
+    help="Show a released Parquet file's provenance, or copy it into a rewritten copy.",
+    no_args_is_help=True,
+)
+app.add_typer(provenance_app, name="provenance")
+
+
+class _StepLines(logging.Handler):
+    """A job's step lines on the stderr of the moment (``dpframe [3/11] drawing x: 0.4 s``)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(f"dpframe {self.format(record)}\n")
+        sys.stderr.flush()
+
+
+def _log_steps() -> None:
+    """Off a terminal, a job logs one line per step (dpframe.jobs.progress): show them."""
+    logger = logging.getLogger("dpframe.jobs")
+    logger.setLevel(logging.INFO)
+    if not any(isinstance(h, _StepLines) for h in logger.handlers):
+        logger.addHandler(_StepLines())
 
 
 def _version(show: bool) -> None:
@@ -42,17 +65,49 @@ def _main(
     """Differentially private releases with polars."""
 
 
-def _print_frame(title: str, frame, columns: list[str] | None = None) -> None:
+def _cell(value: object) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _print_frame(
+    title: str, frame, columns: list[str] | None = None, full: Path | str | None = None
+) -> None:
+    """Print a table that fits the terminal (``$COLUMNS``, else its width, else 120).
+
+    Long headers wrap onto several lines rather than being cut; columns that do not fit
+    are left out and a line says how many, and where the whole table is (``full``).
+    """
+    import shutil
+
     from rich.console import Console
     from rich.table import Table
 
     frame = frame.select(columns) if columns else frame
+    width = max(shutil.get_terminal_size((120, 24)).columns, 40)
+    cells = [[_cell(v) for v in row] for row in frame.iter_rows()]
+    shown, used = [], 1
+    for j, name in enumerate(frame.columns):
+        values = max((len(r[j]) for r in cells), default=0)
+        need = max(values, min(len(name), 12), 1)
+        if shown and used + need + 3 > width:
+            break
+        shown.append((j, name, need))
+        used += need + 3
     table = Table(title=title, show_lines=False)
-    for c in frame.columns:
-        table.add_column(c)
-    for row in frame.iter_rows():
-        table.add_row(*[f"{v:.6g}" if isinstance(v, float) else str(v) for v in row])
-    Console(width=120).print(table)
+    for _, name, need in shown:
+        table.add_column(name, overflow="fold", min_width=need)
+    for row in cells:
+        table.add_row(*[row[j] for j, _, _ in shown])
+    Console(width=width).print(table)
+    if len(shown) < frame.width:
+        rest = frame.columns[len(shown) :]
+        left = ", ".join(rest[:5]) + (f" and {len(rest) - 5} more" if len(rest) > 6 else "")
+        left = ", ".join(rest) if len(rest) <= 6 else left
+        where = f"; the whole table is in {full}" if full else ""
+        typer.echo(
+            f"({len(shown)} of {frame.width} columns shown, not shown: {left}{where}; "
+            "a wider terminal or COLUMNS=200 shows more)"
+        )
 
 
 @app.command()
@@ -72,6 +127,7 @@ def demo(
 
     try:
         check_int("--rows", rows, 100, "the demo's survey needs some respondents in every group")
+        _log_steps()
         result = run_demo(out, n=rows, progress=True)
     except InvalidParameterError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -83,12 +139,15 @@ def demo(
     _print_frame(
         "Released: counts, mean incomes, satisfaction-trust covariance by region x age band",
         by_region.head(6),
+        full=result.outputs["by_region"],
     )
     if by_region.height > 6:
         typer.echo(
             f"(6 of {by_region.height} rows shown; all {by_region.height} in "
             f"{result.outputs['by_region']})"
         )
+    for note in result.noise_notes:  # from release.accuracy(): released values only
+        typer.echo(note)
     _print_frame("Released: share of each age band", result.released["age_shares"])
     _print_frame("Released: covariance matrix of the scores", result.released["scores_cov"])
     _print_frame("Estimated from the PRAM'd microdata alone: region shares", result.region_estimate)
@@ -170,7 +229,12 @@ def release(
             metavar="",  # a flag takes no value: no <bool> placeholder in --help
         ),
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.", metavar="")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(
+            help="Show progress: a bar on a terminal, one line per step otherwise.", metavar=""
+        ),
+    ] = True,
     engine: Annotated[
         str, typer.Option(help="polars (default) or spark (dpframe[spark], Java 17+).")
     ] = "polars",
@@ -204,6 +268,8 @@ def release(
                 err=True,
             )
             raise typer.Exit(EXIT_OVERSPEND)
+        if progress:
+            _log_steps()
         result = run_job(loaded, engine=engine, progress=progress, data_docs=data_docs)
     except CheckFailedError as exc:
         typer.echo(f"error: {exc} (epsilon spent: {_spent_by_run(exc):g})", err=True)
@@ -496,7 +562,6 @@ def ledger_show(
 
     Example: dpframe ledger show out/demo/ledger.db
     """
-    import dpframe
     from dpframe.errors import DPFrameError
 
     path = _ledger_target(ledger)
@@ -511,17 +576,23 @@ def ledger_show(
             typer.echo(f"error: {path} is a folder; give a ledger or a Parquet file", err=True)
             raise typer.Exit(2)
         if path.suffix == ".parquet":
-            prov = dpframe.read_provenance(path)
-            _print_frame(
-                f"Provenance of {path} (epsilon {prov.epsilon:g})",
-                _ledger_view(prov.ledger_frame()),
-                ["time", "mechanism", "columns", "epsilon", "delta", "scale", "composition"],
-            )
+            _print_provenance(path)
         else:
             _print_ledger(path)
     except DPFrameError as exc:  # cannot be read: said plainly, no traceback
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def _print_provenance(path: Path) -> None:
+    import dpframe
+
+    prov = dpframe.read_provenance(path)
+    _print_frame(
+        f"Provenance of {path} (epsilon {prov.epsilon:g})",
+        _ledger_view(prov.ledger_frame()),
+        ["time", "mechanism", "columns", "epsilon", "delta", "scale", "composition"],
+    )
 
 
 @ledger_app.command("verify")
@@ -666,6 +737,86 @@ def ledger_migrate(
         f"migrated {len(store.read().entries)} entries of {path} to {store.path}; set "
         f'ledger = "{store.path.name}" in the spec'
     )
+
+
+@provenance_app.command("show")
+def provenance_show(
+    file: Annotated[
+        str, typer.Argument(help="A released Parquet file (or a Spark output folder).")
+    ],
+) -> None:
+    """Print the ledger entries a released file's provenance records.
+
+    The same table as `dpframe ledger show FILE.parquet`. Exit code 0, or 2 if the file
+    has no provenance or cannot be read.
+
+    Example: dpframe provenance show released/by_region.parquet
+    """
+    from dpframe.errors import DPFrameError
+
+    try:
+        if not file:
+            raise DPFrameError("FILE: give the path of a released Parquet file, got ''")
+        _print_provenance(Path(file))
+    except DPFrameError as exc:  # cannot be read: said plainly, no traceback
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+
+
+@provenance_app.command("copy")
+def provenance_copy(
+    src: Annotated[str, typer.Argument(help="The Parquet file dpframe released.")],
+    dst: Annotated[
+        str, typer.Argument(help="The copy another tool (pyarrow, DuckDB, pandas) rewrote.")
+    ],
+    overwrite: Annotated[
+        bool,
+        typer.Option(help="Replace another dpframe provenance DST carries.", metavar=""),
+    ] = False,
+) -> None:
+    """Copy SRC's provenance into DST, a copy of SRC another tool rewrote.
+
+    Tools that rewrite Parquet (pyarrow, DuckDB COPY, pandas) drop the metadata holding
+    the provenance. DST must hold SRC's released columns (all or some, nothing else) with
+    the same values, row for row; its data is kept byte for byte, its footer rewritten
+    atomically. Spends nothing.
+
+    Exit code 0: copied (or DST already carried it); 1: SRC's provenance fails
+    verification; 2: refused (nothing written).
+
+    Example: dpframe provenance copy released/by_region.parquet warehouse/by_region.parquet
+    """
+    import dpframe
+    from dpframe.errors import DPFrameError, LedgerIntegrityError
+
+    try:
+        before = _identity(dst)
+        dpframe.copy_provenance(src, dst, overwrite=overwrite)
+        prov = dpframe.read_provenance(dst)
+    except LedgerIntegrityError as exc:
+        typer.echo(f"FAILED: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except (DPFrameError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    if before == _identity(dst):  # the same file, untouched: it carried this provenance
+        typer.echo(f"{dst} already carries the provenance of {src}; nothing written")
+    else:
+        typer.echo(
+            f"copied the provenance of {src} ({len(prov.entries)} ledger entries, epsilon "
+            f"{prov.epsilon:g}) into {dst}; nothing spent"
+        )
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The file's inode and modification time (a rewrite changes both), None if absent."""
+    import os
+
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return status.st_ino, status.st_mtime_ns
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -151,3 +151,102 @@ def test_version_and_flags_without_placeholders():
     res = runner.invoke(app, ["release", "--help"], terminal_width=100)
     line = next(t for t in res.output.splitlines() if "--no-progress" in t)
     assert "<bool>" not in line  # a flag takes no value
+
+
+def _release_and_copy(tmp_path):
+    """A released file and a copy another tool (polars) wrote, without the provenance."""
+    acct = dpframe.Accountant(epsilon=1.0)
+    acct.spend(0.5, mechanism="laplace", columns=["x"])
+    frame = pl.DataFrame({"x": [1.5, 2.5, 4.0]})
+    src = dpframe.write_parquet(frame, tmp_path / "release.parquet", ledger=acct)
+    dst = tmp_path / "copy.parquet"
+    pl.read_parquet(src).write_parquet(dst)
+    return src, dst
+
+
+def test_provenance_copy_and_show(tmp_path):
+    src, dst = _release_and_copy(tmp_path)
+    res = runner.invoke(app, ["provenance", "show", str(dst)])
+    assert res.exit_code == 2 and "no dpframe provenance" in res.output, res.output
+    res = runner.invoke(app, ["provenance", "copy", str(src), str(dst)])
+    assert res.exit_code == 0, res.output
+    assert "copied the provenance" in res.output and "epsilon 0.5" in res.output
+    assert dpframe.read_provenance(dst) == dpframe.read_provenance(src)
+    res = runner.invoke(app, ["provenance", "copy", str(src), str(dst)])
+    assert res.exit_code == 0 and "already carries" in res.output, res.output
+    res = runner.invoke(app, ["provenance", "show", str(dst)])
+    assert res.exit_code == 0 and "Provenance of" in res.output and "laplace" in res.output
+
+
+def _raw_column(src, dst):
+    pl.read_parquet(src).with_columns(income=pl.lit(52_000)).write_parquet(dst)
+
+
+def _other_release(src, dst):
+    acct = dpframe.Accountant(epsilon=1.0)
+    acct.spend(0.25, mechanism="laplace", columns=["x"])
+    dpframe.write_parquet(pl.read_parquet(src), dst, ledger=acct)
+
+
+def _tampered(src, dst):
+    import json
+
+    doc = json.loads(pl.read_parquet_metadata(src)["dpframe"])
+    doc["entries"][0]["epsilon"] = 0.01
+    pl.read_parquet(src).write_parquet(src, metadata={"dpframe": json.dumps(doc)})
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "code", "say"),
+    [
+        (_raw_column, [], 2, "['income'] that source"),
+        (_other_release, [], 2, "--overwrite"),
+        (_tampered, [], 1, "source: "),
+        (None, ["release.parquet", "release.parquet"], 2, "same file"),
+        (None, ["missing.parquet", "copy.parquet"], 2, "source: missing.parquet does not exist"),
+        (None, ["release.parquet", "adir"], 2, "destination: adir is a folder"),
+    ],
+)
+def test_provenance_copy_refuses_without_a_traceback_and_writes_nothing(
+    tmp_path, monkeypatch, make, args, code, say
+):
+    monkeypatch.chdir(tmp_path)
+    src, dst = _release_and_copy(tmp_path)
+    (tmp_path / "adir").mkdir()
+    if make is not None:
+        make(src, dst)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    res = runner.invoke(app, ["provenance", "copy", *(args or [src.name, dst.name])])
+    assert res.exit_code == code and say in res.output, res.output
+    assert "Traceback" not in res.output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_provenance_copy_overwrite(tmp_path):
+    src, dst = _release_and_copy(tmp_path)
+    _other_release(src, dst)
+    res = runner.invoke(app, ["provenance", "copy", str(src), str(dst), "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert dpframe.read_provenance(dst) == dpframe.read_provenance(src)
+
+
+@pytest.mark.parametrize("width", [60, 100])
+def test_tables_fit_the_terminal_and_say_what_they_leave_out(width, monkeypatch, capsys):
+    """A 120-column table on an 80-column terminal: no line wider than the terminal, no
+    header cut to an ellipsis, and a line naming the columns left out and the file."""
+    import polars as pl
+
+    from dpframe.cli import _print_frame
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    names = [f"satisfaction_trust_{i}" for i in range(120)]
+    frame = pl.DataFrame({n: [1.25, -3.5] for n in names})
+    _print_frame("wide", frame, full="released/wide.parquet")
+    out = capsys.readouterr().out
+    table, note = out.rstrip("\n").rsplit("\n", 1)
+    assert max(len(line) for line in table.splitlines()) <= width
+    assert "…" not in table
+    shown = table.count("1.25")
+    assert 1 <= shown < 120
+    assert note.startswith(f"({shown} of 120 columns shown, not shown: {names[shown]}")
+    assert "released/wide.parquet" in note

@@ -56,19 +56,24 @@ def _file_mode() -> int:
 
 
 @contextlib.contextmanager
-def atomic_file(target: str | os.PathLike[str], *, private: bool = False) -> Iterator[str]:
+def atomic_file(
+    target: str | os.PathLike[str], *, private: bool = False, mode: int | None = None
+) -> Iterator[str]:
     """A temporary file next to ``target``, renamed onto it if the block succeeds.
 
     Yields the temporary path to write. ``private=True`` keeps mkstemp's mode 0600
-    (a ledger); otherwise the file gets the mode the umask gives a new file (a
-    published output).
+    (a ledger); ``mode`` gives the file that mode (a file rewritten in place keeps its
+    own); otherwise the file gets the mode the umask gives a new file (a published
+    output).
     """
     target = Path(target)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:
         yield tmp
-        if not private:
+        if mode is not None:
+            os.chmod(tmp, mode)
+        elif not private:
             os.chmod(tmp, _file_mode())
         with open(tmp, "rb+") as fh:  # the data is on disk before the name points at it
             os.fsync(fh.fileno())

@@ -38,6 +38,7 @@ from dpframe.engines.bounding import (
     null_person_error,
 )
 from dpframe.engines.driver import BAD_PREFIX, ROWS
+from dpframe.engines.progress import rows_done
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
@@ -242,9 +243,11 @@ class PolarsEngine:
         schema = self.schema()
         exprs = [
             pl.col(a.column).map_batches(
-                randomizer(a, source), return_dtype=schema[a.column], is_elementwise=True
+                randomizer(a, source, counts=i == 0),
+                return_dtype=schema[a.column],
+                is_elementwise=True,
             )
-            for a in columns
+            for i, a in enumerate(columns)
         ]
         query = self.frame.select(*exprs, *[pl.col(c) for c in keep])
         with atomic_file(path) as tmp:
@@ -258,12 +261,18 @@ class PolarsEngine:
         return PolarsEngine(pl.scan_parquet(path)).category_counts(columns)
 
 
-def randomizer(armed: ArmedPram, source: RandomSource) -> Callable[[pl.Series], pl.Series]:
-    """The function polars runs per morsel: encode, randomize (a fresh key), decode."""
+def randomizer(
+    armed: ArmedPram, source: RandomSource, counts: bool = False
+) -> Callable[[pl.Series], pl.Series]:
+    """The function polars runs per morsel: encode, randomize (a fresh key), decode
+    (``counts``: report the morsel's rows to a progress bar, for one column of a query)."""
 
     def run(s: pl.Series) -> pl.Series:
         codes = encode(s, armed.column, armed.categories)
-        return decode(armed.randomize(codes, source.generator()), armed.categories, s)
+        out = decode(armed.randomize(codes, source.generator()), armed.categories, s)
+        if counts:
+            rows_done(s.len())
+        return out
 
     return run
 

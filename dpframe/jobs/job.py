@@ -57,6 +57,7 @@ from dpframe.errors import BudgetExceededError, DPFrameError, InvalidParameterEr
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for
 from dpframe.jobs.planning import JobPlan, build_all, input_frame, plan
+from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,
     claim,
@@ -104,6 +105,9 @@ class JobResult:
     folder: Path | None = None
     #: the run's id: published as ``folder/.runs/<run>``, named by ``folder/current``
     run: str | None = None
+    #: each release object, drawn (for post-processing, e.g. a grouped release's
+    #: ``accuracy()``)
+    releases: dict[str, Any] = field(default_factory=dict)
 
     @property
     def epsilon(self) -> float:
@@ -117,14 +121,6 @@ class JobResult:
     def report(self) -> Path | None:
         """The run's ``report.html`` (through the output folder's top-level link)."""
         return None if self.folder is None else self.folder / REPORT
-
-
-def _progress(enabled: bool) -> Any:
-    if not enabled:
-        return contextlib.nullcontext(None)
-    from rich.progress import Progress  # loaded only for an interactive run
-
-    return Progress(transient=True)
 
 
 def _written_counts(engine: Any, path: Path, columns: list[str]) -> dict[str, pl.DataFrame]:
@@ -277,67 +273,70 @@ def run(
         acct = Accountant.open(spec.ledger_target(), **spec.privacy.ledger_terms())
         releases, ctx = build_all(spec, frame, accountant=acct)
         eng = engine_for(frame)
-        with _progress(progress) as bar:
-            task = bar.add_task("checking the data", total=len(spec.release) + 1) if bar else None
+        names = [r.name for r in spec.release]
+        rowwise = {r.name for r in spec.release if kind_of(r).rowwise}
+        # per release: read and check, draw, write, check; then reserve, report, publish
+        bar = JobProgress(progress, total=4 * len(names) + 3)
+        with bar:
             steps = []
             for r in spec.release:  # 2. every data problem, before any charge
-                if bar:
-                    bar.update(task, description=f"checking {r.name}")
-                steps.append(releases[r.name].prepare())
-                if bar:
-                    bar.advance(task)
-            if bar:
-                bar.update(task, description="reserving the plan's budget")
+                with bar.step(f"reading and checking {r.name}"):
+                    steps.append(releases[r.name].prepare())
             # 3. the whole plan reserved at once (refused, spending nothing, if it does not
             # fit beside other jobs); each release then draws from it, and whatever was not
             # drawn when the job ends -- by success or failure -- is given back
             charges = [c for group in steps for s in group for c in s.plan.charges]
             staged = []
-            with acct.reserve(charges, note=f"job {run_id}"):
+            with contextlib.ExitStack() as held:
+                with bar.step("reserving the plan's budget"):
+                    held.enter_context(acct.reserve(charges, note=f"job {run_id}"))
                 for r, group in zip(spec.release, steps, strict=True):
-                    if bar:
-                        bar.update(task, description=f"drawing {r.name}")
-                    execution = execute(group, acct, note=f"job {run_id}")
+                    with bar.step(f"drawing {r.name}"):
+                        execution = execute(group, acct, note=f"job {run_id}")
                     entries = execution.entries
                     result.entries.extend(entries)
                     rel = releases[r.name]
                     finished = rel.finish(execution.outputs, entries)
-                    staged.append(_stage(spec, r, rel, finished, entries, staging, eng, ctx))
+                    result.releases[r.name] = rel
+                    rows = ctx.rows() if r.name in rowwise and eng.name == "polars" else None
+                    with bar.step(f"writing {r.name}", rows=rows):
+                        staged.append(_stage(spec, r, rel, finished, entries, staging, eng, ctx))
                     result.outputs[r.name] = out / f"{r.name}.parquet"
-            if bar:
-                bar.advance(task)
-        # 5. the checks
-        result.checks = []
-        for r, table, extra in staged:
-            res = check_release(r, table, **extra)
-            save_check(res, staging, data_docs=data_docs)
-            result.checks.append(res)
-        # 6. the report, staged with the run (kept with the staged files if a check failed)
-        info = RunInfo(
-            run=run_id,
-            time=now(),
-            spec=str(spec.base) if spec.base is not None else "(given in Python)",
-            output=str(out),
-            ledger=acct.location,
-            epsilon=result.epsilon,
-            delta=result.delta,
-            plan=the_plan.rows.to_dicts(),
-            risk_title=risk_title,
-        )
-        write_report(staging, info, result.checks, risk)
-        failed = [c for c in result.checks if not c.success]
-        if failed:
-            kept = out / f".failed-{run_id}"
-            os.replace(staging, kept)
-            (kept / OWNER).unlink(missing_ok=True)
-            report = "\n".join(c.report() for c in failed)
-            raise CheckFailedError(
-                f"{len(failed)} release(s) failed their expectations; nothing was published "
-                f"(staged outputs kept in {kept}):\n{report}"
+            # 5. the checks
+            result.checks = []
+            for r, table, extra in staged:
+                with bar.step(f"checking {r.name} against its expectations"):
+                    res = check_release(r, table, **extra)
+                    save_check(res, staging, data_docs=data_docs)
+                result.checks.append(res)
+            # 6. the report, staged with the run (kept with the staged files if a check failed)
+            info = RunInfo(
+                run=run_id,
+                time=now(),
+                spec=str(spec.base) if spec.base is not None else "(given in Python)",
+                output=str(out),
+                ledger=acct.location,
+                epsilon=result.epsilon,
+                delta=result.delta,
+                plan=the_plan.rows.to_dicts(),
+                risk_title=risk_title,
             )
-        # 7. the whole run at once (dpframe.jobs.publish)
-        releases = {r.name: f"{r.name}.parquet" for r in spec.release}
-        publish(staging, out, run=run_id, releases=releases, entries=result.entries)
+            with bar.step("writing the report"):
+                write_report(staging, info, result.checks, risk)
+            failed = [c for c in result.checks if not c.success]
+            if failed:
+                kept = out / f".failed-{run_id}"
+                os.replace(staging, kept)
+                (kept / OWNER).unlink(missing_ok=True)
+                report = "\n".join(c.report() for c in failed)
+                raise CheckFailedError(
+                    f"{len(failed)} release(s) failed their expectations; nothing was published "
+                    f"(staged outputs kept in {kept}):\n{report}"
+                )
+            # 7. the whole run at once (dpframe.jobs.publish)
+            releases = {r.name: f"{r.name}.parquet" for r in spec.release}
+            with bar.step("publishing the run"):
+                publish(staging, out, run=run_id, releases=releases, entries=result.entries)
     except BaseException as exc:  # nothing published; a failed check moved staging aside
         shutil.rmtree(staging, ignore_errors=True)
         exc.charged = tuple(result.entries)  # type: ignore[attr-defined]  # this job's spend

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +25,19 @@ from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import check
 from dpframe.core.files import atomic_file, check_output_path
-from dpframe.errors import InvalidParameterError, LedgerIntegrityError
+from dpframe.errors import (
+    DPFrameError,
+    InvalidDataError,
+    InvalidParameterError,
+    LedgerIntegrityError,
+)
+from dpframe.polars.parquet_footer import (
+    Footer,
+    FooterError,
+    KeyValue,
+    copy_with_metadata,
+    read_footer,
+)
 from dpframe.polars.release import Release
 from dpframe.polars.runner import RunnerRelease, sink
 from dpframe.version import __version__
@@ -32,6 +45,7 @@ from dpframe.version import __version__
 __all__ = [
     "METADATA_KEY",
     "Provenance",
+    "copy_provenance",
     "ledger_frame",
     "provenance_json",
     "read_parquet",
@@ -301,6 +315,367 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
         pram_designs=doc.get("pram_designs", {}),
         facts=doc.get("facts") if isinstance(doc.get("facts"), dict) else {},
     )
+
+
+_SOURCE_ROLE = "the Parquet file dpframe released"
+_DESTINATION_ROLE = "the Parquet file another tool rewrote from it"
+
+
+def copy_provenance(
+    source: str | os.PathLike[str],
+    destination: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """Put a released file's provenance into a copy of it that another tool rewrote.
+
+    pyarrow, DuckDB (``COPY``), polars (``scan -> sink``) and pandas drop a Parquet file's
+    custom metadata when they rewrite it, and with it the provenance dpframe stores there
+    (see :func:`read_provenance`). This function checks that ``destination`` holds the
+    release ``source`` holds, then writes ``source``'s provenance into ``destination``'s
+    metadata, verbatim: ``read_provenance(destination)`` afterwards returns the same
+    :class:`Provenance` as ``read_provenance(source)`` (the same entries, hashes, spec,
+    PRAM designs and facts, and the same ``written`` time: the release's, not the copy's).
+
+    What ``destination`` must hold, checked before anything is written:
+
+    * **only columns ``source`` released** (any subset, in any order, under the same
+      names): a release's provenance must not vouch for a file that also holds other --
+      raw -- columns;
+    * **the same values, row for row**: the same number of rows in the same order, each
+      value equal to ``source``'s. A tool may change the *type* within a kind of values
+      (an integer column written as float, an Enum as a string or a dictionary, a
+      timestamp in another unit) only where the conversion is exact both ways; floats
+      are compared bit for bit. So a value that lost precision, or a raw value under a
+      released column's name, is refused.
+
+    The row count and order must match because a filtered or reordered copy is not the
+    release: it is post-processing, and DP, only if the filter or the order used the
+    released values alone, which dpframe cannot tell from the file. A released table's
+    rows can be aligned with the confidential input (PRAM keeps each record's row), so a
+    copy filtered or sorted on a raw column discloses that column, uncharged. To publish
+    a derivative computed from released values only, read the release, derive the table
+    in polars and write it with :func:`write_parquet` (``ledger=provenance.entries``),
+    recording it as your own statement.
+
+    ``destination`` is rewritten atomically: its bytes up to its Parquet footer (every
+    row group, page, index and statistic) are copied unchanged into a temporary file in
+    its folder, followed by its footer with the new key-value list (its own entries kept
+    in their order, any ``"dpframe"`` entry replaced); the file is synced and renamed over
+    ``destination`` (through a symbolic link: over the file it points to), keeping its
+    permission bits. On any refusal or failure nothing is written and ``destination`` is
+    untouched. Nothing is charged and no ledger is opened.
+
+    Provenance is a claim, not a signature: anyone can write the metadata key with
+    pyarrow. This function refuses to make the claim for a file it can check does not
+    hold the release; ``destination``'s other metadata entries are kept as they are.
+
+    Parameters
+    ----------
+    source : path-like
+        A Parquet file written by :func:`write_parquet` or :func:`sink_parquet` (or by
+        ``dpframe release``), holding a valid provenance. A Spark output folder is
+        refused (its provenance is the folder's ``_dpframe.json``).
+    destination : path-like
+        The Parquet file another tool wrote from ``source``; not ``source`` itself (nor a
+        link to it).
+    overwrite : bool, default False
+        Replace a *different* dpframe provenance ``destination`` already carries. With
+        ``False`` that is refused; the same provenance is left as it is (nothing written).
+
+    Returns
+    -------
+    pathlib.Path
+        ``destination``.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``source`` or ``destination`` is missing, a folder, not a regular file, not
+        Parquet, or has an encrypted or signed footer; they are the same file; ``source``
+        has no dpframe provenance; ``destination`` carries another provenance and
+        ``overwrite`` is False; ``destination`` changed while it was being rewritten.
+    InvalidDataError
+        ``destination`` holds a column ``source`` did not release, a column of another
+        kind, another number of rows, or other values (or the same in another order).
+    LedgerIntegrityError
+        ``source``'s provenance fails verification (its entries were edited).
+
+    Examples
+    --------
+    >>> import os, tempfile, polars as pl, pyarrow.parquet as pq, dpframe
+    >>> folder = tempfile.mkdtemp()
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> _ = acct.spend(0.5, mechanism="laplace", columns=["x"])
+    >>> src = os.path.join(folder, "release.parquet")
+    >>> _ = dpframe.write_parquet(pl.DataFrame({"x": [1.5, 2.5]}), src, ledger=acct)
+    >>> dst = os.path.join(folder, "rewritten.parquet")
+    >>> pq.write_table(pq.read_table(src), dst)  # another tool: the metadata is lost
+    >>> _ = dpframe.copy_provenance(src, dst)
+    >>> dpframe.read_provenance(dst) == dpframe.read_provenance(src)
+    True
+    """
+    if not isinstance(overwrite, bool):
+        raise InvalidParameterError(f"overwrite must be True or False, got {overwrite!r}")
+    src, src_footer, src_stat = _parquet_file(source, "source", _SOURCE_ROLE)
+    dst, dst_footer, dst_stat = _parquet_file(destination, "destination", _DESTINATION_ROLE)
+    if (src_stat.st_dev, src_stat.st_ino) == (dst_stat.st_dev, dst_stat.st_ino):
+        raise InvalidParameterError(
+            f"destination: {destination} is the same file as source {source} (a link, or "
+            "the same path); give the file the other tool wrote, not the release itself"
+        )
+    check_output_path(dst, "destination")  # its folder writable: the rewrite goes there
+    provenance = _source_provenance(source, src)
+    values = src_footer.get(METADATA_KEY.encode())
+    if len(values) != 1 or values[0] is None:
+        raise InvalidParameterError(
+            f"source: {source} holds {len(values)} metadata entries {METADATA_KEY!r}; a "
+            "file dpframe wrote holds one: give the file dpframe released"
+        )
+    value = values[0]
+    existing = dst_footer.get(METADATA_KEY.encode())
+    same = existing == [value] or (len(existing) == 1 and _same_json(existing[0], value))
+    if existing and not same and not overwrite:
+        raise InvalidParameterError(
+            f"destination: {destination} already carries another dpframe provenance "
+            f"({_describe_provenance(dst)}); pass overwrite=True (dpframe provenance copy "
+            "--overwrite) to replace it with source's"
+        )
+    _check_same_release(src, dst, source, destination, src_footer, dst_footer)
+    if same:
+        return Path(destination)
+    key = METADATA_KEY.encode()
+    entries: list[KeyValue | tuple[bytes, bytes]] = [
+        kv for kv in dst_footer.metadata if kv.key != key
+    ]
+    entries.append((key, value))
+    with atomic_file(dst, mode=stat.S_IMODE(dst_stat.st_mode)) as tmp:
+        try:
+            copy_with_metadata(dst, tmp, dst_footer, entries)
+        except FooterError as exc:
+            raise InvalidParameterError(
+                f"destination: {destination} could not be rewritten ({exc}); nothing was written"
+            ) from None
+        _check_unchanged(dst, dst_stat, destination)
+        _verify_rewrite(tmp, dst, dst_footer, entries, provenance, destination)
+        _check_unchanged(dst, dst_stat, destination)  # then renamed over it at once
+    return Path(destination)
+
+
+def _parquet_file(path: Any, name: str, role: str) -> tuple[Path, Footer, os.stat_result]:
+    """The real path, footer and status of the Parquet file argument ``name``."""
+    text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
+    if not isinstance(text, str) or not text:
+        raise InvalidParameterError(
+            f"{name} must be the path of {role} (str or os.PathLike), got {path!r}"
+        )
+    given = Path(text)
+    if not given.exists():
+        raise InvalidParameterError(f"{name}: {text} does not exist; give {role}")
+    real = Path(os.path.realpath(given))
+    if real.is_dir():
+        raise InvalidParameterError(
+            f"{name}: {text} is a folder; give {role} (one Parquet file"
+            + (", not a Spark output folder)" if name == "source" else ")")
+        )
+    try:
+        status = real.stat()
+        if not stat.S_ISREG(status.st_mode):
+            raise InvalidParameterError(f"{name}: {text} is not a regular file; give {role}")
+        footer = read_footer(real)
+    except FooterError as exc:
+        raise InvalidParameterError(f"{name}: {text} is not a Parquet file: {exc}") from None
+    except OSError as exc:
+        raise InvalidParameterError(
+            f"{name}: {text} cannot be read ({type(exc).__name__}: {exc.strerror or exc})"
+        ) from None
+    return real, footer, status
+
+
+def _check_unchanged(dst: Path, before: os.stat_result, destination: Any) -> None:
+    """Refuse if another writer replaced or changed ``dst`` since it was checked."""
+    now = os.stat(dst)
+    if (now.st_ino, now.st_size, now.st_mtime_ns) != (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    ):
+        raise InvalidParameterError(
+            f"destination: {destination} changed while its provenance was being copied; "
+            "nothing was written: run again once the other tool is done"
+        )
+
+
+def _source_provenance(source: Any, src: Path) -> Provenance:
+    """``source``'s provenance, verified, with read_provenance's refusals naming source."""
+    try:
+        return read_provenance(src)
+    except DPFrameError as exc:
+        message = str(exc).replace(str(src), os.fspath(source))
+        raise type(exc)(f"source: {message}") from None
+
+
+def _describe_provenance(path: Path) -> str:
+    try:
+        prov = read_provenance(path)
+    except DPFrameError:
+        return "an entry 'dpframe' that is not a valid provenance"
+    return f"epsilon {prov.epsilon:g} in {len(prov.entries)} entries, written {prov.written}"
+
+
+def _same_json(a: bytes | None, b: bytes) -> bool:
+    try:
+        return a is not None and json.loads(a) == json.loads(b)
+    except ValueError:
+        return False
+
+
+def _check_same_release(
+    src: Path, dst: Path, source: Any, destination: Any, src_footer: Footer, dst_footer: Footer
+) -> None:
+    """Refuse unless ``dst`` holds released columns of ``src`` with the same values, row
+    for row (see :func:`copy_provenance`)."""
+    try:
+        released = pl.read_parquet_schema(src)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise InvalidParameterError(
+            f"source: {source} cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
+    try:
+        held = pl.read_parquet_schema(dst)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise InvalidDataError(
+            f"destination: {destination} cannot be read by polars, so it cannot be checked "
+            f"against the release ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
+    extra = [c for c in held if c not in released]
+    if extra:
+        raise InvalidDataError(
+            f"destination: {destination} holds column(s) {extra} that source {source} did not "
+            f"release (it released {list(released)}); a release's provenance goes only on "
+            "its own released columns: drop the others before writing the destination"
+        )
+    for column, dtype in held.items():
+        if _kind(dtype) != _kind(released[column]):
+            raise InvalidDataError(
+                f"destination: column {column!r} of {destination} is {dtype}, where source "
+                f"released {released[column]}: not the same kind of values, so not the release"
+            )
+    if dst_footer.num_rows != src_footer.num_rows:
+        raise InvalidDataError(
+            f"destination: {destination} has {dst_footer.num_rows} rows where source "
+            f"{source} released {src_footer.num_rows}; a filtered copy is not the release "
+            "(see dpframe.copy_provenance's notes on filtered and reordered copies)"
+        )
+    for column in held:
+        try:
+            ours = pl.read_parquet(src, columns=[column]).to_series()
+            theirs = pl.read_parquet(dst, columns=[column]).to_series()
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise InvalidDataError(
+                f"destination: column {column!r} of {destination} cannot be read "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            ) from None
+        problem = _difference(ours, theirs)
+        if problem is not None:
+            raise InvalidDataError(
+                f"destination: column {column!r} of {destination} {problem} than source "
+                f"{source} released; only a copy holding the released values, row for row "
+                "in the same order, may carry the release's provenance"
+            )
+
+
+def _kind(dtype: Any) -> str:
+    """The kind of values of a dtype: a tool may change the type within a kind."""
+    if dtype.is_numeric():
+        return "number"
+    if dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum):
+        return "text"
+    if dtype == pl.Date or isinstance(dtype, pl.Datetime):
+        return "date"
+    return str(dtype.base_type())
+
+
+def _difference(ours: pl.Series, theirs: pl.Series) -> str | None:
+    """Why ``theirs`` does not hold ``ours``'s values row for row (None: it does)."""
+    try:  # exact both ways: a narrowing conversion, or extra digits, is not the release
+        forward = ours.cast(theirs.dtype, strict=True)
+        back = theirs.cast(ours.dtype, strict=True)
+    except (pl.exceptions.PolarsError, ValueError, TypeError):
+        return f"holds {theirs.dtype} values that do not convert exactly to the {ours.dtype}"
+    for a, b in ((forward, theirs), (back, ours)):
+        row = _first_mismatch(a, b)
+        if row is not None:
+            at = f"at row {row}" if row >= 0 else "somewhere"
+            return f"holds other values ({at}, as {a.dtype})"
+    return None
+
+
+_FLOAT_BITS: dict[Any, Any] = {pl.Float32: pl.UInt32, pl.Float64: pl.UInt64}
+if hasattr(pl, "Float16"):  # pragma: no branch
+    _FLOAT_BITS[pl.Float16] = pl.UInt16
+
+
+def _first_mismatch(a: pl.Series, b: pl.Series) -> int | None:
+    """The first row where ``a`` and ``b`` (one dtype) differ, -1 if unknown, None if none.
+
+    Floats are compared bit for bit (a NaN payload or a negative zero is a difference);
+    text by its strings; a null equals only a null.
+    """
+    bits = _FLOAT_BITS.get(a.dtype)
+    if bits is not None:
+        a, b = a.reinterpret(dtype=bits), b.reinterpret(dtype=bits)
+    elif isinstance(a.dtype, pl.Categorical | pl.Enum):
+        a, b = a.cast(pl.String), b.cast(pl.String)
+    try:
+        rows = a.ne_missing(b).arg_true()
+    except pl.exceptions.PolarsError:  # a nested dtype without elementwise comparison
+        return None if a.equals(b, null_equal=True) else -1
+    return int(rows[0]) if len(rows) else None
+
+
+def _verify_rewrite(
+    tmp: str,
+    dst: Path,
+    footer: Footer,
+    entries: Sequence[KeyValue | tuple[bytes, bytes]],
+    provenance: Provenance,
+    destination: Any,
+) -> None:
+    """The rewritten file reads back as ``dst`` with the new metadata and provenance (read
+    by this module, by polars and by pyarrow, independently)."""
+    problems = []
+    try:
+        new = read_footer(tmp)
+        if [f for f in new.fields if f[0] != 5] != [f for f in footer.fields if f[0] != 5]:
+            problems.append("its footer's other fields changed")
+        want = [kv.key if isinstance(kv, KeyValue) else kv[0] for kv in entries]
+        if [kv.key for kv in new.metadata] != want:
+            problems.append("its metadata keys differ")
+        if pl.read_parquet_schema(tmp) != pl.read_parquet_schema(dst):
+            problems.append("polars reads another schema")
+        if read_provenance(tmp) != provenance:
+            problems.append("its provenance reads back differently")
+        import pyarrow.parquet as pq  # the third reader (imported on use: load time)
+
+        old_md, new_md = pq.read_metadata(dst), pq.read_metadata(tmp)
+        if (
+            new_md.num_rows != old_md.num_rows
+            or new_md.num_row_groups != old_md.num_row_groups
+            or not new_md.schema.equals(old_md.schema)
+            or any(
+                new_md.row_group(i).to_dict() != old_md.row_group(i).to_dict()
+                for i in range(old_md.num_row_groups)
+            )
+        ):
+            problems.append("pyarrow reads other row groups or another schema")
+    except (FooterError, OSError, ValueError, pl.exceptions.PolarsError) as exc:
+        problems.append(f"it cannot be read back ({type(exc).__name__}: {str(exc)[:200]})")
+    if problems:
+        raise InvalidDataError(
+            f"destination: {destination} did not read back as itself with the provenance "
+            f"once rewritten ({'; '.join(problems)}); nothing was written"
+        )
 
 
 def read_parquet(path: str | os.PathLike[str]) -> tuple[pl.DataFrame, Provenance]:

@@ -12,7 +12,8 @@ Surfaces:
  2-accountant Accountant / Accountant.open / spend / reserve
  3-pram       .dp.pram, dpframe.pram.*
  4-spec       release specs (dpframe.jobs in-process, and `dpframe plan/release` subprocesses)
- 5-cli        the dpframe command (ledger show/verify/export/cancel/migrate, plan, risk, ...)
+ 5-cli        the dpframe command (ledger show/verify/export/cancel/migrate, provenance
+              show/copy, plan, risk, ...)
 """
 
 # Dropped from the table: [questionable] cases that did not pass, inputs the library may
@@ -1307,6 +1308,67 @@ add(
 )
 add(A, "read_provenance(None)", lambda ctx: dpframe.read_provenance(None), "path", acct=None)
 add(A, "read_provenance(123)", lambda ctx: dpframe.read_provenance(123), "path", acct=None)
+
+
+def copy_setup(ctx):
+    """A released file (its own accountant: nothing the case spends) and copies of it
+    other tools might have written, good and bad, for dpframe.copy_provenance."""
+    t = ctx.tmp
+    acct = dpframe.Accountant(epsilon=2.0)
+    acct.spend(0.5, mechanism="laplace", columns=["m"])
+    dpframe.write_parquet(STATS, t / "release.parquet", ledger=acct)
+    STATS.write_parquet(t / "copy.parquet")  # what another tool wrote: no provenance
+    STATS.with_columns(income=pl.lit(52_000.0)).write_parquet(t / "raw.parquet")
+    STATS.head(2).write_parquet(t / "filtered.parquet")
+    STATS.with_columns(pl.col("m") + 1).write_parquet(t / "changed.parquet")
+    other = dpframe.Accountant(epsilon=2.0)
+    other.spend(0.25, mechanism="laplace", columns=["m"])
+    dpframe.write_parquet(STATS, t / "other.parquet", ledger=other)
+    (t / "text.parquet").write_text("not parquet at all, just text")
+    os.mkdir(t / "adir")
+    os.link(t / "release.parquet", t / "hard.parquet")
+    os.symlink("release.parquet", t / "sym.parquet")
+
+
+for label, src, dst, kw, names in [
+    ("source=None", None, "copy.parquet", {}, ("source",)),
+    ("destination=123", "release.parquet", 123, {}, ("destination",)),
+    ("a missing source", "missing.parquet", "copy.parquet", {}, ("source", "missing.parquet")),
+    ("a source with no provenance", "copy.parquet", "raw.parquet", {}, ("source",)),
+    ("a source that is a text file", "text.parquet", "copy.parquet", {}, ("source",)),
+    ("a source that is a folder", "adir", "copy.parquet", {}, ("source", "adir")),
+    ("a missing destination", "release.parquet", "missing.parquet", {}, ("destination",)),
+    ("a destination that is a text file", "release.parquet", "text.parquet", {}, ("destination",)),
+    ("a destination that is a folder", "release.parquet", "adir", {}, ("destination", "adir")),
+    ("destination = source", "release.parquet", "release.parquet", {}, ("destination",)),
+    ("a destination linked to source", "release.parquet", "sym.parquet", {}, ("destination",)),
+    (
+        "a destination hard-linked to source",
+        "release.parquet",
+        "hard.parquet",
+        {},
+        ("destination",),
+    ),
+    ("a destination with a raw column", "release.parquet", "raw.parquet", {}, ("income",)),
+    ("a filtered destination", "release.parquet", "filtered.parquet", {}, ("destination",)),
+    ("a destination with other values", "release.parquet", "changed.parquet", {}, ("'m'",)),
+    (
+        "a destination with another release's provenance",
+        "release.parquet",
+        "other.parquet",
+        {},
+        ("overwrite",),
+    ),
+    ("overwrite='yes'", "release.parquet", "copy.parquet", {"overwrite": "yes"}, ("overwrite",)),
+]:
+    add(
+        A,
+        f"copy_provenance on {label}",
+        (lambda s, d, k: lambda ctx: dpframe.copy_provenance(s, d, **k))(src, dst, kw),
+        names,
+        setup=copy_setup,
+        acct=None,
+    )
 add(A, "ledger_frame(123)", lambda ctx: dpframe.ledger_frame(123), "ledger", acct=None)
 add(
     A,
@@ -3869,6 +3931,37 @@ cmd(
 )
 cmd("ledger", "migrate", "bad.json", "--to", "nodir/x.db", names=("bad.json", "nodir"))
 cmd("ledger", "bogus", names=("bogus",))
+
+
+def provenance_cmd(*args, names, label=None):
+    """``dpframe provenance ...`` on the files of :func:`copy_setup`."""
+    add(
+        C,
+        label or "dpframe " + " ".join(args),
+        lambda ctx: cli(ctx, *args),
+        names,
+        acct=None,
+        kind="cli",
+        setup=copy_setup,
+        timeout=100,
+    )
+
+
+provenance_cmd("provenance", "copy", "copy.parquet", "raw.parquet", names=("source",))
+provenance_cmd("provenance", "copy", "release.parquet", "raw.parquet", names=("income",))
+provenance_cmd("provenance", "copy", "release.parquet", "sym.parquet", names=("destination",))
+provenance_cmd("provenance", "copy", "release.parquet", "other.parquet", names=("--overwrite",))
+provenance_cmd(
+    "provenance",
+    "copy",
+    "release.parquet",
+    names=("dst", "argument"),
+    label="dpframe provenance copy without DST",
+)
+provenance_cmd("provenance", "show", "copy.parquet", names=("copy.parquet", "provenance"))
+provenance_cmd("provenance", "show", "missing.parquet", names=("missing.parquet",))
+
+
 cmd("plan", "missing.toml", names=("missing.toml",))
 cmd("plan", "adir", names=("adir",))
 cmd("plan", "notes.txt", names=("notes.txt", "toml"))
