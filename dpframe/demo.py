@@ -21,6 +21,7 @@ synthetic survey to Parquet and the release spec (``release.toml``, a copy of
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass
 from importlib import resources
@@ -32,7 +33,7 @@ import polars as pl
 from dpframe.core.constraints import check_int
 from dpframe.errors import InvalidParameterError
 
-__all__ = ["DemoResult", "run_demo"]
+__all__ = ["DemoResult", "noise_notes", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class DemoResult:
     risk_plot: Path | None
     epsilon_spent: float
     report: Path
+    #: per group of ``by_region``, each released value's 95% half-width and whether it
+    #: is uninformative (``GroupedRelease.accuracy()``: post-processing, nothing spent)
+    by_region_accuracy: pl.DataFrame
+    #: one sentence per statistic of ``by_region`` that some groups' noise swamps
+    noise_notes: list[str]
 
 
 def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = False) -> DemoResult:
@@ -113,6 +119,8 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
     released = {
         name: pl.read_parquet(p) for name, p in result.outputs.items() if name != "microdata"
     }
+    by_region = result.releases["by_region"]
+    by_region_accuracy = by_region.accuracy()  # from released values only: nothing spent
     microdata = result.outputs["microdata"]
     design = dpframe.read_provenance(microdata).pram_designs["region"]
     est = dpframe.pram.estimate(pl.read_parquet(microdata)["region"], design)
@@ -155,4 +163,53 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
         risk_plot=risk_plot,
         epsilon_spent=result.epsilon,
         report=result.report,
+        by_region_accuracy=by_region_accuracy,
+        noise_notes=noise_notes(by_region, by_region_accuracy),
     )
+
+
+def noise_notes(release: Any, accuracy: pl.DataFrame) -> list[str]:
+    """One sentence per statistic of a grouped release whose value is uninformative in
+    some groups (its ``_uninformative`` flag in ``accuracy``, from
+    ``release.accuracy()``), naming the groups.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["N"] * 500, "age": [40.0] * 500})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     rel = dpframe.group_by(people, "region", seed=3,
+    ...                            margins=pl.DataFrame({"region": ["N", "E"]})).agg(
+    ...         dpframe.agg.mean("age", lower=18, upper=90, epsilon=1.0))
+    ...     _ = rel.collect()
+    >>> print(noise_notes(rel, rel.accuracy())[0])  # doctest: +NORMALIZE_WHITESPACE
+    1 of 2 groups (E) have a noisy count <= 20 for age_mean: its mean is uninformative,
+    the 95% error can span the whole range [18, 90] (pure noise where the noisy count is <= 0)
+    """
+    keys = release.grouping.keys
+    notes = []
+    for stat, plan in zip(release.statistics, release.plans(), strict=True):
+        flag = f"{stat.name}_uninformative"
+        if flag not in accuracy.columns or not accuracy[flag].any():
+            continue
+        rows = accuracy.filter(pl.col(flag))
+        shown = [" ".join(str(v) for v in row) for row in rows.select(keys).head(5).iter_rows()]
+        groups = ", ".join(shown) + (", ..." if rows.height > 5 else "")
+        if stat.kind == "cov":
+            what = "its variances, covariance and correlation are"
+        else:
+            what = f"its {stat.kind} is"
+        span = f" [{stat.lower:g}, {stat.upper:g}]" if stat.kind in ("mean", "proportion") else ""
+        threshold = getattr(plan, "uninformative_count", None)
+        if threshold is None:  # public sizes: the bounded mechanism's error, or a null
+            notes.append(
+                f"{rows.height} of {accuracy.height} groups ({groups}) for {stat.name}: "
+                f"{what} null or uninformative, the 95% error spans the whole range{span}"
+            )
+            continue
+        notes.append(
+            f"{rows.height} of {accuracy.height} groups ({groups}) have a noisy count <= "
+            f"{math.floor(threshold):,} for {stat.name}: {what} uninformative, the 95% error "
+            f"can span the whole range{span} (pure noise where the noisy count is <= 0)"
+        )
+    return notes

@@ -59,11 +59,20 @@ from dpframe.core.executor import summary_row
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.units import RECORD, PrivacyUnit, count_sensitivity, sum_sensitivity
 from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.accuracy import (
+    check_level,
+    level_label,
+    moment_error,
+    moment_threshold,
+    ratio_error,
+    ratio_threshold,
+)
 from dpframe.mechanisms.bounded import calibrate_bounded
 from dpframe.mechanisms.laplace import calibrate_laplace
 
 __all__ = [
     "KINDS",
+    "Drawn",
     "Operand",
     "Part",
     "Statistic",
@@ -209,13 +218,34 @@ class Statistic:
 # -- the plan ---------------------------------------------------------------------------
 
 
+class Drawn(dict):  # type: ignore[type-arg]  # dict[str, np.ndarray]
+    """What one statistic's plan draws: its released columns (this dict, column name ->
+    one value per group), and in :attr:`noisy` the noisy parts a ratio or moment was
+    computed from (its noisy sums and noisy count: drawn and charged with the statistic,
+    not columns of the released table). :meth:`StatisticPlan.accuracy` reads both; nothing
+    else of the draw is kept.
+    """
+
+    def __init__(
+        self, released: Mapping[str, np.ndarray], noisy: Mapping[str, np.ndarray] | None = None
+    ) -> None:
+        super().__init__(released)
+        self.noisy: dict[str, np.ndarray] = dict(noisy or {})
+
+
+#: What a plan's accuracy gives for one statistic: the half-width of each released column,
+#: the "uninformative" flag (or None), and the noisy count it rests on (or None).
+Accuracy = tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray | None]
+
+
 @dataclass(frozen=True)
 class StatisticPlan:
     """How one statistic is released: its cost and noise, known before any data.
 
     ``check`` and ``draw`` take the exact parts (:meth:`Statistic.parts`) as a mapping
     from part name to an array with one value per group (the margins' rows, in order);
-    ``draw`` returns one array per released column.
+    ``draw`` returns one array per released column (a :class:`Drawn`), and
+    :meth:`accuracy` the per-group half-widths of a draw, from the draw alone.
     """
 
     statistic: Statistic
@@ -229,6 +259,12 @@ class StatisticPlan:
     _draw: Callable[[Mapping[str, np.ndarray], np.random.Generator], dict[str, np.ndarray]]
     unit: PrivacyUnit = RECORD
     rho: float | None = None  # charged, for a zCDP-only (Gaussian) release
+    #: the half-widths of a draw at a level, from the draw and the calibration alone
+    _accuracy: Callable[[Drawn, float], Accuracy] | None = None
+    #: added to the summary's note (how the error depends on the data, if it does)
+    note: str = ""
+    #: a ratio or moment: the noisy count at or below which it is uninformative at 95%
+    uninformative_count: float | None = None
 
     @property
     def charges(self) -> tuple[Charge, ...]:
@@ -264,7 +300,8 @@ class StatisticPlan:
                 sensitivity=self.sensitivity,
                 scale=self.scale,
                 error95=self.error95,
-                note=f"{s.kind} of {s.column}" if s.column else s.kind,
+                note=(f"{s.kind} of {s.column}" if s.column else s.kind)
+                + (f"; {self.note}" if self.note else ""),
                 rho=self.rho,
             )
         ]
@@ -273,9 +310,59 @@ class StatisticPlan:
         """Refuse exact aggregates that cannot be released (nothing is charged)."""
         self._check(exact)
 
-    def draw(self, exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
+    def draw(self, exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> Drawn:
         """The released columns, one array per output (null, as NaN, for empty groups)."""
-        return self._draw(exact, rng)
+        out = self._draw(exact, rng)
+        return out if isinstance(out, Drawn) else Drawn(out)
+
+    def accuracy(self, drawn: Drawn, level: float = 0.95) -> dict[str, np.ndarray]:
+        """Per group, how far each released column may be from the exact statistic.
+
+        Post-processing: computed from ``drawn`` (what :meth:`draw` returned: the released
+        columns and the noisy parts they came from) and the calibration -- never from
+        exact aggregates, which this method is not given. Returns, with one value per
+        group:
+
+        * ``"<column>_error95"`` (at ``level=0.95``; ``_error90`` at 0.9, ...) for each
+          released column: the half-width ``h`` of an interval ``value +- h`` that holds
+          the exact statistic with probability ``level`` (exact for counts and sums, worst
+          case over the truth for the bounded mechanism with public sizes, approximate --
+          :mod:`dpframe.mechanisms.accuracy` -- for ratios and moments); null where the
+          value is null;
+        * ``"<name>_uninformative"`` for a mean, proportion, variance or covariance: True
+          where the release says nothing the public bounds do not (a ratio whose noisy
+          count is at most :attr:`uninformative_count`; a bounded release whose ``h``
+          spans its whole range; a null value);
+        * ``"<name>_noisy_n"`` for a ratio or moment: the noisy count it divided by.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dpframe.mechanisms.statistics import mean, plan_statistic
+        >>> plan = plan_statistic(mean("x", lower=0, upper=1, epsilon=1.0), "substitute")
+        >>> exact = {"x_mean:sum": np.array([400.0, 0.0]), "x_mean:n": np.array([1000.0, 0.0])}
+        >>> acc = plan.accuracy(plan.draw(exact, np.random.default_rng(0)))
+        >>> sorted(acc)
+        ['x_mean_error95', 'x_mean_noisy_n', 'x_mean_uninformative']
+        >>> acc["x_mean_uninformative"].tolist()
+        [False, True]
+        """
+        if self._accuracy is None:  # pragma: no cover - every plan of this module has one
+            raise InvalidParameterError(f"statistic {self.statistic.name!r}: no accuracy")
+        level = check_level(level)
+        if not isinstance(drawn, Drawn):
+            raise InvalidParameterError(
+                "accuracy takes what draw() returned (a Drawn: the released columns and "
+                f"the noisy parts they came from), got {type(drawn).__name__}"
+            )
+        errors, flags, noisy_n = self._accuracy(drawn, level)
+        name, label = self.statistic.name, level_label(level)
+        out = {f"{column}_{label}": h for column, h in errors.items()}
+        if flags is not None:
+            out[f"{name}_uninformative"] = np.asarray(flags, dtype=bool)
+        if noisy_n is not None:
+            out[f"{name}_noisy_n"] = noisy_n
+        return out
 
 
 def plan_statistic(
@@ -369,6 +456,7 @@ def _plan_laplace_part(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> S
         details=cal.details(),
         _check=_check_parts({part: cal}, stat),
         _draw=lambda exact, rng: {stat.name: cal.release(exact[stat.part(part)], rng)},
+        _accuracy=lambda drawn, level: _constant_error(stat, drawn, cal.error(level)),
     )
 
 
@@ -403,7 +491,14 @@ def _plan_gaussian_part(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> 
         _check=_check_parts({part: cal}, stat),
         _draw=lambda exact, rng: {stat.name: cal.release(exact[stat.part(part)], rng)},
         rho=cal.rho,
+        _accuracy=lambda drawn, level: _constant_error(stat, drawn, cal.error(level)),
     )
+
+
+def _constant_error(stat: Statistic, drawn: Drawn, error: float) -> Accuracy:
+    """A count or sum: noise added to the statistic itself, the same law in every group
+    (its exact quantile; clamping at 0 only moves a value towards the truth)."""
+    return {stat.name: np.full(np.shape(drawn[stat.name]), error)}, None, None
 
 
 def _moment_variance(s1: np.ndarray, s2: np.ndarray, n: np.ndarray, r: float) -> np.ndarray:
@@ -425,12 +520,30 @@ def _plan_private_sizes(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> 
     if stat.kind == "var":
         cals["sumsq"] = _laplace(share, sum_sensitivity(*_square_bounds(lo, hi), unit, neighbours))
 
-    def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
+    def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> Drawn:
         noisy = {p: cal.release(exact[stat.part(p)], rng) for p, cal in cals.items()}
         if stat.kind != "var":
             n = np.maximum(noisy["n"], 1.0)
-            return {stat.name: np.clip(noisy["sum"] / n, lo, hi)}
-        return {stat.name: _moment_variance(noisy["sum"], noisy["sumsq"], noisy["n"], hi - lo)}
+            return Drawn({stat.name: np.clip(noisy["sum"] / n, lo, hi)}, noisy)
+        var = _moment_variance(noisy["sum"], noisy["sumsq"], noisy["n"], hi - lo)
+        return Drawn({stat.name: var}, noisy)
+
+    b = {p: c.scale for p, c in cals.items()}
+    if stat.kind == "var":
+        threshold = _variance_threshold(lo, hi, b["sumsq"], b["sum"], b["n"], 0.95)
+    else:
+        threshold = ratio_threshold(b["sum"], b["n"], lo, hi, 0.95)
+
+    def accuracy(drawn: Drawn, level: float) -> Accuracy:
+        n = drawn.noisy["n"]
+        if stat.kind == "var":
+            h = _variance_error(
+                drawn[stat.name], drawn.noisy["sum"], n, lo, hi, b["sumsq"], b["sum"], b["n"], level
+            )
+            limit = _variance_threshold(lo, hi, b["sumsq"], b["sum"], b["n"], level)
+            return {stat.name: h}, (n < 2) | (n <= limit), n
+        h = ratio_error(n, drawn[stat.name], b["sum"], b["n"], lo, hi, level)
+        return {stat.name: h}, n <= ratio_threshold(b["sum"], b["n"], lo, hi, level), n
 
     return StatisticPlan(
         statistic=stat,
@@ -445,7 +558,48 @@ def _plan_private_sizes(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> 
         },
         _check=_check_parts(cals, stat),
         _draw=draw,
+        _accuracy=accuracy,
+        note=_SIZE_NOTE.format(math.floor(threshold)),
+        uninformative_count=threshold,
     )
+
+
+#: The summary's note on a ratio or moment with private sizes.
+_SIZE_NOTE = (
+    "error depends on the group's size; see release.accuracy() after release "
+    "(uninformative where its noisy count is <= {:,})"
+)
+
+
+def _variance_error(
+    var: np.ndarray,
+    noisy_sum: np.ndarray,
+    noisy_n: np.ndarray,
+    lo: float,
+    hi: float,
+    b_sumsq: float,
+    b_sum: float,
+    b_n: float,
+    level: float,
+) -> np.ndarray:
+    """Half-width of a variance from noisy sums of x, x**2 and a noisy count (delta
+    method, :func:`dpframe.mechanisms.accuracy.moment_error`), from released values."""
+    n2 = np.maximum(noisy_n, 2.0)
+    m = np.clip(noisy_sum / n2, lo, hi)
+    coefficients = np.stack([np.ones_like(m), 2 * m, m * m - var], axis=-1)
+    cap = sens.variance_bounds(0.0, hi - lo, n2)
+    return moment_error(noisy_n, coefficients, [b_sumsq, b_sum, b_n], cap, level)
+
+
+def _variance_threshold(
+    lo: float, hi: float, b_sumsq: float, b_sum: float, b_n: float, level: float
+) -> float:
+    """The noisy count at or below which a variance is uninformative: the coefficients
+    of :func:`_variance_error` at their largest (``|m| <= c``, ``|m^2 - V| <= max(c^2,
+    R^2 / 2)``), the range ``n R^2 / (4 (n - 1))``."""
+    c, r = max(abs(lo), abs(hi)), hi - lo
+    worst = [1.0, 2 * c, max(c * c, r * r / 2)]
+    return moment_threshold(worst, [b_sumsq, b_sum, b_n], r * r / 4, level)
 
 
 def _plan_public_sizes(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
@@ -485,6 +639,10 @@ def _plan_public_sizes(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
             out[rows] = cal.release(values[rows], rng)
         return {stat.name: out}
 
+    def accuracy(drawn: Drawn, level: float) -> Accuracy:
+        h, flags = _bounded_errors(cals, sizes, level)
+        return {stat.name: h}, flags, None
+
     return StatisticPlan(
         statistic=stat,
         mechanism="truncated_laplace" if stat.method == "truncated" else "bit_laplace",
@@ -503,7 +661,23 @@ def _plan_public_sizes(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
         },
         _check=check,
         _draw=draw,
+        _accuracy=accuracy,
     )
+
+
+def _bounded_errors(
+    cals: Mapping[int, Any], sizes: np.ndarray, level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, the bounded mechanism's half-width at the group's public size (worst
+    case over the exact value) and whether it spans the whole range (or nothing was
+    released: a size too small, null)."""
+    h = np.full(sizes.shape, np.nan)
+    flags = np.ones(sizes.shape, dtype=bool)
+    for n, cal in cals.items():
+        rows = sizes == n
+        h[rows] = error = cal.error(level)
+        flags[rows] = error >= (cal.grid_upper - cal.grid_lower) * cal.granularity
+    return h, flags
 
 
 def _covariance_outputs(
@@ -535,14 +709,74 @@ def _plan_cov_private(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> St
     cals = {p: _laplace(share, sum_sensitivity(*b, unit, neighbours)) for p, b in bounds.items()}
     cals["n"] = _laplace(share, count_sensitivity(unit, neighbours), counts=True)
 
-    def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> dict:
+    def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> Drawn:
         v = {p: cal.release(exact[stat.part(p)], rng) for p, cal in cals.items()}
         var_x = _moment_variance(v["sx"], v["sxx"], v["n"], ux - lx)
         var_y = _moment_variance(v["sy"], v["syy"], v["n"], uy - ly)
         n = np.maximum(v["n"], 2.0)
         limit = np.sqrt(var_x * var_y)
         cov = np.clip((v["sxy"] - v["sx"] * v["sy"] / n) / (n - 1), -limit, limit)
-        return _covariance_outputs(stat, var_x, var_y, cov)
+        return Drawn(_covariance_outputs(stat, var_x, var_y, cov), v)
+
+    b = {p: c.scale for p, c in cals.items()}
+
+    def errors(drawn: Drawn, level: float) -> tuple[np.ndarray, ...]:
+        v, (ox, oy, oc, _) = drawn.noisy, stat.outputs()
+        n = v["n"]
+        n2 = np.maximum(n, 2.0)
+        hx = _variance_error(drawn[ox], v["sx"], n, lx, ux, b["sxx"], b["sx"], b["n"], level)
+        hy = _variance_error(drawn[oy], v["sy"], n, ly, uy, b["syy"], b["sy"], b["n"], level)
+        mx, my = np.clip(v["sx"] / n2, lx, ux), np.clip(v["sy"] / n2, ly, uy)
+        c = drawn[oc]
+        coefficients = np.stack([np.ones_like(c), my, mx, mx * my - c], axis=-1)
+        bounds = np.sqrt(
+            sens.variance_bounds(0.0, ux - lx, n2) * sens.variance_bounds(0.0, uy - ly, n2)
+        )
+        scales = [b["sxy"], b["sx"], b["sy"], b["n"]]
+        hc = moment_error(n, coefficients, scales, 2 * bounds, level)
+        # the clip into +-sqrt(var_x var_y) (released variances) moves a value towards
+        # the truth unless the truth lies beyond it: at most as far as the variances'
+        # intervals allow
+        limit = np.sqrt(drawn[ox] * drawn[oy])
+        reach = np.minimum(np.sqrt((drawn[ox] + hx) * (drawn[oy] + hy)), bounds)
+        binding = (np.abs(c) >= limit) & (n >= 2)
+        hc = np.where(binding, np.maximum(hc, reach - limit), hc)
+        return hx, hy, np.minimum(hc, 2 * bounds)
+
+    def rho_error(drawn: Drawn, level: float) -> np.ndarray:
+        """The correlation ``C / s``, ``s = sqrt(V_x V_y)``, by the delta method: its
+        error is ``dC / s - (rho / 2) (dV_x / V_x + dV_y / V_y)``, each ``d`` the linear
+        combination of the six noises of :func:`_variance_error` and the covariance's."""
+        v, (ox, oy, oc, orho) = drawn.noisy, stat.outputs()
+        n2 = np.maximum(v["n"], 2.0)
+        mx, my = np.clip(v["sx"] / n2, lx, ux), np.clip(v["sy"] / n2, ly, uy)
+        vx, vy, c, rho = drawn[ox], drawn[oy], drawn[oc], drawn[orho]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sd = np.sqrt(vx * vy)
+            coefficients = np.stack(
+                [
+                    1 / sd,  # sxy
+                    -rho / (2 * vx),  # sxx
+                    -rho / (2 * vy),  # syy
+                    -my / sd + rho * mx / vx,  # sx
+                    -mx / sd + rho * my / vy,  # sy
+                    (mx * my - c) / sd - rho / 2 * ((mx * mx - vx) / vx + (my * my - vy) / vy),  # n
+                ],
+                axis=-1,
+            )
+        coefficients = np.nan_to_num(coefficients, nan=0.0, posinf=0.0, neginf=0.0)
+        scales = [b["sxy"], b["sxx"], b["syy"], b["sx"], b["sy"], b["n"]]
+        h = moment_error(v["n"], coefficients, scales, 2.0, level)
+        return np.where(np.isnan(rho), np.nan, h)
+
+    threshold = _cov_threshold(stat, b, 0.95)
+
+    def accuracy(drawn: Drawn, level: float) -> Accuracy:
+        return (
+            _cov_accuracy(stat, drawn, errors, level, rho_error),
+            (drawn.noisy["n"] < 2) | (drawn.noisy["n"] <= _cov_threshold(stat, b, level)),
+            drawn.noisy["n"],
+        )
 
     return StatisticPlan(
         statistic=stat,
@@ -557,7 +791,40 @@ def _plan_cov_private(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> St
         },
         _check=_check_parts(cals, stat),
         _draw=draw,
+        _accuracy=accuracy,
+        note=_SIZE_NOTE.format(math.floor(threshold)),
+        uninformative_count=threshold,
     )
+
+
+def _cov_threshold(stat: Statistic, b: Mapping[str, float], level: float) -> float:
+    """The noisy count at or below which a covariance release is uninformative: that of
+    either variance, or of the covariance (its coefficients at their largest, its range
+    ``n R_x R_y / (2 (n - 1))``)."""
+    o = stat.options
+    lx, ux, ly, uy = stat.lower, stat.upper, o["lower_y"], o["upper_y"]
+    cx, cy = max(abs(lx), abs(ux)), max(abs(ly), abs(uy))
+    rx, ry = ux - lx, uy - ly
+    worst = [1.0, cy, cx, cx * cy + rx * ry / 2]
+    return max(
+        _variance_threshold(lx, ux, b["sxx"], b["sx"], b["n"], level),
+        _variance_threshold(ly, uy, b["syy"], b["sy"], b["n"], level),
+        moment_threshold(worst, [b["sxy"], b["sx"], b["sy"], b["n"]], rx * ry / 2, level),
+    )
+
+
+def _cov_accuracy(
+    stat: Statistic,
+    drawn: Drawn,
+    errors: Callable[[Drawn, float], tuple[np.ndarray, ...]],
+    level: float,
+    rho_error: Callable[[Drawn, float], np.ndarray],
+) -> dict[str, np.ndarray]:
+    """The four columns' half-widths: the variances and covariance by ``errors``, the
+    correlation by ``rho_error``."""
+    ox, oy, oc, orho = stat.outputs()
+    hx, hy, hc = errors(drawn, level)
+    return {ox: hx, oy: hy, oc: hc, orho: rho_error(drawn, level)}
 
 
 def _plan_cov_public(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
@@ -611,6 +878,51 @@ def _plan_cov_public(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
             out[2][i] = cal.release(np.array([c[i]]), rng)[0]
         return _covariance_outputs(stat, *out)
 
+    def errors(drawn: Drawn, level: float) -> tuple[np.ndarray, ...]:
+        ox, oy, _, _ = stat.outputs()
+        hx, _ = _bounded_errors({n: cx for n, (cx, _) in var_cals.items()}, sizes, level)
+        hy, _ = _bounded_errors({n: cy for n, (_, cy) in var_cals.items()}, sizes, level)
+        oc = stat.outputs()[2]
+        hc = np.full(sizes.shape, np.nan)
+        for i in np.flatnonzero(sizes >= 2):
+            n = int(sizes[i])
+            vx, vy = drawn[ox][i], drawn[oy][i]
+            limit = math.sqrt(vx * vy)
+            # the exact covariance is first clipped into +-limit (released variances):
+            # it can lie beyond, as far as the variances' own intervals allow -- unless
+            # the released value is too far inside for the clip to have moved it
+            bound = math.sqrt(sens.variance_bound(lx, ux, n) * sens.variance_bound(ly, uy, n))
+            beyond = max(0.0, min(math.sqrt((vx + hx[i]) * (vy + hy[i])), bound) - limit)
+            if limit == 0.0:  # released as 0
+                hc[i] = beyond
+                continue
+            cal = calibrate_bounded(share, sens.covariance(lx, ux, ly, uy, n), -limit, limit, **kw)
+            noise = cal.error(level)
+            clipped = abs(drawn[oc][i]) + noise >= limit
+            hc[i] = min(noise + (beyond if clipped else 0.0), 2 * bound)
+        return hx, hy, hc
+
+    def rho_error(drawn: Drawn, level: float) -> np.ndarray:
+        """The correlation ``C / s`` to first order, its three independent errors'
+        half-widths added in quadrature: ``(h_C / s)^2 + (rho h_x / (2 V_x))^2 + (rho h_y
+        / (2 V_y))^2`` (exact for normal errors; the worst-case half-widths of the
+        bounded mechanism make it conservative)."""
+        ox, oy, _, orho = stat.outputs()
+        hx, hy, hc = errors(drawn, level)
+        vx, vy, rho = drawn[ox], drawn[oy], drawn[orho]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            h = np.sqrt(
+                (hc / np.sqrt(vx * vy)) ** 2
+                + (rho * hx / (2 * vx)) ** 2
+                + (rho * hy / (2 * vy)) ** 2
+            )
+        return np.where(np.isnan(rho), np.nan, np.minimum(h, 2.0))
+
+    def accuracy(drawn: Drawn, level: float) -> Accuracy:
+        fx = _bounded_errors({n: cx for n, (cx, _) in var_cals.items()}, sizes, level)[1]
+        fy = _bounded_errors({n: cy for n, (_, cy) in var_cals.items()}, sizes, level)[1]
+        return _cov_accuracy(stat, drawn, errors, level, rho_error), fx | fy, None
+
     # exact calibration (paper + truncated is refused by cov()): each part costs its share
     return StatisticPlan(
         statistic=stat,
@@ -618,7 +930,8 @@ def _plan_cov_public(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
         epsilon=stat.epsilon,
         sensitivity=max(cx.sensitivity for cx, _ in var_cals.values()),
         scale=max(max(cx.scale, cy.scale) for cx, cy in var_cals.values()),
-        error95=None,
+        # data-free: the variances' (worst over the exact values and the groups' sizes)
+        error95=max(max(cx.error(0.95), cy.error(0.95)) for cx, cy in var_cals.values()),
         details={
             "sizes": "public",
             "method": stat.method,
@@ -627,6 +940,11 @@ def _plan_cov_public(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
         },
         _check=check,
         _draw=draw,
+        _accuracy=accuracy,
+        note=(
+            "error95 is the variances'; the covariance's and correlation's depend on "
+            "the released variances (their bounds): see release.accuracy() after release"
+        ),
     )
 
 

@@ -31,7 +31,7 @@ from dpframe.core.units import PrivacyUnit, as_unit
 from dpframe.engines.bounding import check_unit
 from dpframe.engines.driver import check_sources, finish_grouped, textual_key
 from dpframe.errors import InvalidParameterError, MissingMarginsError
-from dpframe.mechanisms.statistics import Statistic, plan_statistic
+from dpframe.mechanisms.statistics import Drawn, Statistic, plan_statistic
 from dpframe.polars.release import Release, resolve_accountant
 
 __all__ = ["GroupBy", "GroupedRelease", "group_by"]
@@ -197,9 +197,95 @@ class GroupedRelease(Release[pl.DataFrame]):
             for s in statistics
         ]
         self._keys_frame: pl.DataFrame | None = None
+        self._drawn: tuple[Drawn, ...] | None = None
 
     def plans(self) -> list[MechanismPlan]:
         return list(self._plans)
+
+    def accuracy(self, level: float = 0.95) -> pl.DataFrame:
+        """How far each released value may be from the exact one, per group.
+
+        Post-processing of the release: computed from the released values, the noisy
+        parts they were computed from (a ratio's noisy sum and noisy count, drawn and
+        charged with it) and public parameters (bounds, noise scales, public sizes) --
+        never from the data or the exact aggregates, which this method cannot reach. It
+        spends nothing, and its output may be published with the table.
+
+        Parameters
+        ----------
+        level : float, default 0.95
+            The probability each interval ``value +- half-width`` holds the exact value.
+
+        Returns
+        -------
+        polars.DataFrame
+            The key columns, then for each statistic:
+
+            * ``<column>_error95`` (``_error90`` at ``level=0.9``, ...) for each released
+              column: the half-width. A count or sum: the exact quantile of its noise
+              (the same in every group). With public sizes: the bounded mechanism's
+              worst case over the exact value at the group's size. A mean or proportion
+              with private sizes, released as ``clip(S~ / max(N~, 1))``: for ``N~ >= 1``
+              its error is exactly ``(Z_S - mu Z_N) / N~``, so the half-width is the
+              quantile of ``|Z_S - mu Z_N|`` (two Laplace noises, in closed form) over
+              the released ``N~``, with the released mean for ``mu``. A variance or
+              covariance, and its correlation: the same by the delta method (and, for a
+              covariance, what the clip into ``+-sqrt(var_x var_y)`` may have cut off).
+              Capped at the width of the statistic's range, which no error exceeds. Null
+              where the value is null;
+            * ``<name>_uninformative`` (Boolean) for a mean, proportion, variance or
+              covariance: True where the value says nothing the public bounds do not.
+              With private sizes: the noisy count ``N~`` is at most the statistic's
+              threshold (``summarize()`` states it), ``q* / (upper - lower)`` for a
+              mean, where ``q*`` is the quantile of ``|Z_S - c Z_N|`` at the least
+              favourable mean ``c`` in the bounds: at such counts the half-width can
+              reach the whole range ``[lower, upper]``, and a group with ``N~ <= 0`` --
+              an empty group, typically -- is released as a bound or pure noise. Above
+              the threshold the half-width is below the range. With public sizes: the
+              half-width spans the whole range, or the value is null;
+            * ``<name>_noisy_n`` (Int64) for a ratio or moment with private sizes: the
+              noisy count ``N~`` it divided by (drawn and charged with the statistic; not
+              the ``count`` statistic's column, which has its own noise).
+
+        Raises
+        ------
+        InvalidParameterError
+            Before the release is collected (there is nothing to describe yet).
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["N"] * 400, "age": [40.0] * 400})
+        >>> regions = pl.DataFrame({"region": ["N", "E"]})  # nobody in E
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     release = dpframe.group_by(people, "region", margins=regions).agg(
+        ...         dpframe.agg.mean("age", lower=18, upper=90, epsilon=1.0))
+        ...     out = release.collect()
+        >>> acc = release.accuracy()
+        >>> acc.columns
+        ['region', 'age_mean_error95', 'age_mean_uninformative', 'age_mean_noisy_n']
+        >>> north = acc.row(0, named=True)  # 400 records: a few years, informative
+        >>> north["age_mean_error95"] < 5, north["age_mean_uninformative"]
+        (True, False)
+        """
+        drawn = self._drawn
+        if drawn is None or self._keys_frame is None:
+            raise InvalidParameterError(
+                "accuracy() describes a released table: collect() the release first (it "
+                "is computed from the released values, never from the data)"
+            )
+        columns: dict[str, Any] = {}
+        for plan, out in zip(self._plans, drawn, strict=True):
+            columns.update(plan.accuracy(out, level))
+        series = []
+        for name, values in columns.items():
+            if name.endswith("_uninformative"):
+                series.append(pl.Series(name, values, dtype=pl.Boolean))
+            elif name.endswith("_noisy_n"):
+                series.append(pl.Series(name, np.rint(values), dtype=pl.Float64).cast(pl.Int64))
+            else:
+                series.append(pl.Series(name, values, dtype=pl.Float64).fill_nan(None))
+        return self._keys_frame.with_columns(series)
 
     @property
     def outputs(self) -> list[str]:
@@ -258,6 +344,7 @@ class GroupedRelease(Release[pl.DataFrame]):
         return [arrays] * len(self._plans)
 
     def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
+        self._drawn = tuple(outputs)  # for accuracy(): released values and noisy parts
         released = [
             pl.Series(name, values, dtype=pl.Float64)
             for out in outputs

@@ -195,9 +195,11 @@ class Release(Generic[ResultT]):
     def finish(self, outputs: tuple[Any, ...], entries: tuple[LedgerEntry, ...]) -> ResultT:
         """The released result from drawn outputs (used by a job that charged it)."""
         self.ledger = tuple(entries)
-        return self._once.get(
+        result = self._once.get(
             None, lambda: self._finish(outputs), what=f"{self.kind} {self.id[:8]}"
         )
+        self._steps = None  # the exact inputs are not kept past the release
+        return result
 
     def collect(self) -> ResultT:
         """Run the release: one atomic charge, then noise. Collected again: the same result."""
@@ -206,7 +208,9 @@ class Release(Generic[ResultT]):
             steps = self.prepare()
             run = execute(steps, self.accountant, note=f"{self.kind} {self.id[:8]}")
             self.ledger = run.entries
-            return self._finish(run.outputs)
+            result = self._finish(run.outputs)
+            self._steps = None  # the exact inputs are not kept past the release
+            return result
 
         return self._once.get(None, make, what=f"{self.kind} {self.id[:8]}")
 

@@ -291,3 +291,17 @@ def test_bad_keys_are_refused_before_the_charge(keys, margins, match):
             dpframe.agg.count(epsilon=0.5)
         ).collect()
     assert acct.spent.epsilon == 0
+
+
+def test_a_collected_release_keeps_no_exact_input():
+    """After the draw the release holds released values and noisy parts only: the exact
+    aggregates it was computed from are dropped (nothing later can reach them)."""
+    people = pl.DataFrame({"region": ["N", "S", "N"], "income": [1.0, 2.0, 3.0]})
+    with dpframe.Accountant(epsilon=1.0):
+        release = dpframe.group_by(
+            people, "region", margins=pl.DataFrame({"region": ["N", "S"]})
+        ).agg(dpframe.agg.sum("income", lower=0, upper=5, epsilon=1.0))
+        release.prepare()
+        assert release._steps is not None
+        release.collect()
+    assert release._steps is None

@@ -52,6 +52,7 @@ from dpframe.core.executor import summary_row
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.units import RECORD, PrivacyUnit, per_row_epsilon, pram_rows
 from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.accuracy import pram_share_error
 from dpframe.mechanisms.laplace import calibrate_laplace, release_laplace
 from dpframe.mechanisms.pram.optimum import (
     MAX_EPSILON,
@@ -282,6 +283,9 @@ class PramPlan:
         m = self.sampler.matrix
         keep = np.diag(m)
         note = f"S={len(self.categories)}, keep probability {keep.min():.3g}-{keep.max():.3g}"
+        c = pram_share_error(m)  # data-free: the worst over every mix of categories
+        if c is not None:
+            note += f"; estimated shares: 95% error <= {1.96 * c:.3g}/sqrt(n) for n records"
         return [summary_row(self.column, "pram", self.epsilon_charged, note=note + _per(self))]
 
     def check(self, exact: Any) -> None:
