@@ -31,6 +31,7 @@ from numbers import Integral, Real
 from types import MappingProxyType
 from typing import Any
 
+from dpframe.core.missing import check_nulls
 from dpframe.errors import InvalidParameterError
 
 __all__ = [
@@ -325,6 +326,12 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
+def _nulls(name: str, value: Any) -> str | dict[str, float | str]:
+    """``nulls=`` as written (its rule: :func:`dpframe.core.missing.check_nulls`)."""
+    checked = check_nulls(value, public_sizes=False)
+    return dict(checked.fill) if checked.policy == "fill" else checked.policy
+
+
 PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
     {
         "epsilon": Constraint("a finite number > 0", lambda n, v: check_epsilon(v, n)),
@@ -348,6 +355,7 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "diagonal": _options(DIAGONALS),
         "unknown_keys": _options(UNKNOWN_KEYS),
         "nonnegative": Constraint("True or False", _flag),
+        "nulls": Constraint("'refuse', 'drop' or a mapping {column: fill value}", _nulls),
         "compression": _options(COMPRESSIONS),
     }
 )

@@ -14,7 +14,7 @@ Examples
 >>> refuse_bad_values({"income": 2})  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-dpframe.errors.InvalidDataError: column 'income' has 2 null, NaN or infinite value(s); ...
+dpframe.errors.InvalidDataError: column 'income' (2) has null, NaN or infinite value(s). ...
 """
 
 from __future__ import annotations
@@ -34,16 +34,22 @@ BAD_VALUES = "null, NaN or infinite"
 
 
 def refuse_bad_values(counts: Mapping[str, int]) -> None:
-    """Raise :class:`InvalidDataError` naming the first column with bad values, if any.
+    """Raise :class:`InvalidDataError` naming every column with bad values, if any.
 
     ``counts`` maps each column to its number of null, NaN or infinite values.
     """
-    for column, count in counts.items():
-        if count:
-            raise InvalidDataError(
-                f"column {column!r} has {int(count)} {BAD_VALUES} value(s); fill or drop "
-                "them before the release (nothing was charged)"
-            )
+    bad = {c: int(n) for c, n in counts.items() if n}
+    if not bad:
+        return
+    listed = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
+    first = next(iter(bad))
+    one = len(bad) == 1
+    raise InvalidDataError(
+        f"{'column' if one else 'columns'} {listed} {'has' if one else 'have'} {BAD_VALUES} "
+        f"value(s). A grouped release can drop the records with a null or NaN "
+        f"(nulls='drop') or fill them (nulls={{{first!r}: ...}}); otherwise fill or drop "
+        "them before the release. Infinities are always refused (nothing was charged)"
+    )
 
 
 def check_finite(values: np.ndarray, name: str = "values") -> None:

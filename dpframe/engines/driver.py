@@ -25,6 +25,7 @@ from typing import Any
 
 import polars as pl
 
+from dpframe.core.missing import MissingValues
 from dpframe.core.values import refuse_bad_values
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
@@ -32,6 +33,7 @@ __all__ = [
     "BAD_PREFIX",
     "ROWS",
     "check_categories_fit",
+    "check_fill",
     "check_sources",
     "declared_counts",
     "finish_grouped",
@@ -66,6 +68,45 @@ def check_sources(schema: pl.Schema, sources: Sequence[tuple[str, str]], what: s
             raise InvalidDataError(
                 f"column {column!r} has dtype {dtype}; {what} needs a numeric column (cast it "
                 f"with pl.col({column!r}).cast(pl.Float64)); nothing was charged"
+            )
+
+
+def check_fill(schema: pl.Schema, missing: MissingValues, columns: Sequence[str]) -> None:
+    """Refuse fill values (``nulls={column: value}``) for columns the release does not
+    read, or that the column cannot hold exactly (so that every engine fills alike)."""
+    for column, value in missing.fill.items():
+        if column not in columns:
+            raise InvalidParameterError(
+                f"nulls: column {column!r} is not read by this release (it reads "
+                f"{list(dict.fromkeys(columns))}); fill only those"
+            )
+        dtype = schema[column]
+        if textual_key(dtype):
+            if not isinstance(value, str):
+                raise InvalidParameterError(
+                    f"nulls: column {column!r} holds text ({dtype}); fill it with a string, "
+                    f"not {value!r}"
+                )
+            if isinstance(dtype, pl.Enum) and value not in dtype.categories.to_list():
+                raise InvalidParameterError(
+                    f"nulls: {value!r} is not a category of column {column!r}'s Enum; fill "
+                    "with one of its categories"
+                )
+        elif dtype.is_numeric():
+            if isinstance(value, str):
+                raise InvalidParameterError(
+                    f"nulls: column {column!r} holds numbers ({dtype}); fill it with a number, "
+                    f"not {value!r}"
+                )
+            if dtype.is_integer() and not float(value).is_integer():
+                raise InvalidParameterError(
+                    f"nulls: column {column!r} holds integers; fill it with an integer, not "
+                    f"{value!r}"
+                )
+        else:
+            raise InvalidParameterError(
+                f"nulls: column {column!r} has dtype {dtype}; only number and text columns "
+                "can be filled (drop those records, or fill them before the release)"
             )
 
 
@@ -128,8 +169,9 @@ def finish_grouped(
     null_keys = [k for k in keys if agg[k].null_count()]
     if null_keys:
         raise InvalidDataError(
-            f"key column(s) {null_keys} hold nulls; a record's group must be known: fill or "
-            "drop them first (nothing was charged)"
+            f"key column(s) {null_keys} hold nulls; a record's group must be known: drop "
+            f"those records (nulls='drop'), fill them (nulls={{{null_keys[0]!r}: ...}}) or "
+            "fix them first (nothing was charged)"
         )
     nan_keys = [k for k in keys if agg[k].dtype.is_float() and agg[k].is_nan().any()]
     if nan_keys:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dpframe.core.files import atomic_file, check_output_path
+from dpframe.core.missing import MissingValues
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.engines.bounding import (
@@ -134,6 +135,26 @@ class PolarsEngine:
         if unit.is_record:
             return self
         return PolarsEngine(bounded_frame(self.frame, unit, keys, source))
+
+    def without_missing(self, missing: MissingValues, columns: Sequence[str]) -> PolarsEngine:
+        """The records after the ``nulls=`` policy (:mod:`dpframe.core.missing`) on
+        ``columns``: those with a null or NaN dropped, or those values filled."""
+        if missing.policy == "refuse":
+            return self
+        schema = self.schema()
+        if missing.policy == "drop":
+            known = [
+                pl.col(c).is_not_null() & pl.col(c).is_not_nan()
+                if schema[c].is_float()
+                else pl.col(c).is_not_null()
+                for c in dict.fromkeys(columns)
+            ]
+            return PolarsEngine(self.frame.filter(pl.all_horizontal(known)))
+        filled = []
+        for c, value in missing.fill.items():
+            e = pl.col(c).fill_nan(value) if schema[c].is_float() else pl.col(c)
+            filled.append(e.fill_null(pl.lit(value, dtype=schema[c])).alias(c))
+        return PolarsEngine(self.frame.with_columns(filled))
 
     def bounded_grouped_parts(
         self,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dpframe.core.files import atomic_write_text
+from dpframe.core.missing import MissingValues
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.engines.bounding import check_unit, null_person_error
@@ -242,6 +243,15 @@ class SparkEngine:
 
     def rows(self) -> int:
         return int(self.frame.count())
+
+    def without_missing(self, missing: MissingValues, columns: Sequence[str]) -> SparkEngine:
+        """As :meth:`PolarsEngine.without_missing`: Spark's ``na.drop`` / ``na.fill`` treat
+        NaN in a numeric column as missing too."""
+        if missing.policy == "refuse":
+            return self
+        if missing.policy == "drop":
+            return SparkEngine(self.frame.na.drop(how="any", subset=list(dict.fromkeys(columns))))
+        return SparkEngine(self.frame.na.fill(dict(missing.fill)))
 
     def bounded(
         self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None

@@ -163,6 +163,7 @@ def _build_grouped(ctx: Context, r: GroupedSpec) -> Release:
         seed=ctx.source(r),
         neighbours=ctx.spec.privacy.neighbours,
         nonnegative=r.nonnegative,
+        nulls=r.nulls,
         **ctx.unit(r),
     ).agg(*[statistic(s) for s in r.statistics])
 

@@ -61,6 +61,7 @@ from pydantic import (
 
 from dpframe.core.budget import exact, exact_sum
 from dpframe.core.constraints import spec_field
+from dpframe.core.missing import check_nulls
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.postgres import is_postgres_url
 from dpframe.engines.protocol import is_spark_frame
@@ -306,6 +307,11 @@ class GroupedSpec(_Release):
         description="clamp released counts (and sums of non-negative values) at 0: "
         "post-processing, so the table passes 'counts >= 0'",
     )
+    nulls: Annotated[str | dict[str, float | str], BeforeValidator(spec_field("nulls"))] = Field(
+        "refuse",
+        description="records with a null or NaN in a key or a statistic's column: "
+        "'refuse', 'drop' (refused with public sizes), or {column = fill value}",
+    )
 
     def epsilon_total(self) -> Fraction:
         return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
@@ -448,6 +454,10 @@ class Spec(_Model):
                 needs = "pram"
             elif isinstance(r, GroupedSpec) and self.margins[r.margins].sizes is not None:
                 needs = "public sizes"
+                try:  # the rule of dpframe.core.missing: dropping records changes the sizes
+                    check_nulls(r.nulls, public_sizes=True)
+                except InvalidParameterError as exc:
+                    raise ValueError(f"release {r.name!r}: {exc}") from None
             if needs:  # the rule of dpframe.core.neighbours, checked before anything runs
                 require_substitute(self.privacy.neighbours, needs, argument=f"release {r.name!r}")
         if self.frame is not None and not (

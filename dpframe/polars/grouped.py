@@ -19,7 +19,7 @@ The maths of each statistic is :mod:`dpframe.mechanisms.statistics` (``dpframe.a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,9 +27,10 @@ import polars as pl
 
 from dpframe.core.constraints import UNKNOWN_KEYS, check, check_choice, check_key_name
 from dpframe.core.executor import MechanismPlan
+from dpframe.core.missing import check_nulls
 from dpframe.core.units import PrivacyUnit, as_unit
 from dpframe.engines.bounding import check_unit
-from dpframe.engines.driver import check_sources, finish_grouped, textual_key
+from dpframe.engines.driver import check_fill, check_sources, finish_grouped, textual_key
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms.statistics import Drawn, Statistic, plan_statistic
 from dpframe.polars.release import Release, resolve_accountant
@@ -87,6 +88,7 @@ class GroupBy:
         max_rows: int | None = None,
         max_groups: int | None = None,
         nonnegative: bool = True,
+        nulls: str | Mapping[str, float | str] = "refuse",
     ) -> None:
         self.frame = frame
         self.nonnegative = check("nonnegative", nonnegative)
@@ -116,6 +118,7 @@ class GroupBy:
             raise InvalidParameterError(f"margins lacks key column(s) {missing}; add them")
         self.sizes = _public_sizes(margins, sizes, self.keys)
         self.sizes_column = sizes
+        self.missing = check_nulls(nulls, public_sizes=self.sizes is not None)
         margins = margins.select(self.keys)
         if margins.height == 0:
             raise InvalidParameterError("margins has no rows: there is no group to release")
@@ -201,6 +204,20 @@ class GroupedRelease(Release[pl.DataFrame]):
 
     def plans(self) -> list[MechanismPlan]:
         return list(self._plans)
+
+    def summarize(self) -> pl.DataFrame:
+        """As :meth:`Release.summarize`; the ``note`` also says what ``nulls=`` does."""
+        frame = super().summarize()
+        said = self.grouping.missing.note
+        if said is None:
+            return frame
+        note = pl.col("note")
+        return frame.with_columns(
+            pl.when(note.is_null() | (note == ""))
+            .then(pl.lit(said))
+            .otherwise(note + pl.lit("; " + said))
+            .alias("note")
+        )
 
     def accuracy(self, level: float = 0.95) -> pl.DataFrame:
         """How far each released value may be from the exact one, per group.
@@ -302,12 +319,14 @@ class GroupedRelease(Release[pl.DataFrame]):
         sources = [src for s in self.statistics for src in s.sources()]
         parts = [p for s in self.statistics for p in s.parts(g.sizes is not None)]
         columns = [c for c, _ in sources]
+        # the nulls= policy, record by record, before anything is bounded or aggregated
+        engine = self.engine.without_missing(g.missing, [*g.keys, *columns])
         if self.unit.is_record:
-            agg = self.engine.grouped_parts(g.keys, parts, columns)
-        elif hasattr(self.engine, "bounded_grouped_parts"):  # polars: bounded as it aggregates
-            agg = self.engine.bounded_grouped_parts(self.unit, g.keys, parts, columns, self.random)
+            agg = engine.grouped_parts(g.keys, parts, columns)
+        elif hasattr(engine, "bounded_grouped_parts"):  # polars: bounded as it aggregates
+            agg = engine.bounded_grouped_parts(self.unit, g.keys, parts, columns, self.random)
         else:  # each person's rows bounded (chosen at random), then aggregated
-            bounded = self.engine.bounded(self.unit, g.keys, self.random)
+            bounded = engine.bounded(self.unit, g.keys, self.random)
             agg = bounded.grouped_parts(g.keys, parts, columns)
         return finish_grouped(
             agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
@@ -330,6 +349,8 @@ class GroupedRelease(Release[pl.DataFrame]):
                 )
         sources = [src for s in self.statistics for src in s.sources()]
         check_sources(schema, sources, "this grouped release")
+        read = [*self.grouping.keys, *(c for c, _ in sources)]
+        check_fill(schema, self.grouping.missing, read)
         if not self.unit.is_record:
             check_unit(schema, self.unit, self.grouping.keys)
 
@@ -372,6 +393,7 @@ def group_by(
     max_rows: int | None = None,
     max_groups: int | None = None,
     nonnegative: bool = True,
+    nulls: str | Mapping[str, float | str] = "refuse",
 ) -> GroupBy:
     """Group ``frame`` by public ``keys`` for a noisy aggregate release.
 
@@ -406,6 +428,13 @@ def group_by(
         exact values never are negative, so this only moves a release closer to the
         truth; it adds a small upward bias where the true value is near 0). ``False``
         keeps the unbiased noisy values. The release spec's ``nonnegative`` is the same.
+    nulls : "refuse", "drop" or dict, default "refuse"
+        Records with a missing value (null, or NaN) in a key or a statistic's column:
+        ``"refuse"`` them, naming every such column, before anything is charged;
+        ``"drop"`` them before aggregating (the number of records kept is then data: it
+        is released with noise, and ``sizes=`` is refused); or fill them, ``{"income":
+        0, "region": "unknown"}`` (a public rule, applied record by record; other
+        columns refuse). Infinities are refused always. See ``docs/grouped.md``.
 
     Examples
     --------
@@ -433,4 +462,5 @@ def group_by(
         max_rows=max_rows,
         max_groups=max_groups,
         nonnegative=nonnegative,
+        nulls=nulls,
     )

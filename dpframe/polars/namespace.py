@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ import polars as pl
 
 from dpframe.core.accountant import Accountant
 from dpframe.core.randomness import RandomSource
+from dpframe.core.units import PrivacyUnit
 from dpframe.errors import NamespaceConflictWarning
 from dpframe.polars.column import gaussian, laplace, truncated_laplace
 from dpframe.polars.frame import (
@@ -208,6 +209,11 @@ class _FrameDP:
         unknown_keys: str = "error",
         accountant: Accountant | None = None,
         seed: int | RandomSource | None = None,
+        unit: str | PrivacyUnit | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
+        nonnegative: bool = True,
+        nulls: str | Mapping[str, float | str] = "refuse",
     ) -> GroupBy:
         """Grouped release over public keys; see :func:`dpframe.group_by`."""
         return group_by(
@@ -218,6 +224,11 @@ class _FrameDP:
             unknown_keys=unknown_keys,
             accountant=accountant,
             seed=seed,
+            unit=unit,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            nonnegative=nonnegative,
+            nulls=nulls,
         )
 
     def covariance_matrix(

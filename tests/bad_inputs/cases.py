@@ -776,6 +776,46 @@ add(
     "agg",
 )
 add(A, "group_by(...).agg('count') (a string)", grouped("count"), "agg")
+_INCOME = dict(lower=0, upper=50, epsilon=0.5)
+for what, v in [
+    ("'ignore'", "ignore"),
+    ("{} (empty)", {}),
+    ("{'income': NaN}", {"income": NAN}),
+    ("{'income': inf}", {"income": INF}),
+    ("{'income': True}", {"income": True}),
+    ("{'income': 'zero'}", {"income": "zero"}),
+    ("{'region': 3} (a number for a text key)", {"region": 3}),
+    ("{'score': 0} (a column the release does not read)", {"score": 0}),
+    ("{1: 0} (not a name)", {1: 0}),
+    ("['drop']", ["drop"]),
+]:
+    add(
+        A,
+        f"group_by(nulls={what})",
+        grouped(lambda: dpframe.agg.sum("income", **_INCOME), nulls=v),
+        ("nulls", "fill"),
+    )
+add(
+    A,
+    "group_by(nulls='drop', sizes=...) (sizes would be false)",
+    grouped(
+        lambda: dpframe.agg.mean("income", **_INCOME),
+        margins=REGIONS.with_columns(pl.Series("n", [50, 25, 25, 0])),
+        sizes="n",
+        nulls="drop",
+    ),
+    ("nulls", "sizes"),
+)
+add(
+    A,
+    "group_by(nulls='drop') on +inf income (infinities are never missing)",
+    grouped(
+        lambda: dpframe.agg.sum("income", **_INCOME),
+        frame=income_with([INF]),
+        nulls="drop",
+    ),
+    "income",
+)
 add(A, "group_by(...).agg(pl.len()) (a polars Expr)", grouped(pl.len()), "agg")
 add(
     A,
@@ -3397,6 +3437,14 @@ spec_case(
     "name",
 )
 spec_case("nonnegative = 'yes'", setp("release.0.nonnegative", "yes"), "nonnegative")
+for what, v in [
+    ("'ignore'", "ignore"),
+    ("{} (empty)", {}),
+    ("{income = 'zero'} (a string for a number)", {"income": "zero"}),
+    ("['drop'] (a list)", ["drop"]),
+    ("true", True),
+]:
+    spec_case(f"nulls = {what}", setp("release.0.nulls", v), ("nulls", "fill"))
 spec_case(
     "grouped unit = 'pid' max_rows = 0",
     setp("release.0.unit", "pid", "release.0.max_rows", 0),

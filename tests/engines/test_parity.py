@@ -131,3 +131,36 @@ def test_the_same_seeded_release_gives_the_same_charges_and_values(spark, tmp_pa
         assert_frame_equal(a.sort(key), b.sort(key), rel_tol=1e-9)
     else:
         assert a == pytest.approx(b, rel=1e-12)
+
+
+def _with_missing() -> pl.DataFrame:
+    """A null and a NaN in a statistic's column and a null key."""
+    df = _good()
+    row = pl.int_range(pl.len())
+    return df.with_columns(
+        pl.when(row == 5)
+        .then(None)
+        .when(row == 7)
+        .then(float("nan"))
+        .otherwise(pl.col("x"))
+        .alias("x"),
+        pl.when(row == 9).then(None).otherwise(pl.col("g")).alias("g"),
+    )
+
+
+@pytest.mark.parametrize("nulls", ["drop", {"x": 3.0, "g": "b"}], ids=["drop", "fill"])
+def test_the_nulls_policy_gives_the_same_release_on_both_engines(spark, nulls):
+    df = _with_missing()
+    results = []
+    for frame in (df.lazy(), spark.createDataFrame(df.to_arrow())):
+        acct = dpframe.Accountant(epsilon=10)
+        grouping = dpframe.group_by(
+            frame, "g", margins=MARGINS, accountant=acct, seed=7, nulls=nulls
+        )
+        results.append(
+            grouping.agg(
+                dpframe.agg.count(epsilon=0.5),
+                dpframe.agg.mean("x", lower=0, upper=10, epsilon=0.5),
+            ).collect()
+        )
+    assert_frame_equal(results[0].sort("g"), results[1].sort("g"), rel_tol=1e-9)

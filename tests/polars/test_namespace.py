@@ -63,3 +63,24 @@ def test_import_pulls_in_no_heavy_module():
 def test_frame_namespace_methods_delegate(frame):
     g = frame.dp.group_by("x", margins=pl.DataFrame({"x": [1]}), accountant=dpframe.Accountant(1))
     assert isinstance(g, dpframe.GroupBy)
+
+
+def test_every_namespace_method_takes_what_its_function_takes():
+    """The veneer forwards: a method whose parameters drift from its function's (a new
+    argument added to the function only) fails here, not in a user's job."""
+    import inspect
+
+    from dpframe.polars import namespace as ns
+
+    forwards = {
+        (ns.ExprDP, "laplace"): dpframe.laplace,
+        (ns.ExprDP, "gaussian"): dpframe.gaussian,
+        (ns.ExprDP, "truncated_laplace"): dpframe.truncated_laplace,
+        (ns.ExprDP, "pram"): dpframe.pram.apply,
+        (ns.LazyFrameDP, "group_by"): dpframe.group_by,
+        (ns.DataFrameDP, "group_by"): dpframe.group_by,
+    }
+    for (cls, method), function in forwards.items():
+        own = list(inspect.signature(getattr(cls, method)).parameters)[1:]  # self
+        theirs = list(inspect.signature(function).parameters)[1:]  # the expr or frame
+        assert own == theirs, f"{cls.__name__}.{method}: {own} != {theirs}"
