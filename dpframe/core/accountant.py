@@ -60,7 +60,14 @@ from dpframe.core.constraints import (
 from dpframe.core.legacy import JSONLedger
 from dpframe.core.postgres import PostgresStore, is_postgres_url
 from dpframe.core.processes import is_gone, this_process
-from dpframe.core.records import Budget, Charge, LedgerEntry, Reservation
+from dpframe.core.records import (
+    ENTRY_COLUMNS,
+    Budget,
+    Charge,
+    LedgerEntry,
+    Reservation,
+    html_table,
+)
 from dpframe.core.sqlite import SQLiteStore
 from dpframe.core.stores import Changes, LedgerState, LedgerStore, MemoryStore, new_header
 from dpframe.core.units import PrivacyUnit, as_unit
@@ -879,6 +886,20 @@ class Accountant:
     def __exit__(self, *exc: object) -> None:
         stack = _ACTIVE.get()
         _ACTIVE.set(stack[:-1])
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the budget, then the latest entries (20 at most)."""
+        import html
+
+        entries = self.ledger
+        shown = entries[-20:]
+        more = (
+            f"<p>the latest {len(shown)} of {len(entries)} entries</p>"
+            if len(entries) > len(shown)
+            else ""
+        )
+        table = html_table(ENTRY_COLUMNS, [e.row() for e in shown]) if shown else ""
+        return f"<p><code>{html.escape(repr(self))}</code></p>{more}{table}"
 
     def __repr__(self) -> str:
         spent = self.spent

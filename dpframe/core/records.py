@@ -9,6 +9,7 @@ Examples
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -25,7 +26,7 @@ from dpframe.core.constraints import (
 )
 from dpframe.errors import InvalidParameterError, LedgerIntegrityError
 
-__all__ = ["Budget", "Charge", "LedgerEntry", "Reservation"]
+__all__ = ["Budget", "Charge", "LedgerEntry", "Reservation", "html_table"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,28 @@ class Charge:
             ) from None
 
 
+def html_table(columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+    """A small HTML table (for notebooks' ``_repr_html_``), every cell escaped.
+
+    Examples
+    --------
+    >>> html_table(["mechanism", "epsilon"], [["laplace", 0.5]])
+    '<table><tr><th>mechanism</th><th>epsilon</th></tr><tr><td>laplace</td><td>0.5</td></tr></table>'
+    """
+
+    def cell(value: Any) -> str:
+        text = f"{value:.6g}" if isinstance(value, float) else str(value)
+        return html.escape(text)
+
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+#: what a notebook shows of each ledger entry
+ENTRY_COLUMNS = ("time", "mechanism", "columns", "epsilon", "delta", "scale", "composition", "id")
+
+
 @dataclass(frozen=True)
 class LedgerEntry:
     """One release as recorded in the ledger."""
@@ -125,6 +148,30 @@ class LedgerEntry:
     #: hash chained to it (:mod:`dpframe.core.chain`); empty until a store records it
     previous: str = ""
     hash: str = ""
+
+    def __repr__(self) -> str:
+        cost = f"epsilon={self.epsilon:g}" + (f", delta={self.delta:g}" if self.delta else "")
+        scale = "" if self.scale is None else f", scale={self.scale:.4g}"
+        return (
+            f"LedgerEntry({self.mechanism} on {list(self.columns)}, {cost}{scale}, "
+            f"{self.composition}, time={self.time[:19]}, id={self.id[:8]})"
+        )
+
+    def row(self) -> tuple[Any, ...]:
+        """The entry's cells under :data:`ENTRY_COLUMNS`."""
+        return (
+            self.time[:19],
+            self.mechanism,
+            ", ".join(self.columns),
+            self.epsilon,
+            self.delta,
+            "" if self.scale is None else self.scale,
+            self.composition,
+            self.id[:8],
+        )
+
+    def _repr_html_(self) -> str:
+        return html_table(ENTRY_COLUMNS, [self.row()])
 
     def content(self) -> dict[str, Any]:
         """What the entry's hash covers: every field but the chain's (JSON-ready)."""

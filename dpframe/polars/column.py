@@ -132,6 +132,16 @@ class ColumnRelease(RunnerRelease):
         with _PENDING_LOCK:
             _PENDING.add(self)
 
+    def __repr__(self) -> str:
+        cost = f"rho={self.rho:g}" if self.rho is not None else f"epsilon={self.epsilon:g}"
+        if self.epsilon is None and self.rho is None:
+            cost = f"sigma={self.sigma:g}"
+        state = "released" if self.materialised else "not evaluated"
+        return (
+            f"ColumnRelease({self.mechanism} on {self.column!r}, {cost}, {self.composition}, "
+            f"{state}, id={self.id[:8]})"
+        )
+
     @property
     def neighbours(self) -> str:
         return self.accountant.neighbours if self.accountant is not None else "substitute"

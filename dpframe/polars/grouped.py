@@ -163,6 +163,12 @@ class GroupBy:
     def __repr__(self) -> str:
         return f"GroupBy(keys={self.keys}, groups={self.margins.height})"
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the grouping and its public margins (nothing is read)."""
+        import html
+
+        return f"<p><code>{html.escape(repr(self))}</code></p>{self.margins._repr_html_()}"
+
 
 class GroupedRelease(Release[pl.DataFrame]):
     """A grouped release: summarize it for free, collect it once (charged once)."""
