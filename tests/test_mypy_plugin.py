@@ -91,3 +91,17 @@ def test_without_the_plugin_mypy_does_not_see_the_namespace(tmp_path):
     code, out = mypy(tmp_path, {"plain.py": program}, plugin=False)
     assert code == 1
     assert '"Expr" has no attribute "dp"' in out
+
+
+def test_the_public_api_passes_mypy_strict(tmp_path):
+    """`mypy -p dpframe` with the project's configuration (pyproject.toml): the polars
+    layer, the package's names and the engine protocol, strictly -- so a signature that
+    drifts from what it forwards to, or an engine that stops meeting the protocol, fails."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "-p", "dpframe", "--cache-dir", str(tmp_path / "cache")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

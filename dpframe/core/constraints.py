@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from dpframe.core.missing import check_nulls
 from dpframe.errors import InvalidParameterError
@@ -49,6 +49,7 @@ __all__ = [
     "RESERVED_PREFIX",
     "STRATEGIES",
     "UNKNOWN_KEYS",
+    "Compression",
     "Constraint",
     "check",
     "check_bounds",
@@ -84,7 +85,9 @@ NOISES = ("laplace", "gaussian")
 #: How an accountant composes: (epsilon, delta) budgets, or rho-zCDP (``None``: pure).
 ACCOUNTINGS = (None, "pure", "zcdp")
 #: Parquet compressions (polars' own list).
-COMPRESSIONS = ("zstd", "lz4", "snappy", "gzip", "brotli", "lzo", "uncompressed")
+#: Parquet codecs polars writes (not lzo: polars refuses it, after the charge if unchecked)
+COMPRESSIONS = ("zstd", "lz4", "snappy", "gzip", "brotli", "uncompressed")
+Compression = Literal["zstd", "lz4", "snappy", "gzip", "brotli", "uncompressed"]
 #: What a grouped release does with records whose keys are not in the margins.
 UNKNOWN_KEYS = ("error", "drop")
 #: The PRAM priors that are not a given distribution.

@@ -9,6 +9,8 @@ once on the driver with the same code for every engine. An engine implements:
 * :meth:`Engine.rows` -- the number of records (public under substitute neighbours);
 * :meth:`Engine.bounded` -- the same engine over the rows each person keeps (a person
   privacy unit: contribution bounding, uniformly at random);
+* :meth:`Engine.without_missing` -- the same engine after a ``nulls=`` policy (records
+  with a null or NaN dropped, or those values filled);
 * :meth:`Engine.grouped_parts` -- exact per-group aggregates of clipped values;
 * :meth:`Engine.category_counts` -- the number of records per value of columns;
 * :meth:`Engine.covariance_inputs` -- the sample covariance of clipped columns;
@@ -32,6 +34,7 @@ import polars as pl
 if TYPE_CHECKING:
     import numpy as np
 
+    from dpframe.core.missing import MissingValues
     from dpframe.core.randomness import RandomSource
     from dpframe.core.units import PrivacyUnit
     from dpframe.mechanisms.pram.plan import ArmedPram
@@ -78,6 +81,11 @@ class Engine(Protocol):
         """For each column, its values and ``count`` (nulls included, as a value)."""
         ...
 
+    def without_missing(self, missing: MissingValues, columns: Sequence[str]) -> Engine:
+        """The records after the ``nulls=`` policy on ``columns``
+        (:mod:`dpframe.core.missing`): those with a null or NaN dropped, or filled."""
+        ...
+
     def largest_person_rows(self, person: str) -> int:
         """The most rows any one person has (0 for no rows); a null person refused
         (:func:`dpframe.engines.bounding.null_person_error`)."""
@@ -97,8 +105,10 @@ class Engine(Protocol):
         keep: Sequence[str],
         path: Any,
         metadata: dict[str, str],
+        source: RandomSource | None = None,
     ) -> Any:
-        """Randomize ``columns`` record by record, keep ``keep`` unchanged, write once."""
+        """Randomize ``columns`` record by record, keep ``keep`` unchanged, write once
+        (each batch keyed afresh from ``source``, else from OS entropy)."""
         ...
 
     def written_frame(self, path: Any) -> pl.LazyFrame:

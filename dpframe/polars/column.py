@@ -31,7 +31,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -154,14 +154,14 @@ class ColumnRelease(RunnerRelease):
                 neighbours=self.neighbours,
                 n_rows=n_rows,
                 column=self.column or "value",
-                sensitivity=self.sensitivity,
+                sensitivity=cast(float, self.sensitivity),  # given for Gaussian releases
                 rho=self.rho,
                 sigma=self.sigma,
                 granularity=self.granularity,
             )
         return plan_column(
             mechanism=self.mechanism,
-            epsilon=self.epsilon,
+            epsilon=cast(float, self.epsilon),  # given for every non-Gaussian release
             composition=self.composition,
             public_groups=self.public_groups,
             neighbours=self.neighbours,
@@ -265,7 +265,8 @@ class ColumnRelease(RunnerRelease):
             plan = self._plan(values.size, arrays)
             ex = execute([Step(plan, values, self.random)], self.accountant, note=self._what())
             self.entry = ex.entries[0]
-            return ex.outputs[0]
+            drawn: np.ndarray = ex.outputs[0]
+            return drawn
 
         noisy = self._once.get(key, make, what=self._what())
         with _PENDING_LOCK:
@@ -285,7 +286,7 @@ def _release_expr(expr: Any, release: ColumnRelease, per_row: dict[str, pl.Expr]
     if per_row:
         expr = pl.struct(expr.alias("value"), *[e.alias(k) for k, e in per_row.items()])
     # not elementwise: polars evaluates the whole column at once, never per morsel
-    out = expr.map_batches(release, return_dtype=pl.Float64, is_elementwise=False)
+    out: pl.Expr = expr.map_batches(release, return_dtype=pl.Float64, is_elementwise=False)
     return out.alias(release.column) if release.column else out
 
 
@@ -526,9 +527,9 @@ def truncated_laplace(
         epsilon=epsilon,
         composition=composition,
         public_groups=public_groups,
-        sensitivity=fixed["sensitivity"],
-        lower=fixed["lower"],
-        upper=fixed["upper"],
+        sensitivity=cast(float | None, fixed["sensitivity"]),  # expressions: per_row
+        lower=cast(float | None, fixed["lower"]),
+        upper=cast(float | None, fixed["upper"]),
         calibration=calibration,
         granularity=granularity,
         row_params=tuple(per_row),

@@ -88,7 +88,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
             raise InvalidParameterError(
                 f"bounds must be one (lower, upper) pair per column, got {bounds!r}"
             )
-        self.bounds = [tuple(b) for b in bounds]
+        self.bounds: list[Any] = [tuple(b) for b in bounds]  # pairs checked by the plan
         if len(self.bounds) != len(self.columns):
             raise InvalidParameterError(
                 f"bounds must give one (lower, upper) pair per column: {len(self.columns)} "
@@ -191,7 +191,7 @@ def declared_categories(schema: pl.Schema, column: str, categories: Any, what: s
                 "from it"
             )
         return list(dtype.categories)
-    cats = list(check_categories(categories))
+    cats = list(check_categories(categories) or ())
     check_categories_fit(dtype, cats, column)  # the one rule PRAM follows too
     return cats
 
@@ -257,7 +257,7 @@ class ProportionsRelease(Release[pl.DataFrame]):
         self.result = outputs[0]
         dtype = self.dtype
         cats = pl.Series(self.column, self.categories)
-        if isinstance(dtype, pl.Enum) or dtype.is_integer():
+        if dtype is not None and (isinstance(dtype, pl.Enum) or dtype.is_integer()):
             cats = cats.cast(dtype)
         return pl.DataFrame([cats]).with_columns(
             pl.Series("proportion", self.result.values, dtype=pl.Float64)

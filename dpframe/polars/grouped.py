@@ -377,7 +377,10 @@ class GroupedRelease(Release[pl.DataFrame]):
             for out in outputs
             for name, values in out.items()
         ]
-        frame = self._keys_frame.with_columns(released)
+        keys = self._keys_frame
+        if keys is None:  # _exact_inputs ran before any draw
+            raise RuntimeError("internal error: a grouped release drawn before its inputs")
+        frame = keys.with_columns(released)
         frame = frame.with_columns(pl.col(pl.Float64).fill_nan(None))
         if self.grouping.nonnegative:  # post-processing: closer to the truth, never farther
             clamp = [s.name for s in self.statistics if s.nonnegative]

@@ -23,7 +23,7 @@ import polars as pl
 
 from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.budget import exact_sum
-from dpframe.core.constraints import check
+from dpframe.core.constraints import Compression, check
 from dpframe.core.files import atomic_file, check_output_path
 from dpframe.errors import (
     DPFrameError,
@@ -111,7 +111,7 @@ def ledger_frame(ledger: Any) -> pl.DataFrame:
     ('laplace', 0.25)
     """
     entries = ledger.entries if isinstance(ledger, Provenance) else _entries_of(ledger, True)[0]
-    schema = {  # what a reader looks for first, the identifiers last
+    schema: dict[str, Any] = {  # what a reader looks for first, the identifiers last
         "mechanism": pl.String,
         "columns": pl.List(pl.String),
         "epsilon": pl.Float64,
@@ -189,7 +189,7 @@ def write_parquet(
     *,
     ledger: Any,
     spec: dict[str, Any] | None = None,
-    compression: str = "zstd",
+    compression: Compression = "zstd",
     neighbours: str | None = None,
     facts: dict[str, Any] | None = None,
 ) -> Path:
@@ -281,7 +281,7 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
             raw = raw.get(METADATA_KEY) if isinstance(raw, dict) else None
             raw = json.dumps(raw) if raw is not None else None
         else:
-            raw = pl.read_parquet_metadata(path).get(METADATA_KEY)
+            raw = pl.read_parquet_metadata(Path(path)).get(METADATA_KEY)
     except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
         raise InvalidParameterError(
             f"path: {path} cannot be read as a released Parquet file "
@@ -313,7 +313,7 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
         dpframe_version=doc["dpframe_version"],
         neighbours=doc.get("neighbours"),
         pram_designs=doc.get("pram_designs", {}),
-        facts=doc.get("facts") if isinstance(doc.get("facts"), dict) else {},
+        facts=facts if isinstance(facts := doc.get("facts"), dict) else {},
     )
 
 
@@ -686,7 +686,7 @@ def read_parquet(path: str | os.PathLike[str]) -> tuple[pl.DataFrame, Provenance
     >>> # frame, provenance = dpframe.read_parquet("release.parquet")
     """
     provenance = read_provenance(path)
-    return pl.read_parquet(path), provenance
+    return pl.read_parquet(Path(path)), provenance
 
 
 def sink_parquet(
@@ -695,7 +695,7 @@ def sink_parquet(
     *,
     public: Sequence[str] | None = None,
     spec: dict[str, Any] | None = None,
-    compression: str = "zstd",
+    compression: Compression = "zstd",
 ) -> Path:
     """Stream a query holding ``.dp`` releases to Parquet, atomically, with provenance.
 

@@ -26,6 +26,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.accountant import Accountant
+from dpframe.core.constraints import Compression
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.errors import NamespaceConflictWarning
@@ -299,7 +300,7 @@ class LazyFrameDP(_FrameDP):
         *,
         public: Sequence[str] | None = None,
         spec: dict[str, Any] | None = None,
-        compression: str = "zstd",
+        compression: Compression = "zstd",
     ) -> Path:
         """Stream to Parquet with provenance; see :func:`dpframe.sink_parquet`."""
         return sink_parquet(self._frame, path, public=public, spec=spec, compression=compression)

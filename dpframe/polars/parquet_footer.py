@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 __all__ = ["Footer", "FooterError", "copy_with_metadata", "encode_footer", "read_footer"]
@@ -149,7 +149,7 @@ class _Reader:
             raise FooterError("the footer declares a list longer than itself")
         return size, elem
 
-    def fields(self, depth: int):
+    def fields(self, depth: int) -> Iterator[tuple[int, int, int]]:
         """Yield (field id, type, value start) for each field of a struct, skipping each
         value once the caller resumes; stops after the struct's stop field."""
         last = 0

@@ -34,7 +34,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -105,7 +105,9 @@ design_from_dict = design_from_record
 _EXPRESSIONS: weakref.WeakSet[PramExpression] = weakref.WeakSet()
 
 
-def _categories_of(dtype: pl.DataType, name: str, declared: tuple[Any, ...] | None) -> tuple:
+def _categories_of(
+    dtype: pl.DataType, name: str, declared: tuple[Any, ...] | None
+) -> tuple[Any, ...]:
     """The categories of column ``name``: declared (checked against an Enum), or the Enum's."""
     if isinstance(dtype, pl.Enum):
         own = tuple(dtype.categories.to_list())
@@ -461,7 +463,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
 
     def _exact_inputs(self) -> list[Any]:
         if not self.unit.is_record:  # no person may have more rows than are charged for
-            largest = self.engine.largest_person_rows(self.unit.person)
+            largest = self.engine.largest_person_rows(cast(str, self.unit.person))
             check_person_rows(largest, self.unit, "PRAM")
         counts = self.engine.category_counts(self.columns)
         exact = [
@@ -522,7 +524,7 @@ def _rows_unit(unit: Any, max_rows: Any, accountant: Any) -> PrivacyUnit:
     return as_unit(unit, max_rows)
 
 
-def raise_reuse(release: Release) -> None:
+def raise_reuse(release: Release[Any]) -> None:
     raise ReleaseReuseError(
         f"{release.kind} {release.id[:8]} has already been written; a second randomization "
         "of the same records would be a new release: build a new one (and pay for it)"
@@ -761,8 +763,9 @@ def estimate_grouped(
     cats = categories
     if cats is None and isinstance(design, Mapping):
         cats = design.get("categories")
-    if cats is None and isinstance(df.schema[column], pl.Enum):
-        cats = df.schema[column].categories.to_list()
+    dtype = df.schema[column]
+    if cats is None and isinstance(dtype, pl.Enum):
+        cats = dtype.categories.to_list()
     if cats is None:
         raise InvalidParameterError("pass categories= (the order the design uses)")
     rows = []

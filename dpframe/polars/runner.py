@@ -49,6 +49,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.constraints import Compression
 from dpframe.core.executor import Execution, Step, execute
 from dpframe.errors import InvalidParameterError, ReleaseNotArmedError
 
@@ -204,7 +205,8 @@ def last_run() -> Run | None:
 
 def thread_last_run() -> Run:
     """The run this thread's last runner call made (immune to other threads)."""
-    return _LOCAL.last
+    last: Run = _LOCAL.last
+    return last
 
 
 def _not_nested() -> None:
@@ -473,7 +475,8 @@ def collect(
     prepared = prepare(frame, public=public)
     charge(prepared)
     with armed(prepared):
-        return prepared.lf.collect(**collect_kwargs)
+        out: pl.DataFrame = prepared.lf.collect(**collect_kwargs)
+        return out
 
 
 def _check_collect_arguments(kwargs: dict[str, Any]) -> None:
@@ -501,7 +504,7 @@ def sink(
     *,
     public: Sequence[str] | None,
     metadata: Any,
-    compression: str,
+    compression: Compression,
 ) -> Run:
     """All four steps, streaming the result to ``path`` (a temporary file the caller renames).
 

@@ -15,7 +15,7 @@ from dpframe.polars.release import SUMMARY_SCHEMA, Release
 __all__ = ["summarize"]
 
 
-def summarize(obj: Accountant | Release) -> pl.DataFrame:
+def summarize(obj: Accountant | Release[Any]) -> pl.DataFrame:
     """List releases without reading data, spending budget or drawing noise.
 
     Parameters

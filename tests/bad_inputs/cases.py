@@ -1104,6 +1104,14 @@ add(
 )
 add(
     A,
+    "dpframe.sink_parquet compression='lzo' (a codec polars does not write)",
+    lambda ctx: under(
+        ctx, lambda: dpframe.sink_parquet(pram_query(), "o.parquet", compression="lzo")
+    ),
+    "compression",
+)
+add(
+    A,
     "dpframe.sink_parquet spec={'x': {1, 2}} (not JSON)",
     lambda ctx: under(
         ctx, lambda: dpframe.sink_parquet(pram_query(), "o.parquet", spec={"x": {1, 2}})
