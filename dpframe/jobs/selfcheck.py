@@ -42,6 +42,7 @@ from dpframe.polars.frame import CovarianceMatrixRelease, ProportionsRelease
 from dpframe.polars.grouped import GroupedRelease
 from dpframe.polars.io import read_provenance
 from dpframe.polars.pram import MicrodataRelease
+from dpframe.polars.release import Release
 
 __all__ = ["check", "expectations", "spec_of"]
 
@@ -83,6 +84,12 @@ def spec_of(release: Any, *, name: str | None = None) -> tuple[Any, dict[str, An
 
     Returns ``(spec, kwargs)`` for :func:`dpframe.jobs.checks.check_release`.
     """
+    if not isinstance(release, Release):
+        raise InvalidParameterError(
+            "release must be a release object of the Python API (dpframe.group_by(...)"
+            ".agg(...), dpframe.covariance_matrix, dpframe.proportions, dpframe.pram.release), "
+            f"got {type(release).__name__}"
+        )
     n = _name(release, name)
     if isinstance(release, GroupedRelease):
         g = release.grouping

@@ -542,6 +542,14 @@ def truncated_laplace(
 
 def pending_releases(accountant: Accountant | None = None) -> Iterator[ColumnRelease]:
     """Column releases built (for ``accountant``, if given) but not yet materialised."""
+    if accountant is not None and not isinstance(accountant, Accountant):
+        raise InvalidParameterError(
+            f"accountant must be an Accountant (or None for all), got {type(accountant).__name__}"
+        )
+    return _pending(accountant)
+
+
+def _pending(accountant: Accountant | None) -> Iterator[ColumnRelease]:
     with _PENDING_LOCK:
         items = list(_PENDING)
     for r in items:

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from polars.api import NameSpace
 
 from dpframe.core.accountant import Accountant
 from dpframe.core.constraints import Compression
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
-from dpframe.errors import NamespaceConflictWarning
+from dpframe.errors import InvalidParameterError, NamespaceConflictWarning
 from dpframe.polars.column import gaussian, laplace, truncated_laplace
 from dpframe.polars.frame import (
     CovarianceMatrixRelease,
@@ -331,6 +332,22 @@ def register_namespace(name: str = "dp", *, force: bool = False) -> bool:
     >>> dpframe.register_namespace("dpf")
     True
     """
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+        raise InvalidParameterError(
+            f"name must be a Python identifier not starting with '_' (e.g. 'dp'), got {name!r}"
+        )
+    if not isinstance(force, bool):
+        raise InvalidParameterError(f"force must be True or False, got {force!r}")
+    builtin = [
+        cls.__name__
+        for cls, _, _ in _TARGETS
+        if any(name in vars(c) and not isinstance(vars(c)[name], NameSpace) for c in cls.__mro__)
+    ]
+    if builtin:
+        raise InvalidParameterError(
+            f"name {name!r} is polars' own attribute of {builtin}: a namespace there would "
+            "replace it; choose another name (dpframe's is always at .dpf)"
+        )
     taken = {
         cls.__name__: owner
         for cls, _, _ in _TARGETS

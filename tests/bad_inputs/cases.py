@@ -776,6 +776,48 @@ add(
     "agg",
 )
 add(A, "group_by(...).agg('count') (a string)", grouped("count"), "agg")
+for what, v in [("3", 3), ("''", ""), ("'a b'", "a b"), ("'_dp'", "_dp"), ("'str'", "str")]:
+    add(A, f"register_namespace({what})", lambda ctx, v=v: dpframe.register_namespace(v), "name")
+add(
+    A,
+    "register_namespace('dpf', force='yes')",
+    lambda ctx: dpframe.register_namespace("dpf", force="yes"),
+    "force",
+)
+add(A, "pending_releases(3)", lambda ctx: list(dpframe.pending_releases(3)), "accountant")
+add(A, "dpframe.check(3)", lambda ctx: dpframe.check(3), "release")
+
+
+def _collected_mean(ctx):
+    """Setup: a collected grouped release (its charge is the setup's, not the case's)."""
+    with ctx.acct:
+        release = dpframe.group_by(PEOPLE, "region", margins=REGIONS).agg(
+            dpframe.agg.mean("income", lower=0, upper=50, epsilon=0.5)
+        )
+    release.collect()
+    ctx.data["release"] = release
+
+
+for what, v in [("0", 0), ("1", 1), ("1.5", 1.5), ("'0.95'", "0.95"), ("NaN", NAN), ("True", True)]:
+    add(
+        A,
+        f"GroupedRelease.accuracy(level={what})",
+        lambda ctx, v=v: ctx.data["release"].accuracy(v),
+        "level",
+        setup=_collected_mean,
+    )
+add(
+    A,
+    "GroupedRelease.accuracy() before collect()",
+    lambda ctx: (
+        dpframe.group_by(PEOPLE, "region", margins=REGIONS, accountant=ctx.acct)
+        .agg(dpframe.agg.mean("income", lower=0, upper=50, epsilon=0.5))
+        .accuracy()
+    ),
+    ("collect", "accuracy"),
+)
+
+
 _INCOME = dict(lower=0, upper=50, epsilon=0.5)
 for what, v in [
     ("'ignore'", "ignore"),
