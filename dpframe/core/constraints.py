@@ -329,6 +329,20 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
+def _estimable(name: str, value: Any) -> bool | float:
+    """PRAM ``estimable=``: True (the default margin), False (none), or a margin in (0, 1]."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, Real) and not isinstance(value, bool):
+        x = float(value)
+        if 0.0 < x <= 1.0:
+            return x
+    raise InvalidParameterError(
+        f"{name} must be True, False or a margin in (0, 1] (a share of k-RR's distance "
+        f"from the uniform row), got {value!r}"
+    )
+
+
 def _nulls(name: str, value: Any) -> str | dict[str, float | str]:
     """``nulls=`` as written (its rule: :func:`dpframe.core.missing.check_nulls`)."""
     checked = check_nulls(value, public_sizes=False)
@@ -356,6 +370,7 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "strategy": _options(STRATEGIES),
         "repair": _options(REPAIRS),
         "diagonal": _options(DIAGONALS),
+        "estimable": Constraint("True, False or a margin in (0, 1]", _estimable),
         "unknown_keys": _options(UNKNOWN_KEYS),
         "nonnegative": Constraint("True or False", _flag),
         "nulls": Constraint("'refuse', 'drop' or a mapping {column: fill value}", _nulls),

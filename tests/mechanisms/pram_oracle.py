@@ -372,3 +372,131 @@ def vertices_bruteforce_batched(s: int, epsilon: float, lower: float = 0.0) -> n
 @functools.cache
 def _subsets(n: int, k: int) -> np.ndarray:
     return np.array(list(itertools.combinations(range(n), k)))
+
+
+# ---------------------------------------------------------------------------
+# Estimable designs (docs/pram-design.md, section 10)
+# ---------------------------------------------------------------------------
+
+
+def pram_determinant(q: np.ndarray) -> float:
+    """det of the PRAM matrix, by LU (numpy), for comparison with the closed form."""
+    return float(np.linalg.det(pram_matrix(np.asarray(q, dtype=np.float64))))
+
+
+def is_estimable(q: np.ndarray, delta: float, cancellation: float = 0.5) -> bool:
+    """The estimable designs of docs/pram-design.md, section 10, from the definition
+    (nothing shared with the kernel): at most one ``|q_k - 1/S| < delta``, and, unless
+    some ``q_k = 1/S`` exactly, ``|sum 1/x| >= cancellation * sum |1/x|`` (``x = S q -
+    1``)."""
+    q = np.asarray(q, dtype=np.float64)
+    s = q.size
+    if (np.abs(q - 1.0 / s) < delta * (1 - 1e-9)).sum() >= 2:
+        return False
+    x = s * q - 1.0
+    if (x == 0).any():
+        return True
+    inv = 1.0 / x
+    return bool(abs(inv.sum()) >= cancellation * np.abs(inv).sum() * (1 - 1e-9))
+
+
+def estimable_vertex_values(s: int, epsilon: float, lower: float, delta: float) -> list[np.ndarray]:
+    """Sorted vertices of the estimable designs' pieces, by blocks of equal values.
+
+    The estimable set (band part) is a union of polytopes: the ``t`` largest values at
+    least ``1/S + delta``, then optionally one free value, the rest at most ``1/S -
+    delta``. In sorted form a piece adds at most two linear constraints (at positions
+    ``t`` and ``t + f + 1``) to the seven of :func:`sorted_vertex_values`; every
+    composition into blocks and every subset of the equations is solved, and the
+    solutions that are feasible (full matrix), in the piece and estimable
+    (:func:`is_estimable`, which also tests the cancellation) are kept.
+    """
+    a = math.exp(epsilon)
+    hi_band, lo_band = 1.0 / s + delta, 1.0 / s - delta
+    out = []
+    for t in range(s + 1):
+        for f in (0, 1):
+            if t + f > s:
+                continue
+            below = t + f  # 0-based index of the first value held below the band
+            used = {0, 1, s - 2, s - 1} | ({t - 1} if t >= 1 else set())
+            used |= {below} if below < s else set()
+            for d in range(1, min(s, 6) + 1):
+                for cuts in itertools.combinations(range(1, s), d - 1):
+                    bounds = (0, *cuts, s)
+                    if not all(
+                        any(lo <= e < hi for e in used) for lo, hi in itertools.pairwise(bounds)
+                    ):
+                        continue
+                    block = np.repeat(np.arange(d), np.diff(bounds))
+                    b1, b2, bs1, bs = block[0], block[1], block[s - 2], block[s - 1]
+                    rows = [
+                        ([(b1, s - 1), (b2, a)], a),
+                        ([(b2, s - 1), (b1, a)], a),
+                        ([(bs, -a * (s - 1)), (bs1, -1)], -1.0),
+                        ([(bs1, -a * (s - 1)), (bs, -1)], -1.0),
+                        ([(bs, -1)], -lower),
+                        ([(b1, 1)], 1.0),
+                    ]
+                    if s >= 3:
+                        rows.append(([(b1, a), (bs, -1)], a - 1))
+                    if t >= 1:
+                        rows.append(([(block[t - 1], -1)], -hi_band))
+                    if below < s:
+                        rows.append(([(block[below], 1)], lo_band))
+                    eq = np.zeros((len(rows), d))
+                    rhs = np.array([r[1] for r in rows])
+                    for i, (coef, _) in enumerate(rows):
+                        for j, v in coef:
+                            eq[i, j] += v
+                    for sub in itertools.combinations(range(len(rows)), d):
+                        mat = eq[list(sub)]
+                        if abs(np.linalg.det(mat)) < 1e-12:
+                            continue
+                        vals = _snap(np.linalg.solve(mat, rhs[list(sub)]))
+                        if d > 1 and not (np.diff(vals) < -1e-12).all():
+                            continue
+                        q = vals[block]
+                        if t >= 1 and q[t - 1] < hi_band - 1e-12:
+                            continue
+                        if below < s and q[below] > lo_band + 1e-12:
+                            continue
+                        if feasible(q, epsilon, lower) and is_estimable(q, delta):
+                            out.append(q)
+    return list(_unique_rows(np.array(out))) if out else []
+
+
+@functools.cache
+def estimable_arrangement_table(s: int, epsilon: float, lower: float, delta: float) -> np.ndarray:
+    """Every arrangement of every estimable vertex: the exhaustive search space."""
+    verts = estimable_vertex_values(s, epsilon, lower, delta)
+    return np.concatenate([arrangements(v) for v in verts], axis=0)
+
+
+def estimable_vertices_bruteforce(s: int, epsilon: float, lower: float, delta: float) -> np.ndarray:
+    """Every vertex of every piece of the estimable set, unsorted (small S only).
+
+    A piece gives each category a sign: at least ``1/S + delta``, at most ``1/S - delta``,
+    or (one category at most) free. Its vertices solve every S-subset of the constraints
+    of eq. (10), the box and the piece's bounds; those that are estimable are kept.
+    """
+    c0, d0 = _constraints(s, epsilon, lower)
+    found = []
+    for signs in itertools.product((1, -1, 0), repeat=s):
+        if signs.count(0) > 1:
+            continue
+        rows, rhs = [c0], [d0]
+        for k, sign in enumerate(signs):
+            if sign:
+                row = np.zeros(s)
+                row[k] = -sign  # -q_k <= -(1/S + delta)  or  q_k <= 1/S - delta
+                rows.append(row[None, :])
+                rhs.append(np.array([-sign / s - delta]))
+        c, d = np.concatenate(rows), np.concatenate(rhs)
+        idx = _subsets(len(d), s)
+        sub = c[idx]
+        ok = np.abs(np.linalg.det(sub)) >= 1e-12
+        q = _snap(np.linalg.solve(sub[ok], d[idx[ok]][..., None])[..., 0])
+        q = q[(q @ c.T <= d + 1e-9).all(axis=1)]
+        found.extend(v for v in q if feasible(v, epsilon, lower) and is_estimable(v, delta))
+    return _unique_rows(np.array(found)) if found else np.empty((0, s))

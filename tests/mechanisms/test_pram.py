@@ -99,13 +99,28 @@ def _family_vertices(s: int, eps: float, diagonal: str) -> list[np.ndarray]:
     return out
 
 
+def _band(s: int, eps: float, eta: float) -> float:
+    """The estimability margin delta = eta (v_alpha - 1/S) (docs/pram-design.md, 10)."""
+    a = math.exp(eps)
+    return eta * (a / (a + s - 1) - 1.0 / s)
+
+
 @functools.cache
-def _oracle_vertices(s: int, eps: float, diagonal: str) -> tuple[np.ndarray, ...]:
+def _oracle_vertices(s: int, eps: float, diagonal: str, eta: float = 0.0) -> tuple[np.ndarray, ...]:
+    if eta:
+        lower, delta = _lower(s, diagonal), _band(s, eps, eta)
+        return tuple(po.estimable_vertex_values(s, eps, lower, delta))
     return tuple(po.sorted_vertex_values_pruned(s, eps, _lower(s, diagonal)))
 
 
-def _oracle_best(p: np.ndarray, eps: float, diagonal: str) -> tuple[float, np.ndarray]:
-    return po.best_of(p, po.arrangement_table(p.size, float(eps), _lower(p.size, diagonal)))
+def _oracle_best(
+    p: np.ndarray, eps: float, diagonal: str, eta: float = 0.0
+) -> tuple[float, np.ndarray]:
+    s, lower = p.size, _lower(p.size, diagonal)
+    if eta:
+        table = po.estimable_arrangement_table(s, float(eps), lower, _band(s, eps, eta))
+        return po.best_of(p, table)
+    return po.best_of(p, po.arrangement_table(s, float(eps), lower))
 
 
 def _priors(s: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -183,20 +198,30 @@ def _chisquare_rows(released_by_row, expected_matrix, alpha_family: float) -> No
 # ---------------------------------------------------------------------------
 
 
-def _check_design(p: np.ndarray, eps: float, diagonal: str, d: pram.PramDesign) -> None:
+def _check_design(
+    p: np.ndarray, eps: float, diagonal: str, d: pram.PramDesign, eta: float = 0.0
+) -> None:
+    """``d`` against the oracle: the plain optimum (``eta = 0``, ``estimable=False``) or
+    the best estimable design with margin ``eta`` (over every vertex of every piece of
+    the estimable set, ``po.estimable_vertex_values``)."""
     s = p.size
     lower = _lower(s, diagonal)
-    info = f"p={p.tolist()}, eps={eps}, diagonal={diagonal}"
+    info = f"p={p.tolist()}, eps={eps}, diagonal={diagonal}, eta={eta}"
     assert po.feasible(d.vertex_q, eps, lower), f"vertex_q infeasible: {info}"
+    assert d.estimable_margin == eta
+    if eta:
+        assert po.is_estimable(d.vertex_q, _band(s, eps, eta)), info
+        assert d.estimable, info
     f_design = _mi(p, d.vertex_q)
-    f_oracle, q_oracle = _oracle_best(p, eps, diagonal)
+    f_oracle, q_oracle = _oracle_best(p, eps, diagonal, eta)
     assert f_design >= f_oracle * (1 - MI_RTOL), (
         f"design MI {f_design!r} < oracle {f_oracle!r} at q={q_oracle.tolist()}: {info}"
     )
     # vertex_q is a vertex, and levels / level_counts describe it
     sorted_q = np.sort(d.vertex_q)[::-1]
     assert any(
-        np.allclose(sorted_q, v, rtol=0, atol=1e-12) for v in _oracle_vertices(s, eps, diagonal)
+        np.allclose(sorted_q, v, rtol=0, atol=1e-12)
+        for v in _oracle_vertices(s, eps, diagonal, eta)
     ), f"vertex_q is not a vertex: {info}"
     assert np.allclose(np.repeat(d.levels, d.level_counts), sorted_q, rtol=0, atol=1e-15)
     assert all(x > y for x, y in itertools.pairwise(d.levels))
@@ -215,7 +240,24 @@ def test_design_matches_exhaustive_oracle(s, diagonal):
     priors = _priors(s, rng)
     for eps in EPSILONS:
         for p in priors:
-            _check_design(p, eps, diagonal, pram.design(p, eps, diagonal=diagonal))
+            d = pram.design(p, eps, diagonal=diagonal, estimable=False)
+            _check_design(p, eps, diagonal, d)
+
+
+@pytest.mark.parametrize("diagonal", DIAGONALS)
+@pytest.mark.parametrize(
+    ("s", "eta"),
+    [(s, pram.ESTIMABLE_MARGIN) for s in range(2, 8)] + [(s, 0.3) for s in range(2, 6)],
+)
+def test_estimable_design_matches_exhaustive_oracle(s, eta, diagonal):
+    """estimable=eta against every arrangement of every vertex of the estimable set's
+    pieces (at most one category within delta of 1/S; see pram_oracle)."""
+    rng = np.random.default_rng(1500 + 10 * s + DIAGONALS.index(diagonal))
+    priors = _priors(s, rng)
+    for eps in EPSILONS:
+        for p in priors:
+            d = pram.design(p, eps, diagonal=diagonal, estimable=eta)
+            _check_design(p, eps, diagonal, d, eta)
 
 
 @pytest.mark.parametrize(
@@ -232,7 +274,7 @@ def test_design_matches_exhaustive_oracle_larger(s, eps, diagonal):
     rng = np.random.default_rng(2000 + s)
     for conc in (0.05, 0.3):
         p = rng.dirichlet(np.full(s, conc))
-        _check_design(p, eps, diagonal, pram.design(p, eps, diagonal=diagonal))
+        _check_design(p, eps, diagonal, pram.design(p, eps, diagonal=diagonal, estimable=False))
 
 
 @functools.cache
@@ -252,9 +294,10 @@ def test_branch_and_bound_finds_each_family_optimum(diagonal):
     after the one-level designs.
     """
     rng = np.random.default_rng(3000 + DIAGONALS.index(diagonal))
-    for s in range(3, 10):
+    for s, estimable in itertools.product(range(3, 10), (False, True)):
         for eps in (0.5, 2.0, 6.0) if s <= 7 else (2.0, 6.0):
-            fams = [f for f in pram.vertex_families(s, eps, diagonal=diagonal) if len(f[0]) > 1]
+            fams = pram.vertex_families(s, eps, diagonal=diagonal, estimable=estimable)
+            fams = [f for f in fams if len(f[0]) > 1]
             for conc in (0.05, 1.0) if s <= 7 else (0.3,):
                 p = rng.dirichlet(np.full(s, conc))
                 order = np.argsort(-p, kind="stable")
@@ -282,6 +325,7 @@ def test_design_of_a_point_mass_is_feasible_with_zero_information():
         assert po.feasible(d.vertex_q, eps, _lower(s, diagonal))
         assert d.epsilon_actual <= eps
         assert abs(d.mutual_information) <= 1e-15
+        assert d.estimable  # MI ties went to degenerate singular designs (S = 2: q = (1, 0))
 
 
 @pytest.mark.parametrize("diagonal", DIAGONALS)
@@ -751,7 +795,8 @@ def test_rounded_designs_are_exactly_epsilon_dp():
 
 def test_dominant_rounding_keeps_q_at_least_one_over_s_at_the_bound():
     s = 5
-    d = pram.design(np.array([0.0575, 0.0, 0.0, 0.0, 0.9425]), 2.0, diagonal="dominant")
+    p = np.array([0.0575, 0.0, 0.0, 0.0, 0.9425])
+    d = pram.design(p, 2.0, diagonal="dominant", estimable=False)
     assert (d.vertex_q == 1.0 / s).sum() == 4  # four categories sit on the bound
     unit = 1 << d.bits
     assert all((unit - int(ck)) * s >= unit for ck in d.move_numerators)
@@ -1008,7 +1053,8 @@ def test_project_simplex_against_brute_force():
 
 def _singular_design() -> pram.PramDesign:
     # mass on one category: the optimum keeps it and sends the rest to q = 1/S
-    d = pram.design(np.array([0.0575, 0.0, 0.0, 0.0, 0.9425]), 2.0, diagonal="dominant")
+    p = np.array([0.0575, 0.0, 0.0, 0.0, 0.9425])
+    d = pram.design(p, 2.0, diagonal="dominant", estimable=False)
     assert np.isclose(d.vertex_q, 1 / 5, rtol=1e-12).sum() == 4
     return d
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from dpframe.core.constraints import check_choice
 from dpframe.errors import InvalidDataError, InvalidParameterError
-from dpframe.mechanisms.pram.optimum import PramDesign, _PramInverse
+from dpframe.mechanisms.pram.optimum import SINGULAR_RTOL, PramDesign, _PramInverse
 from dpframe.mechanisms.pram.sampling import _check_codes, check_matrix
 
 __all__ = ["KINDS", "PramEstimate", "estimate", "project_simplex"]
@@ -72,6 +72,15 @@ def estimate(
     -------
     PramEstimate
 
+    Raises
+    ------
+    InvalidParameterError
+        If ``p`` cannot be estimated from a release of this design: its matrix is
+        singular, or so nearly (to a relative ``1e-9``) that the estimate would be
+        numerically meaningless. A design with two or more categories at ``q = 1/S`` is
+        one (:attr:`PramDesign.estimable` is False; ``design(..., estimable=True)``,
+        the default, never makes one). The message names the categories and the fix.
+
     Examples
     --------
     >>> from dpframe.mechanisms.pram import design, randomize
@@ -90,14 +99,15 @@ def estimate(
         check_matrix(design)
         mat = np.asarray(design, dtype=np.float64)
         s = mat.shape[0]
-        try:
-            a = np.linalg.inv(mat.T)
-        except np.linalg.LinAlgError:
+        cond = float(np.linalg.cond(mat))
+        if not cond < 1.0 / SINGULAR_RTOL:  # inf or nan too
             raise InvalidParameterError(
-                "matrix is singular: p cannot be estimated; merge the categories whose "
-                "rows are equal"
-            ) from None
-        inv = _DenseInverse(a)
+                f"matrix is singular (condition number {cond:.3g} >= 1e9): p cannot be "
+                "estimated from data released with it. Merge the categories whose rows are "
+                "(nearly) equal and estimate their total, or release with a design made "
+                "with dpframe.pram.design(..., estimable=True) (the default)"
+            )
+        inv = _DenseInverse(np.linalg.inv(mat.T))
     if kind == "codes":
         counts = np.bincount(_check_codes(released, s, "released").ravel(), minlength=s)
     else:
@@ -142,6 +152,10 @@ def project_simplex(v: npt.ArrayLike) -> np.ndarray:
     array([0.55, 0.45, 0.  ])
     """
     x = np.asarray(v, dtype=np.float64)
+    if x.ndim != 1 or not x.size or not np.isfinite(x).all():
+        raise InvalidParameterError(
+            "project_simplex needs a non-empty 1-d vector of finite numbers"
+        )
     u = np.sort(x)[::-1]
     css = np.cumsum(u) - 1.0
     ks = np.arange(1, x.size + 1)

@@ -23,6 +23,12 @@ entropy is concave (tight at ``n`` = the output law); it is linear in the assign
 so each bound is a sort. Families with a single odd value are enumerated outright.
 The result is exact up to a relative ``1e-12`` in the MI.
 
+Estimability (``estimable=True``, the default). The plain optimum can keep two or more
+categories at ``q = 1/S``; their rows are then equal and the matrix singular (``det M =
+e_{S-1}(S q - 1) / (S (S-1)^(S-1))``). :func:`design` keeps a margin from such designs
+(``docs/pram-design.md``, section 10) and :attr:`PramDesign.estimable` says whether a design
+can be estimated from.
+
 Sampling is :mod:`~dpframe.mechanisms.pram.sampling`; estimation
 :mod:`~dpframe.mechanisms.pram.estimation`.
 """
@@ -37,11 +43,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.core.constraints import DIAGONALS, check_choice, check_epsilon
+from dpframe.core.constraints import DIAGONALS, check, check_choice, check_epsilon
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.pram.sampling import PramSampler, _pram_matrix, _round_pram, check_matrix
 
-__all__ = ["PramDesign", "design", "dominance_cost", "krr", "mutual_information", "vertex_families"]
+__all__ = [
+    "ESTIMABLE_MARGIN",
+    "SINGULAR_RTOL",
+    "PramDesign",
+    "design",
+    "dominance_cost",
+    "estimability_cost",
+    "krr",
+    "mutual_information",
+    "vertex_families",
+]
 
 #: Largest epsilon accepted by :func:`design` (see docs/pram-design.md, "Limits").
 MAX_EPSILON = 12.0
@@ -49,6 +65,12 @@ MAX_EPSILON = 12.0
 MIN_EPSILON = 1e-9
 #: Relative tolerance of the optimiser (MI values closer than this are ties).
 MI_RTOL = 1e-12
+#: The margin ``eta`` of ``design(..., estimable=True)``: at most one category may keep
+#: ``q_k`` within ``eta (v_alpha - 1/S)`` of ``1/S`` (docs/pram-design.md, section 10).
+ESTIMABLE_MARGIN = 0.05
+#: An estimable design also keeps ``|sum_k 1/(S q_k - 1)| >= CANCELLATION sum_k |1/(S q_k
+#: - 1)|``: categories above and below ``1/S`` cancel at most halfway (section 10).
+CANCELLATION = 0.5
 _MAX_NODES = 200_000
 _REPS = 16  # representative multiplicity vectors per node
 _PER_ROW_MAX = 64  # per-vector bounds only at nodes with at most this many vectors
@@ -177,8 +199,11 @@ def _k_rr(s: int, a: float) -> tuple[float, float]:
     return a / (a + s - 1), 1.0 / (1.0 + a * (s - 1))
 
 
-def _feasible_sorted(t1: float, t2: float, b2: float, b1: float, s: int, a: float, lo: float):
-    """Sorted-form DP constraints of eq. (10) on ``t1 >= t2 >= ... >= b2 >= b1``."""
+def _feasible_sorted(
+    t1: float, t2: float, b2: float, b1: float, s: int, a: float, lo: float, lo2: float = 0.0
+):
+    """Sorted-form DP constraints of eq. (10) on ``t1 >= t2 >= ... >= b2 >= b1``, with
+    the lower bounds ``b1 >= lo`` and ``b2 >= lo2`` (the second smallest, estimability)."""
     tol = 1e-11
     ok = (s - 1) * t1 + a * t2 <= a * (1 + tol) and a * t1 + (s - 1) * t2 <= a * (1 + tol)
     ok = ok and a * (s - 1) * b1 + b2 >= 1 - tol
@@ -187,11 +212,12 @@ def _feasible_sorted(t1: float, t2: float, b2: float, b1: float, s: int, a: floa
     # q >= 1/S is checked to a *relative* 1e-13: at tiny epsilon v_-alpha sits only
     # about epsilon (S - 1) / S**2 below 1/S, inside any absolute tolerance
     low_ok = b1 >= lo * (1 - 1e-13) if lo > 0 else b1 >= -tol
+    low_ok = low_ok and (b2 >= lo2 * (1 - 1e-13) if lo2 > 0 else True)
     return ok and low_ok and t1 <= 1 + tol
 
 
 def vertex_families(
-    n_categories: int, epsilon: float, *, diagonal: str = "optimal"
+    n_categories: int, epsilon: float, *, diagonal: str = "optimal", estimable: Any = False
 ) -> list[tuple[tuple[float, ...], tuple[tuple[int, ...], ...], tuple[str, ...]]]:
     """All vertices of the ``ε``-DP polytope of PRAM designs, up to permutation.
 
@@ -211,6 +237,12 @@ def vertex_families(
     epsilon : float
         Privacy parameter.
     diagonal : {"optimal", "dominant"}
+    estimable : bool or float, default False
+        ``False``: the vertices of the polytope. Otherwise (as in :func:`design`) the
+        candidates the estimable search uses instead: the families with the extra
+        equations of the margin (``LB2``: the second smallest value at ``1/S + delta``;
+        ``BAND+``/``BAND-``: a value at ``1/S +- delta``), each with only the
+        multiplicity vectors that keep the margin (``docs/pram-design.md``, section 10).
 
     Returns
     -------
@@ -227,17 +259,55 @@ def vertex_families(
     s = _check_s(n_categories)
     eps = _check_design_epsilon(epsilon)
     check_choice("diagonal", diagonal, DIAGONALS)
-    return [(f.values, f.counts, f.equations) for f in _families(s, math.exp(eps), diagonal)]
+    eta = _margin(estimable)
+    fams = _families(s, math.exp(eps), diagonal, eta)
+    return [(f.values, f.counts, f.equations) for f in fams]
 
 
-def _families(s: int, a: float, diagonal: str) -> list[_Family]:
+def _families(s: int, a: float, diagonal: str, eta: float = 0.0) -> list[_Family]:
+    """The vertex families searched by :func:`design` (see :func:`vertex_families`).
+
+    ``eta > 0`` (estimable designs, ``docs/pram-design.md`` section 10): with ``delta =
+    eta (v_alpha - 1/S)``, at most one category may keep ``q`` within ``delta`` of
+    ``1/S``. A dominant design gets the sorted bound "second smallest ``q >= 1/S +
+    delta``", whose vertices are found like the others (``lo2``). An optimal-diagonal
+    design also gets, for each value, the equations "value ``= 1/S +- delta``" (the
+    edges of the band), and every candidate's multiplicity vectors are filtered by
+    :func:`_estimable_counts`.
+    """
     lo = 1.0 / s if diagonal == "dominant" else 0.0
+    if eta <= 0:
+        return _vertex_families(s, a, lo, lo)
+    va, _ = _k_rr(s, a)
+    delta = eta * (va - 1.0 / s)
+    if diagonal == "dominant":
+        fams = _vertex_families(s, a, lo, 1.0 / s + delta)
+    else:
+        fams = _vertex_families(s, a, lo, lo, band=(1.0 / s - delta, 1.0 / s + delta))
+    out = []
+    for f in fams:
+        counts = _estimable_counts(f.values, f.counts, s, delta)
+        if counts:
+            out.append(_Family(f.values, counts, f.equations))
+    return out
+
+
+def _vertex_families(
+    s: int, a: float, lo: float, lo2: float, band: tuple[float, float] | None = None
+) -> list[_Family]:
+    """Vertex families of the polytope with ``q >= lo`` and second smallest ``>= lo2``.
+
+    ``band=(lower, upper)`` adds, for every value, the equations ``value = lower`` and
+    ``value = upper`` (candidates for estimable optimal-diagonal designs).
+    """
+    lo2 = max(lo2, lo)
     va, vma = _k_rr(s, a)
     out: dict[tuple[Any, ...], _Family] = {}
-    # one level: A tight (k-RR), B tight (its mirror), q = 1/S (dominant)
-    for v, name in ((va, "A"), (vma, "B"), (lo, "LB")):
-        if v > 0 and _feasible_sorted(v, v, v, v, s, a, lo):
-            out[("1", round(v, 13))] = _Family((v,), ((s,),), (name,))
+    # one level: A tight (k-RR), B tight (its mirror), q = 1/S (dominant), q = lo2
+    edges = ((band[0], "BAND-"), (band[1], "BAND+")) if band else ()
+    for v, name in ((va, "A"), (vma, "B"), (lo, "LB"), (lo2, "LB2"), *edges):
+        if v > 0 and _feasible_sorted(v, v, v, v, s, a, lo, lo2):
+            out.setdefault(("1", round(v, 13)), _Family((v,), ((s,),), (name,)))
     # two or three levels: X (largest) once or repeated, optional middle Y, Z (smallest)
     for cx, cy, cz in itertools.product((1, 2), (0, 1), (1, 2)):
         if cx + cy + cz > s:
@@ -269,6 +339,12 @@ def _families(s: int, a: float, diagonal: str) -> list[_Family]:
         if lo > 0:
             for nm in names:
                 add(f"LB({nm})", {nm: 1}, lo)
+        if lo2 > lo:  # the second smallest value (Z itself when Z is repeated)
+            add(f"LB2({second_min})", {second_min: 1}, lo2)
+        if band:
+            for nm in names:
+                add(f"BAND-({nm})", {nm: 1}, band[0])
+                add(f"BAND+({nm})", {nm: 1}, band[1])
         for subset in itertools.combinations(eqs, d):
             mat = np.array([e[1] for e in subset])
             if abs(np.linalg.det(mat)) < 1e-12 * np.prod(np.linalg.norm(mat, axis=1)):
@@ -284,7 +360,12 @@ def _families(s: int, a: float, diagonal: str) -> list[_Family]:
             x, z = vals[0], vals[-1]
             t2 = vals[col[second]]
             b2 = vals[col[second_min]]
-            if not _feasible_sorted(x, t2, b2, z, s, a, lo):
+            if not _feasible_sorted(x, t2, b2, z, s, a, lo, lo2):
+                continue
+            if band and cy and cx == 2 and cz == 2:
+                # Y pinned by a band edge alone (both X and Z repeated): not searched.
+                # O(S^2) multiplicity vectors, none used once; the exhaustive oracle
+                # never found one better (docs/pram-design.md, section 10)
                 continue
             counts = _type_counts(s, cx, cy, cz)
             if not counts:
@@ -294,6 +375,31 @@ def _families(s: int, a: float, diagonal: str) -> list[_Family]:
                 key, _Family(tuple(float(v) for v in vals), counts, tuple(e[0] for e in subset))
             )
     return list(out.values())
+
+
+def _estimable_counts(
+    values: tuple[float, ...], counts: tuple[tuple[int, ...], ...], s: int, delta: float
+) -> tuple[tuple[int, ...], ...]:
+    """The multiplicity vectors whose design keeps the estimability margin ``delta``.
+
+    With ``x_k = S q_k - 1``, ``det M = e_{S-1}(x) / (S (S-1)^(S-1))``, which is
+    ``prod(x) sum(1/x) / (S (S-1)^(S-1))`` when no ``x_k`` is 0 (``docs/pram-design.md``,
+    section 10). Kept: at most one category within ``delta`` of ``1/S`` (two there make
+    two rows nearly uniform, hence nearly equal), and no more than :data:`CANCELLATION`
+    in ``sum_k 1/x_k`` (over ``x_k != 0``), the Sherman-Morrison denominator of the
+    inverse: ``|sum 1/x| >= CANCELLATION sum |1/x|`` (always true when every ``q_k >=
+    1/S``). Both depend on the multiset of values only.
+    """
+    vals = np.asarray(values, dtype=np.float64)
+    cv = np.asarray(counts, dtype=np.float64)  # (K, d)
+    near = np.abs(vals - 1.0 / s) < delta * (1 - 1e-9)
+    x = s * vals - 1.0
+    zero = x == 0  # a row exactly uniform: sum 1/x is dominated by it (ratio -> 1)
+    inv = cv / np.where(zero, 1.0, x)
+    inv[:, zero] = 0.0
+    cancels = np.abs(inv.sum(axis=1)) < CANCELLATION * np.abs(inv).sum(axis=1)
+    ok = (cv[:, near].sum(axis=1) <= 1) & ((cv[:, zero].sum(axis=1) > 0) | ~cancels)
+    return tuple(c for c, k in zip(counts, ok, strict=True) if k)
 
 
 def _type_counts(s: int, cx: int, cy: int, cz: int) -> tuple[tuple[int, ...], ...]:
@@ -805,13 +911,13 @@ def _search_singleton(ps: np.ndarray, vals: np.ndarray, counts: tuple[int, ...],
         groups = nxt
 
 
-def _optimise(p: np.ndarray, a: float, diagonal: str) -> _Best:
+def _optimise(p: np.ndarray, a: float, diagonal: str, eta: float = 0.0) -> _Best:
     """The MI-optimal vertex (exact to ``MI_RTOL``); ``best.q`` in the order of ``p``."""
     s = p.size
     order = np.argsort(-p, kind="stable")
     ps = p[order]
     best = _Best()
-    fams = sorted(_families(s, a, diagonal), key=lambda f: len(f.values))
+    fams = sorted(_families(s, a, diagonal, eta), key=lambda f: len(f.values))
     for fam in fams:  # the one-level designs first: k-RR is the incumbent to beat
         vals = np.array(fam.values)
         counts = np.array(fam.counts, dtype=np.int64)
@@ -831,6 +937,14 @@ def _optimise(p: np.ndarray, a: float, diagonal: str) -> _Best:
 # ---------------------------------------------------------------------------
 # Validation
 # ---------------------------------------------------------------------------
+
+
+def _margin(estimable: Any) -> float:
+    """``eta`` of an ``estimable=`` argument: True -> ESTIMABLE_MARGIN, False -> 0."""
+    value = check("estimable", estimable)
+    if value is True:
+        return ESTIMABLE_MARGIN
+    return 0.0 if value is False else float(value)
 
 
 def _check_s(n: Any) -> int:
@@ -882,20 +996,62 @@ def _check_p(p: Any) -> np.ndarray:
     return arr / total
 
 
+#: Relative tolerance of the singularity test of a PRAM matrix (:func:`_unidentified`).
+SINGULAR_RTOL = 1e-9
+
+
+def _unidentified(q: np.ndarray) -> str | None:
+    """Why ``p`` cannot be estimated from a release of the PRAM design ``q`` (``None``: it can).
+
+    With ``x_k = S q_k - 1``, ``det M = e_{S-1}(x) / (S (S-1)^(S-1))``
+    (``docs/pram-design.md``, section 10), so ``M`` is singular iff two or more ``x_k``
+    are 0 (rows at ``q = 1/S`` are uniform, hence equal), or none is and
+    ``sum_k 1/x_k = 0``. One ``x_k = 0`` alone is harmless. Both are tested to a relative
+    ``SINGULAR_RTOL``: a nearly singular matrix gives estimates that are numerically
+    meaningless, so it is refused like a singular one.
+    """
+    s = q.size
+    x = s * np.asarray(q, dtype=np.float64) - 1.0
+    tiny = np.abs(x) <= SINGULAR_RTOL * max(np.abs(x).max(), 1e-300)
+    if tiny.sum() >= 2:
+        cats = np.flatnonzero(tiny).tolist()
+        shown = f"{cats[:10]}" + (f" and {len(cats) - 10} more" if len(cats) > 10 else "")
+        return (
+            f"the design keeps categories {shown} at q = 1/S: their rows of the matrix are "
+            "uniform, hence equal, so their frequencies cannot be told apart and only their "
+            "total is identifiable (to estimate it, merge them: add up their released counts "
+            "and their columns of design.matrix, keep one of their rows, and pass the merged "
+            "counts and matrix to estimate)"
+        )
+    if not tiny.any():
+        inv = 1.0 / x
+        if abs(inv.sum()) <= SINGULAR_RTOL * np.abs(inv).sum():
+            return (
+                "the design's matrix is singular: sum_k 1/(S q_k - 1) = 0 (the categories "
+                "above and below q = 1/S cancel), so its rows are linearly dependent"
+            )
+    return None
+
+
+def _not_estimable_error(why: str) -> InvalidParameterError:
+    return InvalidParameterError(
+        f"p cannot be estimated from this release: {why}. For the next release, use a "
+        "design made with estimable=True (the default of dpframe.pram.design and "
+        ".dp.pram) and check design.estimable before releasing"
+    )
+
+
 class _PramInverse:
     """``M^T = D + 1 r^T`` (``D = diag(q - r)``) and its Sherman-Morrison inverse."""
 
     def __init__(self, q: np.ndarray) -> None:
         s = q.size
+        why = _unidentified(q)
+        if why is not None:
+            raise _not_estimable_error(why)
         self.r = (1.0 - q) / (s - 1)
         self.d = q - self.r
-        tiny = np.abs(self.d) <= 1e-9 * max(np.abs(self.d).max(), 1e-300)
-        if tiny.sum() > 1:
-            raise InvalidParameterError(
-                f"the design keeps categories {np.flatnonzero(tiny).tolist()} with q = 1/S "
-                "(their rows are uniform), so their frequencies cannot be told apart; only "
-                "their total is identifiable"
-            )
+        tiny = np.abs(self.d) <= SINGULAR_RTOL * max(np.abs(self.d).max(), 1e-300)
         self.singular = int(np.flatnonzero(tiny)[0]) if tiny.any() else -1
 
     def forward(self, p: np.ndarray) -> np.ndarray:
@@ -964,6 +1120,10 @@ class PramDesign:
         Grid exponent ``b``.
     move_numerators : ndarray of int64
         ``c_k``: a record in ``k`` moves with probability ``c_k / 2**bits``.
+    estimable_margin : float
+        The margin ``eta`` the search imposed for an estimable design (``0``: none,
+        ``estimable=False``); see :func:`design`. Whether the design *is* estimable is
+        :attr:`estimable`.
     """
 
     p: np.ndarray
@@ -975,6 +1135,7 @@ class PramDesign:
     level_counts: tuple[int, ...]
     bits: int
     move_numerators: np.ndarray
+    estimable_margin: float = 0.0
 
     def __post_init__(self) -> None:
         # the sampler checks the integers and derives the epsilon they give
@@ -1023,6 +1184,26 @@ class PramDesign:
         """The exact sampler of ``move_numerators`` (what a release draws from)."""
         return self._sampler  # type: ignore[attr-defined]
 
+    @property
+    def estimable(self) -> bool:
+        """Whether the category distribution can be estimated from a release of this
+        design: its (sampled) matrix is invertible, not singular to a relative 1e-9.
+
+        False when two or more categories keep ``q = 1/S`` (their rows are uniform,
+        hence equal: only their total is identifiable), or when ``sum_k 1/(S q_k - 1)
+        = 0``. :func:`~dpframe.mechanisms.pram.estimate` refuses such a design. O(S).
+        """
+        return _unidentified(self.q) is None
+
+    @property
+    def condition_number(self) -> float:
+        """The 2-norm condition number of the sampled matrix (``inf`` if singular).
+
+        It bounds how much the estimate's relative error can exceed the released
+        frequencies'. Computed on access (an SVD, O(S^3)).
+        """
+        return float(np.linalg.cond(self.matrix))
+
     def paper_counts(self) -> dict[str, int]:
         """How many ``q_k`` equal v_α, v_-α, v_min, v_max (the paper's Tables 1-4)."""
         s, a = self.n_categories, math.exp(self.epsilon)
@@ -1048,7 +1229,9 @@ class PramDesign:
         return _PramInverse(self.q).sandwich(pi) / n
 
 
-def design(p: npt.ArrayLike, epsilon: float, *, diagonal: str = "optimal") -> PramDesign:
+def design(
+    p: npt.ArrayLike, epsilon: float, *, diagonal: str = "optimal", estimable: Any = True
+) -> PramDesign:
     """The ``ε``-DP PRAM design (eq. 8) maximising ``I(X; Z)`` for ``X ~ p``.
 
     Parameters
@@ -1062,6 +1245,20 @@ def design(p: npt.ArrayLike, epsilon: float, *, diagonal: str = "optimal") -> Pr
     diagonal : {"optimal", "dominant"}
         ``"dominant"`` adds ``q_k >= 1/S`` (each record is at least as likely to keep
         its category as to move to any particular other one).
+    estimable : bool or float, default True
+        ``True``: the design must let the category distribution be estimated from the
+        release. The plain MI optimum can keep two or more categories at ``q = 1/S``
+        (with either diagonal): their rows are uniform, the matrix is singular and only
+        their total can be estimated. With a margin ``eta`` (``True``:
+        :data:`ESTIMABLE_MARGIN`, 0.05; or a number in ``(0, 1]``) and ``delta = eta
+        (v_alpha - 1/S)`` (``eta`` times k-RR's distance from uniform), at most one
+        category may have ``|q_k - 1/S| < delta``, and ``|sum_k 1/(S q_k - 1)| >=
+        CANCELLATION sum_k |1/(S q_k - 1)|`` (always true for a dominant design). The
+        dominant design is then the exact optimum ("second smallest ``q >= 1/S +
+        delta``"); the optimal-diagonal search and what the margin costs (about 2% of
+        the MI where it binds) are in ``docs/pram-design.md``, section 10. ``eta = 1``
+        on a dominant design gives k-RR. ``False``: the plain MI optimum (then check
+        :attr:`PramDesign.estimable`).
 
     Returns
     -------
@@ -1074,14 +1271,29 @@ def design(p: npt.ArrayLike, epsilon: float, *, diagonal: str = "optimal") -> Pr
     (5,)
     >>> d.epsilon_actual <= 1.0
     True
+    >>> p = [0.9, 0.05, 0.05]
+    >>> design(p, 1.0, estimable=False).vertex_q.round(4)  # two rows uniform: singular
+    array([0.7547, 0.3333, 0.3333])
+    >>> d = design(p, 1.0)  # estimable=True: both kept 5% of k-RR's distance from 1/S
+    >>> d.vertex_q.round(4), d.estimable
+    (array([0.7458, 0.3455, 0.3455]), True)
     """
     pv = _check_p(p)
     eps = _check_design_epsilon(epsilon)
     check_choice("diagonal", diagonal, DIAGONALS)
-    best = _optimise(pv, math.exp(eps), diagonal)
+    eta = _margin(estimable)
+    best = _optimise(pv, math.exp(eps), diagonal, eta)
     vertex = np.asarray(best.q)
     c, b, _ = _round_pram(vertex, eps, at_least_uniform=diagonal == "dominant")
     q = 1.0 - c.astype(np.float64) / float(1 << b)
+    if eta > 0 and _unidentified(q) is not None:
+        # the grid moved values within 2**-b of 1/S onto it: only when the margin
+        # eta (v_alpha - 1/S) is below the grid's step (at epsilon = 1e-9, S > ~15,000)
+        raise InvalidParameterError(
+            f"no estimable design on dpframe's sampling grid for S = {pv.size} at epsilon "
+            f"= {eps!r}: the margin {eta} (v_alpha - 1/S) is below the grid's step 2**-{b}; "
+            "raise epsilon or estimable= (the margin), or pass estimable=False"
+        )
     mi = float(_pram_mi(pv, q))
     for arr in (pv, q, vertex, c):
         arr.setflags(write=False)
@@ -1095,6 +1307,7 @@ def design(p: npt.ArrayLike, epsilon: float, *, diagonal: str = "optimal") -> Pr
         level_counts=best.counts,
         bits=b,
         move_numerators=c,
+        estimable_margin=eta,
     )
 
 
@@ -1137,7 +1350,9 @@ def krr(n_categories: int, epsilon: float) -> PramDesign:
 def dominance_cost(d: PramDesign) -> dict[str, float]:
     """Mutual information of a design next to the unconstrained optimum for its prior.
 
-    For a ``diagonal="dominant"`` design this is what ``q >= 1/S`` costs.
+    For a ``diagonal="dominant"`` design this is what ``q >= 1/S`` costs. The optimum
+    it is compared with has the same ``estimable`` margin as ``d`` (see
+    :func:`estimability_cost` for what the margin costs).
 
     Examples
     --------
@@ -1146,6 +1361,40 @@ def dominance_cost(d: PramDesign) -> dict[str, float]:
     >>> round(cost["unconstrained"], 5), round(cost["this"], 5), round(cost["share_lost"], 3)
     (0.01382, 0.01251, 0.094)
     """
-    free = design(d.p, d.epsilon) if d.epsilon <= MAX_EPSILON else krr(d.n_categories, d.epsilon)
+    if d.epsilon <= MAX_EPSILON:
+        free = design(d.p, d.epsilon, estimable=d.estimable_margin or False)
+    else:
+        free = krr(d.n_categories, d.epsilon)
     this, best = float(d.mutual_information), float(free.mutual_information)
     return {"this": this, "unconstrained": best, "share_lost": 1 - this / best if best else 0.0}
+
+
+def estimability_cost(d: PramDesign) -> dict[str, float]:
+    """Mutual information of a design next to the plain MI optimum (``estimable=False``)
+    for the same prior, epsilon and diagonal: what the estimability margin costs.
+
+    ``"estimable"`` says whether that plain optimum is estimable itself (1.0 or 0.0).
+
+    Examples
+    --------
+    >>> cost = estimability_cost(design([0.9, 0.05, 0.05], 1.0))
+    >>> round(cost["this"], 5), round(cost["plain"], 5), round(cost["share_lost"], 4)
+    (0.03408, 0.0348, 0.0207)
+    >>> cost["estimable"]  # the plain optimum keeps two categories at q = 1/S
+    0.0
+    """
+    if d.epsilon > MAX_EPSILON:  # only krr() makes these: k-RR, which needs no margin
+        return {
+            "this": d.mutual_information,
+            "plain": d.mutual_information,
+            "share_lost": 0.0,
+            "estimable": 1.0,
+        }
+    plain = design(d.p, d.epsilon, diagonal=d.diagonal, estimable=False)
+    this, best = float(d.mutual_information), float(plain.mutual_information)
+    return {
+        "this": this,
+        "plain": best,
+        "share_lost": 1 - this / best if best else 0.0,
+        "estimable": float(plain.estimable),
+    }

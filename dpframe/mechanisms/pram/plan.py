@@ -44,6 +44,7 @@ from dpframe.core.budget import charge_for, split_epsilon
 from dpframe.core.constraints import (
     DIAGONALS,
     PRIOR_KINDS,
+    check,
     check_categories,
     check_choice,
     check_epsilon,
@@ -56,6 +57,7 @@ from dpframe.mechanisms.accuracy import pram_share_error
 from dpframe.mechanisms.laplace import calibrate_laplace, release_laplace
 from dpframe.mechanisms.pram.optimum import (
     MAX_EPSILON,
+    SINGULAR_RTOL,
     PramDesign,
     _check_design_epsilon,
     design,
@@ -133,6 +135,8 @@ def design_record(d: PramDesign, cats: tuple[Any, ...], prior: str) -> dict[str,
         "epsilon_actual": float(d.epsilon_actual),
         "mutual_information": float(d.mutual_information),
         "diagonal": d.diagonal,
+        "estimable_margin": float(d.estimable_margin),
+        "estimable": bool(d.estimable),
         "prior": prior,
         "prior_p": [float(v) for v in d.p],
         "vertex_q": [float(v) for v in d.vertex_q],
@@ -148,7 +152,8 @@ def design_from_record(d: Mapping[str, Any]) -> PramDesign:
     The record keeps the sampled ``q`` exactly (``1 - c / 2**bits``), the prior and the
     categories, so a released file can be analysed with ``dpframe.pram.estimate``
     alone. The record's ``epsilon_actual`` is *not* read: the design's epsilon is
-    derived again from ``q`` and ``bits``.
+    derived again from ``q`` and ``bits``; nor is its ``estimable``: that is derived
+    from ``q`` too (:attr:`PramDesign.estimable`).
     """
     try:
         q = np.asarray(d["q"], dtype=np.float64)
@@ -173,6 +178,7 @@ def design_from_record(d: Mapping[str, Any]) -> PramDesign:
         level_counts=tuple(int(k) for k in counts[::-1]),
         bits=bits,
         move_numerators=c,
+        estimable_margin=float(d.get("estimable_margin", 0.0)),
     )
 
 
@@ -283,7 +289,13 @@ class PramPlan:
         m = self.sampler.matrix
         keep = np.diag(m)
         note = f"S={len(self.categories)}, keep probability {keep.min():.3g}-{keep.max():.3g}"
-        c = pram_share_error(m)  # data-free: the worst over every mix of categories
+        if self.design is not None:
+            estimable = self.design.estimable  # closed form, O(S)
+        else:  # a user matrix: its conditioning (only where the share error is computed)
+            estimable = m.shape[0] > 400 or bool(np.linalg.cond(m) < 1.0 / SINGULAR_RTOL)
+        c = pram_share_error(m) if estimable else None  # data-free: worst over every mix
+        if not estimable:
+            note += "; shares NOT estimable from the release (singular matrix)"
         if c is not None:
             note += f"; estimated shares: 95% error <= {1.96 * c:.3g}/sqrt(n) for n records"
         return [summary_row(self.column, "pram", self.epsilon_charged, note=note + _per(self))]
@@ -385,6 +397,8 @@ class DPPriorPramPlan:
     details: dict[str, Any] = field(default_factory=dict)
     rows: int = 1
     unit: str | None = None
+    #: the ``estimable=`` of :func:`~dpframe.mechanisms.pram.optimum.design`
+    estimable: bool | float = True
 
     @property
     def split(self) -> tuple[float, float]:
@@ -441,7 +455,7 @@ class DPPriorPramPlan:
 
     def draw(self, exact: Any, rng: np.random.Generator) -> ArmedPram:
         p = self.prior_plan.draw(exact, rng)
-        d = design(p, self.row_epsilon, diagonal=self.diagonal)
+        d = design(p, self.row_epsilon, diagonal=self.diagonal, estimable=self.estimable)
         if d.epsilon_actual > self.row_epsilon:  # design() certifies it; never trust silently
             raise AssertionError("internal error: a PRAM design exceeds its epsilon")
         return ArmedPram(
@@ -461,6 +475,7 @@ def plan_pram(
     neighbours: str = "substitute",
     details: Mapping[str, Any] | None = None,
     unit: PrivacyUnit = RECORD,
+    estimable: bool | float = True,
 ) -> PramPlan | DPPriorPramPlan:
     """Plan PRAM of one column (see the module docstring); nothing is read or drawn.
 
@@ -469,6 +484,8 @@ def plan_pram(
     person ``unit`` the release is charged ``epsilon`` for up to ``max_rows`` rows a
     person, each row randomized at ``epsilon / max_rows``
     (:func:`dpframe.core.units.pram_rows`); the caller checks that no person has more.
+    ``estimable`` is :func:`~dpframe.mechanisms.pram.optimum.design`'s (a prior's
+    design; k-RR and a given matrix are what they are).
     """
     require_substitute(neighbours, "pram", argument="neighbours")
     rows, person = pram_rows(unit), unit.person
@@ -482,6 +499,7 @@ def plan_pram(
             "is itself private. An Enum column carries its own."
         )
     check_choice("diagonal", diagonal, DIAGONALS)
+    estimable = check("estimable", estimable)
     extra = dict(details or {})
     if matrix is not None:
         if not (isinstance(prior, str) and prior == "uniform"):
@@ -529,7 +547,7 @@ def plan_pram(
                     f"prior_share must be a number in (0, 1), got {prior_share!r}"
                 )
             plan = DPPriorPramPlan(
-                column, cats, eps, float(prior_share), diagonal, extra, rows, person
+                column, cats, eps, float(prior_share), diagonal, extra, rows, person, estimable
             )
             _check_design_epsilon(plan.row_epsilon)  # an impossible split fails now
             return plan
@@ -538,7 +556,7 @@ def plan_pram(
     row_eps = per_row_epsilon(eps, rows)
     if row_eps > MAX_EPSILON:
         _check_design_epsilon(row_eps)  # raises, naming k-RR and matrix= as the ways out
-    d = design(prior_weights(prior, cats), row_eps, diagonal=diagonal)
+    d = design(prior_weights(prior, cats), row_eps, diagonal=diagonal, estimable=estimable)
     return PramPlan(column, cats, eps, d.sampler, d, "public", extra, rows, person)
 
 
