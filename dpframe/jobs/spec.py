@@ -323,6 +323,11 @@ class PramColumnSpec(_Model):
     categories: list[Any] | None = None
     prior: Literal["uniform"] | dict[str, float] | list[float] = "uniform"
     diagonal: Diagonal = "optimal"
+    estimable: Annotated[bool | float, BeforeValidator(spec_field("estimable"))] = Field(
+        True,
+        description="keep the matrix invertible so shares can be estimated (True: a 5% "
+        "margin from 1/S; a number in (0, 1]: that margin; false: the plain optimum)",
+    )
 
 
 class PramSpec(_Release):

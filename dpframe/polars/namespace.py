@@ -143,6 +143,7 @@ class ExprDP:
         prior_share: float = 0.1,
         accountant: Accountant | None = None,
         seed: int | RandomSource | None = None,
+        estimable: bool | float = True,
     ) -> pl.Expr:
         """Post-randomize this categorical column; see :func:`dpframe.pram.apply`.
 
@@ -159,6 +160,7 @@ class ExprDP:
             prior_share=prior_share,
             accountant=accountant,
             seed=seed,
+            estimable=estimable,
         )
 
     def drha(

@@ -148,6 +148,7 @@ class PramExpression(RunnerRelease):
         accountant: Accountant | None,
         random: RandomSource,
         column: str | None,
+        estimable: bool | float = True,
     ) -> None:
         if accountant is not None and not accountant.unit.is_record:
             person = accountant.unit.person
@@ -165,6 +166,7 @@ class PramExpression(RunnerRelease):
         self.prior = prior
         self.matrix = matrix
         self.diagonal = diagonal
+        self.estimable = estimable
         self.prior_share = prior_share
         self.accountant = accountant
         self.random = random
@@ -192,6 +194,7 @@ class PramExpression(RunnerRelease):
                 diagonal=diagonal,
                 prior_share=prior_share,
                 neighbours=self.neighbours,
+                estimable=estimable,
             )
         _EXPRESSIONS.add(self)
 
@@ -218,6 +221,7 @@ class PramExpression(RunnerRelease):
                     prior_share=self.prior_share,
                     neighbours=self.neighbours,
                     details={"seeded": self.random.seeded},
+                    estimable=self.estimable,
                 )
             return self._plans[cats]
 
@@ -288,6 +292,7 @@ def apply(
     prior_share: float = 0.1,
     accountant: Accountant | None = None,
     seed: int | RandomSource | None = None,
+    estimable: bool | float = True,
 ) -> pl.Expr:
     """Post-randomize a categorical column under ``epsilon``-DP (``.dp.pram``).
 
@@ -322,6 +327,12 @@ def apply(
         ``neighbours="substitute"``.
     seed : int or RandomSource, optional
         Reproducible randomization for tests -- **unsafe for publication**.
+    estimable : bool or float, default True
+        Keep the design's matrix invertible, so that category shares can be estimated
+        from the released column: no two categories kept with probability (nearly)
+        ``1/S`` (``True``: a margin of 5% of k-RR's distance from ``1/S``; a number in
+        ``(0, 1]``: that margin; ``False``: the plain optimum, which may not be). See
+        :func:`dpframe.pram.design` and ``docs/pram-design.md``.
 
     Returns
     -------
@@ -360,6 +371,7 @@ def apply(
         accountant=resolve_accountant(accountant),
         random=as_source(seed),
         column=column,
+        estimable=estimable,
     )
     out = expr.map_batches(release, return_dtype=pl.dtype_of(expr), is_elementwise=release.row_wise)
     return out.alias(column) if column else out
@@ -385,7 +397,8 @@ def _column_specs(columns: Any) -> list[dict[str, Any]]:
     for c in columns:
         if not isinstance(c, Mapping) or "column" not in c:
             raise InvalidParameterError(f"each column entry needs a 'column' name, got {c!r}")
-        unknown = sorted(set(c) - {"column", "epsilon", "categories", "prior", "diagonal"})
+        known = {"column", "epsilon", "categories", "prior", "diagonal", "estimable"}
+        unknown = sorted(set(c) - known)
         if unknown:
             raise InvalidParameterError(f"column {c['column']!r}: unknown settings {unknown}")
         out.append(dict(c))
@@ -449,6 +462,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
                     neighbours=self.neighbours,
                     details={"seeded": self.random.seeded},
                     unit=self.unit,
+                    estimable=s.get("estimable", True),
                 )
             )
         self.records: dict[str, Any] = {}
@@ -548,7 +562,7 @@ def release(
     frame : polars.LazyFrame, polars.DataFrame or pyspark.sql.DataFrame
     columns : list of dict
         Each ``{"column", "epsilon", "categories" (unless an Enum), "prior" (optional),
-        "diagonal" (optional)}``.
+        "diagonal" (optional), "estimable" (optional, as for ``.dp.pram``)}``.
     keep : list of str
         Other columns to carry through unchanged: they are published as they are.
     accountant, seed

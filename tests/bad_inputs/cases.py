@@ -785,6 +785,15 @@ add(
     "force",
 )
 add(A, "pending_releases(3)", lambda ctx: list(dpframe.pending_releases(3)), "accountant")
+for what, v in [("'yes'", "yes"), ("0", 0), ("1.5", 1.5), ("NaN", NAN)]:
+    add(
+        A,
+        f".dp.pram(estimable={what})",
+        lambda ctx, v=v: pl.col("tenure").dp.pram(
+            1.0, categories=["own", "rent", "other"], accountant=ctx.acct, estimable=v
+        ),
+        "estimable",
+    )
 add(A, "dpframe.check(3)", lambda ctx: dpframe.check(3), "release")
 
 
@@ -3607,6 +3616,12 @@ spec_case(
     "pram diagonal = 'dominantt'",
     setp("release.0.columns.0.diagonal", "dominantt"),
     "diagonal",
+    kinds=("pram",),
+)
+spec_case(
+    "pram estimable = 'yes'",
+    setp("release.0.columns.0.estimable", "yes"),
+    "estimable",
     kinds=("pram",),
 )
 spec_case(

@@ -532,3 +532,27 @@ def test_keep_as_one_name_is_one_column(tmp_path):
     assert pl.read_parquet(tmp_path / "out.parquet").columns == ["c", "region"]
     with pytest.raises(InvalidParameterError, match="keep must be a list of column names"):
         dpframe.pram.release(lf, spec, keep=[1])
+
+
+def test_estimable_reaches_the_design_from_every_entry_point(tmp_path):
+    """`.dp.pram`, `pram.release` and the spec's column take `estimable=`; the default
+    design is invertible where the plain optimum is not (p = (0.9, 0.05, 0.05), eps 1:
+    two categories at q = 1/3)."""
+    prior = {"a": 0.9, "b": 0.05, "c": 0.05}
+    df = pl.DataFrame({"c": ["a", "b", "c"] * 50})
+    with dpframe.Accountant(epsilon=10):
+        for estimable in (True, False):
+            q = df.lazy().with_columns(pl.col("c").dp.pram(1.0, prior=prior, estimable=estimable))
+            dpframe.collect(q)
+            design = dpframe.last_run().entries[0].details["design"]
+            assert design["estimable"] is estimable
+        release = dpframe.pram.release(
+            df, [{"column": "c", "epsilon": 1.0, "prior": prior, "categories": list(prior)}]
+        )
+        assert [p.design.estimable for p in release.plans()] == [True]
+    from dpframe.jobs.spec import PramColumnSpec
+
+    assert PramColumnSpec(column="c", epsilon=1.0).estimable is True
+    assert PramColumnSpec(column="c", epsilon=1.0, estimable=0.2).estimable == 0.2
+    with pytest.raises(ValueError, match="estimable"):
+        PramColumnSpec(column="c", epsilon=1.0, estimable="yes")
