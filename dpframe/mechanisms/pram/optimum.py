@@ -402,6 +402,15 @@ def _estimable_counts(
     return tuple(c for c, k in zip(counts, ok, strict=True) if k)
 
 
+def _keeps_margin(q: np.ndarray, a: float, eta: float) -> bool:
+    """Whether the design ``q`` keeps the estimability margin ``eta`` (the rule of
+    :func:`_estimable_counts`, applied to each category as a value of its own)."""
+    s = q.size
+    va, _ = _k_rr(s, a)
+    delta = eta * (va - 1.0 / s)
+    return bool(_estimable_counts(tuple(q.tolist()), ((1,) * s,), s, delta))
+
+
 def _type_counts(s: int, cx: int, cy: int, cz: int) -> tuple[tuple[int, ...], ...]:
     """Multiplicity vectors of a type: 1 = exactly once, 2 = at least twice, cy 1 = >= 1."""
     if cy and cx == 2 and cz == 2:  # never a vertex: the middle value is not pinned
@@ -1282,7 +1291,11 @@ def design(
     eps = _check_design_epsilon(epsilon)
     check_choice("diagonal", diagonal, DIAGONALS)
     eta = _margin(estimable)
-    best = _optimise(pv, math.exp(eps), diagonal, eta)
+    best = _optimise(pv, math.exp(eps), diagonal)
+    if eta > 0 and not _keeps_margin(np.asarray(best.q), math.exp(eps), eta):
+        # the plain optimum is the estimable one whenever it keeps the margin (the
+        # estimable designs are a subset); else search the estimable families
+        best = _optimise(pv, math.exp(eps), diagonal, eta)
     vertex = np.asarray(best.q)
     c, b, _ = _round_pram(vertex, eps, at_least_uniform=diagonal == "dominant")
     q = 1.0 - c.astype(np.float64) / float(1 << b)
