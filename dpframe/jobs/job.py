@@ -60,7 +60,7 @@ from dpframe.jobs.planning import JobPlan, build_all, input_frame, plan
 from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,
-    claim,
+    new_staging,
     publish,
     published_run,
     record_entry,
@@ -265,9 +265,7 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:12]
     repair(out)  # what killed jobs left; refuses an out/current that is not ours
-    staging = out / f".staging-{run_id}"
-    staging.mkdir()
-    claim(staging)
+    staging = new_staging(out, run_id)
     result = JobResult(the_plan, folder=out, run=run_id)
     try:
         acct = Accountant.open(spec.ledger_target(), **spec.privacy.ledger_terms())

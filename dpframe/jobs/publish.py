@@ -68,6 +68,7 @@ __all__ = [
     "PublishedRun",
     "abandoned",
     "claim",
+    "new_staging",
     "publish",
     "published_run",
     "record_entry",
@@ -94,9 +95,28 @@ _LOCK_TIMEOUT = 120.0
 # -- owners ----------------------------------------------------------------------------------
 
 
+#: seconds after which an empty folder with no owner is a killed job's (not one claiming)
+UNCLAIMED_AFTER = 60.0
+
+
 def claim(folder: Path) -> None:
     """Mark ``folder`` as this process's, so a later run can tell if it was abandoned."""
     (folder / OWNER).write_text(json.dumps(this_process()))
+
+
+def new_staging(out: Path, run: str) -> Path:
+    """``out/.staging-<run>``, created already claimed.
+
+    It is made and claimed under another name, then renamed: another job's
+    :func:`repair` never sees it unclaimed (an empty, unclaimed staging folder is taken
+    for one a killed job left, and removed -- under a live job, before this).
+    """
+    making = out / f".claiming-{run}"
+    making.mkdir()
+    claim(making)
+    staging = out / f".staging-{run}"
+    os.rename(making, staging)
+    return staging
 
 
 def abandoned(folder: Path) -> bool:
@@ -104,8 +124,12 @@ def abandoned(folder: Path) -> bool:
     the same rule that gives back a dead job's reservation)."""
     try:
         owner = json.loads((folder / OWNER).read_text())
-    except FileNotFoundError:  # killed between creating and claiming it
-        return not any(folder.iterdir())
+    except FileNotFoundError:  # killed between creating and claiming it (or claiming now)
+        try:
+            old = time.time() - folder.stat().st_mtime > UNCLAIMED_AFTER
+            return old and not any(folder.iterdir())
+        except FileNotFoundError:
+            return False
     except (OSError, ValueError):  # unreadable: not ours to judge
         return False
     return is_gone(owner)
@@ -333,7 +357,7 @@ def repair(out: Path) -> None:
     """
     with _locked(out):
         current = current_run(out)
-        for staging in out.glob(".staging-*"):
+        for staging in [*out.glob(".staging-*"), *out.glob(".claiming-*")]:
             if staging.is_dir() and not staging.is_symlink() and abandoned(staging):
                 shutil.rmtree(staging, ignore_errors=True)
         for tmp in out.glob(f"{_LINK_TMP}*"):

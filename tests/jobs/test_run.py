@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import polars as pl
@@ -420,11 +421,15 @@ def test_a_run_removes_what_killed_runs_left(tmp_path):
             (folder / "by_region.parquet").write_bytes(b"charged but never checked")
     (out / ".runs" / "finished").mkdir()  # an older run, published and replaced: no owner
     (out / ".staging-empty").mkdir()  # killed between creating and claiming it
+    (out / ".claiming-empty").mkdir()  # the same, under the name new_staging claims in
+    for name in (".staging-empty", ".claiming-empty"):  # a minute ago
+        os.utime(out / name, (time.time() - 120, time.time() - 120))
+    (out / ".claiming-now").mkdir()  # another job claiming it at this moment: kept
     (out / ".old-by_region.parquet-0123abcd").write_bytes(b"moved aside by a cut swap")
     (out / ".link-0123abcd").symlink_to("current/by_region.parquet")  # a cut link swap
     result = run(load_spec(spec_path), progress=False)
     # a running job's folders are kept, and so are those of another process table
-    assert _hidden(out) == [".runs", ".staging-elsewhere", ".staging-live"]
+    assert _hidden(out) == [".claiming-now", ".runs", ".staging-elsewhere", ".staging-live"]
     runs = sorted(p.name for p in (out / ".runs").iterdir())
     assert runs == sorted(["elsewhere", "live", result.run])
     assert _published(out).name == result.run
