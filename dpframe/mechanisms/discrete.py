@@ -778,9 +778,8 @@ def _one_sided(
     elsewhere the untruncated geometric, rejected above ``width`` (kept with probability
     ``1 - exp(-(width + 1) s / t) > 0.98``).
     """
-    n = width.shape[0]
-    out = np.empty(n, dtype=np.int64)
     cap = _flat_caps(width, t, s)
+    out = np.empty(0, dtype=np.int64)
     pending: np.ndarray | None = None  # None: all n draws
     while True:
         w_p = width if pending is None else width[pending]
@@ -790,7 +789,7 @@ def _one_sided(
         y = _magnitudes(_word_draws(w_p.shape[0], rng), t_p, s_p, False, c_p, rng)
         ok = y <= w_p
         if pending is None:
-            out[:] = y
+            out = y
             if ok.all():
                 return out
             pending = np.flatnonzero(~ok)
@@ -812,9 +811,8 @@ def _two_sided(
     not flat (``(L + 1) s / t > 4``) the proposal is the untruncated law instead (kept
     with probability > 0.49).
     """
-    n = lo.shape[0]
-    out = np.empty(n, dtype=np.int64)
     cap = _flat_caps(np.maximum(-lo, hi), t, s)
+    out = np.empty(0, dtype=np.int64)
     pending: np.ndarray | None = None
     while True:
         lo_p = lo if pending is None else lo[pending]
@@ -827,7 +825,7 @@ def _two_sided(
         ok = z >= lo_p
         ok &= z <= hi_p
         if pending is None:
-            out[:] = z
+            out = z
             if ok.all():
                 return out
             pending = np.flatnonzero(~ok)
@@ -900,17 +898,22 @@ def _truncated_discrete_laplace(
     """Unvalidated core of :func:`sample_truncated_discrete_laplace` on flat arrays.
 
     ``lo <= hi`` are float arrays of integer values (or infinities), ``t``, ``s`` the
-    scale ``t / s`` as ints or int64 arrays of the same length.
+    scale ``t / s`` as ints or int64 arrays of the same length. An interval within
+    ``[0, inf)`` is ``lo`` plus a truncated geometric, one within ``(-inf, 0]`` is ``hi``
+    minus one, an interval around 0 takes the symmetric proposal. Intervals that touch 0
+    may take either (both exact); the whole array takes one path when it can, with no
+    gather or scatter (a bounded release always has ``lo <= 0 <= hi``).
     """
-    right = lo >= 0  # interval within [0, inf): lower + truncated geometric
-    left = hi <= 0  # within (-inf, 0]: upper - truncated geometric
-    left &= ~right
-    middle = ~(right | left)  # lower < 0 < upper
-    if middle.all():
-        return _two_sided(lo, hi, t, s, rng)
-    if right.all():
+    if (lo >= 0).all():
         return _one_sided(hi - lo, t, s, rng) + lo.astype(np.int64)
+    if (hi <= 0).all():
+        return hi.astype(np.int64) - _one_sided(hi - lo, t, s, rng)
+    if ((lo <= 0) & (hi >= 0)).all():
+        return _two_sided(lo, hi, t, s, rng)
     out = np.empty(lo.shape[0], dtype=np.int64)
+    right = lo > 0
+    left = hi < 0
+    middle = ~(right | left)
     if right.any():
         idx = np.flatnonzero(right)
         y = _one_sided(hi[idx] - lo[idx], _take(t, idx), _take(s, idx), rng)
