@@ -528,6 +528,7 @@ def _magnitudes(
 # -- the exact fallback (Python integers and decimal, for the rare ambiguous draws) ------
 
 
+@lru_cache(maxsize=4096)
 def _exp_bounds(num: int, den: int, prec: int) -> tuple[Fraction, Fraction]:
     """Rationals ``lo <= exp(-num / den) <= hi`` about ``prec`` digits apart.
 
