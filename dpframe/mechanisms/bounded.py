@@ -53,6 +53,7 @@ from dpframe.core.constraints import (
 from dpframe.core.grid import check_granularity, default_granularity
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.discrete import (
+    _discrete_laplace,
     _truncated_discrete_laplace,
     discrete_laplace_quantile_abs,
     sample_discrete_laplace,
@@ -236,33 +237,46 @@ class BoundedCalibration:
     # -- release ----------------------------------------------------------------------
 
     def check(self, values: np.ndarray) -> np.ndarray:
-        """Validate ``values``; return them clipped to the bounds as grid indices."""
+        """Validate ``values``; return them clipped to the bounds as grid indices.
+
+        The work is done in place on one float copy: the grid step is a power of two, so
+        ``x / g`` is exact; the size check and the final clip are skipped when the bounds
+        already imply them (finite bounds below ``2**61`` steps; bounds on the grid).
+        """
         x = np.asarray(values, dtype=np.float64)
         if not np.isfinite(x).all():
             raise InvalidDataError("values must be finite (no NaN or infinity) to be released")
         x = np.clip(x, self.lower, self.upper)
-        scaled = x / self.granularity
-        if np.abs(scaled).max(initial=0.0) >= 2.0**61:
+        g = self.granularity
+        np.divide(x, g, out=x)
+        bounded = max(abs(self.lower), abs(self.upper)) / g < 2.0**61  # False if infinite
+        if not bounded and np.abs(x).max(initial=0.0) >= 2.0**61:
+            big = float(np.abs(x).max()) * g
             raise InvalidDataError(
-                f"values up to {np.abs(x).max():g} are too large for granularity "
+                f"values up to {big:g} are too large for granularity "
                 f"{self.granularity!r}; pass a coarser granularity"
             )
-        grid = np.clip(np.rint(scaled), self.grid_lower, self.grid_upper)
-        return grid.astype(np.int64)
+        np.rint(x, out=x)
+        if self.lower / g != self.grid_lower or self.upper / g != self.grid_upper:
+            np.clip(x, self.grid_lower, self.grid_upper, out=x)  # bounds off the grid
+        return x.astype(np.int64)
 
     def release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Draw the mechanism for each value (clipped to the bounds first)."""
-        m = self.check(values)
+        grid = self.check(values)
+        m = grid.ravel()
         num, den = self.gamma.denominator, self.gamma.numerator  # scale = 1 / gamma
         lo, hi = self.grid_lower, self.grid_upper
-        if self.method == "bit":
-            y = _clamp(m + sample_discrete_laplace(num, den, size=m.shape, rng=rng), lo, hi)
-        else:  # inputs already validated: the sampler's unchecked core
-            z = _truncated_discrete_laplace(
-                (lo - m).astype(np.float64), (hi - m).astype(np.float64), num, den, rng
-            )
-            y = m + z
-        return y.astype(np.float64) * self.granularity
+        if self.method == "bit":  # the samplers' unchecked cores: inputs already validated
+            y = _discrete_laplace(num, den, m.shape[0], rng)
+            y += m
+            y = _clamp(y, lo, hi)
+        else:  # lo - m <= 0 <= hi - m: int64 (float where a bound is infinite)
+            y = _truncated_discrete_laplace(lo - m, hi - m, num, den, rng)
+            y += m
+        out = y.astype(np.float64)
+        out *= self.granularity
+        return out.reshape(grid.shape)
 
 
 def calibrate_bounded(

@@ -7,55 +7,105 @@ query with integer values (or values on an integer grid) gives
 
 Samplers built on floating-point arithmetic (for example ``round(laplace)``)
 leak information through the low-order bits of the released value (Mironov,
-2012).  The samplers here avoid floating point entirely: the scale is a
-rational number ``num / den`` and every random decision is made by comparing
-exact, unbiased uniform integers from ``Generator.integers`` with integer
-thresholds.  Provided the underlying bit generator is ideal, the output
-follows the discrete Laplace distribution *exactly*.
+2012).  The samplers here release only integers, and every random decision is
+exact: the scale is a rational number ``t / s`` (``num / den``) and each draw is
+a comparison of a uniform random number with a threshold that is decided with
+certainty -- by a floating-point pre-filter when its proven error bound allows,
+by exact rational arithmetic otherwise.  Provided the underlying bit generator
+is ideal, the output follows the law *exactly*.
 
-Algorithms
-----------
-Canonne, Kamath & Steinke (2020), "The Discrete Gaussian for Differential
-Privacy", NeurIPS 2020 (arXiv:2004.00010):
+Algorithm: the inverse CDF from 64-bit words
+--------------------------------------------
+Write ``p = exp(-s / t)`` (``gamma = s / t``).  Every sampler here draws a
+magnitude
 
-* Algorithm 1 -- ``Bernoulli(exp(-gamma))`` for rational ``gamma``.  For
-  ``gamma`` in ``[0, 1]``: draw ``A_k ~ Bernoulli(gamma / k)`` for
-  ``k = 1, 2, ...`` until the first ``A_k = 0`` and return 1 iff that ``k`` is
-  odd.  Larger ``gamma`` is split as
-  ``exp(-gamma) = exp(-1)**floor(gamma) * exp(-(gamma - floor(gamma)))``.
-* Algorithm 2 -- discrete Laplace with scale ``t / s`` (``t``, ``s`` positive
-  integers; here ``num = t`` and ``den = s``)::
+    M = #{y >= 1 : U < tau_y},   tau_y = (p**y - beta) / (alpha - beta),
 
-      repeat:
-          U ~ Uniform{0, ..., t - 1}
-          D ~ Bernoulli(exp(-U / t));  if D == 0: restart
-          V ~ number of successes of Bernoulli(exp(-1)) before a failure
-          X = U + t * V                # X ~ Geometric(1 - exp(-1 / t))
-          Y = floor(X / s)             # Y ~ Geometric(1 - exp(-s / t))
-          B ~ Bernoulli(1 / 2)
-          if B == 1 and Y == 0: restart
-          return (1 - 2 * B) * Y
+from one uniform ``U`` in [0, 1), so that ``P(M >= y) = tau_y``:
 
-Vectorisation: every loop below works on the array of *pending* samples and
-removes finished samples with boolean masks, so one Python iteration advances
-all pending samples by one round.  The number of rounds is random but has a
-geometric tail, so it grows only logarithmically with the number of samples.
-``Bernoulli(exp(-1))`` -- the bulk of the work, used for ``V`` and for the
-integer part of ``gamma`` -- batches rounds ``k = 2..8`` of Algorithm 1 into one
-uniform integer below ``8!`` and a table lookup (exact; see
-``_exp_minus_one_table``).  About 7 million samples per second at scale 1000
-(``benchmarks/bench_discrete_laplace.py``).
+* geometric: ``alpha = 1``, ``beta = 0`` -- ``P(M >= y) = p**y``;
+* geometric truncated to ``{0..c}``: ``alpha = 1``, ``beta = p**(c + 1)``;
+* ``|Z|`` of the discrete Laplace: ``alpha = (1 + p) / 2``, ``beta = 0`` --
+  ``P(|Z| >= y) = 2 p**y / (1 + p)``; with a uniform random sign this is the
+  discrete Laplace (``P(Z = 0) = (1 - p) / (1 + p)``, ``P(Z = +-y) = (1 - p)
+  p**y / (1 + p)``);
+* ``|Z|`` of the discrete Laplace truncated to ``[-c, c]``: ``alpha = (1 + p) /
+  2``, ``beta = p**(c + 1)``.
 
-Integer safety: ``num`` and ``den`` are at most ``2**31``.  The products formed
-are ``den * k`` (Algorithm 1) and ``t * V`` (Algorithm 2), with ``k`` and ``V``
-kept below ``2**31`` (exceeding that has probability below ``exp(-2**30)``;
-a ``RuntimeError`` is raised rather than overflowing), so every intermediate
-value is below ``2**62`` and fits in ``int64``.
+Equivalently ``M = floor(A)`` with ``A = -ln(W) / gamma`` and ``W = beta + U
+(alpha - beta)`` (``U < tau_y`` iff ``W < p**y`` iff ``y < A``).  Each draw takes
+one 64-bit word from ``Generator.integers``: its top bit is the sign, its low 63
+bits ``u`` the leading bits of ``U`` (``U`` is in ``[u, u + 1) / 2**63``).  The
+truncated discrete Laplace on ``[lo, hi]`` is ``lo + M`` or ``hi - M`` (one-sided
+interval) or the symmetric law on ``[-L, L]``, ``L = max(-lo, hi)``, rejected
+outside ``[lo, hi]`` (the interval holds 0 and one whole side: at least half
+the mass is kept).  Where the truncation is far (``(c + 1) gamma > 4``) the
+untruncated law is drawn and rejected outside the interval instead (kept with
+probability > 0.49; this float choice only picks between two exact methods).
+
+Exactness
+---------
+The fast path computes ``A_f`` in float64 (``W_f = u * 2**-63 * d + beta``
+with ``d = alpha - beta`` in a cancellation-free form, ``A_f = -log(W_f) * t /
+s``) and returns ``floor(A_f)`` only when ``A_f`` is farther than ``delta``
+from every integer, where ``delta`` bounds ``|A_f - A|`` for *every* ``U`` in
+the word's interval:
+
+    delta = (K_1 + 1.02 / u) / gamma + K_2 * A_f.
+
+The terms: ``1 / u`` (the unseen bits of ``U``) and ``2**-53`` (rounding ``u``
+to float64) for ``U``; ``E_d`` and ``E_beta``, the relative errors of ``d`` and
+``beta`` (``2**-53`` when ``d`` is correctly rounded from ``decimal``, as for a
+scalar untruncated scale; ``2 eps + 2**-50`` and ``eps + 2**-50`` from
+``exp`` / ``expm1``, their arguments' rounding included, ``(c + 1) gamma <= 4``);
+two roundings for ``W_f`` and two for ``A_f``; and ``eps |ln W|`` for ``log``,
+where ``eps = LIBM_RELATIVE_ERROR = 2**-46`` is the one assumption: numpy's
+float64 ``log``, ``exp`` and ``expm1`` are within 64 units in the last place
+(they are within 4; ``tests/mechanisms/test_inverse_cdf.py`` measures them
+against correctly rounded ``decimal`` values).  Summing, ``K_1 = 2**-49``
+(correctly rounded ``d``) or ``2**-43``, ``K_2 = 2**-45``, each rounded up from
+``1.02 (E_d + E_beta + 2**-50)`` and ``1.02 (eps + 2**-50)``; the factor 1.02
+covers second-order terms.
+
+Every other draw -- ``A_f`` within ``delta`` of an integer, ``u = 0`` --
+takes the exact fallback (:func:`_exact_magnitude`): a binary search for the
+largest ``y`` with ``U < tau_y``, each comparison decided by rational bounds on
+``tau_y`` from ``decimal`` (``Decimal.exp`` is correctly rounded; the bounds are
+widened by a whole ulp) and, when ``U``'s known bits cannot decide, by 64 more
+random bits of ``U``.  ``tau_y`` is irrational for ``1 <= y <= c``, so this ends
+with probability one.  The fallback also checks that the pre-filter's bracket
+holds and raises ``RuntimeError`` if it does not (``log`` less accurate than
+assumed).  About one draw in ``10**9`` takes it at scale 1000 (``delta`` is
+about ``1e-10``), at most a few in ``10**4`` at scale ``2**31``.  So the map
+from random bits to output is exactly the inverse CDF of the law: the output
+law is the law, exactly, the same as the earlier samplers (Canonne, Kamath &
+Steinke 2020, Algorithm 2; kept in ``tests/mechanisms/discrete_reference.py``,
+and :func:`sample_bernoulli_exp` still implements their Algorithm 1).  The
+tests compare both laws exactly on small grids and exercise every branch.
+
+Speed: one integer draw, one ``log`` and a dozen numpy ufuncs in place per
+sample, no Python loop over samples outside the rare fallback: a discrete
+Laplace draw costs about 1.2 times numpy's float ``Generator.laplace`` (2 times
+at scale ``2**30``; ``benchmarks/bench_discrete_laplace.py``, ``docs/bounded.md``).
+
+Integer safety: ``num`` and ``den`` are at most ``2**31``.  A magnitude is at
+most ``A < 746 * 2**31 < 2**42`` on the fast path (``W >= 2**-1074``); the
+fallback refuses to exceed ``2**62``; the fallback's products ``y * s`` and
+``(c + 1) * s`` are Python integers.  Truncated draws add a magnitude to bounds
+below ``2**62`` (``lo + M`` only when ``M`` is at most ``hi - lo``, or below
+``2**42``), so every value fits in ``int64``.  ``sample_bernoulli_exp`` keeps
+its own bounds (products ``den * k`` below ``2**62``).
 """
 
 from __future__ import annotations
 
+import decimal
 import math
+from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -241,19 +291,6 @@ def _bernoulli_exp_fraction(
     return result
 
 
-def _geometric_exp_minus_one(count: int, rng: np.random.Generator) -> np.ndarray:
-    """Number of ``Bernoulli(exp(-1))`` successes before the first failure.
-
-    ``P(V = v) = (1 - exp(-1)) * exp(-v)``; one round per value of ``v``.
-    """
-    v = np.zeros(count, dtype=np.int64)
-    pending = np.flatnonzero(_bernoulli_exp_minus_one(count, rng))
-    while pending.size:
-        v[pending] += 1
-        pending = pending[_bernoulli_exp_minus_one(pending.size, rng)]
-    return v
-
-
 def sample_bernoulli_exp(
     num: npt.ArrayLike, den: npt.ArrayLike, rng: np.random.Generator
 ) -> np.ndarray:
@@ -329,7 +366,7 @@ def _bernoulli_exp(nums: np.ndarray, dens: _IntParam, rng: np.random.Generator) 
 
 
 # ---------------------------------------------------------------------------
-# Discrete Laplace -- Canonne, Kamath & Steinke, Algorithm 2
+# Shapes
 # ---------------------------------------------------------------------------
 
 
@@ -353,31 +390,272 @@ def _output_shape(
     return broadcast
 
 
-def _discrete_laplace_round(
-    t: _IntParam, s: _IntParam, count: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """One attempt of Algorithm 2 for ``count`` samples.
+# ---------------------------------------------------------------------------
+# The inverse CDF: one 64-bit word per draw, a float pre-filter, an exact fallback
+# ---------------------------------------------------------------------------
 
-    Returns
-    -------
-    accepted : ndarray of bool, shape (count,)
-        Whether the attempt produced a sample (no restart).
-    z : ndarray of int64, shape (accepted.sum(),)
-        The samples for the accepted positions, in order.
+#: ``Generator.integers(_WORD_LOW, _WORD_HIGH, dtype=int64)`` gives 64 uniform bits.
+_WORD_LOW, _WORD_HIGH = -(2**63), 2**63
+_LOW_BITS = np.int64(2**63 - 1)  # the 63 bits of U; bit 63 (the sign of the word) is the sign
+_TWO_M63 = 2.0**-63
+
+#: Assumed bound on the relative error of numpy's float64 ``log``, ``exp`` and ``expm1``
+#: (64 units in the last place; they are within 4, see tests/mechanisms/test_inverse_cdf.py).
+LIBM_RELATIVE_ERROR = 2.0**-46
+# Margin constants of the pre-filter (see the module docstring, "Exactness"): the bound on
+# |A_float - A| is (K_1 + 1.02 / u) / gamma + K_2 * A_float, with K_1 = 1.02 * (E_d + E_beta
+# + 2**-50) and K_2 = 1.02 * (LIBM_RELATIVE_ERROR + 2**-50), rounded up to powers of two.
+_K1_EXACT = 2.0**-49  # d correctly rounded (E_d <= 2**-53), beta = 0
+_K1_LIBM = 2.0**-43  # d, beta from exp / expm1: E_d <= 2 eps + 2**-50, E_beta <= eps + 2**-50
+_K2 = 2.0**-45
+#: A truncation is drawn by the inverse CDF only if ``(cap + 1) * gamma <= _FLAT``
+#: (otherwise from the untruncated law with rejection, which then keeps more than 49 %).
+_FLAT = 4.0
+
+_Cap = np.ndarray | None  # per-draw truncation (float, inf for none), or None: no truncation
+
+
+def _word_draws(count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` uniform 64-bit words (int64)."""
+    return rng.integers(_WORD_LOW, _WORD_HIGH, size=count, dtype=np.int64)
+
+
+def _apply_sign(magnitude: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """``-magnitude`` where the word's top bit is set, ``magnitude`` elsewhere (in place)."""
+    sign = words >> 63  # 0 or -1
+    np.bitwise_xor(magnitude, sign, out=magnitude)
+    np.subtract(magnitude, sign, out=magnitude)
+    return magnitude
+
+
+@lru_cache(maxsize=1024)
+def _exact_constants(t: int, s: int, symmetric: bool) -> tuple[float, float]:
+    """``(t / s, d)`` as correctly rounded floats, ``d = (1 + exp(-s/t)) / 2`` or 1."""
+    inv = float(Fraction(t, s))
+    if not symmetric:
+        return inv, 1.0
+    with decimal.localcontext() as ctx:
+        ctx.prec = 40
+        p = (-(Decimal(s) / Decimal(t))).exp()
+        return inv, float((1 + p) / 2)
+
+
+def _law_constants(
+    t: _IntParam, s: _IntParam, symmetric: bool, cap: _Cap
+) -> tuple[Any, Any, np.ndarray | None, float]:
+    """``(1 / gamma, d = alpha - beta, beta, K_1)`` of the law, as floats.
+
+    Scalars (and exact, correctly rounded) for a scalar scale without truncation;
+    otherwise numpy arrays from ``exp`` / ``expm1`` in stable forms (sums of positive
+    terms, no cancellation): one-sided ``d = -expm1(-(c + 1) gamma)``, symmetric
+    ``d = -expm1(-gamma) / 2 + exp(-gamma) * -expm1(-c gamma)``, ``beta = exp(-(c + 1)
+    gamma)`` (``c = inf``: ``beta = 0``, ``d = 1`` or ``(1 + p) / 2``).
     """
-    u = rng.integers(0, t, size=count, dtype=np.int64)
-    d = _bernoulli_exp_fraction(u, t, rng)  # Bernoulli(exp(-U / t))
-    u, t, s = u[d], _take(t, d), _take(s, d)
-    v = _geometric_exp_minus_one(u.shape[0], rng)
-    if v.size:
-        _check_factor(int(v.max()))
-    y = (u + t * v) // s  # t * v < 2**62
-    negative = rng.integers(0, 2, size=y.shape[0], dtype=np.int64) == 1
-    keep = ~(negative & (y == 0))  # B == 1 and Y == 0 means restart
-    accepted = d.copy()
-    accepted[d] = keep
-    z = np.where(negative, -y, y)[keep]
-    return accepted, z
+    if cap is None and isinstance(t, int) and isinstance(s, int):
+        inv, d = _exact_constants(t, s, symmetric)
+        return inv, d, None, _K1_EXACT
+    tf = np.asarray(t, dtype=np.float64)
+    sf = np.asarray(s, dtype=np.float64)
+    gamma, inv = sf / tf, tf / sf
+    if cap is None:
+        d = 0.5 + 0.5 * np.exp(-gamma) if symmetric else 1.0
+        return inv, d, None, _K1_LIBM
+    with np.errstate(over="ignore"):
+        beta = np.exp(-(cap + 1.0) * gamma)  # 0 for cap = inf
+        if symmetric:
+            d = -0.5 * np.expm1(-gamma) - np.exp(-gamma) * np.expm1(-cap * gamma)
+        else:
+            d = -np.expm1(-(cap + 1.0) * gamma)
+    return inv, d, beta, _K1_LIBM
+
+
+def _magnitudes(
+    words: np.ndarray,
+    t: _IntParam,
+    s: _IntParam,
+    symmetric: bool,
+    cap: _Cap,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``M = #{y >= 1 : U < tau_y}`` for each word, exactly (see the module docstring).
+
+    ``U`` is the word's low 63 bits over ``2**63``, continued by fresh words if needed;
+    ``tau_y = (p**y - beta) / (alpha - beta)``, ``p = exp(-s / t)``, ``alpha = (1 + p) / 2``
+    (``symmetric``) or 1, ``beta = p**(cap + 1)`` (0 without a cap).
+    """
+    if words.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    x = (words & _LOW_BITS).astype(np.float64)
+    x *= _TWO_M63  # U up to a relative 2**-53 + 1/u
+    inv, d, beta, k1 = _law_constants(t, s, symmetric, cap)
+    w = x * d
+    if beta is not None:
+        w += beta
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a = np.log(w)
+        a *= -inv  # A = -ln(W) / gamma >= 0; M = floor(A) unless A is nearly an integer
+        m = a.astype(np.int64)
+        # Error bound delta on A (module docstring): (K_1 + 1.02 / u) / gamma + K_2 * A.
+        delta = np.reciprocal(x)
+        delta *= 1.02 * _TWO_M63
+        delta += k1
+        delta *= inv
+        delta += _K2 * a
+        frac = a - m
+        frac -= 0.5
+        np.abs(frac, out=frac)  # |frac(A) - 1/2|; certain iff < 1/2 - delta (NaN: not)
+        np.subtract(0.5, delta, out=delta)
+        certain = frac < delta
+    if not certain.all():
+        u = words & _LOW_BITS
+        for i in np.flatnonzero(~certain):
+            bracket = None
+            margin = 0.5 - float(delta[i])  # delta[i] holds 1/2 - delta by now
+            if margin < 0.25 and math.isfinite(a[i]):
+                bracket = (max(0, math.floor(a[i] - margin)), math.floor(a[i] + margin))
+            m[i] = _exact_magnitude(
+                int(u[i]),
+                int(_take(t, i)),
+                int(_take(s, i)),
+                symmetric,
+                None if cap is None or not math.isfinite(cap[i]) else int(cap[i]),
+                rng,
+                bracket,
+            )
+    return m
+
+
+# -- the exact fallback (Python integers and decimal, for the rare ambiguous draws) ------
+
+
+@lru_cache(maxsize=4096)
+def _exp_bounds(num: int, den: int, prec: int) -> tuple[Fraction, Fraction]:
+    """Rationals ``lo <= exp(-num / den) <= hi`` about ``prec`` digits apart.
+
+    ``num / den`` is rounded down and up in decimal; ``Decimal.exp`` is correctly rounded
+    (half an ulp), so widening each result by a whole ulp gives certain bounds.
+    """
+    if num == 0:
+        return Fraction(1), Fraction(1)
+    with decimal.localcontext() as ctx:
+        ctx.prec = prec
+        ctx.traps[decimal.Underflow] = True
+        ctx.rounding = decimal.ROUND_FLOOR
+        x_lo = Decimal(num) / Decimal(den)
+        ctx.rounding = decimal.ROUND_CEILING
+        x_hi = Decimal(num) / Decimal(den)
+        ctx.rounding = decimal.ROUND_HALF_EVEN
+        e_lo, e_hi = (-x_hi).exp(), (-x_lo).exp()
+    ulp_lo = Fraction(10) ** (e_lo.adjusted() - prec + 1)
+    ulp_hi = Fraction(10) ** (e_hi.adjusted() - prec + 1)
+    return Fraction(e_lo) - ulp_lo, Fraction(e_hi) + ulp_hi
+
+
+def _threshold_bounds(
+    y: int, t: int, s: int, symmetric: bool, cap: int | None, prec: int
+) -> tuple[Fraction, Fraction] | None:
+    """Bounds on ``tau_y = (p**y - beta) / (alpha - beta)``; None if too imprecise."""
+    p_lo, p_hi = _exp_bounds(y * s, t, prec)
+    b_lo, b_hi = (Fraction(0), Fraction(0)) if cap is None else _exp_bounds((cap + 1) * s, t, prec)
+    if symmetric:
+        q_lo, q_hi = _exp_bounds(s, t, prec)
+        a_lo, a_hi = (1 + q_lo) / 2, (1 + q_hi) / 2
+    else:
+        a_lo = a_hi = Fraction(1)
+    n_lo, n_hi = p_lo - b_hi, p_hi - b_lo
+    d_lo, d_hi = a_lo - b_hi, a_hi - b_lo
+    if d_lo <= 0:
+        return None
+    lo = n_lo / (d_hi if n_lo >= 0 else d_lo)
+    hi = n_hi / (d_lo if n_hi >= 0 else d_hi)
+    return lo, hi
+
+
+class _LazyUniform:
+    """``U`` in [0, 1): its leading ``bits`` bits ``prefix``, extended 64 fresh bits at a time."""
+
+    def __init__(self, prefix: int, bits: int, rng: np.random.Generator) -> None:
+        self.prefix, self.bits, self.rng = prefix, bits, rng
+
+    def less_than(self, bounds: Callable[[int], tuple[Fraction, Fraction] | None]) -> bool:
+        """Whether ``U < tau`` for the real ``tau`` that ``bounds(prec)`` encloses."""
+        prec = 40
+        while True:
+            enclosure = bounds(prec)
+            if enclosure is not None:
+                lo, hi = enclosure
+                scale = 1 << self.bits
+                if Fraction(self.prefix + 1, scale) <= lo:
+                    return True
+                if Fraction(self.prefix, scale) >= hi:
+                    return False
+            if enclosure is not None and hi - lo < Fraction(1, 4 * (1 << self.bits)):
+                word = int(self.rng.integers(_WORD_LOW, _WORD_HIGH, dtype=np.int64))
+                self.prefix = (self.prefix << 64) | (word & (2**64 - 1))
+                self.bits += 64
+            else:
+                prec += 20
+            if prec > 100_000 or self.bits > 100_000:  # probability below 2**-90000
+                raise RuntimeError("exact comparison did not terminate")
+
+
+def _exact_magnitude(
+    u: int,
+    t: int,
+    s: int,
+    symmetric: bool,
+    cap: int | None,
+    rng: np.random.Generator,
+    bracket: tuple[int, int] | None = None,
+) -> int:
+    """``M = #{y >= 1 : U < tau_y}`` by exact comparisons; ``U`` starts with the 63 bits ``u``.
+
+    ``tau_y`` decreases in ``y`` (``tau_0 >= 1``, ``tau_y <= 0`` for ``y > cap``), so ``M``
+    is the largest ``y`` with ``U < tau_y``: a binary search inside ``bracket`` (the float
+    pre-filter's, checked at both ends), or from 0 by doubling without one.
+    """
+    uniform = _LazyUniform(u, 63, rng)
+
+    def less(y: int) -> bool:
+        if y <= 0:
+            return True
+        if cap is not None and y > cap:
+            return False
+        return uniform.less_than(lambda prec: _threshold_bounds(y, t, s, symmetric, cap, prec))
+
+    if bracket is not None:
+        low, high = bracket[0], bracket[1] + 1
+        if not less(low) or less(high):
+            raise RuntimeError(
+                "the float pre-filter left its error bound: numpy's log/exp are less "
+                f"accurate than {LIBM_RELATIVE_ERROR!r}; the fast samplers cannot be used"
+            )
+    else:
+        low, high = 0, 1
+        while less(high):
+            low, high = high, 2 * high
+            if high > 2**62:
+                raise RuntimeError("geometric draw above 2**62; refusing to overflow int64")
+    while high - low > 1:  # less(low) and not less(high)
+        mid = (low + high) // 2
+        if less(mid):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+# ---------------------------------------------------------------------------
+# Discrete Laplace
+# ---------------------------------------------------------------------------
+
+
+def _discrete_laplace(
+    t: _IntParam, s: _IntParam, count: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``count`` discrete Laplace draws of scale ``t / s``: a magnitude and the word's sign."""
+    words = _word_draws(count, rng)
+    return _apply_sign(_magnitudes(words, t, s, True, None, rng), words)
 
 
 def sample_discrete_laplace(
@@ -389,10 +667,12 @@ def sample_discrete_laplace(
     """Draw exact samples of the discrete Laplace distribution.
 
     ``P(Z = z)`` is proportional to ``exp(-|z| * den / num)``, i.e. the scale
-    is the rational number ``t = num / den``.  Implements Algorithm 2 of
-    Canonne, Kamath & Steinke (2020) with only uniform integer draws, so no
-    floating-point rounding enters the sampling path.  For ``epsilon``-DP on
-    an integer-valued query with sensitivity ``Delta``, use
+    is the rational number ``t = num / den``.  Each draw is the inverse CDF of
+    ``|Z|`` at a uniform ``U`` built from 63 random bits (more bits drawn when
+    needed) and a random sign; a floating-point pre-filter decides the draws it
+    can certify and exact rational comparisons decide the others (see the
+    module docstring), so the output follows the law exactly.  For
+    ``epsilon``-DP on an integer-valued query with sensitivity ``Delta``, use
     ``num / den = Delta / epsilon``.
 
     Parameters
@@ -424,10 +704,9 @@ def sample_discrete_laplace(
 
     Notes
     -----
-    A round is accepted with probability
-    ``P(D = 1) * (1 + exp(-den / num)) / 2 >= (1 - exp(-1)) / 2``, so the
-    expected number of rounds per sample is below 3.2 for every scale (about
-    1.6 for large scales); each round uses a handful of integer draws.
+    One 64-bit word per sample, no rejection; about one sample in ``10**9`` (at
+    scale 1000; at most a few in ``10**4`` at scale ``2**31``) takes the exact
+    fallback, which draws more words.
 
     Examples
     --------
@@ -442,40 +721,12 @@ def sample_discrete_laplace(
     shape = _output_shape(size, num=num_arr.shape, den=den_arr.shape)
     t = _flat_param(num_arr, shape)
     s = _flat_param(den_arr, shape)
-
-    out = np.empty(math.prod(shape), dtype=np.int64)
-    pending = np.arange(out.shape[0])
-    while pending.size:
-        accepted, z = _discrete_laplace_round(t, s, pending.size, rng)
-        out[pending[accepted]] = z
-        pending = pending[~accepted]
-        t, s = _take(t, ~accepted), _take(s, ~accepted)
-    return out.reshape(shape)
+    return _discrete_laplace(t, s, math.prod(shape), rng).reshape(shape)
 
 
 # ---------------------------------------------------------------------------
-# Geometric and truncated discrete Laplace (exact, no unbounded rejection)
+# Geometric and truncated discrete Laplace (exact, no long rejection loop)
 # ---------------------------------------------------------------------------
-
-
-def _geometric(t: _IntParam, s: _IntParam, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` exact draws with ``P(Y = y)`` proportional to ``exp(-y s / t)``, ``y >= 0``.
-
-    The first steps of Algorithm 2: ``U`` uniform on ``{0..t-1}`` kept with
-    probability ``exp(-U/t)``, ``V ~ Geometric(1 - exp(-1))``, ``X = U + tV`` is
-    geometric with ratio ``exp(-1/t)`` and ``floor(X / s)`` with ratio ``exp(-s/t)``.
-    """
-    out = np.empty(count, dtype=np.int64)
-    pending = np.arange(count)
-    while pending.size:
-        u = rng.integers(0, t, size=pending.size, dtype=np.int64)
-        d = _bernoulli_exp_fraction(u, t, rng)
-        v = _geometric_exp_minus_one(int(d.sum()), rng)
-        if v.size:
-            _check_factor(int(v.max()))
-        out[pending[d]] = (u[d] + _take(t, d) * v) // _take(s, d)
-        pending, t, s = pending[~d], _take(t, ~d), _take(s, ~d)
-    return out
 
 
 def sample_geometric(
@@ -485,6 +736,8 @@ def sample_geometric(
     rng: np.random.Generator | None = None,
 ) -> np.ndarray:
     """Exact geometric draws: ``P(Y = y)`` proportional to ``exp(-y * den / num)``, ``y >= 0``.
+
+    The inverse CDF ``Y = #{y >= 1 : U < exp(-y den / num)}`` (module docstring).
 
     Examples
     --------
@@ -498,46 +751,90 @@ def sample_geometric(
     rng = secure_generator() if rng is None else _validate_rng(rng)
     shape = _output_shape(size, num=num_arr.shape, den=den_arr.shape)
     t, s = _flat_param(num_arr, shape), _flat_param(den_arr, shape)
-    return _geometric(t, s, math.prod(shape), rng).reshape(shape)
+    words = _word_draws(math.prod(shape), rng)
+    return _magnitudes(words, t, s, False, None, rng).reshape(shape)
 
 
-def _truncated_geometric(
-    k_max: np.ndarray, t: _IntParam, s: _IntParam, rng: np.random.Generator
-) -> np.ndarray:
-    """Exact draws with ``P(Y = y)`` proportional to ``exp(-y s / t)`` on ``{0..k_max}``.
+def _flat_caps(width: np.ndarray, t: _IntParam, s: _IntParam) -> _Cap:
+    """Per-draw caps: ``width`` where ``(width + 1) * gamma <= _FLAT``, else ``inf``.
 
-    ``k_max`` is a float array of integer values or ``+inf``. Two exact strategies,
-    each accepting with probability >= 1/2, chosen per sample:
-
-    * ``exp(-(k_max + 1) s / t) <= 1/2``: a geometric draw, rejected if ``> k_max``;
-    * otherwise (nearly flat): ``Y`` uniform on ``{0..k_max}``, kept with probability
-      ``exp(-Y s / t)`` (>= ``exp(-k_max s / t) > 1/2``).
-
-    The choice uses floating point, but only decides which exact method runs.
+    A float choice between two exact methods (inverse CDF of the truncated law, or the
+    untruncated law with rejection), never a decision about an outcome. None when every
+    draw is untruncated.
     """
-    n = k_max.shape[0]
-    out = np.empty(n, dtype=np.int64)
-    tf = np.asarray(t, dtype=np.float64)
-    sf = np.asarray(s, dtype=np.float64)
-    flat = np.isfinite(k_max) & ((k_max + 1.0) * sf / tf < math.log(2.0))
-    pending = np.arange(n)
-    while pending.size:
-        t_p, s_p, k_p = _take(t, pending), _take(s, pending), k_max[pending]
-        f = flat[pending]
-        y = np.empty(pending.size, dtype=np.int64)
-        ok = np.empty(pending.size, dtype=bool)
-        if (~f).any():
-            g = _geometric(_take(t_p, ~f), _take(s_p, ~f), int((~f).sum()), rng)
-            y[~f] = g
-            ok[~f] = g <= k_p[~f]
-        if f.any():
-            kf = k_p[f].astype(np.int64)
-            u = rng.integers(0, kf + 1, dtype=np.int64)
-            y[f] = u
-            ok[f] = _bernoulli_exp(u * _take(s_p, f), _take(t_p, f), rng)
-        out[pending[ok]] = y[ok]
-        pending = pending[~ok]
-    return out
+    gamma = np.asarray(s, dtype=np.float64) / np.asarray(t, dtype=np.float64)
+    flat = (width + 1.0) * gamma <= _FLAT
+    if not flat.any():
+        return None
+    return np.where(flat, width, np.inf)
+
+
+def _one_sided(
+    width: np.ndarray, t: _IntParam, s: _IntParam, rng: np.random.Generator
+) -> np.ndarray:
+    """Exact draws with ``P(Y = y)`` proportional to ``exp(-y s / t)`` on ``{0..width}``.
+
+    ``width`` holds integer-valued floats or ``inf``. Where the law is flat
+    (``(width + 1) s / t <= 4``) the inverse CDF of the truncated law itself (one draw);
+    elsewhere the untruncated geometric, rejected above ``width`` (kept with probability
+    ``1 - exp(-(width + 1) s / t) > 0.98``).
+    """
+    cap = _flat_caps(width, t, s)
+    out = np.empty(0, dtype=np.int64)
+    pending: np.ndarray | None = None  # None: all n draws
+    while True:
+        w_p = width if pending is None else width[pending]
+        t_p = t if pending is None else _take(t, pending)
+        s_p = s if pending is None else _take(s, pending)
+        c_p = cap if cap is None or pending is None else cap[pending]
+        y = _magnitudes(_word_draws(w_p.shape[0], rng), t_p, s_p, False, c_p, rng)
+        ok = y <= w_p
+        if pending is None:
+            out = y
+            if ok.all():
+                return out
+            pending = np.flatnonzero(~ok)
+        else:
+            out[pending[ok]] = y[ok]
+            pending = pending[~ok]
+            if not pending.size:
+                return out
+
+
+def _two_sided(
+    lo: np.ndarray, hi: np.ndarray, t: _IntParam, s: _IntParam, rng: np.random.Generator
+) -> np.ndarray:
+    """Truncated discrete Laplace on ``[lo, hi]`` with ``lo <= 0 <= hi``.
+
+    Propose from the symmetric law on ``[-L, L]``, ``L = max(-lo, hi)`` (by the inverse
+    CDF of ``|Z|`` and a random sign), and reject outside ``[lo, hi]``: the interval holds
+    0 and one whole side, so it keeps at least half of that law's mass. Where the law is
+    not flat (``(L + 1) s / t > 4``) the proposal is the untruncated law instead (kept
+    with probability > 0.49).
+    """
+    cap = _flat_caps(np.maximum(-lo, hi), t, s)
+    out = np.empty(0, dtype=np.int64)
+    pending: np.ndarray | None = None
+    while True:
+        lo_p = lo if pending is None else lo[pending]
+        hi_p = hi if pending is None else hi[pending]
+        t_p = t if pending is None else _take(t, pending)
+        s_p = s if pending is None else _take(s, pending)
+        c_p = cap if cap is None or pending is None else cap[pending]
+        words = _word_draws(lo_p.shape[0], rng)
+        z = _apply_sign(_magnitudes(words, t_p, s_p, True, c_p, rng), words)
+        ok = z >= lo_p
+        ok &= z <= hi_p
+        if pending is None:
+            out = z
+            if ok.all():
+                return out
+            pending = np.flatnonzero(~ok)
+        else:
+            out[pending[ok]] = z[ok]
+            pending = pending[~ok]
+            if not pending.size:
+                return out
 
 
 def sample_truncated_discrete_laplace(
@@ -553,7 +850,8 @@ def sample_truncated_discrete_laplace(
     ``P(Z = z)`` is proportional to ``exp(-|z| * den / num)`` for integers ``z`` in
     ``[lower, upper]``. No rejection loop can run long: the interval may lie far
     from 0 (then ``Z`` is ``lower`` plus a truncated geometric, or ``upper`` minus
-    one) and may be tiny relative to the scale (then a flat proposal is used).
+    one) and may be tiny relative to the scale (then the truncated law's own inverse
+    CDF is used).
 
     Parameters
     ----------
@@ -601,80 +899,33 @@ def _truncated_discrete_laplace(
     """Unvalidated core of :func:`sample_truncated_discrete_laplace` on flat arrays.
 
     ``lo <= hi`` are float arrays of integer values (or infinities), ``t``, ``s`` the
-    scale ``t / s`` as ints or int64 arrays of the same length.
+    scale ``t / s`` as ints or int64 arrays of the same length. An interval within
+    ``[0, inf)`` is ``lo`` plus a truncated geometric, one within ``(-inf, 0]`` is ``hi``
+    minus one, an interval around 0 takes the symmetric proposal. Intervals that touch 0
+    may take either (both exact); the whole array takes one path when it can, with no
+    gather or scatter (a bounded release always has ``lo <= 0 <= hi``).
     """
+    if (lo >= 0).all():
+        return _one_sided(hi - lo, t, s, rng) + lo.astype(np.int64)
+    if (hi <= 0).all():
+        return hi.astype(np.int64) - _one_sided(hi - lo, t, s, rng)
+    if ((lo <= 0) & (hi >= 0)).all():
+        return _two_sided(lo, hi, t, s, rng)
     out = np.empty(lo.shape[0], dtype=np.int64)
-
-    right = lo >= 0  # interval within [0, inf): lower + truncated geometric
+    right = lo > 0
+    left = hi < 0
+    middle = ~(right | left)
     if right.any():
         idx = np.flatnonzero(right)
-        y = _truncated_geometric(hi[idx] - lo[idx], _take(t, idx), _take(s, idx), rng)
+        y = _one_sided(hi[idx] - lo[idx], _take(t, idx), _take(s, idx), rng)
         out[idx] = lo[idx].astype(np.int64) + y
-    left = (hi <= 0) & ~right  # within (-inf, 0]: upper - truncated geometric
     if left.any():
         idx = np.flatnonzero(left)
-        y = _truncated_geometric(hi[idx] - lo[idx], _take(t, idx), _take(s, idx), rng)
+        y = _one_sided(hi[idx] - lo[idx], _take(t, idx), _take(s, idx), rng)
         out[idx] = hi[idx].astype(np.int64) - y
-    middle = ~right & ~left  # lower <= 0 <= upper
-    if middle.all():
-        out[:] = _two_sided(lo, hi, t, s, rng)
-    elif middle.any():
+    if middle.any():
         idx = np.flatnonzero(middle)
         out[idx] = _two_sided(lo[idx], hi[idx], _take(t, idx), _take(s, idx), rng)
-    return out
-
-
-def _two_sided(
-    lo: np.ndarray, hi: np.ndarray, t: _IntParam, s: _IntParam, rng: np.random.Generator
-) -> np.ndarray:
-    """Truncated discrete Laplace on ``[lo, hi]`` with ``lo <= 0 <= hi``.
-
-    Propose from the symmetric law on ``[-L, L]``, ``L = max(-lo, hi)``, and reject
-    outside ``[lo, hi]``: the interval holds one whole side and 0, so it keeps at
-    least half of that law's mass. The symmetric law is drawn as a discrete Laplace
-    rejected outside ``[-L, L]`` when that tail is <= 1/2, else (nearly flat) as a
-    uniform on ``[-L, L]`` kept with probability ``exp(-|z| s / t)`` (>= 1/4).
-    """
-    n = lo.shape[0]
-    out = np.empty(n, dtype=np.int64)
-    half_width = np.maximum(-lo, hi)
-    tf = np.asarray(t, dtype=np.float64)
-    sf = np.asarray(s, dtype=np.float64)
-    beta = np.exp(-sf / tf)
-    tail = 2.0 * np.exp(-(half_width + 1.0) * sf / tf) / (1.0 + beta)
-    flat = np.isfinite(half_width) & (tail > 0.5)
-    if not flat.any():  # the common case: a discrete Laplace draw, kept inside [lo, hi]
-        pending = np.arange(n)
-        t_p, s_p, lo_p, hi_p = t, s, lo, hi
-        while pending.size:
-            acc, z = _discrete_laplace_round(t_p, s_p, pending.size, rng)
-            keep = (z >= lo_p[acc]) & (z <= hi_p[acc])
-            done = np.flatnonzero(acc)[keep]
-            out[pending[done]] = z[keep]
-            left = np.ones(pending.size, dtype=bool)
-            left[done] = False
-            pending = pending[left]
-            t_p, s_p, lo_p, hi_p = _take(t_p, left), _take(s_p, left), lo_p[left], hi_p[left]
-        return out
-    pending = np.arange(n)
-    while pending.size:
-        t_p, s_p, f = _take(t, pending), _take(s, pending), flat[pending]
-        z = np.empty(pending.size, dtype=np.int64)
-        ok = np.ones(pending.size, dtype=bool)
-        if (~f).any():
-            idx = np.flatnonzero(~f)
-            acc, zz = _discrete_laplace_round(_take(t_p, idx), _take(s_p, idx), idx.size, rng)
-            ok[idx[~acc]] = False
-            z[idx[acc]] = zz
-        if f.any():
-            idx = np.flatnonzero(f)
-            width = half_width[pending[idx]].astype(np.int64)
-            zz = rng.integers(-width, width + 1, dtype=np.int64)
-            z[idx] = zz
-            ok[idx] = _bernoulli_exp(np.abs(zz) * _take(s_p, idx), _take(t_p, idx), rng)
-        ok &= (z >= lo[pending]) & (z <= hi[pending])
-        out[pending[ok]] = z[ok]
-        pending = pending[~ok]
     return out
 
 
