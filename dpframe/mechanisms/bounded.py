@@ -51,13 +51,15 @@ from dpframe.core.constraints import (
     check_positive,
 )
 from dpframe.core.grid import check_granularity, default_granularity
+from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.discrete import (
     _discrete_laplace,
     _truncated_discrete_laplace,
+    _validate_rng,
+    blocks,
     discrete_laplace_quantile_abs,
     sample_discrete_laplace,
-    sample_truncated_discrete_laplace,
 )
 
 __all__ = [
@@ -239,44 +241,62 @@ class BoundedCalibration:
     def check(self, values: np.ndarray) -> np.ndarray:
         """Validate ``values``; return them clipped to the bounds as grid indices.
 
-        The work is done in place on one float copy: the grid step is a power of two, so
-        ``x / g`` is exact; the size check and the final clip are skipped when the bounds
-        already imply them (finite bounds below ``2**61`` steps; bounds on the grid).
+        The grid step is a power of two, so ``x / g`` is exact; the size check and the
+        final clip are skipped when the bounds already imply them (finite bounds below
+        ``2**61`` steps; bounds on the grid).
         """
+        x = self._validated(values)
+        return self._grid_indices(x.copy())
+
+    def _validated(self, values: np.ndarray) -> np.ndarray:
+        """``values`` as floats, refused unless finite and small enough for the grid."""
         x = np.asarray(values, dtype=np.float64)
         if not np.isfinite(x).all():
             raise InvalidDataError("values must be finite (no NaN or infinity) to be released")
-        x = np.clip(x, self.lower, self.upper)
+        g = self.granularity
+        bounded = max(abs(self.lower), abs(self.upper)) / g < 2.0**61  # False if infinite
+        if not bounded:
+            big = float(np.abs(np.clip(x, self.lower, self.upper)).max(initial=0.0))
+            if big / g >= 2.0**61:
+                raise InvalidDataError(
+                    f"values up to {big:g} are too large for granularity "
+                    f"{self.granularity!r}; pass a coarser granularity"
+                )
+        return x
+
+    def _grid_indices(self, x: np.ndarray) -> np.ndarray:
+        """Validated values (a float array, overwritten) as clipped grid indices."""
+        np.clip(x, self.lower, self.upper, out=x)
         g = self.granularity
         np.divide(x, g, out=x)
-        bounded = max(abs(self.lower), abs(self.upper)) / g < 2.0**61  # False if infinite
-        if not bounded and np.abs(x).max(initial=0.0) >= 2.0**61:
-            big = float(np.abs(x).max()) * g
-            raise InvalidDataError(
-                f"values up to {big:g} are too large for granularity "
-                f"{self.granularity!r}; pass a coarser granularity"
-            )
         np.rint(x, out=x)
         if self.lower / g != self.grid_lower or self.upper / g != self.grid_upper:
             np.clip(x, self.grid_lower, self.grid_upper, out=x)  # bounds off the grid
         return x.astype(np.int64)
 
     def release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Draw the mechanism for each value (clipped to the bounds first)."""
-        grid = self.check(values)
-        m = grid.ravel()
+        """Draw the mechanism for each value (clipped to the bounds first).
+
+        Every value is validated before anything is drawn; then the values are released
+        in blocks (:data:`~dpframe.mechanisms.discrete.BLOCK`) whose temporaries stay in
+        the CPU's cache.
+        """
+        x = self._validated(values)
+        flat = x.ravel()
+        out = np.empty(flat.shape[0], dtype=np.float64)
         num, den = self.gamma.denominator, self.gamma.numerator  # scale = 1 / gamma
         lo, hi = self.grid_lower, self.grid_upper
-        if self.method == "bit":  # the samplers' unchecked cores: inputs already validated
-            y = _discrete_laplace(num, den, m.shape[0], rng)
-            y += m
-            y = _clamp(y, lo, hi)
-        else:  # lo - m <= 0 <= hi - m: int64 (float where a bound is infinite)
-            y = _truncated_discrete_laplace(lo - m, hi - m, num, den, rng)
-            y += m
-        out = y.astype(np.float64)
-        out *= self.granularity
-        return out.reshape(grid.shape)
+        for part in blocks(flat.shape[0]):
+            m = self._grid_indices(flat[part].copy())
+            if self.method == "bit":  # the samplers' unchecked cores: inputs validated
+                y = _discrete_laplace(num, den, m.shape[0], rng)
+                y += m
+                y = _clamp(y, lo, hi)
+            else:  # lo - m <= 0 <= hi - m: int64 (float where a bound is infinite)
+                y = _truncated_discrete_laplace(lo - m, hi - m, num, den, rng)
+                y += m
+            np.multiply(y, self.granularity, out=out[part])
+        return out.reshape(x.shape)
 
 
 def calibrate_bounded(
@@ -468,8 +488,28 @@ def sample_truncated_laplace(
     True
     """
     g, gamma, a, b, m = _sampling_grid(loc, scale, lower, upper, size, granularity)
-    z = sample_truncated_discrete_laplace(a - m, b - m, gamma.denominator, gamma.numerator, rng=rng)
-    return (m + z) * g
+    if not np.isfinite(m).all():
+        raise InvalidParameterError("loc must be finite (no NaN or infinity)")
+    if a > b:
+        raise InvalidParameterError(
+            f"granularity={g!r} leaves no grid point in [{lower}, {upper}]; use a finer one"
+        )
+    finite = [abs(v) for v in (a, b) if math.isfinite(v)]
+    if max(finite, default=0.0) >= 2.0**61 or (m.size and np.abs(m).max() >= 2.0**61):
+        raise InvalidParameterError(
+            "loc or the bounds are too large for the grid; pass a coarser granularity"
+        )
+    rng = secure_generator() if rng is None else _validate_rng(rng)
+    flat = m.ravel()
+    out = np.empty(flat.shape[0], dtype=np.float64)
+    for part in blocks(flat.shape[0]):  # the sampler's unchecked core, block by block
+        index = flat[part]
+        z = _truncated_discrete_laplace(
+            a - index, b - index, gamma.denominator, gamma.numerator, rng
+        )
+        np.add(index, z, out=out[part])
+    out *= g
+    return out.reshape(m.shape)
 
 
 def sample_bit_laplace(

@@ -197,3 +197,70 @@ def test_bad_parameters(kwargs, name):
     args = {"epsilon": 1.0, "sensitivity": 0.1, "lower": 0.0, "upper": 1.0} | kwargs
     with pytest.raises(InvalidParameterError, match=name):
         calibrate_bounded(**args)
+
+
+def grid_chi_square_p(y: np.ndarray, m: int, a: int, b: int, gamma: float) -> float:
+    """Chi-square of grid draws ``y`` against ``P(y) ∝ exp(-gamma |y - m|)`` on [a, b]."""
+    ys, p = exact_truncated_pmf(m, a, b, gamma)
+    n = y.size
+    observed = np.bincount(y - a, minlength=ys.size)
+    keep = p * n >= 5
+    exp_counts = np.r_[p[keep] * n, p[~keep].sum() * n]
+    obs_counts = np.r_[observed[keep], observed[~keep].sum()]
+    if exp_counts[-1] < 5:
+        exp_counts[-2] += exp_counts[-1]
+        obs_counts[-2] += obs_counts[-1]
+        exp_counts, obs_counts = exp_counts[:-1], obs_counts[:-1]
+    return stats.chisquare(obs_counts, exp_counts).pvalue
+
+
+@pytest.mark.parametrize("method", ["truncated", "bit"])
+@pytest.mark.parametrize(("sens", "upper"), [(1.0, 0.1), (0.05, 1.0)])  # flat, far truncation
+def test_release_in_blocks_has_each_values_law(method, sens, upper):
+    # 3 x 70,000 values, each location spanning a block boundary (blocks of 2**16): each
+    # location's draws follow its own law (truncated, or the clamped discrete Laplace).
+    from dpframe.mechanisms.discrete import BLOCK
+
+    cal = calibrate_bounded(1.0, sens, 0.0, upper, method=method)
+    g, a, b, gamma = cal.granularity, int(cal.grid_lower), int(cal.grid_upper), float(cal.gamma)
+    locations = [0, (a + b) // 3, b]
+    n = 70_000
+    assert 3 * n > 3 * BLOCK and n > BLOCK
+    values = np.repeat(np.array(locations, dtype=float) * g, n)
+    y = np.rint(cal.release(values, np.random.default_rng(41)) / g).astype(np.int64)
+    for i, m in enumerate(locations):
+        draws = y[i * n : (i + 1) * n]
+        assert draws.min() >= a and draws.max() <= b
+        if method == "truncated":
+            assert grid_chi_square_p(draws, m, a, b, gamma) > 1e-3
+        else:  # BIT: the interior cells and the two point masses
+            z = np.arange(a - m, b - m + 1)
+            pmf = np.exp(-gamma * np.abs(z)) * math.tanh(gamma / 2)
+            beta = math.exp(-gamma)
+            pmf[0] = beta ** (m - a) / (1 + beta)  # P(Z <= a - m), a - m <= 0
+            pmf[-1] = beta ** (b - m) / (1 + beta)  # P(Z >= b - m), b - m >= 0
+            assert abs(pmf.sum() - 1) < 1e-9
+            counts = np.bincount(draws - a, minlength=z.size)
+            keep = pmf * n >= 5
+            exp_c = np.r_[pmf[keep], pmf[~keep].sum()] * n
+            obs_c = np.r_[counts[keep], counts[~keep].sum()]
+            if exp_c[-1] < 5:
+                exp_c, obs_c = exp_c[:-1], obs_c[:-1]
+            assert stats.chisquare(obs_c, exp_c * obs_c.sum() / exp_c.sum()).pvalue > 1e-3
+
+
+def test_release_checks_every_value_before_drawing():
+    # a bad value in the last block is refused before the first block draws anything
+    class NoDraws:
+        def integers(self, *args, **kwargs):
+            raise AssertionError("noise was drawn before every value was checked")
+
+    cal = calibrate_bounded(1.0, 0.05, 0.0, 1.0)
+    values = np.full(300_000, 0.5)
+    values[-1] = np.nan
+    with pytest.raises(InvalidDataError, match="finite"):
+        cal.release(values, NoDraws())
+    one_sided = calibrate_bounded(1.0, 0.05, 0.0, None, granularity=2.0**-20)
+    values[-1] = 2.0**45  # 2**65 grid steps
+    with pytest.raises(InvalidDataError, match="too large"):
+        one_sided.release(values, NoDraws())

@@ -132,16 +132,39 @@ def new_laplace_law(t, s, zs, cap=None) -> dict[int, Interval]:
     return {z: m[0] if z == 0 else (m[abs(z)][0] / 2, m[abs(z)][1] / 2) for z in zs}
 
 
+@cache
+def two_sided_g(z: int, lo: int, hi: int, t: int, s: int) -> Interval:
+    """G(z) = P(Z >= z) of the two-sided inverse CDF, in the closed form the code uses."""
+    if z <= lo:
+        return const(1)
+    if z > hi:
+        return const(0)
+    p = exp_neg(s, t)
+    e1, e2 = exp_neg((1 - lo) * s, t), exp_neg((hi + 1) * s, t)
+    d = sub(add(const(1), p), add(e1, e2))
+    if z >= 1:
+        numerator = sub(exp_neg(z * s, t), e2)
+    else:
+        numerator = sub(sub(add(const(1), p), e2), exp_neg((1 - z) * s, t))
+    return div((max(numerator[0], Fraction(0)), numerator[1]), d)
+
+
 def new_truncated_law(lo, hi, t, s) -> dict[int, Interval]:
-    """The new sampler's branches: one-sided inverse CDF or rejection, two-sided proposal."""
+    """The new sampler's branches: one-sided inverse CDF or rejection; two-sided inverse
+    CDF (flat) or rejection from the untruncated law."""
     if lo >= 0 or hi <= 0:
         width = hi - lo
         cap = width if (width + 1) * s / t <= discrete._FLAT else None
         law = normalise(new_magnitude_law(t, s, False, cap, range(width + 1)))
         return {(lo + y if lo >= 0 else hi - y): p for y, p in law.items()}
     half = max(-lo, hi)
-    cap = half if (half + 1) * s / t <= discrete._FLAT else None
-    return normalise(new_laplace_law(t, s, range(lo, hi + 1), cap))
+    if (half + 1) * s / t <= discrete._FLAT:
+        law = {}
+        for z in range(lo, hi + 1):
+            g0, g1 = two_sided_g(z, lo, hi, t, s), two_sided_g(z + 1, lo, hi, t, s)
+            law[z] = (max(g0[0] - g1[1], Fraction(0)), g0[1] - g1[0])
+        return law
+    return normalise(new_laplace_law(t, s, range(lo, hi + 1)))
 
 
 # ---------------------------------------------------------------------------
@@ -246,8 +269,12 @@ def test_geometric_law_equals_the_old_one(t, s):
         (0, 8, 3, 1),  # right: new inverse CDF of the truncation, old rejection
         (-5, -1, 2, 1),  # left
         (-9, 0, 1, 2),  # left, scale 1/2 (below the grid step)
-        (-2, 3, 10, 1),  # two-sided, flat (scale >> width)
-        (-3, 6, 2, 1),  # two-sided: new truncated symmetric proposal, old untruncated
+        (-2, 3, 10, 1),  # two-sided, flat (scale >> width): new inverse CDF, old uniform
+        (-3, 6, 2, 1),  # two-sided: new inverse CDF, old untruncated
+        (-6, 1, 2, 1),  # two-sided, the short side positive
+        (-1, 2, 1, 1),  # two-sided, flat at scale 1
+        (-3, 3, 1, 2),  # two-sided, scale 1/2 (below the grid step), flat
+        (-1, 1, 10**6, 1),  # scale >> width
         (-4, 20, 3, 2),  # two-sided, untruncated proposals in both
         (0, 0, 3, 1),  # a single point
     ],
@@ -303,7 +330,6 @@ CODE_CASES = [  # (t, s, symmetric, cap)
     (1, 2, True, None),  # scale 1/2
     (7, 3, False, None),  # geometric
     (5, 1, False, 3),  # truncated geometric (inverse CDF of the truncation)
-    (10, 1, True, 2),  # symmetric truncated proposal
 ]
 
 
@@ -352,6 +378,107 @@ def test_code_map_is_monotone_and_exact_on_random_words(t, s, symmetric, cap):
     assert (np.diff(m) <= 0).all()
     for u, got in zip(words[::5000].tolist(), m[::5000].tolist(), strict=True):
         assert got == exact_prefix_magnitude(u, 63, t, s, symmetric, cap)
+
+
+class ScriptedBatch(ScriptedWords):
+    """Like ScriptedWords, and one batch call (``size=n``) that returns ``batch``."""
+
+    def __init__(self, batch, words=()):
+        super().__init__(words)
+        self.batch = np.array([w - 2**64 if w >= 2**63 else w for w in batch], dtype=np.int64)
+
+    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
+        if size is None:
+            return super().integers(low, high, size, dtype, endpoint)
+        assert self.batch is not None and size == self.batch.size, "one batch expected"
+        batch, self.batch = self.batch, None
+        return batch
+
+
+def exact_prefix_two_sided(u: int, bits: int, lo, hi, t, s) -> int | None:
+    """Z = max{z : U < G(z)} for every U in [u, u + 1) / 2**bits; None if it straddles."""
+    z = lo
+    while z < hi:
+        g_lo, g_hi = two_sided_g(z + 1, lo, hi, t, s)
+        if Fraction(u + 1, 2**bits) <= g_lo:
+            z += 1
+        elif Fraction(u, 2**bits) >= g_hi:
+            return z
+        else:
+            return None
+    return z
+
+
+TWO_SIDED_CASES = [  # (lo, hi, t, s): flat intervals around 0
+    (-2, 3, 10, 1),
+    (-3, 6, 2, 1),
+    (-6, 1, 2, 1),
+    (-3, 3, 1, 2),
+    (-1, 2, 10**6, 1),
+    (0, 3, 1, 1),  # lo = 0: the side z <= 0 is {0}
+]
+
+
+def draw_two_sided(lo, hi, t, s, batch, words=()):
+    rng = ScriptedBatch(batch, words)
+    n = len(batch)
+    z = discrete._two_sided_inverse(np.full(n, float(lo)), np.full(n, float(hi)), t, s, rng)
+    assert not rng.words, "an extension word was left unused"
+    return z.tolist()
+
+
+@pytest.mark.parametrize(("lo", "hi", "t", "s"), TWO_SIDED_CASES)
+def test_two_sided_draws_are_the_inverse_cdf_around_every_threshold(lo, hi, t, s, monkeypatch):
+    calls = []
+    real = discrete._exact_two_sided
+    monkeypatch.setattr(
+        discrete, "_exact_two_sided", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
+    for z in range(lo + 1, hi + 1):
+        g_lo, g_hi = two_sided_g(z, lo, hi, t, s)
+        threshold = math.floor(g_lo * 2**63)
+        assert threshold == math.floor(g_hi * 2**63)
+        for offset in [-(2**k) for k in range(0, 62, 3)] + [2**k for k in range(0, 62, 3)]:
+            u = threshold + offset
+            if not 0 <= u < 2**63:
+                continue
+            expected = exact_prefix_two_sided(u, 63, lo, hi, t, s)
+            # sign bit clear, then set: the two-sided law ignores it
+            assert draw_two_sided(lo, hi, t, s, [u, u + 2**63]) == [expected] * 2, (z, offset)
+        # u = T straddles G(z): one extension word V, compared exactly (V two units
+        # from 2**127 G(z), so that 40-digit bounds on G(z) decide without a third word)
+        lo127 = math.floor(g_lo * 2**127) - threshold * 2**64
+        assert lo127 == math.floor(g_hi * 2**127) - threshold * 2**64
+        for v, expected in ((lo127 - 2, z), (lo127 + 2, z - 1)):
+            if 0 <= v < 2**64:
+                assert draw_two_sided(lo, hi, t, s, [threshold], [v]) == [expected]
+    assert calls  # the points next to a threshold went through the exact fallback
+
+
+@pytest.mark.parametrize(("lo", "hi", "t", "s"), TWO_SIDED_CASES)
+def test_two_sided_map_is_monotone_and_exact_on_random_words(lo, hi, t, s):
+    rng = np.random.default_rng(6)
+    words = np.sort(rng.integers(0, 2**63, size=200_000, dtype=np.int64))
+    z = np.array(draw_two_sided(lo, hi, t, s, words.tolist()))
+    assert (np.diff(z) <= 0).all() and z.min() >= lo and z.max() <= hi
+    for u, got in zip(words[::5000].tolist(), z[::5000].tolist(), strict=True):
+        assert got == exact_prefix_two_sided(u, 63, lo, hi, t, s)
+
+
+def test_two_sided_edge_words():
+    # u = 0 (U < 2**-63: Z = hi) and u = 2**63 - 1 (U' < 2**-63: Z = lo) have no float
+    # certainty (1/u or 1/u' is infinite): the exact search decides them.
+    lo, hi, t, s = -3, 6, 2, 1
+    assert draw_two_sided(lo, hi, t, s, [0]) == [hi]
+    assert draw_two_sided(lo, hi, t, s, [2**63 - 1]) == [lo]
+
+
+def test_two_sided_fallback_refuses_a_wrong_bracket():
+    u = 2**62
+    right = discrete._exact_two_sided(u, 3, 1, 2, 4, ScriptedWords())
+    assert right == exact_prefix_two_sided(u, 63, -2, 4, 3, 1)
+    with pytest.raises(RuntimeError, match="pre-filter"):
+        discrete._exact_two_sided(u, 3, 1, 2, 4, ScriptedWords(), (right + 1, right + 2))
 
 
 def test_zero_word_takes_the_search_without_a_bracket():
@@ -517,20 +644,26 @@ def test_laplace_and_geometric_array_scales_chi_square(t, s, seed):
 )
 def test_fallback_chi_square(k1_exact, k1_libm, bracketed, monkeypatch):
     # Widen the pre-filter's margin so that many draws take the exact fallback: delta ~ 0.2
-    # (a bracket of two values; 40 % of the draws) or delta >= 4 (every draw: a search from
-    # 0 without a bracket). Scales 2 (exact constants) and 10 (truncated: libm constants).
+    # (a bracket of two values; 40 % of the draws) or delta >= 4 (every draw: a search
+    # without a bracket). Scales 2 (exact constants) and 10 (two-sided truncation, libm
+    # constants, by the two-sided inverse CDF and its own fallback).
     monkeypatch.setattr(discrete, "_K1_EXACT", k1_exact)
     monkeypatch.setattr(discrete, "_K1_LIBM", k1_libm)
-    calls = []
-    real = discrete._exact_magnitude
-    monkeypatch.setattr(
-        discrete, "_exact_magnitude", lambda *a, **k: calls.append(a[-1:]) or real(*a, **k)
-    )
+    calls: dict[str, list] = {"magnitude": [], "two_sided": []}
+    for name, key in (("_exact_magnitude", "magnitude"), ("_exact_two_sided", "two_sided")):
+        real = getattr(discrete, name)
+        monkeypatch.setattr(
+            discrete,
+            name,
+            lambda *a, _real=real, _key=key, **k: calls[_key].append(a[-1:]) or _real(*a, **k),
+        )
     n = 3000
     rng = np.random.default_rng(31)
     z = sample_discrete_laplace(2, 1, size=n, rng=rng)
     zt = sample_truncated_discrete_laplace(-3, 1, 10, 1, size=n, rng=rng)
-    assert len(calls) >= (0.6 if bracketed else 2) * n
-    assert all((c[0] is not None) == bracketed for c in calls if c)
+    for key in calls:
+        assert len(calls[key]) >= (0.3 if bracketed else 1) * n, key
+        with_bracket = [c for c in calls[key] if c and c[0] is not None]
+        assert bool(with_bracket) == bracketed, key
     assert chi_square_p(z, float_law(new_laplace_law(2, 1, range(-40, 41)))) > MIN_P
     assert chi_square_p(zt, truncated_float_law(-3, 1, 10.0)) > MIN_P
