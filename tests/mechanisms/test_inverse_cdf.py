@@ -667,3 +667,22 @@ def test_fallback_chi_square(k1_exact, k1_libm, bracketed, monkeypatch):
         assert bool(with_bracket) == bracketed, key
     assert chi_square_p(z, float_law(new_laplace_law(2, 1, range(-40, 41)))) > MIN_P
     assert chi_square_p(zt, truncated_float_law(-3, 1, 10.0)) > MIN_P
+
+
+@pytest.mark.parametrize("widths", ["same", "varied"])
+def test_two_sided_tables_chi_square(widths):
+    # A scalar scale and per-draw intervals around 0: the constants come from tables
+    # gathered by the bounds (one table for a common width, as in a release; two
+    # otherwise). Each interval's block of draws fits its own law.
+    t, s = 40, 1  # scale 40: every interval below is flat ((L + 1) / 40 <= 4)
+    cases = [(-30, 10), (-1, 39), (0, 40), (-20, 20)]
+    if widths == "varied":
+        cases = [(-30, 10), (-1, 2), (0, 150), (-100, 7)]
+    n = 30_000
+    lo = np.repeat([c[0] for c in cases], n).astype(float)
+    hi = np.repeat([c[1] for c in cases], n).astype(float)
+    z = discrete._two_sided_inverse(lo, hi, t, s, np.random.default_rng(12))
+    for i, (a, b) in enumerate(cases):
+        block = z[i * n : (i + 1) * n]
+        assert block.min() >= a and block.max() <= b
+        assert chi_square_p(block, truncated_float_law(a, b, t / s)) > MIN_P
