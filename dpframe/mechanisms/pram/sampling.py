@@ -22,8 +22,10 @@ True
 
 from __future__ import annotations
 
+import decimal
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -32,7 +34,14 @@ import numpy.typing as npt
 from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
-__all__ = ["PramSampler", "check_matrix", "randomize", "sampler"]
+__all__ = [
+    "PramSampler",
+    "check_matrix",
+    "randomize",
+    "sampler",
+    "staircase_sampler",
+    "staircase_weights",
+]
 
 _ROW_SUM_TOL = 1e-12
 _LOG_ERR = 3e-14  # bound on the float error of log(num) - log(den) for int64 ratios
@@ -57,7 +66,7 @@ def _log_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """``log(num / den)`` for int64 arrays (inf where den == 0 < num, 0 where both 0)."""
     num_f = num.astype(np.float64)
     den_f = den.astype(np.float64)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0: set to 0 below
         out = np.log(num_f) - np.log(den_f)
     out[(num == 0) & (den == 0)] = 0.0
     out[(den == 0) & (num > 0)] = np.inf
@@ -517,3 +526,107 @@ def randomize(
     True
     """
     return sampler(design_or_matrix).randomize(codes, rng)
+
+
+# ---------------------------------------------------------------------------
+# Staircase channels (the global MI optimum): exact integers, epsilon kept
+# ---------------------------------------------------------------------------
+
+#: How far below ``epsilon`` the exact log-ratio of a rounded staircase column is kept, so
+#: that the certificate (the float log ratio plus ``_LOG_ERR``) stays within ``epsilon``.
+_STAIRCASE_SLACK = 1e-13
+#: Relative tolerance for an entry to count as its column's low or high level.
+_LEVEL_TOL = 1e-7
+
+
+def _exp_floor(epsilon: float) -> tuple[int, int]:
+    """``num / den <= exp(epsilon)`` (rationals, 45 correct digits), from ``decimal``."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 50
+        ctx.rounding = decimal.ROUND_FLOOR
+        value = Decimal(epsilon).exp()  # correctly rounded: widen by one ulp
+        value -= Decimal(1).scaleb(value.adjusted() - ctx.prec + 1)
+    num, den = value.as_integer_ratio()
+    return num, den
+
+
+def staircase_weights(channel: npt.ArrayLike, epsilon: float) -> tuple[np.ndarray, int]:
+    """Exact integers for an ``epsilon``-DP staircase channel: ``(weights, bits)``.
+
+    ``channel`` is ``S x S`` (row = true category, column = released one), each used
+    column ``theta_j`` or ``theta_j e^epsilon`` in every row (a staircase column; unused
+    columns all 0), rows summing to 1 up to the solver's tolerance. The integers have
+    rows summing to ``S 2**bits`` exactly and every column ratio at most ``exp(epsilon -
+    1e-13)`` *exactly*: the low level ``L_j = floor(theta_j T (1 - delta))``, the high
+    ``H_j = floor(L_j e^(epsilon - 1e-13))`` (exact rational bound), and each row's
+    remainder ``r_i`` added to one used column, which keeps its ratio because
+    ``(a + r_i) / (b + r_k) <= max(a / b, r_i / r_k)`` and ``delta`` (doubling from
+    ``2**-40``) is chosen so that ``max r / min r <= exp(epsilon - 1e-13)``.
+
+    Examples
+    --------
+    >>> e = math.exp(1.0)
+    >>> c = np.array([[e, 1.0], [1.0, e]]) / (1 + e)  # binary randomized response
+    >>> w, bits = staircase_weights(c, 1.0)
+    >>> bool((w.sum(axis=1) == 2 << bits).all())
+    True
+    >>> float(np.log(w.max(axis=0) / w.min(axis=0)).max()) <= 1.0
+    True
+    """
+    m = np.asarray(channel, dtype=np.float64)
+    s = m.shape[0]
+    if m.ndim != 2 or m.shape != (s, s) or not np.isfinite(m).all() or (m < 0).any():
+        raise InvalidParameterError("a staircase channel must be a finite S x S matrix >= 0")
+    eps_inner = float(epsilon) - _STAIRCASE_SLACK
+    if not eps_inner > 0:
+        raise InvalidParameterError(f"epsilon must exceed 1e-13, got {epsilon!r}")
+    hi, lo = m.max(axis=0), m.min(axis=0)
+    used = np.flatnonzero(hi > 0)
+    if (lo[used] <= 0).any():
+        raise InvalidParameterError("a staircase column holds both a zero and a non-zero entry")
+    theta = lo[used]
+    up = m[:, used] > theta * math.exp(epsilon / 2)
+    level = np.where(up, theta * math.exp(epsilon), theta)
+    if (np.abs(m[:, used] - level) > _LEVEL_TOL * level).any():
+        raise InvalidParameterError(
+            "not a staircase channel: every entry of a column must be its minimum or "
+            "e^epsilon times it"
+        )
+    bits = 62 - math.ceil(math.log2(s))
+    total = s << bits
+    num, den = _exp_floor(eps_inner)
+    delta = 2.0**-40
+    while delta < 0.5:
+        low = [math.floor(float(t) * total * (1.0 - delta)) for t in theta]
+        high = [(v * num) // den for v in low]
+        w = np.where(up, np.array(high, dtype=np.int64), np.array(low, dtype=np.int64))
+        rest = total - w.sum(axis=1)
+        r_min, r_max = int(rest.min()), int(rest.max())
+        if r_min >= 1 and r_max * den <= r_min * num:
+            out = np.zeros((s, s), dtype=np.int64)
+            out[:, used] = w
+            out[:, used[int(np.argmax(low))]] += rest
+            return out, bits
+        delta *= 2.0
+    raise InvalidParameterError(  # only for channels far from row-stochastic
+        "could not round the staircase channel to exact integers: its rows do not sum to 1"
+    )
+
+
+def staircase_sampler(channel: npt.ArrayLike, epsilon: float) -> PramSampler:
+    """The exact alias sampler of an ``epsilon``-DP staircase channel (see
+    :func:`staircase_weights`); its certified ``epsilon_actual`` is at most ``epsilon``.
+
+    Examples
+    --------
+    >>> e = math.exp(0.5)
+    >>> c = np.array([[e, 1.0], [1.0, e]]) / (1 + e)
+    >>> staircase_sampler(c, 0.5).epsilon_actual <= 0.5
+    True
+    """
+    weights, bits = staircase_weights(channel, epsilon)
+    thr, alias = _build_alias(weights, 1 << bits)
+    out = PramSampler("alias", weights.shape[0], bits, thr, alias)
+    if out.epsilon_actual > epsilon:  # pragma: no cover - the rounding above prevents it
+        raise RuntimeError(f"staircase rounding gave epsilon {out.epsilon_actual!r} > {epsilon!r}")
+    return out
