@@ -535,12 +535,12 @@ def global_design(p: npt.ArrayLike, epsilon: float, *, method: str = "auto") -> 
     Examples
     --------
     >>> d = global_design(np.full(4, 0.25), 0.1)  # uniform prior, small epsilon
-    >>> d.n_outputs, d.patterns.sum(axis=1).tolist()  # a binary mechanism: halves
-    (2, [2, 2])
+    >>> d.patterns.astype(int).tolist()  # a binary mechanism: two halves, e^eps on each
+    [[1, 0, 1, 0], [0, 1, 0, 1]]
     >>> round(d.mutual_information, 7), d.gap < 1e-12
     (0.0012484, True)
     >>> d.labels.tolist(), d.unused  # two categories are never released
-    ([0, 2], (1, 3))
+    ([0, 1], (2, 3))
     """
     pv = _check_p(p)
     eps = _check_design_epsilon(epsilon)
