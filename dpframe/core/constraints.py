@@ -44,6 +44,7 @@ __all__ = [
     "NEIGHBOURS",
     "NOISES",
     "PARAMETERS",
+    "PRAM_DESIGNS",
     "PRIOR_KINDS",
     "REPAIRS",
     "RESERVED_PREFIX",
@@ -79,6 +80,9 @@ STRATEGIES = ("rescale", "all_but_one", "universal_histogram")
 REPAIRS = (None, "higham", "clip")
 #: PRAM: the MI-optimal diagonal, or one constrained to q_k >= 1/S.
 DIAGONALS = ("optimal", "dominant")
+#: PRAM designs: the MI optimum within the paper's family (keep k with q_k, else move
+#: uniformly), or over every epsilon-DP matrix (staircase LP, docs/pram-design.md, 11)
+PRAM_DESIGNS = ("paper", "global")
 #: The noise of a grouped count or sum: Laplace (pure epsilon-DP) or the discrete Gaussian
 #: (rho-zCDP, needs a zCDP budget).
 NOISES = ("laplace", "gaussian")
@@ -370,6 +374,7 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "strategy": _options(STRATEGIES),
         "repair": _options(REPAIRS),
         "diagonal": _options(DIAGONALS),
+        "design": _options(PRAM_DESIGNS),
         "estimable": Constraint("True, False or a margin in (0, 1]", _estimable),
         "unknown_keys": _options(UNKNOWN_KEYS),
         "nonnegative": Constraint("True or False", _flag),

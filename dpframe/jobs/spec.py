@@ -323,6 +323,11 @@ class PramColumnSpec(_Model):
     categories: list[Any] | None = None
     prior: Literal["uniform"] | dict[str, float] | list[float] = "uniform"
     diagonal: Diagonal = "optimal"
+    design: Annotated[str, BeforeValidator(spec_field("design"))] = Field(
+        "paper",
+        description="'paper': the MI optimum within the paper's family; 'global': over "
+        "every epsilon-DP matrix (needs estimable = false unless it is invertible)",
+    )
     estimable: Annotated[bool | float, BeforeValidator(spec_field("estimable"))] = Field(
         True,
         description="keep the matrix invertible so shares can be estimated (True: a 5% "

@@ -78,6 +78,25 @@ _GAMMA_BITS = 30  # gamma = den / 2**30, so the sampler's num = 2**30 <= 2**31
 _MARGIN = 1e-12  # relative margin kept below epsilon against float rounding
 
 
+#: Grid indices of bounds and values stay below this in absolute value, so that every
+#: difference of two (``lower - m``) fits in int64 with room (a release never wraps).
+_MAX_INDEX = 2.0**61
+
+
+def _grid_bounds(lo: float, hi: float, g: float) -> tuple[float, float]:
+    """``(ceil(lo / g), floor(hi / g))`` (infinite bounds stay infinite), refused when a
+    finite bound is ``2**61`` grid steps or more from 0."""
+    for name, x in (("lower", lo), ("upper", hi)):
+        if math.isfinite(x) and not abs(x / g) < _MAX_INDEX:  # inf after overflow too
+            raise InvalidParameterError(
+                f"{name}={x!r} is 2**61 or more steps of the grid (granularity {g!r}) from "
+                "0; pass a coarser granularity or a smaller bound"
+            )
+    a = math.ceil(lo / g) if math.isfinite(lo) else -math.inf
+    b = math.floor(hi / g) if math.isfinite(hi) else math.inf
+    return a, b
+
+
 def _granularity(reference: float, lower: float, upper: float) -> float:
     """The default grid step for the smaller of ``reference`` and ``upper - lower``."""
     if upper - lower < reference:
@@ -342,8 +361,7 @@ def calibrate_bounded(
     check_choice("calibration", calibration, CALIBRATIONS)
     g = _granularity(sens, lo, hi) if granularity is None else check_granularity(granularity)
     units = math.floor(sens / g) + 1
-    a = math.ceil(lo / g) if math.isfinite(lo) else -math.inf
-    b = math.floor(hi / g) if math.isfinite(hi) else math.inf
+    a, b = _grid_bounds(lo, hi, g)
     width = b - a
     if width < 1:
         raise InvalidParameterError(
@@ -450,11 +468,25 @@ def _sampling_grid(
     if g / lam < 2.0**-_GAMMA_BITS:
         raise InvalidParameterError("scale is too large for the grid; pass a coarser granularity")
     gamma = _dyadic_floor(g / lam)
-    a = math.ceil(lo / g) if math.isfinite(lo) else -math.inf
-    b = math.floor(hi / g) if math.isfinite(hi) else math.inf
-    m = np.rint(np.asarray(loc, dtype=np.float64) / g)
-    if size is not None:
-        m = np.broadcast_to(m, size)
+    a, b = _grid_bounds(lo, hi, g)
+    if a > b:
+        raise InvalidParameterError(
+            f"granularity={g!r} leaves no grid point in [{lower}, {upper}]; use a finer one"
+        )
+    try:
+        m = np.rint(np.asarray(loc, dtype=np.float64) / g)
+        if size is not None:
+            m = np.broadcast_to(m, size)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            f"loc must be a number or an array of numbers that fits size={size!r}: {exc}"
+        ) from None
+    if not np.isfinite(m).all():
+        raise InvalidParameterError("loc must be finite (no NaN or infinity)")
+    if m.size and np.abs(m).max() >= _MAX_INDEX:
+        raise InvalidParameterError(
+            "loc is 2**61 or more grid steps from 0; pass a coarser granularity"
+        )
     return g, gamma, a, b, m
 
 
@@ -488,17 +520,6 @@ def sample_truncated_laplace(
     True
     """
     g, gamma, a, b, m = _sampling_grid(loc, scale, lower, upper, size, granularity)
-    if not np.isfinite(m).all():
-        raise InvalidParameterError("loc must be finite (no NaN or infinity)")
-    if a > b:
-        raise InvalidParameterError(
-            f"granularity={g!r} leaves no grid point in [{lower}, {upper}]; use a finer one"
-        )
-    finite = [abs(v) for v in (a, b) if math.isfinite(v)]
-    if max(finite, default=0.0) >= 2.0**61 or (m.size and np.abs(m).max() >= 2.0**61):
-        raise InvalidParameterError(
-            "loc or the bounds are too large for the grid; pass a coarser granularity"
-        )
     rng = secure_generator() if rng is None else _validate_rng(rng)
     flat = m.ravel()
     out = np.empty(flat.shape[0], dtype=np.float64)

@@ -1169,6 +1169,13 @@ def sample_truncated_discrete_laplace(
     >>> int(z.min()) >= 1000 and int(z.max()) <= 1010
     True
     """
+    for name, given in (("lower", lower), ("upper", upper)):
+        ints = np.asarray(given)
+        if ints.dtype.kind in "iuO" and ints.size and np.abs(ints).max() > 2**53:
+            raise InvalidParameterError(
+                f"{name} must be at most 2**53 in absolute value when given as integers "
+                "(larger ones are not exact as floats)"
+            )
     lo_arr = np.asarray(lower, dtype=np.float64)
     hi_arr = np.asarray(upper, dtype=np.float64)
     for name, arr in (("lower", lo_arr), ("upper", hi_arr)):

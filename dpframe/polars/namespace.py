@@ -144,6 +144,7 @@ class ExprDP:
         accountant: Accountant | None = None,
         seed: int | RandomSource | None = None,
         estimable: bool | float = True,
+        design: str = "paper",
     ) -> pl.Expr:
         """Post-randomize this categorical column; see :func:`dpframe.pram.apply`.
 
@@ -161,6 +162,7 @@ class ExprDP:
             accountant=accountant,
             seed=seed,
             estimable=estimable,
+            design=design,
         )
 
     def drha(

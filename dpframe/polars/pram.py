@@ -48,12 +48,15 @@ from dpframe.engines.driver import check_categories_fit, declared_counts
 from dpframe.engines.polars import decode, encode
 from dpframe.errors import InvalidParameterError, ReleaseNotArmedError, ReleaseReuseError
 from dpframe.mechanisms.pram import (
+    GlobalDesign,
     PramDesign,
     PramEstimate,
     PramSampler,
+    check_estimable,
     check_matrix,
     design,
     dominance_cost,
+    global_design,
     krr,
     mutual_information,
     randomize,
@@ -75,12 +78,14 @@ from dpframe.polars.release import Release, resolve_accountant
 from dpframe.polars.runner import RunnerRelease, current_run
 
 __all__ = [
+    "GlobalDesign",
     "MicrodataRelease",
     "PramDesign",
     "PramEstimate",
     "PramExpression",
     "PramSampler",
     "apply",
+    "check_estimable",
     "check_matrix",
     "design",
     "design_from_dict",
@@ -88,6 +93,7 @@ __all__ = [
     "dp_prior",
     "estimate",
     "estimate_grouped",
+    "global_design",
     "krr",
     "mutual_information",
     "project_simplex",
@@ -149,6 +155,7 @@ class PramExpression(RunnerRelease):
         random: RandomSource,
         column: str | None,
         estimable: bool | float = True,
+        design: str = "paper",
     ) -> None:
         if accountant is not None and not accountant.unit.is_record:
             person = accountant.unit.person
@@ -167,6 +174,7 @@ class PramExpression(RunnerRelease):
         self.matrix = matrix
         self.diagonal = diagonal
         self.estimable = estimable
+        self.design = design
         self.prior_share = prior_share
         self.accountant = accountant
         self.random = random
@@ -195,6 +203,7 @@ class PramExpression(RunnerRelease):
                 prior_share=prior_share,
                 neighbours=self.neighbours,
                 estimable=estimable,
+                design=design,
             )
         _EXPRESSIONS.add(self)
 
@@ -222,6 +231,7 @@ class PramExpression(RunnerRelease):
                     neighbours=self.neighbours,
                     details={"seeded": self.random.seeded},
                     estimable=self.estimable,
+                    design=self.design,
                 )
             return self._plans[cats]
 
@@ -293,6 +303,7 @@ def apply(
     accountant: Accountant | None = None,
     seed: int | RandomSource | None = None,
     estimable: bool | float = True,
+    design: str = "paper",
 ) -> pl.Expr:
     """Post-randomize a categorical column under ``epsilon``-DP (``.dp.pram``).
 
@@ -333,6 +344,14 @@ def apply(
         ``1/S`` (``True``: a margin of 5% of k-RR's distance from ``1/S``; a number in
         ``(0, 1]``: that margin; ``False``: the plain optimum, which may not be). See
         :func:`dpframe.pram.design` and ``docs/pram-design.md``.
+    design : {"paper", "global"}, default "paper"
+        ``"paper"``: the MI optimum within the paper's family (keep a record's category
+        with probability ``q_k``, else move it uniformly); estimable by default.
+        ``"global"``: the MI optimum over *every* epsilon-DP matrix (a staircase linear
+        program, certified by its dual), often far more informative at small epsilon
+        but usually releasing fewer labels than categories, so shares cannot be
+        estimated from it: it needs ``estimable=False`` unless its matrix is invertible.
+        See ``docs/pram-design.md``, section 11.
 
     Returns
     -------
@@ -372,6 +391,7 @@ def apply(
         random=as_source(seed),
         column=column,
         estimable=estimable,
+        design=design,
     )
     out = expr.map_batches(release, return_dtype=pl.dtype_of(expr), is_elementwise=release.row_wise)
     return out.alias(column) if column else out
@@ -397,7 +417,7 @@ def _column_specs(columns: Any) -> list[dict[str, Any]]:
     for c in columns:
         if not isinstance(c, Mapping) or "column" not in c:
             raise InvalidParameterError(f"each column entry needs a 'column' name, got {c!r}")
-        known = {"column", "epsilon", "categories", "prior", "diagonal", "estimable"}
+        known = {"column", "epsilon", "categories", "prior", "diagonal", "estimable", "design"}
         unknown = sorted(set(c) - known)
         if unknown:
             raise InvalidParameterError(f"column {c['column']!r}: unknown settings {unknown}")
@@ -463,6 +483,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
                     details={"seeded": self.random.seeded},
                     unit=self.unit,
                     estimable=s.get("estimable", True),
+                    design=s.get("design", "paper"),
                 )
             )
         self.records: dict[str, Any] = {}
@@ -562,7 +583,7 @@ def release(
     frame : polars.LazyFrame, polars.DataFrame or pyspark.sql.DataFrame
     columns : list of dict
         Each ``{"column", "epsilon", "categories" (unless an Enum), "prior" (optional),
-        "diagonal" (optional), "estimable" (optional, as for ``.dp.pram``)}``.
+        "diagonal", "estimable", "design" (optional, as for ``.dp.pram``)}``.
     keep : list of str
         Other columns to carry through unchanged: they are published as they are.
     accountant, seed
@@ -674,8 +695,18 @@ def _as_design(design_like: Any) -> Any:
         return design_like
     if isinstance(design_like, Mapping) and "q" in design_like:
         return design_from_record(design_like)
-    if isinstance(design_like, Mapping) and "matrix" in design_like:  # a matrix= record
-        return np.asarray(design_like["matrix"], dtype=np.float64)
+    if isinstance(design_like, Mapping) and "matrix" in design_like:  # matrix= or global
+        matrix = np.asarray(design_like["matrix"], dtype=np.float64)
+        if design_like.get("design") == "global":
+            try:
+                check_estimable(matrix)
+            except InvalidParameterError as exc:
+                never = list(design_like.get("never_released") or [])
+                which = f", which never releases categories {never[:5]}" if never else ""
+                raise InvalidParameterError(
+                    f"this column was released with design='global'{which}: {exc}"
+                ) from None
+        return matrix
     if (
         isinstance(design_like, str | bytes | Mapping)
         or np.asarray(design_like, dtype=object).ndim != 2

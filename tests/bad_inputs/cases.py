@@ -794,6 +794,33 @@ for what, v in [("'yes'", "yes"), ("0", 0), ("1.5", 1.5), ("NaN", NAN)]:
         ),
         "estimable",
     )
+for what, kwargs, name in [
+    ("design='best'", {"design": "best"}, "design"),
+    ("design=None", {"design": None}, "design"),
+    (
+        "design='global', matrix=...",
+        {"design": "global", "matrix": [[0.75, 0.25], [0.25, 0.75]]},
+        "matrix",
+    ),
+    (
+        "design='global', diagonal='dominant'",
+        {"design": "global", "diagonal": "dominant"},
+        "diagonal",
+    ),
+    ("design='global', prior='dp'", {"design": "global", "prior": "dp"}, "estimable"),
+    ("design='global' (not invertible)", {"design": "global"}, "estimable"),
+]:
+    add(
+        A,
+        f".dp.pram({what})",
+        lambda ctx, kw=kwargs: pl.col("tenure").dp.pram(
+            **({"epsilon": 0.1} if "matrix" not in kw else {}),
+            categories=["own", "rent", "other", "free"] if "matrix" not in kw else ["own", "rent"],
+            accountant=ctx.acct,
+            **kw,
+        ),
+        name,
+    )
 add(A, "dpframe.check(3)", lambda ctx: dpframe.check(3), "release")
 
 
@@ -3616,6 +3643,12 @@ spec_case(
     "pram diagonal = 'dominantt'",
     setp("release.0.columns.0.diagonal", "dominantt"),
     "diagonal",
+    kinds=("pram",),
+)
+spec_case(
+    "pram design = 'globall'",
+    setp("release.0.columns.0.design", "globall"),
+    "design",
     kinds=("pram",),
 )
 spec_case(

@@ -264,3 +264,24 @@ def test_release_checks_every_value_before_drawing():
     values[-1] = 2.0**45  # 2**65 grid steps
     with pytest.raises(InvalidDataError, match="too large"):
         one_sided.release(values, NoDraws())
+
+
+def test_bounds_too_far_out_for_the_grid_are_refused_before_any_release():
+    # lo - m must fit in int64: a finite bound 2**61 or more grid steps from 0 is refused
+    # when calibrating (it used to overflow, or wrap and loop on some values only)
+    with pytest.raises(InvalidParameterError, match="lower"):
+        calibrate_bounded(1.0, 1.0, -1e20, 1.0)
+    with pytest.raises(InvalidParameterError, match="lower"):
+        calibrate_bounded(1.0, 1.0, -9.0e18, 2.3e18, granularity=1.0)
+    with pytest.raises(InvalidParameterError, match="lower"):
+        sample_truncated_laplace(0.0, 1.0, -1e308, 0.0, granularity=2.0**-20)
+
+
+@pytest.mark.parametrize("sampler", [sample_truncated_laplace, sample_bit_laplace])
+@pytest.mark.parametrize(
+    ("loc", "size", "match"),
+    [(np.nan, None, "finite"), (np.inf, 3, "finite"), ("x", None, "loc"), ([1, 2, 3], 2, "loc")],
+)
+def test_samplers_refuse_bad_locations(sampler, loc, size, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        sampler(loc, 1.0, 0.0, 1.0, size=size, rng=np.random.default_rng(0))

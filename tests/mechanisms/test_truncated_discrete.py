@@ -94,3 +94,9 @@ def test_geometric_matches_exact_law(num, den):
     pmf = (1 - ratio) * ratio**support
     assert y.min() >= 0
     assert chi_square_pvalue(y, support, pmf / pmf.sum()) > 1e-3
+
+
+def test_integer_bounds_beyond_float_precision_are_refused():
+    # 2**53 + 1 would silently become 2**53 as a float64 bound
+    with pytest.raises(InvalidParameterError, match="2\\*\\*53"):
+        sample_truncated_discrete_laplace(2**53 + 1, 2**53 + 1, 3, 1, size=2)

@@ -556,3 +556,38 @@ def test_estimable_reaches_the_design_from_every_entry_point(tmp_path):
     assert PramColumnSpec(column="c", epsilon=1.0, estimable=0.2).estimable == 0.2
     with pytest.raises(ValueError, match="estimable"):
         PramColumnSpec(column="c", epsilon=1.0, estimable="yes")
+
+
+# -- design="global" ----------------------------------------------------------------------
+
+
+def test_global_design_end_to_end_is_charged_once_and_releases_only_its_labels(tmp_path):
+    df = _frame(20_000)
+    path = str(tmp_path / "global.parquet")
+    with dpframe.Accountant(epsilon=2.0) as acct:
+        q = df.lazy().select(pl.col("e").dp.pram(0.1, design="global", estimable=False))
+        dpframe.sink_parquet(q, path)
+    assert _entries(acct) == [("pram", ("e",), 0.1)]
+    record = dpframe.read_provenance(path).entries[-1].details["design"]
+    assert record["design"] == "global" and record["never_released"]
+    released = set(pl.read_parquet(path)["e"].cast(pl.String))
+    assert released <= set(record["labels"])
+    assert not released & set(record["never_released"])
+    # estimation refuses, naming the design and the categories it never releases
+    with pytest.raises(InvalidParameterError, match="design='global'.*never releases"):
+        pram.estimate(pl.read_parquet(path)["e"], record)
+
+
+def test_global_design_invertible_estimates_within_their_errors(tmp_path):
+    df = _frame(40_000, seed=3)
+    prior = dict(zip(CATS, [0.4, 0.3, 0.2, 0.09, 0.01], strict=True))
+    path = str(tmp_path / "global.parquet")
+    with dpframe.Accountant(epsilon=4.0):
+        q = df.lazy().select(pl.col("e").dp.pram(2.0, prior=prior, design="global"))
+        dpframe.sink_parquet(q, path)
+    record = dpframe.read_provenance(path).entries[-1].details["design"]
+    assert record["estimable"] and not record["never_released"]
+    est = pram.estimate(pl.read_parquet(path)["e"], record)
+    truth = df["e"].value_counts().sort("e")["count"].to_numpy() / df.height
+    # the estimator is unbiased: each share within 4 standard errors (fixed seeds)
+    assert (np.abs(est.p_hat - truth) < 4 * est.standard_errors).all()

@@ -8,6 +8,8 @@ neighbours the release is ``ε``-DP iff every column of the matrix satisfies
 
 * :mod:`~dpframe.mechanisms.pram.optimum` -- the MI-optimal ``q`` within the paper's
   family (exact branch and bound; ``docs/pram-design.md``);
+* :mod:`~dpframe.mechanisms.pram.staircase` -- the MI optimum over *every* ``ε``-DP
+  matrix (a staircase linear program with a certified dual bound), its output labels;
 * :mod:`~dpframe.mechanisms.pram.sampling` -- exact integer samplers, and the epsilon of
   the matrix actually sampled, derived from its integers;
 * :mod:`~dpframe.mechanisms.pram.plan` -- a PRAM release as a kernel plan (charge,
@@ -31,7 +33,19 @@ from dpframe.mechanisms.pram.optimum import (
     mutual_information,
     vertex_families,
 )
-from dpframe.mechanisms.pram.sampling import PramSampler, check_matrix, randomize, sampler
+from dpframe.mechanisms.pram.sampling import (
+    PramSampler,
+    check_matrix,
+    randomize,
+    sampler,
+    staircase_sampler,
+)
+from dpframe.mechanisms.pram.staircase import (
+    GlobalDesign,
+    check_estimable,
+    global_design,
+    output_labels,
+)
 
 __all__ = [
     "DIAGONALS",
@@ -41,18 +55,23 @@ __all__ = [
     "MIN_EPSILON",
     "MI_RTOL",
     "SINGULAR_RTOL",
+    "GlobalDesign",
     "PramDesign",
     "PramEstimate",
     "PramSampler",
+    "check_estimable",
     "check_matrix",
     "design",
     "dominance_cost",
     "estimability_cost",
     "estimate",
+    "global_design",
     "krr",
     "mutual_information",
+    "output_labels",
     "project_simplex",
     "randomize",
     "sampler",
+    "staircase_sampler",
     "vertex_families",
 ]

@@ -57,14 +57,20 @@ from dpframe.mechanisms.accuracy import pram_share_error
 from dpframe.mechanisms.laplace import calibrate_laplace, release_laplace
 from dpframe.mechanisms.pram.optimum import (
     MAX_EPSILON,
-    SINGULAR_RTOL,
     PramDesign,
     _check_design_epsilon,
-    design,
     dominance_cost,
     krr,
+    mutual_information,
 )
-from dpframe.mechanisms.pram.sampling import PramSampler, check_matrix, sampler
+from dpframe.mechanisms.pram.optimum import design as paper_design
+from dpframe.mechanisms.pram.sampling import (
+    PramSampler,
+    check_matrix,
+    sampler,
+    staircase_sampler,
+)
+from dpframe.mechanisms.pram.staircase import GlobalDesign, check_estimable, global_design
 
 __all__ = [
     "ArmedPram",
@@ -73,6 +79,7 @@ __all__ = [
     "PriorPlan",
     "design_from_record",
     "design_record",
+    "global_record",
     "plan_dp_prior",
     "plan_pram",
     "prior_weights",
@@ -128,6 +135,7 @@ def prior_weights(prior: Any, cats: tuple[Any, ...]) -> np.ndarray:
 def design_record(d: PramDesign, cats: tuple[Any, ...], prior: str) -> dict[str, Any]:
     """The design as the ledger and the released file record it (for estimation)."""
     out = {
+        "design": "paper",
         "categories": list(cats),
         "q": [float(v) for v in d.q],
         "bits": int(d.bits),
@@ -180,6 +188,69 @@ def design_from_record(d: Mapping[str, Any]) -> PramDesign:
         move_numerators=c,
         estimable_margin=float(d.get("estimable_margin", 0.0)),
     )
+
+
+def _invertible(m: np.ndarray) -> bool:
+    """Whether shares can be estimated from a release of ``m`` (:func:`check_estimable`)."""
+    try:
+        check_estimable(m)
+    except InvalidParameterError:
+        return False
+    return True
+
+
+def _plan_global(
+    p: np.ndarray, epsilon: float, cats: tuple[Any, ...], estimable: bool | float, column: str
+) -> tuple[GlobalDesign, PramSampler]:
+    """The global MI optimum for ``p`` and its exact sampler; refused (before any charge)
+    when ``estimable`` asks for an invertible matrix and the optimum is not one."""
+    g = global_design(p, epsilon)
+    sam = staircase_sampler(g.matrix, epsilon)
+    if estimable is not False and not _invertible(sam.matrix):
+        never = [cats[i] for i in g.unused]
+        why = (
+            f"it releases only {g.n_outputs} of the {len(cats)} categories (never "
+            f"{never[:5]}{'...' if len(never) > 5 else ''})"
+            if never
+            else "its matrix is singular"
+        )
+        raise InvalidParameterError(
+            f"column {column!r}: design='global' (the MI optimum over every epsilon-DP "
+            f"matrix) cannot be inverted here: {why}, so category shares could not be "
+            "estimated from the release. Pass estimable=False to release it anyway, or "
+            "design='paper' (the paper's family, estimable by default)"
+        )
+    return g, sam
+
+
+def global_record(
+    g: GlobalDesign, sam: PramSampler, cats: tuple[Any, ...], prior: str
+) -> dict[str, Any]:
+    """A global design as the ledger and the released file record it.
+
+    ``matrix`` is the matrix actually sampled (from its integers); ``labels`` the
+    category each of the optimum's outputs is released as, ``never_released`` the
+    categories no output is labelled with; ``mutual_information`` is the sampled
+    matrix's, ``upper_bound`` the certificate that no epsilon-DP matrix does better.
+    """
+    m = sam.matrix
+    mi = mutual_information(g.p, m)
+    return {
+        "design": "global",
+        "categories": list(cats),
+        "matrix": m.tolist(),
+        "epsilon": float(g.epsilon),
+        "epsilon_actual": float(sam.epsilon_actual),
+        "mutual_information": float(mi),
+        "upper_bound": float(g.upper_bound),
+        "gap": float(max(g.upper_bound - mi, 0.0)),
+        "method": g.method,
+        "labels": [cats[int(i)] for i in g.labels],
+        "never_released": [cats[int(i)] for i in g.unused],
+        "estimable": _invertible(m),
+        "prior": prior,
+        "prior_p": [float(v) for v in g.p],
+    }
 
 
 # -- the plans ----------------------------------------------------------------------------
@@ -240,7 +311,7 @@ class PramPlan:
     categories: tuple[Any, ...]
     epsilon: float  # asked for
     sampler: PramSampler
-    design: PramDesign | None  # None for a user matrix
+    design: PramDesign | GlobalDesign | None  # None for a user matrix
     prior: str  # "uniform", "public" or "matrix"
     details: dict[str, Any] = field(default_factory=dict)
     #: how many of one person's rows are randomized, at most (1: one row is one person)
@@ -256,6 +327,8 @@ class PramPlan:
 
     def record(self) -> dict[str, Any]:
         """The design (or matrix) as recorded for estimation."""
+        if isinstance(self.design, GlobalDesign):
+            return global_record(self.design, self.sampler, self.categories, self.prior)
         if self.design is not None:
             return design_record(self.design, self.categories, self.prior)
         return {"categories": list(self.categories), "matrix": self.sampler.matrix.tolist()}
@@ -289,10 +362,16 @@ class PramPlan:
         m = self.sampler.matrix
         keep = np.diag(m)
         note = f"S={len(self.categories)}, keep probability {keep.min():.3g}-{keep.max():.3g}"
-        if self.design is not None:
+        if isinstance(self.design, PramDesign):
             estimable = self.design.estimable  # closed form, O(S)
-        else:  # a user matrix: its conditioning (only where the share error is computed)
-            estimable = m.shape[0] > 400 or bool(np.linalg.cond(m) < 1.0 / SINGULAR_RTOL)
+        else:  # a global design or a user matrix: its conditioning
+            estimable = m.shape[0] > 400 or _invertible(m)
+        if isinstance(self.design, GlobalDesign):
+            gap = self.record()["gap"]  # of the matrix actually sampled
+            note += (
+                f"; global MI optimum ({self.design.n_outputs} outputs, MI within "
+                f"{gap:.2g} nats of the certified bound)"
+            )
         c = pram_share_error(m) if estimable else None  # data-free: worst over every mix
         if not estimable:
             note += "; shares NOT estimable from the release (singular matrix)"
@@ -399,6 +478,8 @@ class DPPriorPramPlan:
     unit: str | None = None
     #: the ``estimable=`` of :func:`~dpframe.mechanisms.pram.optimum.design`
     estimable: bool | float = True
+    #: ``"paper"`` or ``"global"`` (then ``estimable`` is False: checked by plan_pram)
+    design: str = "paper"
 
     @property
     def split(self) -> tuple[float, float]:
@@ -455,7 +536,12 @@ class DPPriorPramPlan:
 
     def draw(self, exact: Any, rng: np.random.Generator) -> ArmedPram:
         p = self.prior_plan.draw(exact, rng)
-        d = design(p, self.row_epsilon, diagonal=self.diagonal, estimable=self.estimable)
+        if self.design == "global":
+            g = global_design(p, self.row_epsilon)
+            sam = staircase_sampler(g.matrix, self.row_epsilon)
+            record = global_record(g, sam, self.categories, "dp")
+            return ArmedPram(self.column, self.categories, sam, None, record)
+        d = paper_design(p, self.row_epsilon, diagonal=self.diagonal, estimable=self.estimable)
         if d.epsilon_actual > self.row_epsilon:  # design() certifies it; never trust silently
             raise AssertionError("internal error: a PRAM design exceeds its epsilon")
         return ArmedPram(
@@ -476,6 +562,7 @@ def plan_pram(
     details: Mapping[str, Any] | None = None,
     unit: PrivacyUnit = RECORD,
     estimable: bool | float = True,
+    design: str = "paper",
 ) -> PramPlan | DPPriorPramPlan:
     """Plan PRAM of one column (see the module docstring); nothing is read or drawn.
 
@@ -485,7 +572,11 @@ def plan_pram(
     person, each row randomized at ``epsilon / max_rows``
     (:func:`dpframe.core.units.pram_rows`); the caller checks that no person has more.
     ``estimable`` is :func:`~dpframe.mechanisms.pram.optimum.design`'s (a prior's
-    design; k-RR and a given matrix are what they are).
+    design; k-RR and a given matrix are what they are). ``design="global"`` takes the
+    MI optimum over every epsilon-DP matrix (:mod:`~dpframe.mechanisms.pram.staircase`)
+    for the prior (``"uniform"`` included) instead of the paper's family; with
+    ``estimable`` it must be invertible, which is checked here, before any charge
+    (with ``prior="dp"`` it cannot be: pass ``estimable=False``).
     """
     require_substitute(neighbours, "pram", argument="neighbours")
     rows, person = pram_rows(unit), unit.person
@@ -500,6 +591,21 @@ def plan_pram(
         )
     check_choice("diagonal", diagonal, DIAGONALS)
     estimable = check("estimable", estimable)
+    design = check("design", design)
+    if design == "global":
+        if matrix is not None:
+            raise InvalidParameterError("pass either matrix= or design='global', not both")
+        if diagonal != "optimal":
+            raise InvalidParameterError(
+                f"diagonal={diagonal!r} constrains the paper's family; design='global' "
+                "optimises over every epsilon-DP matrix: leave diagonal='optimal'"
+            )
+        if isinstance(prior, str) and prior == "dp" and estimable is not False:
+            raise InvalidParameterError(
+                "design='global' with prior='dp' needs estimable=False: the design is "
+                "chosen after the DP prior is drawn (and charged), when it could no longer "
+                "be refused for not being invertible"
+            )
     extra = dict(details or {})
     if matrix is not None:
         if not (isinstance(prior, str) and prior == "uniform"):
@@ -547,17 +653,36 @@ def plan_pram(
                     f"prior_share must be a number in (0, 1), got {prior_share!r}"
                 )
             plan = DPPriorPramPlan(
-                column, cats, eps, float(prior_share), diagonal, extra, rows, person, estimable
+                column,
+                cats,
+                eps,
+                float(prior_share),
+                diagonal,
+                extra,
+                rows,
+                person,
+                estimable,
+                design,
             )
             _check_design_epsilon(plan.row_epsilon)  # an impossible split fails now
             return plan
-        d = krr(len(cats), per_row_epsilon(eps, rows))
-        return PramPlan(column, cats, eps, d.sampler, d, "uniform", extra, rows, person)
+        if design == "paper":
+            d = krr(len(cats), per_row_epsilon(eps, rows))
+            return PramPlan(column, cats, eps, d.sampler, d, "uniform", extra, rows, person)
     row_eps = per_row_epsilon(eps, rows)
     if row_eps > MAX_EPSILON:
         _check_design_epsilon(row_eps)  # raises, naming k-RR and matrix= as the ways out
-    d = design(prior_weights(prior, cats), row_eps, diagonal=diagonal, estimable=estimable)
-    return PramPlan(column, cats, eps, d.sampler, d, "public", extra, rows, person)
+    label = "uniform" if isinstance(prior, str) else "public"
+    p = (
+        np.full(len(cats), 1.0 / len(cats))
+        if isinstance(prior, str)
+        else prior_weights(prior, cats)
+    )
+    if design == "global":
+        g, sam = _plan_global(p, row_eps, cats, estimable, column)
+        return PramPlan(column, cats, eps, sam, g, label, extra, rows, person)
+    d = paper_design(p, row_eps, diagonal=diagonal, estimable=estimable)
+    return PramPlan(column, cats, eps, d.sampler, d, label, extra, rows, person)
 
 
 def plan_dp_prior(

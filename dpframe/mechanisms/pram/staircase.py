@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import linear_sum_assignment, linprog
 
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.pram.optimum import SINGULAR_RTOL, _check_design_epsilon, _check_p
@@ -178,6 +177,8 @@ def _solve_master(
     ``lp_method="highs-ipm"`` (interior point, then crossover to a basic solution) is 4-5x
     faster than the simplex on the full enumeration (S = 16: 1.6 s against 4-8 s).
     """
+    from scipy.optimize import linprog  # scipy stays out of `import dpframe`
+
     s = masks.shape[1]
     scale = float(gvals.max()) if gvals.size and gvals.max() > 0 else 1.0
     a_eq = 1.0 + b * masks.T.astype(np.float64)
@@ -640,6 +641,8 @@ def output_labels(p: npt.ArrayLike, channel: npt.ArrayLike) -> tuple[np.ndarray,
     >>> labels.tolist(), unused
     ([0, 1], (2,))
     """
+    from scipy.optimize import linear_sum_assignment  # scipy stays out of `import dpframe`
+
     pv = _check_p(p)
     q = np.asarray(channel, dtype=np.float64)
     if q.ndim != 2 or q.shape[0] != pv.size or q.shape[1] > pv.size or q.shape[1] < 1:
