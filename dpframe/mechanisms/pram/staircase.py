@@ -192,6 +192,10 @@ def _solve_master(
             "dual_feasibility_tolerance": _LP_TOL,
         },
     )
+    if res.status != 0 and lp_method != "highs":
+        # the interior point can stop with an unknown status on a degenerate LP (seen at
+        # S = 14): the simplex is slower but settles it
+        return _solve_master(gvals, masks, b, "highs")
     if res.status != 0:  # pragma: no cover - k-RR is always feasible and the LP bounded
         raise RuntimeError(f"HiGHS failed on the staircase LP: {res.message}")
     theta = np.asarray(res.x, dtype=np.float64)
