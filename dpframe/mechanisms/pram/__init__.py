@@ -8,6 +8,8 @@ neighbours the release is ``ε``-DP iff every column of the matrix satisfies
 
 * :mod:`~dpframe.mechanisms.pram.optimum` -- the MI-optimal ``q`` within the paper's
   family (exact branch and bound; ``docs/pram-design.md``);
+* :mod:`~dpframe.mechanisms.pram.staircase` -- the MI-optimal channel over *all* ``ε``-DP
+  matrices (staircase LP with a certified bound; not yet used by releases);
 * :mod:`~dpframe.mechanisms.pram.sampling` -- exact integer samplers, and the epsilon of
   the matrix actually sampled, derived from its integers;
 * :mod:`~dpframe.mechanisms.pram.plan` -- a PRAM release as a kernel plan (charge,
