@@ -50,8 +50,8 @@ __all__ = [
 ]
 
 #: Largest ``S`` solved over all ``2^S - 2`` patterns by ``method="auto"`` (measured,
-#: ``benchmarks/bench_pram_global.py``: S = 14 about 0.4 s, S = 16 about 1.6 s, where
-#: column generation is as fast).
+#: ``benchmarks/bench_pram_global.py``: S = 14 takes 0.2-0.6 s, S = 16 1.7-2.5 s, where
+#: column generation takes 0.1-1.1 s).
 ENUMERATE_MAX = 14
 #: Largest ``S`` accepted by ``method="enumerate"`` (2^18 patterns: seconds, 100 MB).
 _ENUMERATE_HARD_MAX = 18
@@ -193,6 +193,10 @@ def _solve_master(
             "dual_feasibility_tolerance": _LP_TOL,
         },
     )
+    if res.status != 0 and lp_method != "highs":
+        # the interior point can stop with an unknown status on a degenerate LP (seen at
+        # S = 14): the simplex is slower but settles it
+        return _solve_master(gvals, masks, b, "highs")
     if res.status != 0:  # pragma: no cover - k-RR is always feasible and the LP bounded
         raise RuntimeError(f"HiGHS failed on the staircase LP: {res.message}")
     theta = np.asarray(res.x, dtype=np.float64)

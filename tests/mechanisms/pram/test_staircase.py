@@ -299,11 +299,10 @@ def _local_optimum(p: np.ndarray, eps: float, rng: np.random.Generator) -> float
     return float(terms.sum())
 
 
-@pytest.mark.parametrize(
-    "s", [6, 7, 8, 9, 10, pytest.param(11, marks=SLOW), pytest.param(12, marks=SLOW)]
-)
+@pytest.mark.parametrize("s", [6, 10, *(pytest.param(s, marks=SLOW) for s in (7, 8, 9, 11, 12))])
 def test_local_optimizer_never_beats_the_lp(s):
-    """S = 11, 12 take 10-20 s each: marked slow."""
+    """S = 6 and 10 in the quick run; the others take 5-20 s each (more on a loaded
+    machine): marked slow."""
     rng = np.random.default_rng(s)
     restarts = 2 if s <= 8 else 1
     beaten_paper = 0
@@ -533,3 +532,15 @@ def test_bad_arguments_name_the_fix():
         st.global_design([0.5, 0.6], 1.0)
     with pytest.raises(InvalidParameterError, match="epsilon"):
         st.global_design([0.5, 0.5], 20.0)
+
+
+def test_enumeration_survives_an_unknown_interior_point_status():
+    """S = 14, Dirichlet(1) seed 2024: HiGHS's interior point stopped with model status
+    "Unknown" (the benchmark's case); the simplex retry gives the certified optimum, equal
+    to column generation's."""
+    p = np.random.default_rng(2024).dirichlet(np.ones(14))
+    for eps in (0.1, 0.5, 1.0, 2.0):
+        e = st.global_design(p, eps, method="enumerate")
+        c = st.global_design(p, eps, method="column-generation")
+        assert e.gap <= 1e-9 and c.gap <= 1e-9
+        assert e.mutual_information == pytest.approx(c.mutual_information, rel=RTOL)
