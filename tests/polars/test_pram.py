@@ -574,7 +574,7 @@ def test_global_design_end_to_end_is_charged_once_and_releases_only_its_labels(t
     assert released <= set(record["labels"])
     assert not released & set(record["never_released"])
     # estimation refuses, naming the design and the categories it never releases
-    with pytest.raises(InvalidParameterError, match="design='global'.*never releases"):
+    with pytest.raises(InvalidParameterError, match=r"design='global'.*never releases"):
         pram.estimate(pl.read_parquet(path)["e"], record)
 
 
