@@ -204,8 +204,15 @@ def _plan_global(
 ) -> tuple[GlobalDesign, PramSampler]:
     """The global MI optimum for ``p`` and its exact sampler; refused (before any charge)
     when ``estimable`` asks for an invertible matrix and the optimum is not one."""
-    g = global_design(p, epsilon)
-    sam = staircase_sampler(g.matrix, epsilon)
+    try:
+        g = global_design(p, epsilon)
+        sam = staircase_sampler(g.matrix, epsilon)
+    except (RuntimeError, ValueError) as exc:  # a solver failure (an InvalidParameterError
+        # is a ValueError too): refused here, before any charge
+        raise InvalidParameterError(
+            f"column {column!r}: design='global' could not be computed for this prior and "
+            f"epsilon ({exc}); use design='paper'"
+        ) from None
     if estimable is not False and not _invertible(sam.matrix):
         never = [cats[i] for i in g.unused]
         why = (
@@ -235,6 +242,7 @@ def global_record(
     """
     m = sam.matrix
     mi = mutual_information(g.p, m)
+    bound = float(g.upper_bound) if math.isfinite(g.upper_bound) else None
     return {
         "design": "global",
         "categories": list(cats),
@@ -242,8 +250,8 @@ def global_record(
         "epsilon": float(g.epsilon),
         "epsilon_actual": float(sam.epsilon_actual),
         "mutual_information": float(mi),
-        "upper_bound": float(g.upper_bound),
-        "gap": float(max(g.upper_bound - mi, 0.0)),
+        "upper_bound": bound,  # None: no finite certificate was found
+        "gap": None if bound is None else max(bound - mi, 0.0),
         "method": g.method,
         "labels": [cats[int(i)] for i in g.labels],
         "never_released": [cats[int(i)] for i in g.unused],
@@ -368,9 +376,10 @@ class PramPlan:
             estimable = m.shape[0] > 400 or _invertible(m)
         if isinstance(self.design, GlobalDesign):
             gap = self.record()["gap"]  # of the matrix actually sampled
+            within = "no certified bound" if gap is None else f"MI within {gap:.2g} nats of "
             note += (
-                f"; global MI optimum ({self.design.n_outputs} outputs, MI within "
-                f"{gap:.2g} nats of the certified bound)"
+                f"; global MI optimum ({self.design.n_outputs} outputs, "
+                f"{within}{'' if gap is None else 'the certified bound'})"
             )
         c = pram_share_error(m) if estimable else None  # data-free: worst over every mix
         if not estimable:
@@ -536,17 +545,23 @@ class DPPriorPramPlan:
 
     def draw(self, exact: Any, rng: np.random.Generator) -> ArmedPram:
         p = self.prior_plan.draw(exact, rng)
-        if self.design == "global":
-            g = global_design(p, self.row_epsilon)
-            sam = staircase_sampler(g.matrix, self.row_epsilon)
-            record = global_record(g, sam, self.categories, "dp")
-            return ArmedPram(self.column, self.categories, sam, None, record)
+        fallback = None
+        if self.design == "global":  # after the charge: nothing may fail from here on
+            try:
+                g = global_design(p, self.row_epsilon)
+                sam = staircase_sampler(g.matrix, self.row_epsilon)
+            except Exception as exc:
+                fallback = f"design='global' failed for the DP prior ({exc}); paper's design used"
+            else:
+                record = global_record(g, sam, self.categories, "dp")
+                return ArmedPram(self.column, self.categories, sam, None, record)
         d = paper_design(p, self.row_epsilon, diagonal=self.diagonal, estimable=self.estimable)
         if d.epsilon_actual > self.row_epsilon:  # design() certifies it; never trust silently
             raise AssertionError("internal error: a PRAM design exceeds its epsilon")
-        return ArmedPram(
-            self.column, self.categories, d.sampler, d, design_record(d, self.categories, "dp")
-        )
+        record = design_record(d, self.categories, "dp")
+        if fallback is not None:
+            record["fallback"] = fallback
+        return ArmedPram(self.column, self.categories, d.sampler, d, record)
 
 
 def plan_pram(

@@ -598,7 +598,10 @@ def staircase_weights(channel: npt.ArrayLike, epsilon: float) -> tuple[np.ndarra
     delta = 2.0**-40
     while delta < 0.5:
         low = [math.floor(float(t) * total * (1.0 - delta)) for t in theta]
-        high = [(v * num) // den for v in low]
+        # columns without a high entry keep their low level (L e^eps may not fit int64)
+        high = [
+            (v * num) // den if col_up else v for v, col_up in zip(low, up.any(axis=0), strict=True)
+        ]
         w = np.where(up, np.array(high, dtype=np.int64), np.array(low, dtype=np.int64))
         rest = total - w.sum(axis=1)
         r_min, r_max = int(rest.min()), int(rest.max())

@@ -114,3 +114,68 @@ def test_summary_says_what_the_global_design_is():
     note = plan.summary()[0]["note"]
     assert "global MI optimum (2 outputs" in note and "NOT estimable" in note
     assert math.isfinite(plan.summary()[0]["epsilon"])
+
+
+# -- robustness found by an adversarial review -------------------------------------------
+
+
+def test_a_solver_failure_is_refused_before_any_charge(monkeypatch):
+    from dpframe.mechanisms.pram import plan as plan_module
+
+    def broken(p, epsilon):
+        raise RuntimeError("HiGHS status 4")
+
+    monkeypatch.setattr(plan_module, "global_design", broken)
+    with pytest.raises(InvalidParameterError, match="design='paper'"):
+        plan_pram("c", CATS, 0.5, prior=PRIOR, design="global", estimable=False)
+
+
+def test_dp_prior_falls_back_to_the_papers_design_after_the_charge(monkeypatch):
+    # the design is chosen after the DP prior is charged: a solver failure there must
+    # still release (the paper's design at the same epsilon), never raise
+    from dpframe.mechanisms.pram import plan as plan_module
+
+    plan = plan_pram("c", CATS, 1.0, prior="dp", design="global", estimable=False)
+
+    def broken(p, epsilon):
+        raise RuntimeError("the staircase LP returned an invalid channel")
+
+    monkeypatch.setattr(plan_module, "global_design", broken)
+    armed = plan.draw(np.array([400, 300, 200, 100]), np.random.default_rng(2))
+    assert armed.record["design"] == "paper" and "failed" in armed.record["fallback"]
+    assert armed.sampler.epsilon_actual <= plan.row_epsilon
+    assert exactly_dp(armed.sampler.weights(), plan.row_epsilon)
+
+
+def test_column_generation_always_certifies_a_finite_bound():
+    # S = 16, epsilon = 10, a sparse prior: column generation used to stop before any
+    # exact pricing ("the LP already holds the priced columns") with an infinite bound
+    from dpframe.mechanisms.pram import global_design
+
+    p = np.array(  # the reviewer's Dirichlet(0.3) draw that gave an infinite bound
+        [
+            0.00086781456872665,
+            0.03415453572944874,
+            0.0039887371858886,
+            0.256675240349373,
+            3.7063138384e-07,
+            0.00013787661294378,
+            0.01763821867451838,
+            0.02320329437046443,
+            0.06994604119786557,
+            0.18498066385360112,
+            0.00326999876841426,
+            0.00028835056462039,
+            0.10903313916804289,
+            0.25457094628210025,
+            0.02151207788086535,
+            0.01973269416174271,
+        ]
+    )
+    g = global_design(p, 10.0, method="column-generation")
+    assert math.isfinite(g.upper_bound) and g.upper_bound >= g.mutual_information
+    plan = plan_pram(
+        "c", tuple(f"k{i}" for i in range(16)), 10.0, prior=p, design="global", estimable=False
+    )
+    record = plan.record()
+    assert record["upper_bound"] is not None and record["gap"] >= 0

@@ -112,3 +112,10 @@ def test_refuses_what_is_not_a_staircase(channel, match):
 def test_refuses_epsilon_below_the_slack():
     with pytest.raises(InvalidParameterError, match="epsilon"):
         staircase_weights(krr(3, 1.0), 1e-14)
+
+
+def test_a_constant_column_keeps_its_level():
+    # a column with no high entry: L e^eps is never formed (it could exceed int64)
+    w, bits = staircase_weights(np.array([[0.8, 0.2], [0.8, 0.2]]), 1.0)
+    assert all(int(v) == 2 << bits for v in w.sum(axis=1))
+    assert (w[0] == w[1]).all()
