@@ -676,19 +676,32 @@ def _exact_magnitude(
         return uniform.less_than(lambda prec: _threshold_bounds(y, t, s, symmetric, cap, prec))
 
     if bracket is not None:
-        low, high = bracket[0], bracket[1] + 1
-        if not less(low) or less(high):
-            raise RuntimeError(
-                "the float pre-filter left its error bound: numpy's log/exp are less "
-                f"accurate than {LIBM_RELATIVE_ERROR!r}; the fast samplers cannot be used"
-            )
+        low, high = _checked_bracket(less, bracket)
     else:
         low, high = 0, 1
         while less(high):
             low, high = high, 2 * high
             if high > 2**62:
                 raise RuntimeError("geometric draw above 2**62; refusing to overflow int64")
-    while high - low > 1:  # less(low) and not less(high)
+    return _bisect(less, low, high)
+
+
+def _checked_bracket(less: Callable[[int], bool], bracket: tuple[int, int]) -> tuple[int, int]:
+    """``(low, high)`` from the pre-filter's bracket, checked: ``less(low)`` and not
+    ``less(high)``, else the float error bound was wrong and nothing is drawn."""
+    low, high = bracket[0], bracket[1] + 1
+    if not less(low) or less(high):
+        raise RuntimeError(
+            "the float pre-filter left its error bound: numpy's log/exp are less "
+            f"accurate than {LIBM_RELATIVE_ERROR!r}; the fast samplers cannot be used"
+        )
+    return low, high
+
+
+def _bisect(less: Callable[[int], bool], low: int, high: int) -> int:
+    """The largest ``z`` in ``[low, high)`` with ``less(z)``, for a ``less`` that is True
+    up to some point and False after, given ``less(low)`` and not ``less(high)``."""
+    while high - low > 1:
         mid = (low + high) // 2
         if less(mid):
             low = mid
@@ -1091,22 +1104,8 @@ def _exact_two_sided(
             return False
         return uniform.less_than(lambda prec: _two_sided_bounds(z, t, s, l1, l2, prec))
 
-    if bracket is not None:
-        low, high = bracket[0], bracket[1] + 1
-        if not less(low) or less(high):
-            raise RuntimeError(
-                "the float pre-filter left its error bound: numpy's log/exp are less "
-                f"accurate than {LIBM_RELATIVE_ERROR!r}; the fast samplers cannot be used"
-            )
-    else:
-        low, high = -l1, l2 + 1
-    while high - low > 1:  # less(low) and not less(high)
-        mid = (low + high) // 2
-        if less(mid):
-            low = mid
-        else:
-            high = mid
-    return low
+    low, high = (-l1, l2 + 1) if bracket is None else _checked_bracket(less, bracket)
+    return _bisect(less, low, high)
 
 
 def _around_zero(
