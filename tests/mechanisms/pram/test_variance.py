@@ -251,3 +251,19 @@ def test_sampler_draws_the_matrix():
 def test_sampler_errors():
     with pytest.raises(InvalidParameterError, match="design"):
         variance_sampler(np.eye(2))  # type: ignore[arg-type]
+
+
+def test_gradient_matches_finite_differences():
+    from dpframe.mechanisms.pram.variance import _risk_and_grad, _risk_matrix
+
+    rng = np.random.default_rng(11)
+    p = rng.dirichlet(np.ones(4))
+    m = rng.dirichlet(np.ones(4) * 3, size=4)
+    _, g = _risk_and_grad(p, m)
+    h = 1e-6
+    fd = np.zeros_like(m)
+    for i, j in itertools.product(range(4), range(4)):
+        e = np.zeros_like(m)
+        e[i, j] = h
+        fd[i, j] = (_risk_matrix(p, m + e) - _risk_matrix(p, m - e)) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6 * np.abs(g).max())
