@@ -326,7 +326,8 @@ class PramColumnSpec(_Model):
     design: Annotated[str, BeforeValidator(spec_field("design"))] = Field(
         "paper",
         description="'paper': the MI optimum within the paper's family; 'global': over "
-        "every epsilon-DP matrix (needs estimable = false unless it is invertible)",
+        "every epsilon-DP matrix (needs estimable = false unless it is invertible); "
+        "'variance': the least estimator variance found (up to 12 categories)",
     )
     estimable: Annotated[bool | float, BeforeValidator(spec_field("estimable"))] = Field(
         True,

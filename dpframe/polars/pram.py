@@ -344,14 +344,16 @@ def apply(
         ``1/S`` (``True``: a margin of 5% of k-RR's distance from ``1/S``; a number in
         ``(0, 1]``: that margin; ``False``: the plain optimum, which may not be). See
         :func:`dpframe.pram.design` and ``docs/pram-design.md``.
-    design : {"paper", "global"}, default "paper"
+    design : {"paper", "global", "variance"}, default "paper"
         ``"paper"``: the MI optimum within the paper's family (keep a record's category
         with probability ``q_k``, else move it uniformly); estimable by default.
         ``"global"``: the MI optimum over *every* epsilon-DP matrix (a staircase linear
         program, certified by its dual), often far more informative at small epsilon
         but usually releasing fewer labels than categories, so shares cannot be
         estimated from it: it needs ``estimable=False`` unless its matrix is invertible.
-        See ``docs/pram-design.md``, section 11.
+        See ``docs/pram-design.md``, section 11. ``"variance"``: the least variance of
+        the estimated shares found at the prior (a local optimum over every epsilon-DP
+        matrix, up to 12 categories, not with ``prior="dp"``; section 12).
 
     Returns
     -------

@@ -809,6 +809,7 @@ for what, kwargs, name in [
     ),
     ("design='global', prior='dp'", {"design": "global", "prior": "dp"}, "estimable"),
     ("design='global' (not invertible)", {"design": "global"}, "estimable"),
+    ("design='variance', prior='dp'", {"design": "variance", "prior": "dp"}, "dp_prior"),
 ]:
     add(
         A,

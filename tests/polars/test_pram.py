@@ -591,3 +591,20 @@ def test_global_design_invertible_estimates_within_their_errors(tmp_path):
     truth = df["e"].value_counts().sort("e")["count"].to_numpy() / df.height
     # the estimator is unbiased: each share within 4 standard errors (fixed seeds)
     assert (np.abs(est.p_hat - truth) < 4 * est.standard_errors).all()
+
+
+def test_variance_design_end_to_end_estimates_within_their_errors(tmp_path):
+    df = _frame(40_000, seed=5)
+    prior = dict(zip(CATS, [0.4, 0.3, 0.2, 0.09, 0.01], strict=True))
+    path = str(tmp_path / "variance.parquet")
+    with dpframe.Accountant(epsilon=2.0) as acct:
+        q = df.lazy().select(pl.col("e").dp.pram(0.5, prior=prior, design="variance"))
+        dpframe.sink_parquet(q, path)
+    assert _entries(acct) == [("pram", ("e",), 0.5)]
+    record = dpframe.read_provenance(path).entries[-1].details["design"]
+    assert record["design"] == "variance"
+    est = pram.estimate(pl.read_parquet(path)["e"], record)
+    truth = df["e"].value_counts().sort("e")["count"].to_numpy() / df.height
+    assert (np.abs(est.p_hat - truth) < 4 * est.standard_errors).all()
+    # the estimator's variance at the prior is what the design minimised: n tr(Cov)
+    assert est.covariance.trace() * df.height == pytest.approx(record["risk"], rel=0.1)

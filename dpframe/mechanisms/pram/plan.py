@@ -230,6 +230,48 @@ def _plan_global(
     return g, sam
 
 
+#: Largest S for design="variance": a local optimiser (2 s at S = 10, more than 30 s at
+#: S = 20; benchmarks/bench_pram_variance.py)
+VARIANCE_MAX_CATEGORIES = 12
+
+
+def _plan_variance(
+    p: np.ndarray, epsilon: float, cats: tuple[Any, ...], column: str
+) -> tuple[Any, PramSampler]:
+    """The least-variance design found for ``p`` and its exact sampler (before any charge)."""
+    from dpframe.mechanisms.pram.variance import variance_design, variance_sampler
+
+    if len(cats) > VARIANCE_MAX_CATEGORIES:
+        raise InvalidParameterError(
+            f"column {column!r}: design='variance' is offered for at most "
+            f"{VARIANCE_MAX_CATEGORIES} categories (a local optimiser; {len(cats)} would take "
+            "minutes); use design='paper' or prior='uniform' (k-RR)"
+        )
+    d = variance_design(p, epsilon)
+    return d, variance_sampler(d)
+
+
+def variance_record(d: Any, sam: PramSampler, cats: tuple[Any, ...], prior: str) -> dict[str, Any]:
+    """A least-variance design as the ledger and the released file record it."""
+    from dpframe.mechanisms.pram.variance import estimation_risk
+
+    m = sam.matrix
+    return {
+        "design": "variance",
+        "categories": list(cats),
+        "matrix": m.tolist(),
+        "epsilon": float(d.epsilon),
+        "epsilon_actual": float(sam.epsilon_actual),
+        "risk": estimation_risk(d.p, m),  # n E||p_hat - p||^2 at the prior, as sampled
+        "risk_krr": float(d.krr_risk),
+        "risk_paper": float(d.paper_risk),
+        "method": d.method,
+        "mutual_information": float(mutual_information(d.p, m)),
+        "prior": prior,
+        "prior_p": [float(v) for v in d.p],
+    }
+
+
 def global_record(
     g: GlobalDesign, sam: PramSampler, cats: tuple[Any, ...], prior: str
 ) -> dict[str, Any]:
@@ -319,7 +361,8 @@ class PramPlan:
     categories: tuple[Any, ...]
     epsilon: float  # asked for
     sampler: PramSampler
-    design: PramDesign | GlobalDesign | None  # None for a user matrix
+    #: PramDesign, GlobalDesign or VarianceDesign; None for a user matrix
+    design: Any
     prior: str  # "uniform", "public" or "matrix"
     details: dict[str, Any] = field(default_factory=dict)
     #: how many of one person's rows are randomized, at most (1: one row is one person)
@@ -337,6 +380,8 @@ class PramPlan:
         """The design (or matrix) as recorded for estimation."""
         if isinstance(self.design, GlobalDesign):
             return global_record(self.design, self.sampler, self.categories, self.prior)
+        if self.design is not None and not isinstance(self.design, PramDesign):
+            return variance_record(self.design, self.sampler, self.categories, self.prior)
         if self.design is not None:
             return design_record(self.design, self.categories, self.prior)
         return {"categories": list(self.categories), "matrix": self.sampler.matrix.tolist()}
@@ -374,6 +419,13 @@ class PramPlan:
             estimable = self.design.estimable  # closed form, O(S)
         else:  # a global design or a user matrix: its conditioning
             estimable = m.shape[0] > 400 or _invertible(m)
+        if self.design is not None and not isinstance(self.design, PramDesign | GlobalDesign):
+            rec = self.record()
+            note += (
+                f"; least estimator variance found (n E|p_hat - p|^2 = {rec['risk']:.3g} at "
+                f"the prior; k-RR {rec['risk_krr']:.3g}, the paper's design "
+                f"{rec['risk_paper']:.3g})"
+            )
         if isinstance(self.design, GlobalDesign):
             gap = self.record()["gap"]  # of the matrix actually sampled
             within = "no certified bound" if gap is None else f"MI within {gap:.2g} nats of "
@@ -607,9 +659,14 @@ def plan_pram(
     check_choice("diagonal", diagonal, DIAGONALS)
     estimable = check("estimable", estimable)
     design = check("design", design)
+    if design == "variance" and isinstance(prior, str) and prior == "dp":
+        raise InvalidParameterError(
+            "design='variance' with prior='dp' is not offered: its optimiser would run after "
+            "the DP prior is charged; release dpframe.pram.dp_prior first and pass it as prior="
+        )
+    if design != "paper" and matrix is not None:
+        raise InvalidParameterError(f"pass either matrix= or design={design!r}, not both")
     if design == "global":
-        if matrix is not None:
-            raise InvalidParameterError("pass either matrix= or design='global', not both")
         if diagonal != "optimal":
             raise InvalidParameterError(
                 f"diagonal={diagonal!r} constrains the paper's family; design='global' "
@@ -696,6 +753,14 @@ def plan_pram(
     if design == "global":
         g, sam = _plan_global(p, row_eps, cats, estimable, column)
         return PramPlan(column, cats, eps, sam, g, label, extra, rows, person)
+    if design == "variance":
+        if diagonal != "optimal":
+            raise InvalidParameterError(
+                f"diagonal={diagonal!r} constrains the paper's family; design='variance' "
+                "searches every epsilon-DP matrix: leave diagonal='optimal'"
+            )
+        v, sam = _plan_variance(p, row_eps, cats, column)
+        return PramPlan(column, cats, eps, sam, v, label, extra, rows, person)
     d = paper_design(p, row_eps, diagonal=diagonal, estimable=estimable)
     return PramPlan(column, cats, eps, d.sampler, d, label, extra, rows, person)
 

@@ -179,3 +179,44 @@ def test_column_generation_always_certifies_a_finite_bound():
     )
     record = plan.record()
     assert record["upper_bound"] is not None and record["gap"] >= 0
+
+
+# -- design="variance" (the least estimator variance found) -------------------------------
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0])
+def test_variance_plan_charges_epsilon_and_beats_or_equals_krr_and_paper(epsilon):
+    from dpframe.mechanisms.pram.variance import estimation_risk
+
+    cats = tuple(f"k{i}" for i in range(6))
+    p = np.random.default_rng(1).dirichlet(np.ones(6))
+    plan = plan_pram("c", cats, epsilon, prior=p, design="variance")
+    assert plan.charges[0].epsilon == epsilon
+    assert plan.sampler.epsilon_actual <= epsilon
+    assert exactly_dp(plan.sampler.weights(), epsilon)
+    record = plan.record()
+    assert record["design"] == "variance" and record["categories"] == list(cats)
+    sampled = estimation_risk(p, plan.sampler.matrix)
+    assert record["risk"] == pytest.approx(sampled, rel=1e-12)
+    # the rounding to integers moves the risk by far less than 1e-6 (relative)
+    assert sampled <= min(record["risk_krr"], record["risk_paper"]) * (1 + 1e-6)
+    assert "least estimator variance" in plan.summary()[0]["note"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"design": "variance", "prior": "dp"}, "dp_prior"),
+        ({"design": "variance", "diagonal": "dominant"}, "diagonal"),
+    ],
+)
+def test_variance_design_refusals(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        plan_pram("c", CATS, 1.0, **kwargs)
+
+
+def test_variance_design_is_refused_beyond_its_size_and_with_a_matrix():
+    with pytest.raises(InvalidParameterError, match="at most 12 categories"):
+        plan_pram("c", tuple(range(13)), 1.0, design="variance")
+    with pytest.raises(InvalidParameterError, match="matrix"):
+        plan_pram("c", ("a", "b"), None, matrix=[[0.75, 0.25], [0.25, 0.75]], design="variance")
