@@ -80,10 +80,13 @@ STRATEGIES = ("rescale", "all_but_one", "universal_histogram")
 REPAIRS = (None, "higham", "clip")
 #: PRAM: the MI-optimal diagonal, or one constrained to q_k >= 1/S.
 DIAGONALS = ("optimal", "dominant")
-#: PRAM designs: the MI optimum within the paper's family (keep k with q_k, else move
-#: uniformly), or over every epsilon-DP matrix (staircase LP, docs/pram-design.md, 11), or
-#: the least estimator variance found (a local optimum, docs/pram-design.md, 12)
-PRAM_DESIGNS = ("paper", "global", "variance")
+#: PRAM designs: ``"auto"`` (the default: the least estimator variance among k-RR, the
+#: paper's design and, up to AUTO_VARIANCE_MAX categories, the variance search, when the
+#: release is for estimation; the paper's design otherwise), the MI optimum within the
+#: paper's family (keep k with q_k, else move uniformly), or over every epsilon-DP matrix
+#: (staircase LP, docs/pram-design.md, 11), or the least estimator variance found (a local
+#: optimum, docs/pram-design.md, 12)
+PRAM_DESIGNS = ("auto", "paper", "global", "variance")
 #: The noise of a grouped count or sum: Laplace (pure epsilon-DP) or the discrete Gaussian
 #: (rho-zCDP, needs a zCDP budget).
 NOISES = ("laplace", "gaussian")

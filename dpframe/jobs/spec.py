@@ -324,10 +324,13 @@ class PramColumnSpec(_Model):
     prior: Literal["uniform"] | dict[str, float] | list[float] = "uniform"
     diagonal: Diagonal = "optimal"
     design: Annotated[str, BeforeValidator(spec_field("design"))] = Field(
-        "paper",
-        description="'paper': the MI optimum within the paper's family; 'global': over "
-        "every epsilon-DP matrix (needs estimable = false unless it is invertible); "
-        "'variance': the least estimator variance found (up to 12 categories)",
+        "auto",
+        description="'auto': for estimation (estimable not false), the least estimator "
+        "variance among k-RR, the paper's design and (up to 10 categories) the variance "
+        "search; otherwise the paper's design. 'paper': the MI optimum within the paper's "
+        "family; 'global': over every epsilon-DP matrix (needs estimable = false unless it "
+        "is invertible); 'variance': the least estimator variance found (up to 12 "
+        "categories)",
     )
     estimable: Annotated[bool | float, BeforeValidator(spec_field("estimable"))] = Field(
         True,

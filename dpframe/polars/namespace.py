@@ -144,7 +144,7 @@ class ExprDP:
         accountant: Accountant | None = None,
         seed: int | RandomSource | None = None,
         estimable: bool | float = True,
-        design: str = "paper",
+        design: str = "auto",
     ) -> pl.Expr:
         """Post-randomize this categorical column; see :func:`dpframe.pram.apply`.
 

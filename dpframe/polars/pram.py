@@ -155,7 +155,7 @@ class PramExpression(RunnerRelease):
         random: RandomSource,
         column: str | None,
         estimable: bool | float = True,
-        design: str = "paper",
+        design: str = "auto",
     ) -> None:
         if accountant is not None and not accountant.unit.is_record:
             person = accountant.unit.person
@@ -303,7 +303,7 @@ def apply(
     accountant: Accountant | None = None,
     seed: int | RandomSource | None = None,
     estimable: bool | float = True,
-    design: str = "paper",
+    design: str = "auto",
 ) -> pl.Expr:
     """Post-randomize a categorical column under ``epsilon``-DP (``.dp.pram``).
 
@@ -320,7 +320,10 @@ def apply(
         from the data: the set of values present is itself private.
     prior : "uniform", "dp", dict or array, default "uniform"
         The category distribution ``p`` the matrix is optimised for. ``"uniform"``
-        gives symmetric k-ary randomized response (safe: uses nothing about the data).
+        uses nothing about the data: symmetric k-ary randomized response (k-RR), or
+        with ``design="auto"`` (6 to 10 categories, small epsilon) a matrix whose
+        estimated shares vary less than k-RR's, at the uniform ``p`` and in the worst
+        case over ``p`` (``docs/pram-design.md``, section 12.4).
         A dict ``{category: weight}`` or an array aligned with ``categories`` is a
         *public* prior (e.g. last census). ``"dp"`` spends ``prior_share * epsilon`` on
         a DP histogram of the column and optimises for it with the rest; it needs the
@@ -344,7 +347,12 @@ def apply(
         ``1/S`` (``True``: a margin of 5% of k-RR's distance from ``1/S``; a number in
         ``(0, 1]``: that margin; ``False``: the plain optimum, which may not be). See
         :func:`dpframe.pram.design` and ``docs/pram-design.md``.
-    design : {"paper", "global", "variance"}, default "paper"
+    design : {"auto", "paper", "global", "variance"}, default "auto"
+        ``"auto"``: when the release is for estimation (``estimable`` not False, and
+        ``diagonal="optimal"``), the design with the least variance of the estimated
+        shares at the prior among k-RR, the paper's estimable design and, for up to 10
+        categories, the variance search's matrix (the record's ``selection`` lists every
+        candidate's risk); otherwise the paper's design (k-RR for a uniform prior).
         ``"paper"``: the MI optimum within the paper's family (keep a record's category
         with probability ``q_k``, else move it uniformly); estimable by default.
         ``"global"``: the MI optimum over *every* epsilon-DP matrix (a staircase linear
@@ -485,7 +493,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
                     details={"seeded": self.random.seeded},
                     unit=self.unit,
                     estimable=s.get("estimable", True),
-                    design=s.get("design", "paper"),
+                    design=s.get("design", "auto"),
                 )
             )
         self.records: dict[str, Any] = {}

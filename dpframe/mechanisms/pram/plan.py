@@ -31,6 +31,8 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -235,11 +237,25 @@ def _plan_global(
 VARIANCE_MAX_CATEGORIES = 12
 
 
+#: Largest S for which design="auto" runs the variance search (at most 4 s at S = 10;
+#: beyond, "auto" compares k-RR and the paper's design only; docs/pram-design.md, 12.3)
+AUTO_VARIANCE_MAX = 10
+
+
+@functools.lru_cache(maxsize=64)
+def _variance_design(p: tuple[float, ...], epsilon: float) -> Any:
+    """:func:`~dpframe.mechanisms.pram.variance.variance_design`, once per prior and epsilon
+    (it is deterministic; a plan is often built twice, to summarize and to release)."""
+    from dpframe.mechanisms.pram.variance import variance_design
+
+    return variance_design(np.array(p), epsilon)
+
+
 def _plan_variance(
     p: np.ndarray, epsilon: float, cats: tuple[Any, ...], column: str
 ) -> tuple[Any, PramSampler]:
     """The least-variance design found for ``p`` and its exact sampler (before any charge)."""
-    from dpframe.mechanisms.pram.variance import variance_design, variance_sampler
+    from dpframe.mechanisms.pram.variance import variance_sampler
 
     if len(cats) > VARIANCE_MAX_CATEGORIES:
         raise InvalidParameterError(
@@ -247,8 +263,57 @@ def _plan_variance(
             f"{VARIANCE_MAX_CATEGORIES} categories (a local optimiser; {len(cats)} would take "
             "minutes); use design='paper' or prior='uniform' (k-RR)"
         )
-    d = variance_design(p, epsilon)
+    d = _variance_design(tuple(p.tolist()), epsilon)
     return d, variance_sampler(d)
+
+
+def _auto_estimates(design: str, estimable: bool | float, diagonal: str) -> bool:
+    """Whether ``design="auto"`` takes the estimation criterion (:func:`_plan_auto`): the
+    release is for estimation (``estimable`` not False) and the paper's family is not
+    asked for by its own constraint (``diagonal="dominant"``). Otherwise "auto" is the
+    paper's design (k-RR for a uniform prior), the MI criterion."""
+    return design == "auto" and estimable is not False and diagonal == "optimal"
+
+
+def _plan_auto(
+    p: np.ndarray, epsilon: float, estimable: bool | float, uniform: bool
+) -> tuple[Any, PramSampler, dict[str, Any]]:
+    """``design="auto"`` for a release that will be used for estimation: the candidate
+    with the least estimation risk at the prior (``n E||p_hat - p||^2``,
+    :func:`~dpframe.mechanisms.pram.variance.estimation_risk`), as sampled.
+
+    The candidates are k-RR, the paper's estimable design (a non-uniform prior) and,
+    for at most :data:`AUTO_VARIANCE_MAX` categories, the variance search's optimised
+    matrix when it beats both. Ties go to k-RR, then the paper's design. Returns the
+    design, its exact sampler and the selection as recorded (every candidate's risk).
+    """
+    from dpframe.mechanisms.pram.variance import estimation_risk, variance_sampler
+
+    s = p.size
+    k = krr(s, epsilon)
+    if not uniform:  # k-RR's matrix, recorded at the prior it was chosen for
+        pv = np.array(p)
+        pv.setflags(write=False)
+        k = dataclasses.replace(k, p=pv, mutual_information=mutual_information(pv, k.q))
+    candidates: dict[str, tuple[Any, PramSampler]] = {"krr": (k, k.sampler)}
+    if not uniform:
+        d = paper_design(p, epsilon, estimable=estimable)
+        candidates["paper"] = (d, d.sampler)
+    searched = s <= AUTO_VARIANCE_MAX and epsilon <= MAX_EPSILON
+    if searched:
+        v = _variance_design(tuple(p.tolist()), epsilon)
+        if v.method.startswith("slsqp"):  # an optimised matrix beat k-RR and the paper's
+            candidates["variance"] = (v, variance_sampler(v))
+    risks = {name: estimation_risk(p, sam.matrix) for name, (_, sam) in candidates.items()}
+    chosen = min(risks, key=lambda name: risks[name])  # first of equals: k-RR, the paper's
+    selection = {
+        "rule": "auto: least n E|p_hat - p|^2 at the prior, as sampled",
+        "chosen": chosen,
+        "risks": {name: (r if math.isfinite(r) else None) for name, r in risks.items()},
+        "variance_search": searched,
+    }
+    design, sam = candidates[chosen]
+    return design, sam, selection
 
 
 def variance_record(d: Any, sam: PramSampler, cats: tuple[Any, ...], prior: str) -> dict[str, Any]:
@@ -301,6 +366,28 @@ def global_record(
         "prior": prior,
         "prior_p": [float(v) for v in g.p],
     }
+
+
+def plan_record(
+    design: Any,
+    sam: PramSampler,
+    cats: tuple[Any, ...],
+    prior: str,
+    selection: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The record of any design (``None``: a user matrix), with ``design="auto"``'s
+    ``selection`` when it chose."""
+    if isinstance(design, GlobalDesign):
+        out = global_record(design, sam, cats, prior)
+    elif design is None:
+        out = {"categories": list(cats), "matrix": sam.matrix.tolist()}
+    elif isinstance(design, PramDesign):
+        out = design_record(design, cats, prior)
+    else:
+        out = variance_record(design, sam, cats, prior)
+    if selection is not None:
+        out["selection"] = dict(selection)
+    return out
 
 
 # -- the plans ----------------------------------------------------------------------------
@@ -369,6 +456,8 @@ class PramPlan:
     rows: int = 1
     #: the person column (``None``: one row is one person)
     unit: str | None = None
+    #: how design="auto" chose (every candidate's risk); ``None``: the design was asked for
+    selection: dict[str, Any] | None = None
 
     @property
     def epsilon_charged(self) -> float:
@@ -378,13 +467,7 @@ class PramPlan:
 
     def record(self) -> dict[str, Any]:
         """The design (or matrix) as recorded for estimation."""
-        if isinstance(self.design, GlobalDesign):
-            return global_record(self.design, self.sampler, self.categories, self.prior)
-        if self.design is not None and not isinstance(self.design, PramDesign):
-            return variance_record(self.design, self.sampler, self.categories, self.prior)
-        if self.design is not None:
-            return design_record(self.design, self.categories, self.prior)
-        return {"categories": list(self.categories), "matrix": self.sampler.matrix.tolist()}
+        return plan_record(self.design, self.sampler, self.categories, self.prior, self.selection)
 
     @property
     def charges(self) -> tuple[Charge, ...]:
@@ -425,6 +508,15 @@ class PramPlan:
                 f"; least estimator variance found (n E|p_hat - p|^2 = {rec['risk']:.3g} at "
                 f"the prior; k-RR {rec['risk_krr']:.3g}, the paper's design "
                 f"{rec['risk_paper']:.3g})"
+            )
+        if self.selection is not None:
+            risks = ", ".join(
+                f"{name} {'inf' if r is None else format(r, '.3g')}"
+                for name, r in self.selection["risks"].items()
+            )
+            note += (
+                f"; design='auto' chose {self.selection['chosen']} (least n E|p_hat - p|^2 "
+                f"at the prior: {risks})"
             )
         if isinstance(self.design, GlobalDesign):
             gap = self.record()["gap"]  # of the matrix actually sampled
@@ -539,8 +631,9 @@ class DPPriorPramPlan:
     unit: str | None = None
     #: the ``estimable=`` of :func:`~dpframe.mechanisms.pram.optimum.design`
     estimable: bool | float = True
-    #: ``"paper"`` or ``"global"`` (then ``estimable`` is False: checked by plan_pram)
-    design: str = "paper"
+    #: ``"auto"``, ``"paper"`` or ``"global"`` (then ``estimable`` is False: checked by
+    #: plan_pram)
+    design: str = "auto"
 
     @property
     def split(self) -> tuple[float, float]:
@@ -607,6 +700,16 @@ class DPPriorPramPlan:
             else:
                 record = global_record(g, sam, self.categories, "dp")
                 return ArmedPram(self.column, self.categories, sam, None, record)
+        if _auto_estimates(self.design, self.estimable, self.diagonal):
+            try:  # after the charge: any failure falls back to the paper's design
+                des, sam, selection = _plan_auto(p, self.row_epsilon, self.estimable, False)
+                if sam.epsilon_actual > self.row_epsilon:
+                    raise AssertionError("a sampled matrix exceeds its epsilon")
+            except Exception as exc:
+                fallback = f"design='auto' failed for the DP prior ({exc}); paper's design used"
+            else:
+                record = plan_record(des, sam, self.categories, "dp", selection)
+                return ArmedPram(self.column, self.categories, sam, des, record)
         d = paper_design(p, self.row_epsilon, diagonal=self.diagonal, estimable=self.estimable)
         if d.epsilon_actual > self.row_epsilon:  # design() certifies it; never trust silently
             raise AssertionError("internal error: a PRAM design exceeds its epsilon")
@@ -629,7 +732,7 @@ def plan_pram(
     details: Mapping[str, Any] | None = None,
     unit: PrivacyUnit = RECORD,
     estimable: bool | float = True,
-    design: str = "paper",
+    design: str = "auto",
 ) -> PramPlan | DPPriorPramPlan:
     """Plan PRAM of one column (see the module docstring); nothing is read or drawn.
 
@@ -643,7 +746,11 @@ def plan_pram(
     MI optimum over every epsilon-DP matrix (:mod:`~dpframe.mechanisms.pram.staircase`)
     for the prior (``"uniform"`` included) instead of the paper's family; with
     ``estimable`` it must be invertible, which is checked here, before any charge
-    (with ``prior="dp"`` it cannot be: pass ``estimable=False``).
+    (with ``prior="dp"`` it cannot be: pass ``estimable=False``). ``design="auto"``
+    (the default) is :func:`_plan_auto` when the release is for estimation (``estimable``
+    not False, ``diagonal="optimal"``; with ``prior="dp"`` after the DP prior is drawn,
+    falling back to the paper's design if it fails), else the paper's design (k-RR for a
+    uniform prior).
     """
     require_substitute(neighbours, "pram", argument="neighbours")
     rows, person = pram_rows(unit), unit.person
@@ -664,7 +771,7 @@ def plan_pram(
             "design='variance' with prior='dp' is not offered: its optimiser would run after "
             "the DP prior is charged; release dpframe.pram.dp_prior first and pass it as prior="
         )
-    if design != "paper" and matrix is not None:
+    if design not in ("auto", "paper") and matrix is not None:
         raise InvalidParameterError(f"pass either matrix= or design={design!r}, not both")
     if design == "global":
         if diagonal != "optimal":
@@ -738,8 +845,12 @@ def plan_pram(
             )
             _check_design_epsilon(plan.row_epsilon)  # an impossible split fails now
             return plan
-        if design == "paper":
-            d = krr(len(cats), per_row_epsilon(eps, rows))
+        row_eps = per_row_epsilon(eps, rows)
+        if design == "paper" or (
+            design == "auto"
+            and not (_auto_estimates(design, estimable, diagonal) and row_eps <= MAX_EPSILON)
+        ):
+            d = krr(len(cats), row_eps)
             return PramPlan(column, cats, eps, d.sampler, d, "uniform", extra, rows, person)
     row_eps = per_row_epsilon(eps, rows)
     if row_eps > MAX_EPSILON:
@@ -750,6 +861,9 @@ def plan_pram(
         if isinstance(prior, str)
         else prior_weights(prior, cats)
     )
+    if _auto_estimates(design, estimable, diagonal):
+        des, sam, selection = _plan_auto(p, row_eps, estimable, isinstance(prior, str))
+        return PramPlan(column, cats, eps, sam, des, label, extra, rows, person, selection)
     if design == "global":
         g, sam = _plan_global(p, row_eps, cats, estimable, column)
         return PramPlan(column, cats, eps, sam, g, label, extra, rows, person)

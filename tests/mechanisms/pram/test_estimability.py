@@ -358,7 +358,7 @@ def test_plan_with_a_public_prior_releases_an_estimable_design():
 
 
 def test_dp_prior_plan_passes_estimable_on():
-    plan = plan_pram("c", ["a", "b", "c"], 2.0, prior="dp", estimable=0.3)
+    plan = plan_pram("c", ["a", "b", "c"], 2.0, prior="dp", estimable=0.3, design="paper")
     assert plan.estimable == 0.3
     armed = plan.draw(np.array([1000, 0, 0]), np.random.default_rng(1))
     assert armed.design.estimable and armed.design.estimable_margin == 0.3
