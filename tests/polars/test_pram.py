@@ -608,3 +608,28 @@ def test_variance_design_end_to_end_estimates_within_their_errors(tmp_path):
     assert (np.abs(est.p_hat - truth) < 4 * est.standard_errors).all()
     # the estimator's variance at the prior is what the design minimised: n tr(Cov)
     assert est.covariance.trace() * df.height == pytest.approx(record["risk"], rel=0.1)
+
+
+# -- design="auto" (the default) ------------------------------------------------------------
+
+
+def test_default_design_for_a_public_prior_is_chosen_for_estimation_and_recorded(tmp_path):
+    df = _frame(40_000, seed=7)
+    prior = dict(zip(CATS, [0.4, 0.3, 0.2, 0.09, 0.01], strict=True))
+    path = str(tmp_path / "auto.parquet")
+    with dpframe.Accountant(epsilon=1.0) as acct:
+        q = df.lazy().select(pl.col("e").dp.pram(0.3, prior=prior))
+        dpframe.sink_parquet(q, path)
+    assert _entries(acct) == [("pram", ("e",), 0.3)]
+    record = dpframe.read_provenance(path).entries[-1].details["design"]
+    sel = record["selection"]
+    assert set(sel["risks"]) >= {"krr", "paper"} and sel["variance_search"] is True
+    assert sel["risks"][sel["chosen"]] == min(r for r in sel["risks"].values() if r is not None)
+    est = pram.estimate(pl.read_parquet(path)["e"], record)
+    truth = df["e"].value_counts().sort("e")["count"].to_numpy() / df.height
+    assert (np.abs(est.p_hat - truth) < 4 * est.standard_errors).all()
+    # the same choice through pram.release (the runner a spec's PRAM columns use)
+    with dpframe.Accountant(epsilon=1.0) as acct2:
+        pram.release(df.select("e"), [{"column": "e", "epsilon": 0.3, "prior": prior}]).collect()
+    again = acct2.ledger[-1].details["design"]["selection"]
+    assert again["chosen"] == sel["chosen"] and again["risks"] == sel["risks"]
