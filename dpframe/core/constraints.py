@@ -81,8 +81,8 @@ REPAIRS = (None, "higham", "clip")
 #: PRAM: the MI-optimal diagonal, or one constrained to q_k >= 1/S.
 DIAGONALS = ("optimal", "dominant")
 #: PRAM designs: ``"auto"`` (the default: the least estimator variance among k-RR, the
-#: paper's design and, up to AUTO_VARIANCE_MAX categories, the variance search, when the
-#: release is for estimation; the paper's design otherwise), the MI optimum within the
+#: paper's design and the cyclic design when the release is for estimation; the paper's
+#: design otherwise), the MI optimum within the
 #: paper's family (keep k with q_k, else move uniformly), or over every epsilon-DP matrix
 #: (staircase LP, docs/pram-design.md, 11), or the least estimator variance found (a local
 #: optimum, docs/pram-design.md, 12)

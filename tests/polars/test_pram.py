@@ -623,7 +623,7 @@ def test_default_design_for_a_public_prior_is_chosen_for_estimation_and_recorded
     assert _entries(acct) == [("pram", ("e",), 0.3)]
     record = dpframe.read_provenance(path).entries[-1].details["design"]
     sel = record["selection"]
-    assert set(sel["risks"]) >= {"krr", "paper"} and sel["variance_search"] is True
+    assert set(sel["risks"]) >= {"krr", "paper"}
     assert sel["risks"][sel["chosen"]] == min(r for r in sel["risks"].values() if r is not None)
     est = pram.estimate(pl.read_parquet(path)["e"], record)
     truth = df["e"].value_counts().sort("e")["count"].to_numpy() / df.height
@@ -633,3 +633,27 @@ def test_default_design_for_a_public_prior_is_chosen_for_estimation_and_recorded
         pram.release(df.select("e"), [{"column": "e", "epsilon": 0.3, "prior": prior}]).collect()
     again = acct2.ledger[-1].details["design"]["selection"]
     assert again["chosen"] == sel["chosen"] and again["risks"] == sel["risks"]
+
+
+def test_default_design_with_many_categories_is_cyclic_and_estimates_within_errors(tmp_path):
+    cats = [f"r{i:02d}" for i in range(16)]
+    rng = np.random.default_rng(11)
+    w = rng.dirichlet(np.ones(16))
+    df = pl.DataFrame({"r": rng.choice(cats, size=60_000, p=w)}).with_columns(
+        pl.col("r").cast(pl.Enum(cats))
+    )
+    path = str(tmp_path / "cyclic.parquet")
+    with dpframe.Accountant(epsilon=1.0) as acct:
+        dpframe.sink_parquet(df.lazy().select(pl.col("r").dp.pram(0.3)), path)
+    assert _entries(acct) == [("pram", ("r",), 0.3)]
+    record = dpframe.read_provenance(path).entries[-1].details["design"]
+    assert record["design"] == "cyclic" and record["selection"]["chosen"] == "cyclic"
+    released = pl.read_parquet(path)["r"]
+    assert set(released.cast(pl.String)) <= set(cats)
+    est = pram.estimate(released, record)
+    truth = df["r"].value_counts().sort("r")["count"].to_numpy() / df.height
+    assert (np.abs(est.p_hat - truth) < 4 * est.standard_errors).all()
+    # n tr Cov = r - |p|^2 at the true shares (the estimator's own covariance)
+    assert est.covariance.trace() * df.height == pytest.approx(
+        record["risk_constant"] - truth @ truth, rel=0.05
+    )

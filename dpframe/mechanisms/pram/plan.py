@@ -57,6 +57,7 @@ from dpframe.core.units import RECORD, PrivacyUnit, per_row_epsilon, pram_rows
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.accuracy import pram_share_error
 from dpframe.mechanisms.laplace import calibrate_laplace, release_laplace
+from dpframe.mechanisms.pram.cyclic import CYCLIC_MAX_CATEGORIES, CyclicDesign, cyclic_design
 from dpframe.mechanisms.pram.optimum import (
     MAX_EPSILON,
     PramDesign,
@@ -237,25 +238,19 @@ def _plan_global(
 VARIANCE_MAX_CATEGORIES = 12
 
 
-#: Largest S for which design="auto" runs the variance search (at most 4 s at S = 10;
-#: beyond, "auto" compares k-RR and the paper's design only; docs/pram-design.md, 12.3)
-AUTO_VARIANCE_MAX = 10
-
-
 @functools.lru_cache(maxsize=64)
-def _variance_design(p: tuple[float, ...], epsilon: float) -> Any:
-    """:func:`~dpframe.mechanisms.pram.variance.variance_design`, once per prior and epsilon
-    (it is deterministic; a plan is often built twice, to summarize and to release)."""
-    from dpframe.mechanisms.pram.variance import variance_design
-
-    return variance_design(np.array(p), epsilon)
+def _cyclic_design(s: int, epsilon: float) -> CyclicDesign:
+    """:func:`~dpframe.mechanisms.pram.cyclic.cyclic_design`, once per S and epsilon (it is
+    deterministic and holds no arrays; a plan is often built twice, to summarize and to
+    release)."""
+    return cyclic_design(s, epsilon)
 
 
 def _plan_variance(
     p: np.ndarray, epsilon: float, cats: tuple[Any, ...], column: str
 ) -> tuple[Any, PramSampler]:
     """The least-variance design found for ``p`` and its exact sampler (before any charge)."""
-    from dpframe.mechanisms.pram.variance import variance_sampler
+    from dpframe.mechanisms.pram.variance import variance_design, variance_sampler
 
     if len(cats) > VARIANCE_MAX_CATEGORIES:
         raise InvalidParameterError(
@@ -263,8 +258,14 @@ def _plan_variance(
             f"{VARIANCE_MAX_CATEGORIES} categories (a local optimiser; {len(cats)} would take "
             "minutes); use design='paper' or prior='uniform' (k-RR)"
         )
-    d = _variance_design(tuple(p.tolist()), epsilon)
-    return d, variance_sampler(d)
+    try:
+        d = variance_design(p, epsilon)
+        return d, variance_sampler(d)
+    except (RuntimeError, ArithmeticError, np.linalg.LinAlgError) as exc:  # before any charge
+        raise InvalidParameterError(
+            f"column {column!r}: design='variance' failed for this prior and epsilon ({exc}); "
+            "use the default design='auto'"
+        ) from None
 
 
 def _auto_estimates(design: str, estimable: bool | float, diagonal: str) -> bool:
@@ -282,12 +283,13 @@ def _plan_auto(
     with the least estimation risk at the prior (``n E||p_hat - p||^2``,
     :func:`~dpframe.mechanisms.pram.variance.estimation_risk`), as sampled.
 
-    The candidates are k-RR, the paper's estimable design (a non-uniform prior) and,
-    for at most :data:`AUTO_VARIANCE_MAX` categories, the variance search's optimised
-    matrix when it beats both. Ties go to k-RR, then the paper's design. Returns the
+    The candidates are k-RR, the paper's estimable design (a non-uniform prior) and the
+    cyclic design (:mod:`~dpframe.mechanisms.pram.cyclic`, for ``3 <= S <=
+    CYCLIC_MAX_CATEGORIES`` when it is not k-RR itself). Each is built in at most about two
+    seconds, deterministically. Ties go to k-RR, then the paper's design. Returns the
     design, its exact sampler and the selection as recorded (every candidate's risk).
     """
-    from dpframe.mechanisms.pram.variance import estimation_risk, variance_sampler
+    from dpframe.mechanisms.pram.variance import estimation_risk
 
     s = p.size
     k = krr(s, epsilon)
@@ -299,18 +301,17 @@ def _plan_auto(
     if not uniform:
         d = paper_design(p, epsilon, estimable=estimable)
         candidates["paper"] = (d, d.sampler)
-    searched = s <= AUTO_VARIANCE_MAX and epsilon <= MAX_EPSILON
-    if searched:
-        v = _variance_design(tuple(p.tolist()), epsilon)
-        if v.method.startswith("slsqp"):  # an optimised matrix beat k-RR and the paper's
-            candidates["variance"] = (v, variance_sampler(v))
+    if 3 <= s <= CYCLIC_MAX_CATEGORIES and epsilon <= MAX_EPSILON:
+        c = _cyclic_design(s, epsilon)
+        if c.block > 1:  # block 1 is k-RR
+            c = dataclasses.replace(c, p=tuple(float(v) for v in p))
+            candidates["cyclic"] = (c, staircase_sampler(c.matrix, epsilon))
     risks = {name: estimation_risk(p, sam.matrix) for name, (_, sam) in candidates.items()}
     chosen = min(risks, key=lambda name: risks[name])  # first of equals: k-RR, the paper's
     selection = {
         "rule": "auto: least n E|p_hat - p|^2 at the prior, as sampled",
         "chosen": chosen,
         "risks": {name: (r if math.isfinite(r) else None) for name, r in risks.items()},
-        "variance_search": searched,
     }
     design, sam = candidates[chosen]
     return design, sam, selection
@@ -334,6 +335,36 @@ def variance_record(d: Any, sam: PramSampler, cats: tuple[Any, ...], prior: str)
         "mutual_information": float(mutual_information(d.p, m)),
         "prior": prior,
         "prior_p": [float(v) for v in d.p],
+    }
+
+
+def cyclic_record(
+    c: CyclicDesign, sam: PramSampler, cats: tuple[Any, ...], prior: str
+) -> dict[str, Any]:
+    """A cyclic design as the ledger and the released file record it.
+
+    ``matrix`` is the matrix actually sampled (from its integers); ``subset`` the offsets
+    ``D`` (row ``i`` releases category ``i + D (mod S)`` with weight ``e^epsilon``).
+    """
+    from dpframe.mechanisms.pram.variance import estimation_risk
+
+    m = sam.matrix
+    p = np.full(len(cats), 1.0 / len(cats)) if c.p is None else np.asarray(c.p)
+    return {
+        "design": "cyclic",
+        "categories": list(cats),
+        "matrix": m.tolist(),
+        "epsilon": float(c.epsilon),
+        "epsilon_actual": float(sam.epsilon_actual),
+        "subset": list(c.subset),
+        "block": c.block,
+        "risk_constant": float(c.r),  # n E|p_hat - p|^2 = risk_constant - |p|^2, any p
+        "risk_constant_krr": float(c.krr_r),
+        "risk_constant_bound": float(c.bound),  # no cyclic design does better
+        "risk": estimation_risk(p, m),  # n E|p_hat - p|^2 at the prior, as sampled
+        "mutual_information": float(mutual_information(p, m)),
+        "prior": prior,
+        "prior_p": [float(v) for v in p],
     }
 
 
@@ -379,6 +410,8 @@ def plan_record(
     ``selection`` when it chose."""
     if isinstance(design, GlobalDesign):
         out = global_record(design, sam, cats, prior)
+    elif isinstance(design, CyclicDesign):
+        out = cyclic_record(design, sam, cats, prior)
     elif design is None:
         out = {"categories": list(cats), "matrix": sam.matrix.tolist()}
     elif isinstance(design, PramDesign):
@@ -502,8 +535,14 @@ class PramPlan:
             estimable = self.design.estimable  # closed form, O(S)
         else:  # a global design or a user matrix: its conditioning
             estimable = m.shape[0] > 400 or _invertible(m)
-        if self.design is not None and not isinstance(self.design, PramDesign | GlobalDesign):
-            rec = self.record()
+        rec = self.record()
+        if rec.get("design") == "cyclic":
+            note += (
+                f"; cyclic design (each record released as one of {rec['block']} categories "
+                f"with weight e^epsilon; n E|p_hat - p|^2 = {rec['risk_constant']:.3g} - "
+                f"|p|^2 at every p, k-RR {rec['risk_constant_krr']:.3g} - |p|^2)"
+            )
+        if rec.get("design") == "variance":
             note += (
                 f"; least estimator variance found (n E|p_hat - p|^2 = {rec['risk']:.3g} at "
                 f"the prior; k-RR {rec['risk_krr']:.3g}, the paper's design "

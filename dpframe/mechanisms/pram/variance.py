@@ -12,7 +12,7 @@ and since ``M^{-T} pi = p`` its trace times ``n`` is
 row-stochastic ``ε``-DP matrices (``M_ij <= e^ε M_kj``: a convex polytope). ``R`` is not
 convex and is infinite on singular matrices, so the result is a *local* optimum (the
 best of several deterministic starts), not a certified global one; it is never worse than
-k-RR or the paper's estimable design (``docs/pram-design.md``, section 12).
+k-RR, the cyclic design or the paper's estimable design (``docs/pram-design.md``, section 12).
 :func:`variance_sampler` rounds it to exact integers without exceeding ``ε``.
 """
 
@@ -27,6 +27,7 @@ import numpy.typing as npt
 from scipy import optimize
 
 from dpframe.errors import InvalidParameterError
+from dpframe.mechanisms.pram.cyclic import CYCLIC_MAX_CATEGORIES, cyclic_design
 from dpframe.mechanisms.pram.optimum import _check_design_epsilon, _check_p, design, krr
 from dpframe.mechanisms.pram.sampling import PramSampler, _alias_sampler
 from dpframe.mechanisms.pram.staircase import ENUMERATE_MAX, global_design
@@ -137,7 +138,7 @@ class VarianceDesign:
         2-norm condition number of ``matrix``.
     method : str
         Which start the result came from, e.g. ``"slsqp from krr"``, ``"slsqp from
-        random-2"``, or ``"krr"`` / ``"paper"`` when no optimised start beat them.
+        random-2"``, or ``"krr"`` / ``"paper"`` / ``"cyclic"`` when no optimised start beat them.
     """
 
     p: np.ndarray
@@ -199,15 +200,25 @@ def _krr_matrix(s: int, a: float) -> np.ndarray:
 
 
 def _starts(
-    p: np.ndarray, eps: float, a: float, paper: np.ndarray, n_random: int, seed: int
+    p: np.ndarray,
+    eps: float,
+    a: float,
+    paper: np.ndarray,
+    cyclic: np.ndarray,
+    n_random: int,
+    seed: int,
 ) -> list[tuple[str, np.ndarray]]:
     s = p.size
-    out = [("krr", _krr_matrix(s, a)), ("paper", paper)]
+    out = [("krr", _krr_matrix(s, a)), ("paper", paper), ("cyclic", cyclic)]
     if s <= ENUMERATE_MAX:
-        g = global_design(p, eps).matrix
-        if not math.isfinite(_risk_matrix(p, g)):
-            g = (1.0 - _GLOBAL_MIX) * g + _GLOBAL_MIX * _krr_matrix(s, a)
-        out.append(("global", _repair(g, a)))
+        try:
+            g = global_design(p, eps).matrix
+        except (RuntimeError, ValueError):  # the LP failed (e.g. epsilon near 1e-9): no start
+            g = None
+        if g is not None:
+            if not math.isfinite(_risk_matrix(p, g)):
+                g = (1.0 - _GLOBAL_MIX) * g + _GLOBAL_MIX * _krr_matrix(s, a)
+            out.append(("global", _repair(g, a)))
     rng = np.random.default_rng(seed)
     for k in range(n_random):
         x = 1.0 + (a - 1.0) * rng.random((s, s))
@@ -267,13 +278,15 @@ def variance_design(
     unbiased estimate at the prior ``p``) over row-stochastic matrices with ``M_ij <= e^ε
     M_kj`` for all ``i, k, j``, by SLSQP (analytic gradient; the DP constraints as
     ``l_j <= M_ij <= e^ε l_j``) from deterministic starts: k-RR, the paper's estimable
-    design ``design(p, epsilon)``, the global MI optimum (``S <= 14``; mixed 10% toward
-    k-RR if singular) and ``n_random`` seeded random ``ε``-DP matrices. The best result is
+    design ``design(p, epsilon)``, the cyclic design, the global MI optimum (``S <= 14``;
+    mixed 10% toward k-RR if singular; skipped if the LP fails) and ``n_random`` seeded
+    random ``ε``-DP matrices. The best result is
     kept. The risk is infinite on singular matrices, so the result is invertible.
 
     This is a **local** optimum (the best of the starts), not a certified global one.
-    It is never worse than k-RR or the paper's design: if no optimised start beats
-    them, the better of the two is returned (``method`` says which).
+    It is never worse than k-RR, the paper's design or the cyclic design
+    (:mod:`~dpframe.mechanisms.pram.cyclic`, also a start): if no optimised start beats
+    them, the best of the three is returned (``method`` says which).
 
     Parameters
     ----------
@@ -314,9 +327,13 @@ def variance_design(
     a = math.exp(eps)
     krr_m = krr(s, eps).matrix
     paper_m = design(pv, eps).matrix
+    cyclic_m = cyclic_design(s, eps).matrix if s <= CYCLIC_MAX_CATEGORIES else krr_m
     krr_r, paper_r = _risk_matrix(pv, krr_m), _risk_matrix(pv, paper_m)
     best_r, best_m, how = (krr_r, krr_m, "krr") if krr_r <= paper_r else (paper_r, paper_m, "paper")
-    for name, m0 in _starts(pv, eps, a, paper_m, int(n_random), int(seed)):
+    cyclic_r = _risk_matrix(pv, cyclic_m)
+    if cyclic_r < best_r:
+        best_r, best_m, how = cyclic_r, cyclic_m, "cyclic"
+    for name, m0 in _starts(pv, eps, a, paper_m, cyclic_m, int(n_random), int(seed)):
         m = _local(pv, a, m0, int(maxiter))
         r = _risk_matrix(pv, m)
         if r < best_r * (1.0 - _IMPROVE_RTOL):  # credit the optimiser with real gains only

@@ -18,7 +18,8 @@ from dpframe.errors import InvalidParameterError
 from dpframe.jobs.spec import PramColumnSpec
 from dpframe.mechanisms.pram import design as paper_design
 from dpframe.mechanisms.pram import plan as plan_module
-from dpframe.mechanisms.pram.plan import AUTO_VARIANCE_MAX, plan_pram
+from dpframe.mechanisms.pram.cyclic import CYCLIC_MAX_CATEGORIES
+from dpframe.mechanisms.pram.plan import plan_pram
 from dpframe.polars.namespace import ExprDP
 from dpframe.polars.pram import apply
 
@@ -96,14 +97,13 @@ def test_auto_with_a_uniform_prior_is_krr_exactly_unless_the_search_beats_it(s, 
     sel = plan.record()["selection"]
     u = np.full(s, 1 / s)
     if sel["chosen"] == "krr":  # k-RR's own exact integers, not a rounded optimum
-        assert set(sel["risks"]) == {"krr"}  # the search found nothing better
         q = 1 - plan.sampler.table.astype(float) / 2.0**plan.sampler.bits
         assert plan.sampler.kind == "pram" and np.ptp(q) == 0
         assert np.allclose(plan.sampler.matrix, krr_matrix(s, epsilon), rtol=1e-12, atol=0)
     else:
         assert risk(u, plan.sampler.matrix) < risk(u, krr_matrix(s, epsilon))
-    if s == 2 or epsilon >= 1.0:  # binary RR is optimal; at larger epsilon k-RR wins
-        assert sel["chosen"] == "krr"
+    if s == 2:  # binary randomized response is optimal
+        assert sel["chosen"] == "krr" and set(sel["risks"]) == {"krr"}
 
 
 @pytest.mark.parametrize("epsilon", [0.1, 0.5])
@@ -113,17 +113,19 @@ def test_auto_with_a_uniform_prior_beats_krr_at_the_prior_and_in_the_worst_case(
     m = plan.sampler.matrix
     k = krr_matrix(s, epsilon)
     u = np.full(s, 1 / s)
-    assert plan.record()["selection"]["chosen"] == "variance"
+    assert plan.record()["selection"]["chosen"] == "cyclic"
     assert risk(u, m) < risk(u, k)
-    # k-RR's risk is largest at the uniform p; the chosen matrix's worst case is lower
+    # k-RR's and the cyclic design's risks are largest at the uniform p (both circulant:
+    # the risk is a constant minus |p|^2); the chosen matrix's worst case is lower
     assert worst_case_risk(m) < worst_case_risk(k)
     assert worst_case_risk(k) == pytest.approx(risk(u, k), rel=1e-9)
+    assert worst_case_risk(m) == pytest.approx(risk(u, m), rel=1e-6)  # as sampled
 
 
 def test_auto_samples_an_exactly_dp_matrix():
     prior = dict(zip(cats(6), [0.4, 0.3, 0.1, 0.1, 0.05, 0.05], strict=True))
     plan = plan_pram("c", cats(6), 0.3, prior=prior)
-    assert plan.record()["selection"]["chosen"] == "variance"
+    assert plan.record()["selection"]["chosen"] == "cyclic"
     w = plan.sampler.weights()
     bound = Fraction(math.exp(0.3))
     for col in w.T:
@@ -144,14 +146,23 @@ def test_auto_outside_estimation_is_the_papers_design(kwargs):
     assert np.array_equal(plan.sampler.table, paper.sampler.table)
 
 
-def test_auto_beyond_the_search_limit_compares_krr_and_the_papers_design_only():
-    s = AUTO_VARIANCE_MAX + 1
-    w = 0.6 ** np.arange(s)
-    prior = dict(zip(cats(s), w / w.sum(), strict=True))
-    sel = plan_pram("c", cats(s), 0.5, prior=prior).record()["selection"]
-    assert sel["variance_search"] is False
-    assert set(sel["risks"]) == {"krr", "paper"}
-    assert sel["chosen"] == min(sel["risks"], key=sel["risks"].get)
+def test_auto_beyond_the_cyclic_limit_compares_krr_and_the_papers_design_only():
+    s = CYCLIC_MAX_CATEGORIES + 1
+    sel = plan_pram("c", cats(s), 0.5).record()["selection"]
+    assert set(sel["risks"]) == {"krr"} and sel["chosen"] == "krr"
+
+
+def test_auto_for_many_categories_takes_the_cyclic_design_at_every_prior():
+    # S = 40, a Zipf prior: the cyclic design's risk is r - |p|^2 whatever p is, so it
+    # beats k-RR here exactly as much (in r) as at the uniform prior
+    s = 40
+    w = np.arange(1, s + 1) ** -1.5
+    p = w / w.sum()
+    plan = plan_pram("c", cats(s), 0.2, prior=dict(zip(cats(s), p, strict=True)))
+    rec = plan.record()
+    assert rec["selection"]["chosen"] == "cyclic" and rec["design"] == "cyclic"
+    assert risk(p, plan.sampler.matrix) == pytest.approx(rec["risk_constant"] - p @ p, rel=1e-6)
+    assert risk(p, krr_matrix(s, 0.2)) > 5 * risk(p, plan.sampler.matrix)
 
 
 def test_auto_with_a_matrix_uses_the_matrix():
