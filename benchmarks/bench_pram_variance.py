@@ -10,12 +10,7 @@
 * the risk ratios ``risk(k-RR) / risk(variance)`` and ``risk(paper) / risk(variance)``
   (``paper``: the estimable MI-optimal design of the paper's family, as sampled) at eps in
   {0.1, 0.5, 1, 2} for a uniform, a Dirichlet(1) (seed 2024) and a Zipf (p_k ~ k^-1.5)
-  prior, at S = 5 and 10 (``--quick``: S = 4);
-* ``design="auto"`` (the default of a PRAM release for estimation): plan time (the first
-  plan of its prior and epsilon; later ones are cached), which candidate it chose, and
-  ``risk(k-RR) / risk(chosen)`` and ``risk(paper) / risk(chosen)`` as sampled, for a
-  uniform and a Zipf prior at S = 4, 8, 10 (the variance search) and 11, 16, 30 (k-RR
-  against the paper's design only), eps in {0.1, 1} (``--quick``: S = 4 and 11, eps 1).
+  prior, at S = 5 and 10 (``--quick``: S = 4).
 
 Nothing here asserts anything; all numbers are measurements.
 
@@ -38,9 +33,7 @@ import scipy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
-from dpframe.mechanisms.pram import plan as plan_module
-from dpframe.mechanisms.pram.plan import plan_pram
-from dpframe.mechanisms.pram.variance import estimation_risk, variance_design
+from dpframe.mechanisms.pram.variance import variance_design
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0)
 
@@ -79,35 +72,6 @@ def ratio_table(s: int, kwargs) -> None:
         print(f"{name:>8} " + " ".join(cells))
 
 
-def auto_table(sizes, epsilons) -> None:
-    print('\ndesign="auto": plan time (uncached), choice, kRR/chosen, paper/chosen')
-    print(
-        f"{'S':>4} {'prior':>8} {'eps':>5} {'time s':>8} {'chosen':>9} {'kRR/ch':>8} {'pap/ch':>8}"
-    )
-    for s in sizes:
-        cats = [f"c{i}" for i in range(s)]
-        for name, p in priors(s):
-            if name == "dir1":
-                continue
-            prior = "uniform" if name == "uniform" else dict(zip(cats, p, strict=True))
-            for eps in epsilons:
-                plan_module._variance_design.cache_clear()
-                t0 = time.perf_counter()
-                plan = plan_pram("c", cats, eps, prior=prior)
-                dt = time.perf_counter() - t0
-                sel = plan.record()["selection"]
-                chosen = estimation_risk(p, plan.sampler.matrix)
-                krr = plan_pram("c", cats, eps, design="paper").sampler.matrix
-                paper = plan_pram(
-                    "c", cats, eps, prior=dict(zip(cats, p, strict=True)), design="paper"
-                ).sampler.matrix
-                print(
-                    f"{s:>4} {name:>8} {eps:>5} {dt:>8.2f} {sel['chosen']:>9} "
-                    f"{estimation_risk(p, krr) / chosen:>8.3f} "
-                    f"{estimation_risk(p, paper) / chosen:>8.3f}"
-                )
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
@@ -119,12 +83,10 @@ def main() -> None:
     if args.quick:
         timing_table([(3, {}), (5, {"n_random": 1})])
         ratio_table(4, {})
-        auto_table([4, 11], [1.0])
     else:
         timing_table([(3, {}), (5, {}), (10, {}), (20, {"n_random": 1, "maxiter": 100})])
         ratio_table(5, {})
         ratio_table(10, {})
-        auto_table([4, 8, 10, 11, 16, 30], [0.1, 1.0])
 
 
 if __name__ == "__main__":
