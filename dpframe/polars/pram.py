@@ -48,12 +48,14 @@ from dpframe.engines.driver import check_categories_fit, declared_counts
 from dpframe.engines.polars import decode, encode
 from dpframe.errors import InvalidParameterError, ReleaseNotArmedError, ReleaseReuseError
 from dpframe.mechanisms.pram import (
+    CyclicDesign,
     GlobalDesign,
     PramDesign,
     PramEstimate,
     PramSampler,
     check_estimable,
     check_matrix,
+    cyclic_design,
     design,
     dominance_cost,
     global_design,
@@ -78,6 +80,7 @@ from dpframe.polars.release import Release, resolve_accountant
 from dpframe.polars.runner import RunnerRelease, current_run
 
 __all__ = [
+    "CyclicDesign",
     "GlobalDesign",
     "MicrodataRelease",
     "PramDesign",
@@ -87,6 +90,7 @@ __all__ = [
     "apply",
     "check_estimable",
     "check_matrix",
+    "cyclic_design",
     "design",
     "design_from_dict",
     "dominance_cost",
@@ -321,9 +325,9 @@ def apply(
     prior : "uniform", "dp", dict or array, default "uniform"
         The category distribution ``p`` the matrix is optimised for. ``"uniform"``
         uses nothing about the data: symmetric k-ary randomized response (k-RR), or
-        with ``design="auto"`` (6 to 10 categories, small epsilon) a matrix whose
-        estimated shares vary less than k-RR's, at the uniform ``p`` and in the worst
-        case over ``p`` (``docs/pram-design.md``, section 12.4).
+        with ``design="auto"`` (from 6 categories at epsilon = 0.1, 11 at 1, 21 at 2)
+        the cyclic design, whose estimated shares vary less than k-RR's at every ``p``
+        (``docs/pram-design.md``, sections 12.4-12.5).
         A dict ``{category: weight}`` or an array aligned with ``categories`` is a
         *public* prior (e.g. last census). ``"dp"`` spends ``prior_share * epsilon`` on
         a DP histogram of the column and optimises for it with the rest; it needs the
@@ -350,8 +354,8 @@ def apply(
     design : {"auto", "paper", "global", "variance"}, default "auto"
         ``"auto"``: when the release is for estimation (``estimable`` not False, and
         ``diagonal="optimal"``), the design with the least variance of the estimated
-        shares at the prior among k-RR, the paper's estimable design and, for up to 10
-        categories, the variance search's matrix (the record's ``selection`` lists every
+        shares at the prior among k-RR, the paper's estimable design and the cyclic design
+        (:func:`dpframe.pram.cyclic_design`; the record's ``selection`` lists every
         candidate's risk); otherwise the paper's design (k-RR for a uniform prior).
         ``"paper"``: the MI optimum within the paper's family (keep a record's category
         with probability ``q_k``, else move it uniformly); estimable by default.

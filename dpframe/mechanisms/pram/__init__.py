@@ -17,6 +17,7 @@ neighbours the release is ``ε``-DP iff every column of the matrix satisfies
 * :mod:`~dpframe.mechanisms.pram.estimation` -- unbiased frequencies from released data.
 """
 
+from dpframe.mechanisms.pram.cyclic import CyclicDesign, cyclic_design
 from dpframe.mechanisms.pram.estimation import KINDS, PramEstimate, estimate, project_simplex
 from dpframe.mechanisms.pram.optimum import (
     DIAGONALS,
@@ -55,12 +56,14 @@ __all__ = [
     "MIN_EPSILON",
     "MI_RTOL",
     "SINGULAR_RTOL",
+    "CyclicDesign",
     "GlobalDesign",
     "PramDesign",
     "PramEstimate",
     "PramSampler",
     "check_estimable",
     "check_matrix",
+    "cyclic_design",
     "design",
     "dominance_cost",
     "estimability_cost",
