@@ -204,12 +204,14 @@ def _starts(
     eps: float,
     a: float,
     paper: np.ndarray,
-    cyclic: np.ndarray,
+    cyclic: np.ndarray | None,
     n_random: int,
     seed: int,
 ) -> list[tuple[str, np.ndarray]]:
     s = p.size
-    out = [("krr", _krr_matrix(s, a)), ("paper", paper), ("cyclic", cyclic)]
+    out = [("krr", _krr_matrix(s, a)), ("paper", paper)]
+    if cyclic is not None:
+        out.append(("cyclic", cyclic))
     if s <= ENUMERATE_MAX:
         try:
             g = global_design(p, eps).matrix
@@ -327,12 +329,12 @@ def variance_design(
     a = math.exp(eps)
     krr_m = krr(s, eps).matrix
     paper_m = design(pv, eps).matrix
-    cyclic_m = cyclic_design(s, eps).matrix if s <= CYCLIC_MAX_CATEGORIES else krr_m
+    cyc = cyclic_design(s, eps) if s <= CYCLIC_MAX_CATEGORIES else None
+    cyclic_m = cyc.matrix if cyc is not None and cyc.block > 1 else None  # block 1: k-RR
     krr_r, paper_r = _risk_matrix(pv, krr_m), _risk_matrix(pv, paper_m)
     best_r, best_m, how = (krr_r, krr_m, "krr") if krr_r <= paper_r else (paper_r, paper_m, "paper")
-    cyclic_r = _risk_matrix(pv, cyclic_m)
-    if cyclic_r < best_r:
-        best_r, best_m, how = cyclic_r, cyclic_m, "cyclic"
+    if cyclic_m is not None and _risk_matrix(pv, cyclic_m) < best_r:
+        best_r, best_m, how = _risk_matrix(pv, cyclic_m), cyclic_m, "cyclic"
     for name, m0 in _starts(pv, eps, a, paper_m, cyclic_m, int(n_random), int(seed)):
         m = _local(pv, a, m0, int(maxiter))
         r = _risk_matrix(pv, m)
