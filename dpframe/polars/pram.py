@@ -325,7 +325,7 @@ def apply(
     prior : "uniform", "dp", dict or array, default "uniform"
         The category distribution ``p`` the matrix is optimised for. ``"uniform"``
         uses nothing about the data: symmetric k-ary randomized response (k-RR), or
-        with ``design="auto"`` (from 6 categories at epsilon = 0.1, 11 at 1, 21 at 2)
+        with ``design="auto"`` (from 6 categories at epsilon = 0.1, 11 at 1, 26 at 2)
         the cyclic design, whose estimated shares vary less than k-RR's at every ``p``
         (``docs/pram-design.md``, sections 12.4-12.5).
         A dict ``{category: weight}`` or an array aligned with ``categories`` is a

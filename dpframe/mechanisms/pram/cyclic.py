@@ -32,7 +32,8 @@ with equality exactly when ``D`` is a cyclic difference set (e.g. the Fano plane
 :func:`cyclic_design` chooses ``D`` by a seeded best-swap local search on ``r`` (each swap
 evaluated in ``O(S)`` from ``D_hat``), for every ``d`` up to 32 categories and for the
 sizes with the smallest bound beyond (docs/pram-design.md, section 12.5). It is a
-heuristic: exact enumeration agrees for ``S <= 12`` (``tests/mechanisms/pram``).
+heuristic: it equals an enumeration of every subset for ``S = 3..11`` in the tests
+(``tests/mechanisms/pram/test_cyclic.py``; a review found the same up to ``S = 16``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpframe.errors import InvalidParameterError
-from dpframe.mechanisms.pram.optimum import _check_pram_epsilon, _check_s
+from dpframe.mechanisms.pram.optimum import _check_design_epsilon, _check_s
 
 __all__ = ["CYCLIC_MAX_CATEGORIES", "CyclicDesign", "cyclic_design"]
 
@@ -77,7 +78,9 @@ class CyclicDesign:
         The risk constant: ``estimation_risk(p, matrix) = r - ||p||^2`` for every ``p``.
     bound : float
         The smallest ``r`` any cyclic design could have (a difference set of the best
-        size), from Jensen's inequality; ``r / bound >= 1`` is the search's gap.
+        size), from Jensen's inequality (never above ``r``: float rounding can put the
+        formula a few ulps above a difference set's ``r``); ``r / bound >= 1`` is the
+        search's gap.
     krr_r : float
         ``r`` of k-RR (``D = {0}``), for comparison.
     p : tuple of float or None
@@ -170,7 +173,8 @@ def cyclic_design(
     n_categories : int
         ``2 <= S <= CYCLIC_MAX_CATEGORIES``.
     epsilon : float
-        ``epsilon >= 1e-9``; ``e^ε`` must be finite.
+        ``1e-9 <= epsilon <= 12`` (beyond, k-RR is best and the exact sampler's low level
+        would round to zero).
     restarts : int, default 3
         Seeded random starts of the swap search per block size.
     seed : int, default 0
@@ -197,9 +201,7 @@ def cyclic_design(
         raise InvalidParameterError(
             f"n_categories must be <= {CYCLIC_MAX_CATEGORIES} for a cyclic design, got {s}"
         )
-    eps = _check_pram_epsilon(epsilon)
-    if eps > 700:
-        raise InvalidParameterError(f"epsilon must be <= 700 for a cyclic design, got {eps!r}")
+    eps = _check_design_epsilon(epsilon)  # 1e-9 <= epsilon <= 12 (MAX_EPSILON)
     for name, value, low in (("restarts", restarts, 1), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
             raise InvalidParameterError(f"{name} must be an int >= {low}, got {value!r}")
@@ -208,7 +210,7 @@ def cyclic_design(
     krr_r = float(_r_of(np.ones(s - 1), s, 1, a))  # D = {0}: |D_hat| = 1
     best_r, best_d = krr_r, (0,)
     if s == 2 or a - 1.0 <= 0.0:  # two categories: every subset is k-RR or its mirror
-        return CyclicDesign(s, eps, best_d, best_r, float(bounds.min()), krr_r)
+        return CyclicDesign(s, eps, best_d, best_r, min(float(bounds.min()), best_r), krr_r)
     k = np.arange(s)
     omega = np.exp(-2j * np.pi * np.outer(k, k) / s)  # omega[j] = D_hat of {j}
     large = s > SWAP_FULL_MAX
@@ -233,4 +235,4 @@ def cyclic_design(
             r, subset = _swap_search(s, d, a, start, omega, max_sweeps)
             if r < best_r * (1.0 - 1e-12):
                 best_r, best_d = r, tuple(int(v) for v in subset)
-    return CyclicDesign(s, eps, best_d, best_r, float(bounds.min()), krr_r)
+    return CyclicDesign(s, eps, best_d, best_r, min(float(bounds.min()), best_r), krr_r)

@@ -260,12 +260,18 @@ def _plan_variance(
         )
     try:
         d = variance_design(p, epsilon)
-        return d, variance_sampler(d)
+        sam = variance_sampler(d)
     except (RuntimeError, ArithmeticError, np.linalg.LinAlgError) as exc:  # before any charge
         raise InvalidParameterError(
             f"column {column!r}: design='variance' failed for this prior and epsilon ({exc}); "
             "use the default design='auto'"
         ) from None
+    if not _invertible(sam.matrix):  # estimate() would refuse it: refuse it now, uncharged
+        raise InvalidParameterError(
+            f"column {column!r}: design='variance' gives a matrix too ill-conditioned to "
+            f"estimate from at epsilon={epsilon!r}; use the default design='auto'"
+        )
+    return d, sam
 
 
 def _auto_estimates(design: str, estimable: bool | float, diagonal: str) -> bool:
@@ -285,7 +291,8 @@ def _plan_auto(
 
     The candidates are k-RR, the paper's estimable design (a non-uniform prior) and the
     cyclic design (:mod:`~dpframe.mechanisms.pram.cyclic`, for ``3 <= S <=
-    CYCLIC_MAX_CATEGORIES`` when it is not k-RR itself). Each is built in at most about two
+    CYCLIC_MAX_CATEGORIES`` when it is not k-RR itself and ``estimate`` accepts its
+    sampled matrix). Each is built in at most about two
     seconds, deterministically. Ties go to k-RR, then the paper's design. Returns the
     design, its exact sampler and the selection as recorded (every candidate's risk).
     """
@@ -305,7 +312,9 @@ def _plan_auto(
         c = _cyclic_design(s, epsilon)
         if c.block > 1:  # block 1 is k-RR
             c = dataclasses.replace(c, p=tuple(float(v) for v in p))
-            candidates["cyclic"] = (c, staircase_sampler(c.matrix, epsilon))
+            sam = staircase_sampler(c.matrix, epsilon)
+            if _invertible(sam.matrix):  # what estimate() accepts (cond < 1e9): at epsilon
+                candidates["cyclic"] = (c, sam)  # near 1e-9 it may not be
     risks = {name: estimation_risk(p, sam.matrix) for name, (_, sam) in candidates.items()}
     chosen = min(risks, key=lambda name: risks[name])  # first of equals: k-RR, the paper's
     selection = {

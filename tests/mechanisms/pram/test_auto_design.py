@@ -206,3 +206,19 @@ def test_auto_refusals_are_unchanged():
     with pytest.raises(InvalidParameterError, match="epsilon must be <="):
         plan_pram("c", cats(3), 13.0, prior=dict(zip(cats(3), [0.5, 0.3, 0.2], strict=True)))
     assert plan_pram("c", cats(3), 13.0).record()["design"] == "paper"  # k-RR has no limit
+
+
+@pytest.mark.parametrize(("s", "epsilon"), [(10, 1e-9), (40, 1e-9), (100, 1e-8)])
+def test_auto_for_estimation_never_picks_a_matrix_estimate_refuses(s, epsilon):
+    # at epsilon near 1e-9 the cyclic matrix's condition number passes 1e9, which
+    # estimate() refuses; auto must then keep k-RR (found by a review)
+    from dpframe.polars.pram import estimate  # the one that reads records
+
+    rec = plan_pram("x", cats(s), epsilon).record()
+    est = estimate(np.full(s, 1000), rec)
+    assert np.isfinite(est.p_hat).all()
+
+
+def test_variance_design_that_estimate_would_refuse_is_refused_before_the_charge():
+    with pytest.raises(InvalidParameterError, match="ill-conditioned"):
+        plan_pram("x", cats(10), 1e-9, design="variance")

@@ -121,6 +121,8 @@ def test_deterministic_and_immutable():
         ({"n_categories": 1, "epsilon": 1.0}, "n_categories"),
         ({"n_categories": CYCLIC_MAX_CATEGORIES + 1, "epsilon": 1.0}, "n_categories"),
         ({"n_categories": 5, "epsilon": 0.0}, "epsilon"),
+        ({"n_categories": 5, "epsilon": 13.0}, "epsilon"),
+        ({"n_categories": 7, "epsilon": 355.0}, "epsilon"),
         ({"n_categories": 5, "epsilon": float("nan")}, "epsilon"),
         ({"n_categories": 5, "epsilon": 1.0, "restarts": 0}, "restarts"),
         ({"n_categories": 5, "epsilon": 1.0, "seed": -1}, "seed"),
