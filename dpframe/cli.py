@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -601,15 +601,18 @@ def ledger_verify(
     against: Annotated[
         list[Path] | None,
         typer.Option(
-            help="Released Parquet files or folders: every ledger entry their provenance "
-            "records must be in the ledger, with the same hash."
+            help="Output folders (every run kept in them), run folders, or released Parquet "
+            "files or folders of them: every ledger entry they record must be in the "
+            "ledger, with the same hash, and each run's record of the ledger (creation id, "
+            "entry count, head hash) must be a state of this ledger."
         ),
     ] = None,
 ) -> None:
     """Verify a ledger's hash chain (and that it still holds what released files record).
 
-    Exit code 0: verified; 1: the ledger (or a file's provenance) fails verification;
-    2: the ledger cannot be read.
+    Every missing or altered entry is named, one line each. Exit code 0: verified; 1: the
+    ledger (or what was released from it) fails verification; 2: the ledger cannot be
+    read.
 
     Example: dpframe ledger verify out/demo/ledger.db --against out/demo/released
     """
@@ -619,47 +622,84 @@ def ledger_verify(
     try:
         acct = dpframe.Accountant.open(_ledger_target(ledger))
         entries = {e.id: e for e in acct.ledger}
-        files = _released_files(against or [])
-        for f in files:
-            for e in dpframe.read_provenance(f).entries:
-                kept = entries.get(e.id)
-                if kept is None or (e.hash and kept.hash != e.hash):
-                    raise LedgerIntegrityError(
-                        f"{f} records ledger entry {e.id!r} ({e.mechanism}, epsilon "
-                        f"{e.epsilon:g}), which the ledger {'lacks' if kept is None else 'altered'}"
-                        ": the ledger was rewritten or restored from an older copy"
-                    )
+        problems, files, runs = _against(acct, entries, against or [])
     except LedgerIntegrityError as exc:
         typer.echo(f"FAILED: {exc}", err=True)
         raise typer.Exit(1) from None
     except (DPFrameError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if problems:
+        typer.echo(
+            f"FAILED: ledger {acct.location} lacks what was released from it ({len(problems)} "
+            "problem(s)): it was deleted, swapped, truncated, rewritten or restored from an "
+            "older copy",
+            err=True,
+        )
+        for p in problems:
+            typer.echo(f"  - {p}", err=True)
+        raise typer.Exit(1)
     spent = acct.spent
     head = acct.ledger[-1].hash[:16] if acct.ledger else "(empty)"
     typer.echo(
         f"verified: {acct.location}, {len(entries)} entries, spent epsilon={spent.epsilon:g} of "
         f"{acct.epsilon:g}, head {head}"
-        + (f"; {len(files)} released file(s) agree" if against else "")
+        + (f"; {files} released file(s) of {runs} run(s) agree" if against else "")
     )
 
 
-def _released_files(paths: list[Path]) -> list[Path]:
-    """The released tables under ``paths``: an output folder's published run only (its
-    ``current`` run's manifest, read once; not the previous run kept beside it)."""
-    from dpframe.jobs import published_run
-    from dpframe.jobs.publish import CURRENT, MANIFEST
+def _against(acct: Any, entries: dict[str, Any], paths: list[Path]) -> tuple[list[str], int, int]:
+    """What the ledger lacks of what ``paths`` record (one line each), the number of
+    released files and of published runs read.
 
+    An output folder is read whole: every run kept under ``.runs/`` (the current one, its
+    previous one, any other), each run's manifest (its ledger anchor and entries) and
+    each released table's provenance.
+    """
+    from dpframe.errors import InvalidParameterError, LedgerIntegrityError
+    from dpframe.jobs import published_run
+    from dpframe.jobs.publish import (
+        CURRENT,
+        MANIFEST,
+        RUNS,
+        ledger_problems,
+        published_runs,
+    )
+    from dpframe.polars.io import read_provenance
+
+    problems: list[str] = []
     files: list[Path] = []
+    runs = []
     for p in paths:
-        if p.is_dir() and ((p / CURRENT).is_symlink() or (p / MANIFEST).is_file()):
-            run = published_run(p)
-            files += [run.path(name) for name in sorted(run.releases)]
+        if p.is_dir() and ((p / RUNS).is_dir() or (p / CURRENT).is_symlink()):
+            found = published_runs(p)
+            if not found:
+                raise InvalidParameterError(f"against: {p} holds no published run")
+            runs += found
+        elif p.is_dir() and (p / MANIFEST).is_file():  # one run's folder
+            runs.append(published_run(p))
         elif p.is_dir() and not (p / "_dpframe.json").exists():
             files += sorted(p.rglob("*.parquet"))  # an older dpframe's output folder
         else:
             files.append(p)
-    return files
+    problems += ledger_problems(runs, acct)
+    for run in runs:
+        files += [run.path(name) for name in sorted(run.releases)]
+    for f in files:
+        try:
+            recorded = read_provenance(f).entries
+        except LedgerIntegrityError as exc:
+            problems.append(str(exc))
+            continue
+        for e in recorded:
+            kept = entries.get(e.id)
+            if kept is None or (e.hash and kept.hash != e.hash):
+                problems.append(
+                    f"{f} records ledger entry {e.id!r} ({e.mechanism}, epsilon "
+                    f"{e.epsilon:g}), which the ledger "
+                    f"{'lacks' if kept is None else 'holds altered'}"
+                )
+    return problems, len(files), len(runs)
 
 
 @ledger_app.command("export")

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from dpframe.core.budget import charge_for, exact
+from dpframe.core.chain import anchor, anchor_problem
 from dpframe.core.constraints import (
     ACCOUNTINGS,
     NEIGHBOURS,
@@ -441,6 +442,30 @@ class Accountant:
     def ledger(self) -> tuple[LedgerEntry, ...]:
         """Every release charged so far, oldest first."""
         return tuple(self._entries())
+
+    def anchor(self) -> dict[str, Any]:
+        """The ledger as it is now: its creation id, how many entries it holds and the
+        hash of the last (:func:`dpframe.core.chain.anchor`). A published run records it;
+        any later state of this ledger holds the same hash at the same count.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> kept = acct.anchor()
+        >>> _ = acct.spend(0.5, mechanism="laplace")
+        >>> kept["count"], acct.anchor()["count"], acct.anchor_problems([kept])
+        (0, 1, [None])
+        """
+        return anchor(self._store.header(), [e.hash for e in self._entries()])
+
+    def anchor_problems(self, recorded: Sequence[dict[str, Any]]) -> list[str | None]:
+        """For each anchor in ``recorded`` (as :meth:`anchor` gave it, maybe long ago), why
+        this ledger is not a later state of that one -- another ledger, fewer entries, or
+        another entry at its count -- or ``None`` if it is. One verified read."""
+        header = self._store.header()
+        hashes = [e.hash for e in self._entries()]
+        return [anchor_problem(r, header, hashes) for r in recorded]
 
     @property
     def spent(self) -> Budget:

@@ -9,10 +9,15 @@ to the chain's start; each entry hashes together with the hash before it::
 
 so an entry edited, removed, inserted or moved changes every hash after it, and a
 ledger swapped for another has another creation id. Stores keep each entry's hash beside
-it (:mod:`dpframe.core.stores`); :func:`verify` recomputes them all. Released files
-carry the head hash of the ledger they were charged to (their provenance), which anchors
-the chain: rewriting the whole chain (possible for whoever can write the store: it has
-no secret key) no longer matches the files published from it.
+it (:mod:`dpframe.core.stores`); :func:`verify` recomputes them all.
+
+The chain has no secret key: whoever can write the store can rewrite it whole, or cut
+entries off its end. What anchors it is kept outside the store: released files carry
+their entries with their hashes (their provenance), and each published run's manifest
+the ledger's *anchor* (:func:`anchor`) -- its creation id, its count of entries and the
+hash at that count. Any later state of the same ledger holds the same hash at the same
+count, so :func:`anchor_problem` tells whether the ledger was since deleted, swapped,
+truncated, rewritten or put back from an older copy.
 
 Examples
 --------
@@ -29,12 +34,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dpframe.errors import LedgerIntegrityError
 
-__all__ = ["canonical", "entry_hash", "header_hash", "verify"]
+__all__ = ["anchor", "anchor_problem", "canonical", "entry_hash", "header_hash", "verify"]
 
 
 def canonical(obj: Any) -> bytes:
@@ -88,3 +93,56 @@ def verify(
                 "the ledger from a backup; nothing is charged against it until it verifies."
             )
     return head
+
+
+def anchor(header: Mapping[str, Any], hashes: Sequence[str]) -> dict[str, Any]:
+    """The anchor of a ledger holding entries with ``hashes`` (oldest first): its
+    creation id, how many entries it holds, and the head hash (the header's for none)."""
+    return {
+        "creation_id": header.get("creation_id"),
+        "count": len(hashes),
+        "head": hashes[-1] if hashes else header_hash(header),
+    }
+
+
+def anchor_problem(
+    recorded: Mapping[str, Any], header: Mapping[str, Any], hashes: Sequence[str]
+) -> str | None:
+    """Why a ledger (``header`` and its entries' ``hashes``) is not a later state of the
+    ledger ``recorded`` anchors, or ``None`` if it is.
+
+    Examples
+    --------
+    >>> header = {"format": "dpframe-ledger", "creation_id": "c1", "epsilon": 1.0}
+    >>> h1 = entry_hash(header_hash(header), {"id": "e1", "epsilon": 0.5, "delta": 0.0})
+    >>> kept = anchor(header, [h1])
+    >>> anchor_problem(kept, header, [h1]) is None
+    True
+    >>> print(anchor_problem(kept, header, []))  # doctest: +ELLIPSIS
+    it was charged to entry 1 (hash ...), but the ledger holds 0 entries: entry 1 is gone ...
+    """
+    creation_id, count, head = (recorded.get(k) for k in ("creation_id", "count", "head"))
+    if creation_id != header.get("creation_id"):
+        return (
+            f"it was charged to the ledger with creation id {creation_id!r}, but this ledger's "
+            f"is {header.get('creation_id')!r}: the ledger was deleted and created again, or "
+            "replaced by another"
+        )
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0 or not head:
+        return f"its record of the ledger is malformed (count {count!r}, head {head!r})"
+    if count > len(hashes):
+        one = count == len(hashes) + 1
+        gone = f"entry {count}" if one else f"entries {len(hashes) + 1} to {count}"
+        return (
+            f"it was charged to entry {count} (hash {str(head)[:12]}...), but the ledger holds "
+            f"{len(hashes)} entries: {gone} "
+            f"{'is' if one else 'are'} gone (the ledger was truncated, or "
+            "put back from an older copy)"
+        )
+    at = hashes[count - 1] if count else header_hash(header)
+    if at != head:
+        return (
+            f"it was charged to entry {count} with hash {str(head)[:12]}..., but the ledger's "
+            f"entry {count} has hash {at[:12]}...: the ledger was rewritten"
+        )
+    return None

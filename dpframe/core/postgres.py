@@ -14,17 +14,21 @@ appears in a message. The same rules as the SQLite store, held by the server:
   ``<= 1e300`` check), one header row fixed at creation;
 * triggers refuse ``UPDATE``, ``DELETE`` and ``TRUNCATE`` of the header and the entries,
   ``UPDATE`` of a reservation, and any decrease of the count of issued entries (which is
-  how a deleted entry is seen once the triggers are dropped);
-* every change is one transaction that first locks the ``dpframe_issued`` row
-  (``SELECT ... FOR UPDATE``): charges are serialised across hosts, reads are not
-  blocked; every read is one ``REPEATABLE READ`` snapshot;
+  how a deleted entry is seen while the triggers are in place); the count is kept by the
+  server (``entries_are_counted``, a ``SECURITY DEFINER`` trigger that also refuses an
+  entry that is not the next one), so a job's role needs no right to change it;
+* every change is one transaction that first locks the reservations table
+  (``LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE``, which a role that may give back a
+  reservation can take):
+  charges are serialised across hosts, reads are not blocked; every read is one
+  ``REPEATABLE READ`` snapshot;
 * an accountant checks at every transaction that the header (creation id) is the one it
   opened, so a dropped and re-created ledger is refused; a missing table is a deleted
   ledger, never a fresh budget.
 
-Give jobs a role that may only read and append (``GRANT SELECT, INSERT ON dpframe_entries,
-dpframe_reservations ...``, see docs/ledger.md): the owner of the tables can drop them, as
-the owner of a SQLite file can delete it.
+Give jobs a role that may only read and append (``GRANT SELECT, INSERT ON dpframe_entries
+...``, see docs/ledger.md): the owner of the tables can drop them, as the owner of a
+SQLite file can delete it.
 """
 
 from __future__ import annotations
@@ -89,9 +93,9 @@ CREATE TABLE dpframe_reservations (
     delta DOUBLE PRECISION NOT NULL CHECK (delta >= 0 AND delta <= 1),
     rho DOUBLE PRECISION CHECK (rho IS NULL OR (rho >= 0 AND rho <= 1e300))
 );
-CREATE FUNCTION dpframe_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION dpframe_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION '%', TG_ARGV[0]; END $$;
-CREATE FUNCTION dpframe_issued_grows() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION dpframe_issued_grows() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.issued < OLD.issued THEN
         RAISE EXCEPTION 'the count of issued ledger entries never decreases';
@@ -115,6 +119,22 @@ CREATE TRIGGER issued_is_not_truncated BEFORE TRUNCATE ON dpframe_issued
 CREATE TRIGGER reservations_are_fixed BEFORE UPDATE ON dpframe_reservations
     FOR EACH ROW EXECUTE FUNCTION
     dpframe_refuse('a reservation is fixed: draw from it or give it back');
+"""
+
+#: the server counts the entries itself, as the tables' owner (a job's role needs no
+#: right to change the count); added to a ledger of an older version by its owner
+_COUNTED = """
+CREATE OR REPLACE FUNCTION dpframe_count_issued() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path FROM CURRENT AS $$
+BEGIN
+    IF NEW.seq <> (SELECT issued FROM dpframe_issued) + 1 THEN
+        RAISE EXCEPTION 'ledger entry % is not the next one', NEW.seq;
+    END IF;
+    UPDATE dpframe_issued SET issued = NEW.seq;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER entries_are_counted BEFORE INSERT ON dpframe_entries
+    FOR EACH ROW EXECUTE FUNCTION dpframe_count_issued();
 """
 
 #: an advisory lock key ("dpframe" in ASCII) that serialises creating a ledger
@@ -241,8 +261,11 @@ class PostgresStore(DatabaseStore):
                         "open it with epsilon=..."
                     )
                 con.execute(_SCHEMA)
+                con.execute(_COUNTED)
                 con.execute(*header_insert("dpframe_header", header_if_new, "%s"))
                 con.execute("INSERT INTO dpframe_issued VALUES (1, 0)")
+            elif not _counted(con) and _owns(con):  # a ledger of an older version
+                con.execute(_COUNTED)
         with store._transaction(write=False) as con:
             store.verified_open(con)
         return store
@@ -273,7 +296,9 @@ class PostgresStore(DatabaseStore):
                 if write:
                     con.execute(f"SET LOCAL lock_timeout = '{int(BUSY_TIMEOUT)}s'")
                     if created:  # every change waits for the one before: one at a time
-                        con.execute("SELECT issued FROM dpframe_issued FOR UPDATE")
+                        # (a lock a job's role can take: it may delete reservations, to give
+                        # them back; reads are not blocked)
+                        con.execute("LOCK TABLE dpframe_reservations IN SHARE ROW EXCLUSIVE MODE")
                 yield con
         except psycopg.errors.UndefinedTable as exc:
             raise LedgerIntegrityError(
@@ -300,4 +325,26 @@ class PostgresStore(DatabaseStore):
         return int(rows[0][0])
 
     def _record_issued(self, con: Any, total: int) -> None:
-        con.execute("UPDATE dpframe_issued SET issued = %s", (total,))
+        """Count the entries, on a ledger made before the server counted them itself
+        (``entries_are_counted``, run as the tables' owner: a job needs no right to
+        change the count) and not opened by its owner since."""
+        if not _counted(con):
+            con.execute("UPDATE dpframe_issued SET issued = %s", (total,))
+
+
+def _counted(con: Any) -> bool:
+    """Whether the server counts the ledger's entries itself (``entries_are_counted``)."""
+    row = con.execute(
+        "SELECT 1 FROM pg_trigger WHERE tgrelid = 'dpframe_entries'::regclass "
+        "AND tgname = 'entries_are_counted'"
+    ).fetchone()
+    return row is not None
+
+
+def _owns(con: Any) -> bool:
+    """Whether the connected role owns the ledger's tables (may add a trigger)."""
+    row = con.execute(
+        "SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class "
+        "WHERE oid = 'dpframe_entries'::regclass"
+    ).fetchone()
+    return bool(row and row[0])

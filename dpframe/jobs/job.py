@@ -48,21 +48,28 @@ from typing import Any
 import polars as pl
 import polars.selectors as cs
 
-from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.accountant import Accountant, LedgerEntry, ledger_exists
 from dpframe.core.budget import exact_sum
 from dpframe.core.executor import execute
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
-from dpframe.errors import BudgetExceededError, DPFrameError, InvalidParameterError
+from dpframe.errors import (
+    BudgetExceededError,
+    DPFrameError,
+    InvalidParameterError,
+    LedgerIntegrityError,
+)
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for
 from dpframe.jobs.planning import JobPlan, build_all, input_frame, plan
 from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,
+    ledger_problems,
     new_staging,
     publish,
     published_run,
+    published_runs,
     record_entry,
     repair,
     run_folder,
@@ -210,6 +217,43 @@ def _with_recorded_categories(r: PramSpec, entries: Any) -> PramSpec:
     return r.model_copy(update={"columns": columns})
 
 
+def _open_ledger(spec: Spec, out: Path) -> Accountant:
+    """The spec's ledger, checked to hold everything the runs published in ``out`` were
+    charged (:func:`~dpframe.jobs.publish.ledger_problems`), before anything is reserved.
+
+    Raises
+    ------
+    LedgerIntegrityError
+        If ``out`` holds published runs and the ledger does not exist (it is not created
+        afresh), or the ledger is not the one they were charged to, or lacks any of their
+        entries (deleted, swapped, truncated, or put back from an older copy).
+    """
+    target = spec.ledger_target()
+    runs = published_runs(out)
+    where = redacted_ledger(target)
+    if runs and not ledger_exists(target):
+        raise LedgerIntegrityError(
+            f"ledger {where} does not exist, but {out} holds {len(runs)} published run(s) "
+            f"charged to a ledger (run {runs[-1].run}, published "
+            f"{runs[-1].manifest.get('published', '?')}): it was deleted or moved, and a new "
+            "ledger is not created where runs were published (it would forget what they "
+            "spent). Put the ledger back (or restore it from a backup holding every entry the "
+            "runs record); to start a new budget, publish into a new output.folder. Nothing "
+            "was charged."
+        )
+    acct = Accountant.open(target, **spec.privacy.ledger_terms())
+    problems = ledger_problems(runs, acct)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise LedgerIntegrityError(
+            f"ledger {where} does not hold what was published in {out}:\n{lines}\n"
+            "Nothing was charged. Restore the ledger from a backup that holds every entry "
+            f"(`dpframe ledger verify LEDGER --against {out}` lists what is missing); to "
+            "start a new budget, publish into a new output.folder."
+        )
+    return acct
+
+
 def run(
     spec: Spec,
     *,
@@ -268,7 +312,7 @@ def run(
     staging = new_staging(out, run_id)
     result = JobResult(the_plan, folder=out, run=run_id)
     try:
-        acct = Accountant.open(spec.ledger_target(), **spec.privacy.ledger_terms())
+        acct = _open_ledger(spec, out)
         releases, ctx = build_all(spec, frame, accountant=acct)
         eng = engine_for(frame)
         names = [r.name for r in spec.release]
@@ -334,7 +378,14 @@ def run(
             # 7. the whole run at once (dpframe.jobs.publish)
             releases = {r.name: f"{r.name}.parquet" for r in spec.release}
             with bar.step("publishing the run"):
-                publish(staging, out, run=run_id, releases=releases, entries=result.entries)
+                publish(
+                    staging,
+                    out,
+                    run=run_id,
+                    releases=releases,
+                    entries=result.entries,
+                    anchor=acct.anchor(),
+                )
     except BaseException as exc:  # nothing published; a failed check moved staging aside
         shutil.rmtree(staging, ignore_errors=True)
         exc.charged = tuple(result.entries)  # type: ignore[attr-defined]  # this job's spend

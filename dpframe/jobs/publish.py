@@ -68,9 +68,11 @@ __all__ = [
     "PublishedRun",
     "abandoned",
     "claim",
+    "ledger_problems",
     "new_staging",
     "publish",
     "published_run",
+    "published_runs",
     "record_entry",
     "repair",
     "run_folder",
@@ -290,11 +292,15 @@ def publish(
     run: str,
     releases: dict[str, str],
     entries: Sequence[Any] = (),
+    anchor: dict[str, Any] | None = None,
 ) -> Path:
     """Publish the staged run ``run`` as a whole (steps 1 to 6 of the module docstring).
 
     ``releases`` maps each release name to its file in the run; ``entries`` are the
-    run's ledger entries (recorded in the manifest). Returns the run's folder.
+    run's ledger entries and ``anchor`` the ledger's creation id, entry count and head
+    hash once they were charged (:meth:`dpframe.Accountant.anchor`), both recorded in the
+    manifest: every later job in ``out`` checks that its ledger still holds them
+    (:func:`ledger_problems`). Returns the run's folder.
     """
     runs = out / RUNS
     folder = runs / run
@@ -313,6 +319,7 @@ def publish(
                 "entries": [e.id for e in entries],
                 "epsilon": float(exact_sum(e.epsilon for e in entries)),
                 "delta": float(exact_sum(e.delta for e in entries)),
+                **(anchor or {}),
             },
         }
         try:
@@ -470,3 +477,51 @@ def published_run(folder: str | os.PathLike[str]) -> PublishedRun:
             continue  # two newer runs were published meanwhile: resolve current again
         return PublishedRun(str(manifest["run"]), resolved, manifest)
     raise DPFrameError(f"{out}: the published run kept changing while it was read; try again")
+
+
+def published_runs(folder: str | os.PathLike[str]) -> list[PublishedRun]:
+    """Every run kept in the output folder ``folder`` (the current one, its previous one,
+    and any other under ``.runs/``), oldest first; ``[]`` if nothing was published.
+
+    Raises
+    ------
+    DPFrameError
+        If a run's manifest cannot be read (a run's record is never skipped).
+    """
+    runs = Path(folder) / RUNS
+    if not runs.is_dir():
+        return []
+    found = []
+    for sub in sorted(runs.iterdir()):
+        if not sub.is_dir() or sub.is_symlink():
+            continue
+        try:
+            manifest = _read_manifest(sub)
+        except FileNotFoundError:
+            continue  # being removed by a publish's tidying
+        found.append(PublishedRun(str(manifest["run"]), Path(os.path.realpath(sub)), manifest))
+    return sorted(found, key=lambda r: (str(r.manifest.get("published", "")), r.run))
+
+
+def ledger_problems(runs: Sequence[PublishedRun], accountant: Any) -> list[str]:
+    """What ``accountant``'s ledger lacks of what ``runs`` were charged, one line each.
+
+    For each run: its manifest's anchor (the ledger's creation id, entry count and head
+    hash when it was published) must be one of this ledger's states, and every ledger
+    entry it lists must be in the ledger. ``[]``: the ledger holds every run.
+    """
+    kept = {e.id for e in accountant.ledger}
+    anchored = [r for r in runs if isinstance(r.manifest.get("ledger"), dict)]
+    anchors = [r.manifest["ledger"] for r in anchored if "creation_id" in r.manifest["ledger"]]
+    problems = iter(accountant.anchor_problems(anchors))
+    out = []
+    for r in anchored:
+        record = r.manifest["ledger"]
+        what = f"run {r.run} (published {r.manifest.get('published', '?')})"
+        if "creation_id" in record and (problem := next(problems)) is not None:
+            out.append(f"{what}: {problem}")
+        entries = record.get("entries")
+        for entry in entries if isinstance(entries, list) else []:
+            if entry not in kept:
+                out.append(f"{what}: the ledger lacks its entry {entry!r}")
+    return out

@@ -13,6 +13,7 @@ import html
 import json
 import os
 import stat
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import Compression, check
 from dpframe.core.files import atomic_file, check_output_path
+from dpframe.core.postgres import redact
 from dpframe.errors import (
     DPFrameError,
     InvalidDataError,
@@ -174,13 +176,34 @@ def provenance_json(
         "written": datetime.now(UTC).isoformat(timespec="seconds"),
         "neighbours": neighbours,
         "entries": [e.to_dict() for e in entries],
-        "spec": spec,
+        "spec": _without_secrets(spec),
     }
     if designs:
         doc["pram_designs"] = designs
     if facts:
         doc["facts"] = facts
     return json.dumps(doc)
+
+
+def _without_secrets(value: Any) -> Any:
+    """``value`` with the password of every URL in it masked (e.g. a spec's PostgreSQL
+    ledger ``postgresql://job:pw@db/ledgers``): a released file never carries one."""
+    if isinstance(value, str):
+        if "://" not in value:
+            return value
+        try:
+            parts = urllib.parse.urlsplit(value)
+            query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        except ValueError:  # not a URL
+            return value
+        secret = ":" in parts.netloc.rpartition("@")[0]
+        secret = secret or any(k.lower() == "password" for k, _ in query)
+        return redact(value) if secret else value
+    if isinstance(value, dict):
+        return {k: _without_secrets(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_secrets(v) for v in value]
+    return value
 
 
 def write_parquet(

@@ -142,3 +142,89 @@ def test_a_password_never_reaches_an_error_message():
         with pytest.raises(DPFrameError) as err:
             Accountant.open(url, epsilon=1.0)
         assert secret not in str(err.value)
+
+
+def _recommended_grants() -> list[str]:
+    """The GRANT statements docs/ledger.md recommends for a job's role."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "ledger.md").read_text()
+    block = text.split("```sql", 1)[1].split("```", 1)[0]
+    grants = [line.split("--")[0].strip() for line in block.splitlines()]
+    return [g for g in grants if g.startswith("GRANT ")]
+
+
+def test_the_recommended_grants_cannot_brick_the_ledger(postgres_url):
+    """Issue 31: a role with exactly the grants docs/ledger.md recommended (UPDATE on
+    ``dpframe_issued``) ran ``UPDATE dpframe_issued SET issued = issued + 5``: the ledger
+    then held fewer entries than it had issued, and refused every charge for good.
+
+    Now the server keeps the count (a trigger run as the tables' owner) and a job's role
+    needs no right to change it, nor to change or remove an entry: with the recommended
+    grants a job charges, and every statement that would break the ledger is refused.
+    """
+    import psycopg
+
+    owner = Accountant.open(postgres_url, epsilon=1.0)
+    owner.spend(0.25, mechanism="laplace")
+    role = f"job_{uuid.uuid4().hex[:8]}"
+    grants = _recommended_grants()
+    assert grants
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        con.execute(f"CREATE ROLE {role} LOGIN")
+        for g in grants:
+            con.execute(g.replace("dpframe_job", role))
+    as_job = postgres_url.replace("://postgres@", f"://{role}@")
+    job = Accountant.open(as_job, epsilon=1.0)
+    with job.reserve(dpframe.Budget(0.5)):
+        job.spend(0.25, mechanism="laplace")  # a job charges with these grants
+    hashes = [e.hash for e in job.ledger]
+    breaking = [
+        "UPDATE dpframe_issued SET issued = issued + 5",
+        "UPDATE dpframe_issued SET issued = 0",
+        "DELETE FROM dpframe_issued",
+        "DELETE FROM dpframe_entries WHERE seq = 2",
+        "UPDATE dpframe_entries SET epsilon = 0 WHERE seq = 1",
+        "TRUNCATE dpframe_entries",
+        "DELETE FROM dpframe_header",
+        "DROP TRIGGER entries_are_counted ON dpframe_entries",
+        "DROP TABLE dpframe_entries",
+        # an entry out of sequence (the count would no longer match the entries)
+        "INSERT INTO dpframe_entries (seq, id, release, time, mechanism, columns, epsilon, "
+        "delta, scale, composition, note, details, hash) VALUES (9, 'x', 'x', 't', 'laplace', "
+        "'[]', 0, 0, NULL, 'sequential', '', '{}', 'h')",
+    ]
+    for statement in breaking:
+        with psycopg.connect(as_job, autocommit=True) as con, pytest.raises(psycopg.Error):
+            con.execute(statement)
+    again = Accountant.open(postgres_url)  # still verifies, and still charges
+    assert [e.hash for e in again.ledger] == hashes and again.spent.epsilon == 0.5
+    job.spend(0.25, mechanism="laplace")
+    assert Accountant.open(as_job).spent.epsilon == 0.75
+
+
+def test_a_ledger_of_an_older_version_gets_the_server_kept_count_from_its_owner(postgres_url):
+    """A ledger made before the server counted its entries (no ``entries_are_counted``)
+    still counts them (the accountant updates the count) until its owner opens it: the
+    count is then kept by the server, and a job with the recommended grants charges."""
+    import psycopg
+
+    Accountant.open(postgres_url, epsilon=1.0)
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        con.execute("DROP TRIGGER entries_are_counted ON dpframe_entries")
+        con.execute("DROP FUNCTION dpframe_count_issued")
+    role = f"job_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        con.execute(f"CREATE ROLE {role} LOGIN")
+        for g in _recommended_grants():
+            con.execute(g.replace("dpframe_job", role))
+    as_job = postgres_url.replace("://postgres@", f"://{role}@")
+    job = Accountant.open(as_job)  # not the owner: nothing added
+    with pytest.raises(LedgerUnavailableError, match="permission denied"):
+        job.spend(0.25, mechanism="laplace")  # the older count needs UPDATE: refused
+    owner = Accountant.open(postgres_url)
+    owner.spend(0.25, mechanism="laplace")
+    job.spend(0.25, mechanism="laplace")
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        assert con.execute("SELECT issued FROM dpframe_issued").fetchone()[0] == 2
+    assert Accountant.open(postgres_url).spent.epsilon == 0.5
