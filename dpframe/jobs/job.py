@@ -6,7 +6,10 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
 
 1. **plan** -- refuse (spending and writing nothing) a spec that would overspend the
    ledger, and ask whether the checks can run at all;
-2. **check** -- open the ledger and a staging folder, build every release and prepare it:
+2. **check** -- open the ledger (refused, charging nothing, unless it holds everything the
+   runs published in the output folder were charged: their manifests' anchors and
+   entries; never created where runs were published) and a staging folder, build every
+   release and prepare it:
    the engine computes the exact inputs and each release checks them. Bad data in *any*
    release is found here, before anything is charged;
 3. **reserve** -- the whole spec's cost, in one ledger transaction
