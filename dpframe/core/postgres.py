@@ -122,15 +122,17 @@ CREATE TRIGGER reservations_are_fixed BEFORE UPDATE ON dpframe_reservations
 """
 
 #: the server counts the entries itself, as the tables' owner (a job's role needs no
-#: right to change the count); added to a ledger of an older version by its owner
+#: right to change the count); added to a ledger of an older version by its owner. Its
+#: tables are named with their schema, and its path ends in ``pg_temp``: a job's role
+#: cannot make it count in a temporary table of its own
 _COUNTED = """
 CREATE OR REPLACE FUNCTION dpframe_count_issued() RETURNS trigger LANGUAGE plpgsql
-SECURITY DEFINER SET search_path FROM CURRENT AS $$
+SECURITY DEFINER SET search_path = "{schema}", pg_temp AS $$
 BEGIN
-    IF NEW.seq <> (SELECT issued FROM dpframe_issued) + 1 THEN
+    IF NEW.seq <> (SELECT issued FROM "{schema}".dpframe_issued) + 1 THEN
         RAISE EXCEPTION 'ledger entry % is not the next one', NEW.seq;
     END IF;
-    UPDATE dpframe_issued SET issued = NEW.seq;
+    UPDATE "{schema}".dpframe_issued SET issued = NEW.seq;
     RETURN NEW;
 END $$;
 CREATE TRIGGER entries_are_counted BEFORE INSERT ON dpframe_entries
@@ -261,11 +263,11 @@ class PostgresStore(DatabaseStore):
                         "open it with epsilon=..."
                     )
                 con.execute(_SCHEMA)
-                con.execute(_COUNTED)
+                con.execute(_COUNTED.format(schema=store.schema))
                 con.execute(*header_insert("dpframe_header", header_if_new, "%s"))
                 con.execute("INSERT INTO dpframe_issued VALUES (1, 0)")
             elif not _counted(con) and _owns(con):  # a ledger of an older version
-                con.execute(_COUNTED)
+                con.execute(_COUNTED.format(schema=store.schema))
         with store._transaction(write=False) as con:
             store.verified_open(con)
         return store

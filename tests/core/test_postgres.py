@@ -179,6 +179,11 @@ def test_the_recommended_grants_cannot_brick_the_ledger(postgres_url):
     with job.reserve(dpframe.Budget(0.5)):
         job.spend(0.25, mechanism="laplace")  # a job charges with these grants
     hashes = [e.hash for e in job.ledger]
+    entry = (
+        "INSERT INTO dpframe_entries (seq, id, release, time, mechanism, columns, epsilon, "
+        "delta, scale, composition, note, details, hash) VALUES ({seq}, 'x', 'x', 't', "
+        "'laplace', '[]', 0, 0, NULL, 'sequential', '', '{{}}', 'h')"
+    )
     breaking = [
         "UPDATE dpframe_issued SET issued = issued + 5",
         "UPDATE dpframe_issued SET issued = 0",
@@ -189,14 +194,21 @@ def test_the_recommended_grants_cannot_brick_the_ledger(postgres_url):
         "DELETE FROM dpframe_header",
         "DROP TRIGGER entries_are_counted ON dpframe_entries",
         "DROP TABLE dpframe_entries",
-        # an entry out of sequence (the count would no longer match the entries)
-        "INSERT INTO dpframe_entries (seq, id, release, time, mechanism, columns, epsilon, "
-        "delta, scale, composition, note, details, hash) VALUES (9, 'x', 'x', 't', 'laplace', "
-        "'[]', 0, 0, NULL, 'sequential', '', '{}', 'h')",
+        entry.format(seq=9),  # out of sequence: the count would not match the entries
+        # the count trigger runs as the owner: it must not count in the job's own table
+        (
+            "CREATE TEMP TABLE dpframe_issued (singleton INTEGER, issued BIGINT)",
+            "INSERT INTO dpframe_issued VALUES (1, 8)",
+            entry.format(seq=9),
+        ),
     ]
-    for statement in breaking:
-        with psycopg.connect(as_job, autocommit=True) as con, pytest.raises(psycopg.Error):
-            con.execute(statement)
+    for statements in breaking:
+        with psycopg.connect(as_job, autocommit=True) as con:
+            *setup, statement = statements if isinstance(statements, tuple) else (statements,)
+            for s in setup:
+                con.execute(s)
+            with pytest.raises(psycopg.Error):
+                con.execute(statement)
     again = Accountant.open(postgres_url)  # still verifies, and still charges
     assert [e.hash for e in again.ledger] == hashes and again.spent.epsilon == 0.5
     job.spend(0.25, mechanism="laplace")
