@@ -617,3 +617,37 @@ def test_a_zcdp_ledger_keeps_its_rho_its_unit_and_each_entrys_rho(backend):
         con.close()
         with pytest.raises(LedgerIntegrityError, match="edited"):
             Accountant.open(target)
+
+
+def test_a_truncation_with_the_count_lowered_is_caught_only_by_an_anchor_kept_outside(backend):
+    """Issue 31: with the triggers dropped, the last entry deleted and the count lowered
+    by one, the ledger verifies on its own and shows less spent (its chain has no key).
+    An anchor taken before (what a published run's manifest records) names the loss; one
+    taken of another ledger names the other creation id."""
+    acct = Accountant.open(backend.target)
+    for _ in range(3):
+        _spend(acct, 0.25)
+    kept = acct.anchor()
+    assert kept["count"] == 3 and kept["head"] == acct.ledger[-1].hash
+    if backend.name == "sqlite":
+        backend.sql(
+            "DROP TRIGGER entries_are_kept",
+            "DELETE FROM entries WHERE seq = 3",
+            "UPDATE sqlite_sequence SET seq = 2 WHERE name = 'entries'",
+        )
+    else:
+        backend.sql(
+            "DROP TRIGGER entries_are_fixed ON dpframe_entries",
+            "DROP TRIGGER issued_grows ON dpframe_issued",
+            "DELETE FROM dpframe_entries WHERE seq = 3",
+            "UPDATE dpframe_issued SET issued = 2",
+        )
+    later = Accountant.open(backend.target)  # verifies on its own ...
+    assert later.spent.epsilon == 0.5
+    res = CliRunner().invoke(app, ["ledger", "verify", backend.target])
+    assert res.exit_code == 0
+    (problem,) = later.anchor_problems([kept])  # ... but not against what was kept
+    assert "entry 3 is gone" in problem
+    assert later.anchor_problems([later.anchor()]) == [None]
+    other = dpframe.Accountant(epsilon=1.0).anchor()
+    assert "creation id" in later.anchor_problems([other])[0]
