@@ -75,8 +75,9 @@ def test_ledger_show(tmp_path):
     assert res.exit_code == 2
 
 
-def test_ledger_verify_against_an_output_folder_reads_its_current_run(tmp_path):
-    """The previous run kept beside the current one is not counted twice."""
+def test_ledger_verify_against_an_output_folder_reads_every_run(tmp_path):
+    """Issue 31: ``--against`` read the current run only, so a ledger that lost the
+    previous run's entries agreed. Now it reads every run kept (current and previous)."""
     from tests.jobs.conftest import write_spec
 
     spec_path = write_spec(tmp_path, rows=1000, budget=10.0)
@@ -86,7 +87,7 @@ def test_ledger_verify_against_an_output_folder_reads_its_current_run(tmp_path):
     ledger, released = tmp_path / "ledger.db", tmp_path / "released"
     res = runner.invoke(app, ["ledger", "verify", str(ledger), "--against", str(released)])
     assert res.exit_code == 0, res.output
-    assert "4 released file(s) agree" in res.output
+    assert "8 released file(s) of 2 run(s) agree" in res.output
 
 
 @pytest.mark.parametrize(
