@@ -444,9 +444,10 @@ class Accountant:
         return tuple(self._entries())
 
     def anchor(self) -> dict[str, Any]:
-        """The ledger as it is now: its creation id, how many entries it holds and the
-        hash of the last (:func:`dpframe.core.chain.anchor`). A published run records it;
-        any later state of this ledger holds the same hash at the same count.
+        """The ledger as this accountant last read or changed it (verified then): its
+        creation id, how many entries it held and the hash of the last
+        (:func:`dpframe.core.chain.anchor`; no read, so it cannot fail). A published run
+        records it; any later state of this ledger holds the same hash at the same count.
 
         Examples
         --------
@@ -457,7 +458,9 @@ class Accountant:
         >>> kept["count"], acct.anchor()["count"], acct.anchor_problems([kept])
         (0, 1, [None])
         """
-        return anchor(self._store.header(), [e.hash for e in self._entries()])
+        with self._lock:
+            count, head = self._seen
+        return anchor(self._store.header(), count, head)
 
     def anchor_problems(self, recorded: Sequence[dict[str, Any]]) -> list[str | None]:
         """For each anchor in ``recorded`` (as :meth:`anchor` gave it, maybe long ago), why

@@ -95,13 +95,13 @@ def verify(
     return head
 
 
-def anchor(header: Mapping[str, Any], hashes: Sequence[str]) -> dict[str, Any]:
-    """The anchor of a ledger holding entries with ``hashes`` (oldest first): its
-    creation id, how many entries it holds, and the head hash (the header's for none)."""
+def anchor(header: Mapping[str, Any], count: int, head: str) -> dict[str, Any]:
+    """The anchor of the ledger ``header`` when it held ``count`` entries, the last hashing
+    to ``head`` (``""`` for none: the chain's start, the header's hash)."""
     return {
         "creation_id": header.get("creation_id"),
-        "count": len(hashes),
-        "head": hashes[-1] if hashes else header_hash(header),
+        "count": count,
+        "head": head or header_hash(header),
     }
 
 
@@ -115,7 +115,7 @@ def anchor_problem(
     --------
     >>> header = {"format": "dpframe-ledger", "creation_id": "c1", "epsilon": 1.0}
     >>> h1 = entry_hash(header_hash(header), {"id": "e1", "epsilon": 0.5, "delta": 0.0})
-    >>> kept = anchor(header, [h1])
+    >>> kept = anchor(header, 1, h1)
     >>> anchor_problem(kept, header, [h1]) is None
     True
     >>> print(anchor_problem(kept, header, []))  # doctest: +ELLIPSIS
