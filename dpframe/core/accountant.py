@@ -240,8 +240,12 @@ class Accountant:
         Every charge is one exclusive transaction that re-reads and verifies the whole
         ledger (its hash chain), checks the budget and appends, so several processes
         sharing one ledger can never overspend together. A symbolic link is followed to
-        its file; a file with several hard links, a ledger that was edited, truncated,
-        deleted or replaced is refused (:class:`~dpframe.errors.LedgerIntegrityError`).
+        its file; a file with several hard links, a ledger that was edited, truncated
+        behind its count of issued entries, or deleted or replaced while this accountant
+        held it is refused (:class:`~dpframe.errors.LedgerIntegrityError`); what the ledger
+        alone cannot show (a truncation with the count lowered, an older copy put back
+        before it is opened) a release job finds from its output folder's published runs
+        (docs/ledger.md).
         A JSON ledger of an older dpframe opens read-only (``dpframe ledger migrate``).
 
         Parameters
