@@ -95,8 +95,9 @@ def _verify_against(target: str, out: Path) -> tuple[int, str]:
 
 def _manifest_entries(out: Path) -> list[str]:
     """The ledger entries every run of ``out`` records, in the order they were charged."""
-    records = [json.loads(m.read_text())["ledger"] for m in (out / ".runs").glob("*/manifest.json")]
-    return [e for r in sorted(records, key=lambda r: r["count"]) for e in r["entries"]]
+    manifests = [json.loads(m.read_text()) for m in (out / ".runs").glob("*/manifest.json")]
+    manifests.sort(key=lambda m: (m["published"], m["ledger"].get("count", 0)))
+    return [e for m in manifests for e in m["ledger"]["entries"]]
 
 
 # -- the backends ------------------------------------------------------------------------------
