@@ -213,6 +213,14 @@ def test_the_recommended_grants_cannot_brick_the_ledger(postgres_url):
     assert [e.hash for e in again.ledger] == hashes and again.spent.epsilon == 0.5
     job.spend(0.25, mechanism="laplace")
     assert Accountant.open(as_job).spent.epsilon == 0.75
+    # what it can do by hand: append the next entry with a hash that does not chain --
+    # lowering nothing; the ledger names it and charges nothing until the owner removes it
+    with psycopg.connect(as_job, autocommit=True) as con:
+        con.execute(entry.format(seq=4))
+    with pytest.raises(LedgerIntegrityError, match=r"entry 4 \(id 'x'\) does not match"):
+        Accountant.open(postgres_url)
+    with pytest.raises(LedgerIntegrityError):
+        job.spend(0.1, mechanism="laplace")
 
 
 def test_a_ledger_of_an_older_version_gets_the_server_kept_count_from_its_owner(postgres_url):
