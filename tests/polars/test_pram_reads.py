@@ -26,10 +26,7 @@ def test_a_lazy_input_drawn_afresh_at_each_read_never_publishes_a_person_over_ma
     # one person with 2 rows, each at epsilon 1 -- a loss of 2, charged 1.
     lf = pl.LazyFrame({"c": ["a", "b"], "r": [0, 1]}).select(
         "c",
-        pl.when(pl.int_range(pl.len()).shuffle() == 0)
-        .then(0)
-        .otherwise(pl.col("r"))
-        .alias("pid"),
+        pl.when(pl.int_range(pl.len()).shuffle() == 0).then(0).otherwise(pl.col("r")).alias("pid"),
     )
     outcomes = {"refused": 0, "caught after the charge": 0, "published": 0}
     for k in range(40):  # P(no post-charge catch in 40) = 0.75**40 < 1e-4
@@ -71,9 +68,7 @@ def test_an_input_file_rewritten_after_the_check_is_caught_before_publishing(
     monkeypatch.setattr(PolarsEngine, "category_counts", counts_then_rewrite)
     out = tmp_path / "out.parquet"
     with dpframe.Accountant(epsilon=10) as acct:
-        rel = dpframe.pram.release(
-            pl.scan_parquet(src), COLUMNS, unit="pid", max_rows=2, keep=keep
-        )
+        rel = dpframe.pram.release(pl.scan_parquet(src), COLUMNS, unit="pid", max_rows=2, keep=keep)
         with pytest.raises(PublishFailedError, match="has 3 rows, more than max_rows=2"):
             rel.write(out)
     assert acct.spent.epsilon == 1.0 and not out.exists()
