@@ -361,11 +361,16 @@ class _Walk:
                 f"the runner follows equi-joins only, not a {condition} join." + _NOTHING
             )
         left_on, right_on = on["left_on"], on["right_on"]
-        for e in left_on:
-            self.key(e, left, "joins rows on", "a join")
-        for e in right_on:
-            self.key(e, right, "joins rows on", "a join")
         validation = args.get("validation")
+        # a left join that matches each left row at most once selects no left row: its
+        # keys only decide which right values are attached (published only if public)
+        selects = not (how == "Left" and validation in ("ManyToOne", "OneToOne"))
+        selects = selects or bool(right.releases)  # released rows picked by the left keys
+        for e, side in [*((e, left) for e in left_on), *((e, right) for e in right_on)]:
+            if selects:
+                self.key(e, side, "joins rows on", "a join")
+            else:
+                self.values(e, side, "joins rows on", "a join")
         shared = bool(left.sources & right.sources)
         # a record repeats when a row matches several rows of the other side
         left_once = validation in ("ManyToOne", "OneToOne") and not shared
@@ -380,11 +385,13 @@ class _Walk:
         coalesce = args.get("coalesce")
         drop_keys = how in ("Inner", "Left") and coalesce != "KeepColumns"
         suffix = args.get("suffix") or "_right"
+        # a right value is attached by the left row's key: it depends on that key too
+        key_atoms = frozenset().union(*(self.value(e, left).atoms for e in left_on))
         for n, c in right.cols.items():
             if drop_keys and n in key_names:
                 continue
             name = n + suffix if n in cols else n
-            cols[name] = Col(c.atoms, c.aligned and right_once, c.release, c.source)
+            cols[name] = Col(c.atoms | key_atoms, c.aligned and right_once, c.release)
         return Frame(cols, left.sources | right.sources, left.releases | right.releases)
 
     def _concat(self, body: Any) -> Frame:
