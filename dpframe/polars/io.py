@@ -204,7 +204,10 @@ def write_parquet(
     frame : polars.DataFrame or polars.LazyFrame
         The *released* (noisy) table; a LazyFrame is streamed with ``sink_parquet``.
     path : path-like
-        Destination file; its folder must exist.
+        Destination file; its folder must exist. Refused, before anything is written, if
+        it resolves (through links, or as a hard link) to a file ``frame`` reads, to a
+        ledger or its ``-wal``/``-shm``/``-journal``, or to an existing file dpframe did
+        not write (:func:`dpframe.core.outputs.guard_output`).
     ledger : Accountant, GroupedRelease or sequence of LedgerEntry
         The releases that produced ``frame`` (an accountant contributes its whole ledger).
     spec : dict, optional
@@ -725,7 +728,10 @@ def sink_parquet(
     ----------
     frame : polars.LazyFrame or polars.DataFrame
     path : path-like
-        Destination file; its folder must exist.
+        Destination file; its folder must exist. Refused before anything is charged if it
+        resolves (through links, or as a hard link) to a file the query reads, to a ledger
+        or its ``-wal``/``-shm``/``-journal``, or to an existing file dpframe did not
+        write (:func:`dpframe.core.outputs.guard_output`).
     public : list of str, optional
         Output columns published as they are (not released by a ``.dp`` expression).
     spec : dict, optional
