@@ -788,10 +788,11 @@ def written_by_dpframe(path: Path) -> bool:
 
 
 def _local(path: str) -> str | None:
-    """A local file path from a path or a ``file:`` URI; None for another scheme."""
+    """A local file path from a path or a ``file:`` URI (``file:///p``, Spark's
+    ``file:/p``); None for another scheme (``s3://``, ``hdfs://``: not a local file)."""
     if path.startswith("file://"):
         return path.removeprefix("file://")
-    if path.startswith("file:"):
+    if path.startswith("file:/"):
         return path.removeprefix("file:")
     if "://" in path:
         return None
@@ -884,10 +885,18 @@ def guard_release_output(
     """The output guard (:func:`dpframe.core.outputs.guard_output`) for a writer of
     ``frame``: ``path`` must not be a file ``frame`` reads, a ledger (of ``accountants``,
     of the ``with`` block's accountant, or any SQLite database), or an existing file
-    dpframe did not write. Returns ``path`` unchanged; a non-local URI is not checked."""
-    text = _local(os.fspath(path)) if isinstance(path, str | os.PathLike) else None
-    if text is None:
-        return path
+    dpframe did not write. Returns ``path`` unchanged; a Spark output at a URI of another
+    scheme than ``file:`` is not a local file and is not checked."""
+    if not isinstance(path, str | os.PathLike):
+        return path  # refused by the writer's own path check
+    text = os.fspath(path)
+    if isinstance(frame, pl.DataFrame | pl.LazyFrame):  # written locally, whatever it says
+        text = text.removeprefix("file://")
+    else:  # Spark writes a URI of another scheme elsewhere: not a local file
+        local = _local(text)
+        if local is None:
+            return path
+        text = local
     guard_output(
         text,
         argument=argument,

@@ -162,7 +162,9 @@ def test_write_parquet_never_replaces_the_ledger_through_a_link_or_its_wal(tmp_p
     table = pl.DataFrame({"x": [1.0]})
     (tmp_path / "link.parquet").symlink_to(tmp_path / "ledger.db")
     (tmp_path / "folder").symlink_to(tmp_path)
+    (tmp_path / "uri:").mkdir()  # a local folder, not a URI scheme
     targets = ["ledger.db", "link.parquet", "folder/ledger.db", "ledger.db-wal", "ledger.db-shm"]
+    targets.append("uri://../ledger.db")
     for name in targets:
         _refused(lambda name=name: dpframe.write_parquet(table, tmp_path / name, ledger=acct))
         entries = list(acct.ledger)
