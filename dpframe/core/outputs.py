@@ -40,7 +40,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dpframe.errors import InvalidParameterError
@@ -48,6 +48,7 @@ from dpframe.errors import InvalidParameterError
 __all__ = [
     "LEDGER_COMPANIONS",
     "Read",
+    "ReadIndex",
     "guard_output",
     "is_glob",
     "ledger_conflict",
@@ -128,12 +129,6 @@ def _matches(path: str, base: str, rest: list[str]) -> bool:
     return re.fullmatch(regex, path[len(prefix) :]) is not None
 
 
-def _glob_matches(pattern: str, given: str, real: str) -> bool:
-    """Whether ``pattern`` matches the path, as given or resolved through links."""
-    base, rest = _split_pattern(pattern)
-    return _matches(given, base, rest) or _matches(real, os.path.realpath(base), rest)
-
-
 def _identity(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -142,37 +137,67 @@ def _identity(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+@dataclass
+class ReadIndex:
+    """What a run reads, resolved once (every glob expanded, every path resolved), so
+    that many output paths are checked against thousands of input files quickly."""
+
+    patterns: list[tuple[Read, str, list[str], str]] = field(default_factory=list)
+    names: dict[str, tuple[Read, bool]] = field(default_factory=dict)  # path -> (read, folder)
+    identities: dict[tuple[int, int], Read] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, reads: Iterable[Read]) -> ReadIndex:
+        index = cls()
+        for read in reads:
+            text = os.fspath(read.path)
+            if is_glob(text):
+                base, rest = _split_pattern(text)
+                index.patterns.append((read, base, rest, os.path.realpath(base)))
+                candidates = glob.glob(text, recursive=True, include_hidden=True)
+            else:
+                candidates = [text]
+            for candidate in candidates:
+                resolved = os.path.realpath(candidate)
+                folder = os.path.isdir(resolved)
+                for name in (resolved, os.path.abspath(candidate)):
+                    index.names.setdefault(name, (read, folder))
+                identity = _identity(resolved)
+                if identity is not None and not folder:
+                    index.identities.setdefault(identity, read)
+        return index
+
+    def conflict(self, path: str | os.PathLike[str]) -> str | None:
+        """Why writing ``path`` would replace something read, or None."""
+        given, real = os.path.abspath(path), os.path.realpath(path)
+        for read, base, rest, real_base in self.patterns:
+            if _matches(given, base, rest) or _matches(real, real_base, rest):
+                return f"matches {read.what} {read.path}"
+        for name in (real, given):
+            if name in self.names:
+                return f"is {self.names[name][0].what} {self.names[name][0].path}"
+        for name in (real, given):
+            for parent in Path(name).parents:
+                found = self.names.get(str(parent))
+                if found is not None and found[1]:
+                    return f"is inside {found[0].what} {found[0].path} (a folder the run reads)"
+        identity = _identity(real)
+        if identity is not None and identity in self.identities:
+            read = self.identities[identity]
+            return f"is {read.what} {read.path} (a hard link to it)"
+        return None
 
 
-def read_conflict(path: str | os.PathLike[str], reads: Iterable[Read]) -> str | None:
+def read_conflict(path: str | os.PathLike[str], reads: Iterable[Read] | ReadIndex) -> str | None:
     """Why writing ``path`` would replace something the run reads, or None.
 
     ``path`` is compared as given (made absolute) and resolved through links; a file
     read is the same as ``path`` if it resolves to it or is the same inode; a folder
-    read covers everything under it; a glob pattern covers every path it matches.
+    read covers everything under it; a glob pattern covers every path it matches (and
+    its existing matches are compared as files and folders).
     """
-    given = os.path.abspath(path)
-    real = os.path.realpath(path)
-    identity = _identity(real)
-    for read in reads:
-        text = os.fspath(read.path)
-        if is_glob(text):
-            if _glob_matches(text, given, real):
-                return f"matches {read.what} {text}"
-            candidates = glob.glob(text, recursive=True, include_hidden=True)
-        else:
-            candidates = [text]
-        for candidate in candidates:
-            resolved, absolute = os.path.realpath(candidate), os.path.abspath(candidate)
-            if real == resolved or given == absolute:
-                return f"is {read.what} {text}"
-            if _under(real, resolved) or _under(given, absolute):
-                return f"is inside {read.what} {text} (a folder the run reads)"
-            if identity is not None and identity == _identity(resolved):
-                return f"is {read.what} {text} (a hard link to it)"
-    return None
+    index = reads if isinstance(reads, ReadIndex) else ReadIndex.of(reads)
+    return index.conflict(path)
 
 
 def _is_sqlite(path: str) -> bool:
@@ -211,7 +236,7 @@ def guard_output(
     path: str | os.PathLike[str],
     *,
     argument: str,
-    reads: Sequence[Read] = (),
+    reads: Sequence[Read] | ReadIndex = (),
     ledgers: Sequence[str | os.PathLike[str]] = (),
     owned: Callable[[Path], bool] | None = None,
     replace: bool = True,
@@ -225,8 +250,9 @@ def guard_output(
         Where the writer will write (a file, or a folder for Spark).
     argument : str
         The argument (or spec field) that gave ``path``, named in the error.
-    reads : sequence of Read
-        What the run reads (files, folders, glob patterns).
+    reads : sequence of Read, or ReadIndex
+        What the run reads (files, folders, glob patterns); a :class:`ReadIndex` when
+        many paths are checked against the same reads.
     ledgers : sequence of path-like
         The ledger files of the run (the open accountants', the spec's).
     owned : callable, optional

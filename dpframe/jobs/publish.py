@@ -59,7 +59,7 @@ from typing import Any
 
 from dpframe.core.budget import exact_sum
 from dpframe.core.files import atomic_write_text
-from dpframe.core.outputs import Read, guard_output
+from dpframe.core.outputs import Read, ReadIndex, guard_output
 from dpframe.core.processes import is_gone, this_process
 from dpframe.errors import DPFrameError, InvalidParameterError
 from dpframe.polars.io import written_by_dpframe
@@ -292,10 +292,11 @@ def check_output_folder(
     InvalidParameterError
         Naming ``output.folder``, the names, and the fix.
     """
+    index = ReadIndex.of(reads)  # resolved once: an input may be thousands of files
     for name in (*names, CURRENT):
         for path in (out / name, out / f".staging-{run}" / name, out / RUNS / run / name):
             guard_output(
-                path, argument="output.folder", reads=reads, ledgers=ledgers, replace=False
+                path, argument="output.folder", reads=index, ledgers=ledgers, replace=False
             )
     foreign = [n for n in names if os.path.lexists(out / n) and not created_by_dpframe(out, n)]
     if foreign:
