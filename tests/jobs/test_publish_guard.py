@@ -155,3 +155,14 @@ def test_repair_leaves_a_user_file_named_like_a_moved_aside_folder(tmp_path):
     run(load_spec(spec), progress=False)
     assert (out / ".old-notes").read_text() == "mine"
     assert dpframe.read_provenance(out / "by_region.parquet").epsilon > 0
+
+
+def test_ledger_export_never_writes_over_the_ledger(tmp_path):
+    """``dpframe ledger export L --output L`` (a ledger whose file ends in .parquet) wrote
+    the export over the ledger; now refused, exit code 2, the ledger intact."""
+    ledger = tmp_path / "ledger.parquet"
+    acct = dpframe.Accountant.open(ledger, epsilon=1.0)
+    acct.spend(0.25, mechanism="laplace", columns=["x"])
+    res = runner.invoke(app, ["ledger", "export", str(ledger), "--output", str(ledger)])
+    assert res.exit_code == 2 and "is the ledger" in res.output, res.output
+    assert dpframe.Accountant.open(ledger).spent.epsilon == 0.25
