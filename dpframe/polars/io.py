@@ -5,6 +5,11 @@ file's key-value metadata. polars drops custom metadata on a ``scan -> sink`` ro
 trip, so every dpframe writer attaches it explicitly, and writes atomically: the data
 goes to a temporary file in the target folder, which is renamed over ``path`` only once
 complete. A failed write leaves no file behind.
+
+Every writer first calls the output guard (:func:`dpframe.core.outputs.guard_output`,
+through :func:`guard_release_output`): never a path that resolves to a file the query
+reads, to a ledger, or to an existing file dpframe did not write
+(:func:`written_by_dpframe`); refused before anything is charged.
 """
 
 from __future__ import annotations
@@ -372,7 +377,9 @@ def copy_provenance(
     in their order, any ``"dpframe"`` entry replaced); the file is synced and renamed over
     ``destination`` (through a symbolic link: over the file it points to), keeping its
     permission bits. On any refusal or failure nothing is written and ``destination`` is
-    untouched. Nothing is charged and no ledger is opened.
+    untouched. Nothing is charged and no ledger is opened. ``destination`` must not
+    resolve to ``source`` (through links, or as a hard link) or to a ledger (a SQLite
+    database or its ``-wal``/``-shm``/``-journal``).
 
     Provenance is a claim, not a signature: anyone can write the metadata key with
     pyarrow. This function refuses to make the claim for a file it can check does not
