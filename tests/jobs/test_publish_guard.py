@@ -166,3 +166,21 @@ def test_ledger_export_never_writes_over_the_ledger(tmp_path):
     res = runner.invoke(app, ["ledger", "export", str(ledger), "--output", str(ledger)])
     assert res.exit_code == 2 and "is the ledger" in res.output, res.output
     assert dpframe.Accountant.open(ledger).spent.epsilon == 0.25
+
+
+def test_on_spark_the_input_files_are_listed_and_a_foreign_name_is_refused(spark, tmp_path):
+    """The same guard on the Spark engine: the frame's input files come from Spark
+    (``inputFiles()``), and a name dpframe did not create is refused before the charge."""
+    from dpframe.polars.io import frame_reads
+
+    spec = write_spec(tmp_path, rows=1000, budget=10.0)
+    sdf = spark.read.parquet(str(tmp_path / "survey.parquet"))
+    reads = frame_reads(sdf)
+    assert [Path(r.path).resolve() for r in reads] == [(tmp_path / "survey.parquet").resolve()]
+    out = tmp_path / "released"
+    out.mkdir()
+    (out / "report.html").write_text("my report")
+    with pytest.raises(InvalidParameterError, match=r"report\.html, which dpframe did not"):
+        run(load_spec(spec), engine="spark", spark=spark, progress=False)
+    assert (out / "report.html").read_text() == "my report"
+    assert not (tmp_path / "ledger.db").exists()
