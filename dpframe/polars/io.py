@@ -843,7 +843,9 @@ def _scan_sources(lf: pl.LazyFrame) -> list[str]:
     """Every path a LazyFrame's plan scans, from polars' plan (its node traverser)."""
     try:
         nodes = lf._ldf.visit()
-    except Exception as exc:  # any failure: the sources are unknown
+    except (pl.exceptions.PolarsError, OSError):
+        raise  # the query itself is invalid (a missing column or file): polars says why
+    except Exception as exc:  # any other failure: the sources are unknown
         raise _cannot_list(f"{type(exc).__name__}: {str(exc)[:200]}") from None
     paths: list[str] = []
     pending = [nodes.get_node()]
