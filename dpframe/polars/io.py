@@ -875,10 +875,12 @@ def _scan_sources(lf: pl.LazyFrame) -> list[str]:
 
 
 def _ledgers(*given: Any) -> list[str]:
-    """The ledger files of the accountants given and of the ``with`` block's."""
+    """The ledger files of the accountants given (or of the releases given), and of the
+    ``with`` block's accountant."""
     files = []
-    for acct in (*given, current_accountant()):
-        path = getattr(acct, "path", None) if isinstance(acct, Accountant) else None
+    for item in (*given, current_accountant()):
+        acct = item if isinstance(item, Accountant) else getattr(item, "accountant", None)
+        path = acct.path if isinstance(acct, Accountant) else None
         if path is not None:
             files.append(os.fspath(path))
     return files

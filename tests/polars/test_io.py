@@ -241,3 +241,18 @@ def test_a_lazy_frame_whose_inputs_cannot_be_listed_is_refused(tmp_path):
     _refused(lambda: dpframe.write_parquet(lazy, target, ledger=rel), match="cannot be listed")
     assert sorted(os.listdir(tmp_path)) == ["survey.parquet"]
     assert dpframe.write_parquet(lazy.collect(), target, ledger=rel) == target  # collected
+
+
+def test_a_deleted_ledger_s_path_is_still_the_ledger(tmp_path):
+    """The ledger of the release given (or of the ``with`` block) is refused by its path,
+    even once its file is gone: a table written there would stand in for it."""
+    acct = Accountant.open(tmp_path / "ledger.db", epsilon=1.0)
+    rel, out = released(acct)
+    for name in os.listdir(tmp_path):
+        os.remove(tmp_path / name)
+    for target in ("ledger.db", "ledger.db-wal"):
+        _refused(lambda t=target: dpframe.write_parquet(out, tmp_path / t, ledger=rel))
+        with acct:
+            entries = list(rel.ledger)
+            _refused(lambda t=target, e=entries: dpframe.write_parquet(out, tmp_path / t, ledger=e))
+    assert os.listdir(tmp_path) == []
