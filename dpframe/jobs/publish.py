@@ -299,6 +299,9 @@ def check_output_folder(
                 path, argument="output.folder", reads=index, ledgers=ledgers, replace=False
             )
     foreign = [n for n in names if os.path.lexists(out / n) and not created_by_dpframe(out, n)]
+    runs = out / RUNS
+    if runs.is_symlink() or (os.path.lexists(runs) and not runs.is_dir()):
+        foreign.append(RUNS)  # dpframe makes it a folder, and empties it of older runs
     if foreign:
         raise InvalidParameterError(
             f"output.folder: {out} already holds {', '.join(foreign)}, which dpframe did not "
@@ -346,7 +349,7 @@ def _prune(out: Path) -> None:
     """Step 6: delete run folders other than the current one and its previous, and those
     of dead jobs (never a live job's)."""
     runs = out / RUNS
-    if not runs.is_dir():
+    if not runs.is_dir() or runs.is_symlink():  # a link: not dpframe's folder to empty
         return
     current = current_run(out)
     keep = {current}

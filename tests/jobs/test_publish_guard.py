@@ -184,3 +184,17 @@ def test_on_spark_the_input_files_are_listed_and_a_foreign_name_is_refused(spark
         run(load_spec(spec), engine="spark", spark=spark, progress=False)
     assert (out / "report.html").read_text() == "my report"
     assert not (tmp_path / "ledger.db").exists()
+
+
+def test_a_runs_folder_that_is_a_link_is_refused(tmp_path):
+    """``.runs`` is emptied of older runs at each publish: a link there (to a folder of
+    the user's) is refused before the charge, and nothing under it is removed."""
+    spec = write_spec(tmp_path, rows=1000, budget=10.0)
+    mine = tmp_path / "mine"
+    (mine / "project").mkdir(parents=True)
+    out = tmp_path / "released"
+    out.mkdir()
+    (out / ".runs").symlink_to(mine)
+    with pytest.raises(InvalidParameterError, match=r"\.runs, which dpframe did not"):
+        run(load_spec(spec), progress=False)
+    assert (mine / "project").is_dir() and not (tmp_path / "ledger.db").exists()
