@@ -80,7 +80,7 @@ from dpframe.mechanisms.pram.plan import (
     plan_pram,
 )
 from dpframe.mechanisms.proportions import project_to_simplex
-from dpframe.polars.io import METADATA_KEY, provenance_json
+from dpframe.polars.io import METADATA_KEY, guard_release_output, provenance_json
 from dpframe.polars.release import Release, resolve_accountant
 from dpframe.polars.runner import RunnerRelease, current_run
 
@@ -544,6 +544,9 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         if self.materialised:
             raise_reuse(self)
         target = self.engine.check_output(path)  # before the charge
+        guard_release_output(
+            getattr(self.engine, "frame", None), target, accountants=[self.accountant]
+        )
         armed = self.collect()
         facts = {"input_rows": self.input_rows}
         return self.write_armed(armed, target, spec=spec, facts=facts)
