@@ -702,6 +702,10 @@ def _against(acct: Any, entries: dict[str, Any], paths: list[Path]) -> tuple[lis
     return problems, len(files), len(runs)
 
 
+def _paths(path: Path | None) -> list[Path]:
+    return [] if path is None else [path]
+
+
 @ledger_app.command("export")
 def ledger_export(
     ledger: Annotated[str, typer.Argument(help="The ledger file, or a postgresql:// URL.")],
@@ -711,10 +715,13 @@ def ledger_export(
     entry). Exit code 0, or 2 if the ledger cannot be read or the output written."""
     import dpframe
     from dpframe.core.files import atomic_write_text
+    from dpframe.core.outputs import guard_output
     from dpframe.errors import DPFrameError
 
     try:
         acct = dpframe.Accountant.open(_ledger_target(ledger))
+        # never onto a ledger (this one, its -wal/-shm/-journal, any SQLite database)
+        guard_output(output, argument="--output", ledgers=_paths(acct.path), replace=False)
         if output.suffix == ".json":
             atomic_write_text(output, acct.to_json() + "\n")
         elif output.suffix == ".parquet":

@@ -15,9 +15,11 @@ __all__ = [
     "LedgerMismatchError",
     "LedgerReadOnlyError",
     "LedgerUnavailableError",
+    "LineageError",
     "MissingMarginsError",
     "NamespaceConflictWarning",
     "NoAccountantError",
+    "PublishFailedError",
     "ReleaseNotArmedError",
     "ReleaseReuseError",
     "UnsafeSeedWarning",
@@ -30,6 +32,18 @@ class DPFrameError(Exception):
 
 class InvalidParameterError(DPFrameError, ValueError):
     """A parameter has a bad value or type (the message names it and the fix)."""
+
+
+class LineageError(InvalidParameterError):
+    """A query holding a ``.dp`` release would let out something no release produced, or
+    select or order its rows by a column it does not publish (decided from the query's
+    plan, before anything is read or charged)."""
+
+
+class PublishFailedError(DPFrameError):
+    """A release failed after its charge (a write, or a check of what the randomizing pass
+    read): the budget stays spent (noise may have been drawn), nothing was published; the
+    message says what was spent and why."""
 
 
 class InvalidDataError(DPFrameError, ValueError):

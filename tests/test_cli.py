@@ -186,6 +186,7 @@ def _raw_column(src, dst):
 def _other_release(src, dst):
     acct = dpframe.Accountant(epsilon=1.0)
     acct.spend(0.25, mechanism="laplace", columns=["x"])
+    dst.unlink()  # dpframe replaces only files it wrote: the copy another tool wrote goes first
     dpframe.write_parquet(pl.read_parquet(src), dst, ledger=acct)
 
 

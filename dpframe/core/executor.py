@@ -36,6 +36,7 @@ Examples
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -196,12 +197,34 @@ def execute(steps: Sequence[Step], accountant: Accountant | None, *, note: str =
     for s in steps:
         if not isinstance(s, Step):
             raise InvalidParameterError(f"steps must be Step objects, got {type(s).__name__}")
+    steps = [_snapshot(s) for s in steps]
+    for s in steps:
         s.plan.check(s.exact)
     charges = [c for s in steps for c in s.plan.charges]
     counts = tuple(len(s.plan.charges) for s in steps)
     entries = acct.spend_all(charges, note=note) if charges else ()
     outputs = tuple(s.plan.draw(s.exact, s.source.generator()) for s in steps)
     return Execution(outputs, tuple(entries), counts)
+
+
+def _snapshot(step: Step) -> Step:
+    """The step with its own copy of the plan and exact inputs, taken at charge time.
+
+    Everything the draw samples from (a PRAM sampler's integers, scales, tables) and
+    everything the charge is derived from is copied here into objects no caller holds,
+    and the charges are derived again from the copy (a sampler's epsilon is recomputed
+    from its copied integers): mutating a design, a matrix or a plan after planning
+    changes nothing already charged, and what is charged is what is drawn.
+    """
+    try:
+        plan = copy.deepcopy(step.plan)
+        exact = copy.deepcopy(step.exact)
+    except Exception as exc:  # fail closed: a plan that cannot be copied is not drawn
+        raise InvalidParameterError(
+            f"the release's plan cannot be copied at charge time ({type(exc).__name__}: "
+            f"{exc}); nothing was charged"
+        ) from None
+    return Step(plan, exact, step.source)
 
 
 class Once:

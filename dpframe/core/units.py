@@ -265,10 +265,16 @@ def per_row_epsilon(epsilon: float, rows: int) -> float:
     return e
 
 
-def check_person_rows(largest: int, unit: PrivacyUnit, release: str) -> None:
+def check_person_rows(
+    largest: int, unit: PrivacyUnit, release: str, *, after_charge: str | None = None
+) -> None:
     """Refuse a row-wise release under ``unit`` when a person has more rows than
     ``max_rows``: the release randomizes *every* row and is charged for ``max_rows`` rows
     a person (:func:`pram_rows`), so a person with more would be under-charged.
+
+    Checked twice: before the charge, on the input; and after it, on the rows the
+    randomizing pass actually wrote (``after_charge``: what the message says of the
+    charge then), since a lazy input may read differently the second time.
 
     Examples
     --------
@@ -286,5 +292,5 @@ def check_person_rows(largest: int, unit: PrivacyUnit, release: str) -> None:
         f"max_rows={unit.max_rows}; {release} randomizes every row of a person and is "
         f"charged for max_rows rows a person, so raise max_rows to at least {largest} (the "
         "charge stays epsilon, each row gets epsilon / max_rows) or keep at most max_rows "
-        "rows a person in the input. Nothing was charged."
+        "rows a person in the input. " + (after_charge or "Nothing was charged.")
     )

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
 from dpframe.core.files import atomic_file, check_output_path
 from dpframe.core.missing import MissingValues
 from dpframe.core.randomness import RandomSource
-from dpframe.core.units import PrivacyUnit
+from dpframe.core.units import PrivacyUnit, check_person_rows
 from dpframe.engines.bounding import (
     bounded_frame,
     bounded_grouped_parts,
@@ -171,7 +171,7 @@ class PolarsEngine:
 
         Examples
         --------
-        >>> from dpframe.core.units import PrivacyUnit
+        >>> from dpframe.core.units import PrivacyUnit, check_person_rows
         >>> from dpframe.mechanisms.statistics import count
         >>> lf = pl.LazyFrame({"pid": [1, 1, 2], "g": ["a", "b", "a"], "x": [1.0, 2.0, 3.0]})
         >>> unit = PrivacyUnit("pid", max_rows=1, max_groups=1)
@@ -259,6 +259,7 @@ class PolarsEngine:
         path: Any,
         metadata: dict[str, str],
         source: RandomSource | None = None,
+        unit: PrivacyUnit | None = None,
     ) -> Any:
         source = source or RandomSource()
         schema = self.schema()
@@ -270,9 +271,28 @@ class PolarsEngine:
             )
             for i, a in enumerate(columns)
         ]
-        query = self.frame.select(*exprs, *[pl.col(c) for c in keep])
+        names = [*(a.column for a in columns), *keep]
+        person = None if unit is None or unit.is_record else unit.person
         with atomic_file(path) as tmp:
-            query.sink_parquet(tmp, metadata=metadata, compression="zstd")
+            if person is None:
+                self.frame.select(*exprs, *[pl.col(c) for c in keep]).sink_parquet(
+                    tmp, metadata=metadata, compression="zstd"
+                )
+                return path
+            # a person unit: the rows per person are checked on what this pass wrote (the
+            # same evaluation that was randomized), never on another read of a lazy input
+            full = Path(f"{tmp}.persons")
+            extra = [] if person in names else [pl.col(person)]
+            try:
+                self.frame.select(*exprs, *[pl.col(c) for c in keep], *extra).sink_parquet(
+                    full, compression="zstd"
+                )
+                check_written_persons(pl.scan_parquet(full), cast(PrivacyUnit, unit))
+                pl.scan_parquet(full).select(names).sink_parquet(
+                    tmp, metadata=metadata, compression="zstd"
+                )
+            finally:
+                full.unlink(missing_ok=True)
         return path
 
     def written_frame(self, path: Any) -> pl.LazyFrame:
@@ -280,6 +300,37 @@ class PolarsEngine:
 
     def written_counts(self, path: Any, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         return PolarsEngine(pl.scan_parquet(path)).category_counts(columns)
+
+
+def after_charge_message() -> str:
+    """What a check on the randomizing pass says when it fails (after the charge)."""
+    return (
+        "The randomizing pass read the input differently from the check before the charge "
+        "(a lazy input that changes between reads, or a file rewritten): the budget is "
+        "spent, nothing was published."
+    )
+
+
+def check_written_persons(written: pl.LazyFrame, unit: PrivacyUnit) -> None:
+    """The rows a randomizing pass wrote hold no person with more than ``max_rows`` rows,
+    and no missing person id (checked after the charge: the message says so)."""
+    person = cast(str, unit.person)
+    dtype = written.collect_schema()[person]
+    missing = pl.col(person).is_null()
+    if dtype.is_float():
+        missing = missing | pl.col(person).is_nan()
+    nulls = written.select(missing.sum()).collect(engine="streaming").item()
+    most = (
+        (written.group_by(person).agg(pl.len().alias("n")).select(pl.col("n").max()))
+        .collect(engine="streaming")
+        .item()
+    )
+    after = after_charge_message()
+    if nulls:
+        raise InvalidDataError(
+            f"unit: column {person!r} had missing person ids in the pass that randomized. " + after
+        )
+    check_person_rows(int(most or 0), unit, "PRAM", after_charge=after)
 
 
 def randomizer(

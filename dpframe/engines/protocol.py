@@ -106,9 +106,12 @@ class Engine(Protocol):
         path: Any,
         metadata: dict[str, str],
         source: RandomSource | None = None,
+        unit: PrivacyUnit | None = None,
     ) -> Any:
         """Randomize ``columns`` record by record, keep ``keep`` unchanged, write once
-        (each batch keyed afresh from ``source``, else from OS entropy)."""
+        (each batch keyed afresh from ``source``, else from OS entropy). Under a person
+        ``unit``, the rows per person are checked on what the randomizing pass wrote;
+        more than ``max_rows`` refuses, publishing nothing."""
         ...
 
     def written_frame(self, path: Any) -> pl.LazyFrame:

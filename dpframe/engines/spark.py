@@ -29,18 +29,18 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
 from dpframe.core.files import atomic_write_text
 from dpframe.core.missing import MissingValues
 from dpframe.core.randomness import RandomSource
-from dpframe.core.units import PrivacyUnit
+from dpframe.core.units import PrivacyUnit, check_person_rows
 from dpframe.engines.bounding import check_unit, null_person_error
 from dpframe.engines.driver import BAD_PREFIX, ROWS
 from dpframe.engines.protocol import CovarianceInputs
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.statistics import Operand
 
 if TYPE_CHECKING:
@@ -352,6 +352,7 @@ class SparkEngine:
         path: Any,
         metadata: dict[str, str],
         source: RandomSource | None = None,
+        unit: PrivacyUnit | None = None,
     ) -> Any:
         """Randomize with ``mapInArrow`` and write a Parquet folder once.
 
@@ -359,23 +360,35 @@ class SparkEngine:
         here). The provenance goes in ``_dpframe.json`` inside the folder (Spark writes
         no custom file metadata). If the write fails, the partial folder is removed; the
         charge stays (noise was drawn). ``source`` is ignored: the executors always key
-        from their own OS entropy.
+        from their own OS entropy. Under a person ``unit`` the rows per person are
+        counted again on what the randomizing job wrote (Spark evaluates a DataFrame
+        afresh at every action): more than ``max_rows`` removes the folder and refuses.
         """
         from dpframe.engines.arrow import pram_record_batch  # pyarrow: loaded on first use
+        from dpframe.engines.polars import after_charge_message
 
         target = str(path)
         spark = self.frame.sparkSession
         if _path_exists(spark, target):  # checked before the charge too (check_output)
             raise InvalidParameterError(f"path {target!r} already exists: PRAM writes a new folder")
         armed = list(columns)
-        out = self.frame.select(*[a.column for a in armed], *keep)
+        names = [*(a.column for a in armed), *keep]
+        person = None if unit is None or unit.is_record else unit.person
+        extra = [] if person is None or person in names else [person]
+        out = self.frame.select(*names, *extra)
 
         def randomize(batches):  # runs on the executors
             for batch in batches:
                 yield pram_record_batch(batch, armed)
 
+        full = target if not extra else f"{target.rstrip('/')}.persons"
         try:
-            out.mapInArrow(randomize, out.schema).write.parquet(target)
+            out.mapInArrow(randomize, out.schema).write.parquet(full)
+            if person is not None:
+                written = spark.read.parquet(full)
+                _check_written_persons(written, cast(PrivacyUnit, unit), after_charge_message())
+                if extra:
+                    written.select(*names).write.parquet(target)
             local = target.removeprefix("file://")
             if metadata:
                 doc = {k: json.loads(v) for k, v in metadata.items()}
@@ -383,6 +396,9 @@ class SparkEngine:
         except BaseException:
             _remove_path(spark, target)
             raise
+        finally:
+            if extra:
+                _remove_path(spark, full)
         return target
 
     def written_frame(self, path: Any) -> pl.LazyFrame:
@@ -394,3 +410,23 @@ class SparkEngine:
         uri = Path(path).as_uri() if isinstance(path, Path) else str(path)
         written = self.frame.sparkSession.read.parquet(uri)
         return SparkEngine(written).category_counts(columns)
+
+
+def _check_written_persons(written: Any, unit: PrivacyUnit, after: str) -> None:
+    """What a randomizing Spark job wrote: no missing person id, none with more rows than
+    ``max_rows`` (the Spark twin of ``engines.polars.check_written_persons``)."""
+    from pyspark.sql import functions as sf
+
+    person = cast(str, unit.person)
+    col = sf.col(person)
+    dtype = dict(written.dtypes)[person]
+    missing = col.isNull() | (sf.isnan(col) if dtype in ("double", "float") else sf.lit(False))
+    row = written.agg(
+        sf.sum(missing.cast("long")).alias("missing"),
+    ).collect()[0]
+    if row["missing"]:
+        raise InvalidDataError(
+            f"unit: column {person!r} had missing person ids in the pass that randomized. " + after
+        )
+    most = written.groupBy(person).count().agg(sf.max("count")).collect()[0][0]
+    check_person_rows(int(most or 0), unit, "PRAM", after_charge=after)

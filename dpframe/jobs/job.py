@@ -54,6 +54,7 @@ import polars.selectors as cs
 from dpframe.core.accountant import Accountant, LedgerEntry, ledger_exists
 from dpframe.core.budget import exact_sum
 from dpframe.core.executor import execute
+from dpframe.core.outputs import Read
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
 from dpframe.errors import (
@@ -68,6 +69,7 @@ from dpframe.jobs.planning import JobPlan, build_all, input_frame, plan
 from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,
+    check_output_folder,
     ledger_problems,
     new_staging,
     publish,
@@ -95,7 +97,7 @@ from dpframe.jobs.spec import (
     Spec,
     parse_spec,
 )
-from dpframe.polars.io import read_provenance, write_parquet
+from dpframe.polars.io import frame_reads, read_provenance, write_parquet
 
 __all__ = ["CheckFailedError", "JobResult", "check", "check_folder", "run"]
 
@@ -257,6 +259,29 @@ def _open_ledger(spec: Spec, out: Path) -> Accountant:
     return acct
 
 
+def _check_outputs(spec: Spec, frame: Any, out: Path, run_id: str, data_docs: bool) -> None:
+    """The output guard for a run (:func:`~dpframe.jobs.publish.check_output_folder`):
+    nothing it writes may replace what it reads (the input, as scanned and as the spec
+    names it, glob or folder; the margins files), its ledger, or a name dpframe did not
+    create."""
+    reads = frame_reads(frame, "the input")
+    if spec.frame is None and spec.input.path is not None:
+        reads.append(Read(os.fspath(spec.resolve(spec.input.path)), "input.path"))
+    for name, m in spec.margins.items():
+        if m.path is not None:
+            reads.append(Read(os.fspath(spec.resolve(m.path)), f"margins.{name}.path"))
+    ledger = spec.ledger_target()
+    names = [p.name for paths in spec.outputs().values() for p in paths]
+    names += [REPORT, REPORT_DATA, *(["data_docs"] if data_docs else [])]
+    check_output_folder(
+        out,
+        names,
+        run=run_id,
+        reads=reads,
+        ledgers=[ledger] if isinstance(ledger, Path) else [],
+    )
+
+
 def run(
     spec: Spec,
     *,
@@ -309,8 +334,9 @@ def run(
         )
     ensure_checks_available()  # GE itself (240 MB) is imported only when the checks run
     out = spec.resolve(spec.output.folder).absolute()
-    out.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:12]
+    _check_outputs(spec, frame, out, run_id, data_docs)  # before anything is written
+    out.mkdir(parents=True, exist_ok=True)
     repair(out)  # what killed jobs left; refuses an out/current that is not ours
     staging = new_staging(out, run_id)
     result = JobResult(the_plan, folder=out, run=run_id)

@@ -15,9 +15,10 @@ its process and host). :func:`publish` then
 1. renames the staging folder to ``.runs/<run>`` (still owned), with its ``manifest.json``;
 2. points ``current`` at it: a new link renamed onto the old one (``os.replace``), the one
    atomic commit point -- before it the previous run is published, after it this one;
-3. makes every entry's top-level name a link ``-> current/<entry>`` (replacing a file or
-   folder an older dpframe published there), so every top-level name switches with
-   ``current``, at one instant;
+3. makes every entry's top-level name a link ``-> current/<entry>`` (replacing only what
+   dpframe created there: its own link, or a table or suite an older dpframe published
+   there; any other file or folder of that name is left alone, with a warning), so every
+   top-level name switches with ``current``, at one instant;
 4. removes top-level links into ``current/`` whose entry the run no longer has;
 5. removes the run's ``.owner``;
 6. deletes the run folders other than the current one and its ``previous`` (a reader
@@ -30,6 +31,11 @@ for the current run and puts back a folder an older dpframe's publish had moved 
 Publishing and repairing hold a lock on the output folder (``flock``, released by the
 system if the process dies), so two jobs never interleave these steps.
 
+Before anything is charged, a job calls :func:`check_output_folder`: no path the run
+writes may resolve to a file the run reads or to its ledger (the output guard,
+:func:`dpframe.core.outputs.guard_output`), and no top-level name the run publishes may
+exist unless dpframe created it (:func:`created_by_dpframe`).
+
 Readers that read more than one file use :func:`published_run`, which resolves
 ``current`` once and reads the run's manifest.
 """
@@ -41,6 +47,7 @@ import datetime as dt
 import errno
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -52,8 +59,10 @@ from typing import Any
 
 from dpframe.core.budget import exact_sum
 from dpframe.core.files import atomic_write_text
+from dpframe.core.outputs import Read, ReadIndex, guard_output
 from dpframe.core.processes import is_gone, this_process
-from dpframe.errors import DPFrameError
+from dpframe.errors import DPFrameError, InvalidParameterError
+from dpframe.polars.io import written_by_dpframe
 
 try:  # POSIX; elsewhere publishes of one folder are not serialised
     import fcntl
@@ -67,7 +76,9 @@ __all__ = [
     "RUNS",
     "PublishedRun",
     "abandoned",
+    "check_output_folder",
     "claim",
+    "created_by_dpframe",
     "ledger_problems",
     "new_staging",
     "publish",
@@ -91,6 +102,9 @@ VERSION = 1
 
 _LINK_TMP = ".link-"  # a link made under this name, then renamed into place
 _OLD = ".old-"  # a folder moved aside to put a link in its place
+#: the format of a suite or validation result dpframe writes (dpframe.jobs.checks)
+_CHECK_FORMAT = "dpframe.check/1"
+_CHECK_SUFFIXES = (".suite.json", ".validation.json")
 _LOCK_TIMEOUT = 120.0
 
 
@@ -231,12 +245,90 @@ def _point(link: Path, text: str) -> None:
         raise
 
 
+def created_by_dpframe(out: Path, name: str) -> bool:
+    """Whether the top-level ``out/name`` is dpframe's to replace.
+
+    dpframe's are its link ``-> current/<name>``, and what an older dpframe published
+    there before runs had folders of their own: a Parquet file (or Spark folder) carrying
+    dpframe's provenance, and a ``.suite.json`` or ``.validation.json`` in dpframe's check
+    format naming that release. Anything else -- a file or folder of the user's, a link
+    elsewhere -- is not.
+    """
+    target = out / name
+    if target.is_symlink():
+        return os.readlink(target) == f"{CURRENT}/{name}"
+    if name.endswith(".parquet"):
+        return written_by_dpframe(target)
+    suffix = next((s for s in _CHECK_SUFFIXES if name.endswith(s)), None)
+    if suffix is None or not target.is_file():
+        return False
+    try:
+        doc = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(doc, dict)
+        and doc.get("format") == _CHECK_FORMAT
+        and doc.get("release") == name.removesuffix(suffix)
+    )
+
+
+def check_output_folder(
+    out: Path,
+    names: Sequence[str],
+    *,
+    run: str,
+    reads: Sequence[Read] = (),
+    ledgers: Sequence[str | os.PathLike[str]] = (),
+) -> None:
+    """Refuse, before anything is charged, a run whose outputs would replace what it must not.
+
+    Every path the run ``run`` writes in ``out`` -- each of ``names`` at the top level,
+    in its staging folder and in ``.runs/<run>/``, and ``current`` -- must not resolve to
+    a file the run reads (``reads``: the input, its glob or folder, the margins files) or
+    to a ledger (:func:`dpframe.core.outputs.guard_output`); and no top-level name may
+    exist unless dpframe created it (:func:`created_by_dpframe`).
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming ``output.folder``, the names, and the fix.
+    """
+    index = ReadIndex.of(reads)  # resolved once: an input may be thousands of files
+    for name in (*names, CURRENT):
+        for path in (out / name, out / f".staging-{run}" / name, out / RUNS / run / name):
+            guard_output(
+                path, argument="output.folder", reads=index, ledgers=ledgers, replace=False
+            )
+    foreign = [n for n in names if os.path.lexists(out / n) and not created_by_dpframe(out, n)]
+    runs = out / RUNS
+    if runs.is_symlink() or (os.path.lexists(runs) and not runs.is_dir()):
+        foreign.append(RUNS)  # dpframe makes it a folder, and empties it of older runs
+    if foreign:
+        raise InvalidParameterError(
+            f"output.folder: {out} already holds {', '.join(foreign)}, which dpframe did not "
+            f"publish (not its link into {CURRENT}/, nor a table or suite an older dpframe "
+            "wrote); dpframe never replaces a file or folder it did not create: move them, "
+            "rename the release, or choose another output.folder. Nothing was written or "
+            "charged."
+        )
+
+
 def _link_entries(out: Path, names: Sequence[str]) -> None:
-    """Step 3: every entry's top-level name, a link ``-> current/<entry>``."""
+    """Step 3: every entry's top-level name, a link ``-> current/<entry>``; a name
+    dpframe did not create is left alone (checked before the charge; this is a file
+    that appeared since)."""
     for name in names:
         target = out / name
         want = f"{CURRENT}/{name}"
         if target.is_symlink() and os.readlink(target) == want:
+            continue
+        if os.path.lexists(target) and not created_by_dpframe(out, name):
+            warnings.warn(
+                f"{target} is not dpframe's: left alone (the run's {name} is "
+                f"{out / CURRENT / name}); move it and run again to link it",
+                stacklevel=3,
+            )
             continue
         old = None
         if target.is_dir() and not target.is_symlink():  # published by an older dpframe
@@ -259,7 +351,7 @@ def _prune(out: Path) -> None:
     """Step 6: delete run folders other than the current one and its previous, and those
     of dead jobs (never a live job's)."""
     runs = out / RUNS
-    if not runs.is_dir():
+    if not runs.is_dir() or runs.is_symlink():  # a link: not dpframe's folder to empty
         return
     current = current_run(out)
     keep = {current}
@@ -381,7 +473,10 @@ def repair(out: Path) -> None:
                 _drop_stale_links(out)
                 (folder / OWNER).unlink(missing_ok=True)
         for old in out.glob(f"{_OLD}*"):
-            name = old.name.removeprefix(_OLD).rsplit("-", 1)[0]
+            moved = re.fullmatch(rf"{re.escape(_OLD)}(.+)-[0-9a-f]{{8}}", old.name)
+            if moved is None:
+                continue  # not a name dpframe moved aside: not ours to touch
+            name = moved.group(1)
             if not os.path.lexists(out / name):
                 os.replace(old, out / name)  # an older publish was cut between its moves
             else:

@@ -63,6 +63,7 @@ from dpframe.core.budget import exact, exact_sum
 from dpframe.core.constraints import spec_field
 from dpframe.core.missing import check_nulls
 from dpframe.core.neighbours import require_substitute
+from dpframe.core.outputs import Read, read_conflict
 from dpframe.core.postgres import is_postgres_url
 from dpframe.engines.protocol import is_spark_frame
 from dpframe.errors import InvalidParameterError
@@ -507,14 +508,15 @@ class Spec(_Model):
             if m.path is not None:
                 kept[f"margins.{name}.path"] = self.resolve(m.path)
         real = {what: Path(os.path.realpath(p)) for what, p in kept.items()}
+        reads = [Read(os.fspath(p), what) for what, p in kept.items()]  # globs: as given
         for release, paths in self.outputs().items():
             for out in paths:
-                for what, path in real.items():
-                    if Path(os.path.realpath(out)) == path:
-                        raise ValueError(
-                            f"release {release!r} would write {out}, which is {what}: "
-                            "rename the release or choose another output.folder"
-                        )
+                problem = read_conflict(out, reads)  # through links, globs and folders
+                if problem is not None:
+                    raise ValueError(
+                        f"release {release!r} would write {out}, which {problem}: "
+                        "rename the release or choose another output.folder"
+                    )
         folder = Path(os.path.realpath(self.resolve(self.output.folder)))
         for what, path in real.items():  # the folder itself may not be a file we keep
             if folder == path or (folder.exists() and not folder.is_dir()):

@@ -39,6 +39,7 @@ import numpy as np
 
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import charge_for, exact_sum
+from dpframe.core.frozen import frozen_array
 from dpframe.core.grid import check_granularity, default_granularity
 from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidParameterError
@@ -151,8 +152,7 @@ def total(values: Sequence[float]) -> float:
 
 
 def frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=np.float64)
-    a.setflags(write=False)
+    a = frozen_array(a, dtype=np.float64)
     return a
 
 

@@ -51,6 +51,7 @@ import numpy.typing as npt
 
 from dpframe.core.budget import exact
 from dpframe.core.constraints import check_int, check_positive, check_real
+from dpframe.core.frozen import frozen_array
 from dpframe.core.grid import check_granularity, default_granularity
 from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -242,7 +243,7 @@ def _table(sigma: float) -> tuple[np.ndarray, float]:
     f[-1] = 0.0  # S[K + 1] = 0
     suffix = np.cumsum(f[::-1])[::-1]
     norm = 2.0 * suffix[0] - f[0]
-    suffix.setflags(write=False)
+    suffix = frozen_array(suffix)
     return suffix, float(norm)
 
 

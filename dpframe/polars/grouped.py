@@ -197,7 +197,7 @@ class GroupedRelease(Release[pl.DataFrame]):
                 self.neighbours,
                 grouping.sizes,
                 details={
-                    "keys": grouping.keys,
+                    "keys": list(grouping.keys),
                     "groups": grouping.margins.height,
                     "seeded": self.random.seeded,
                 },

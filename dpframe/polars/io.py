@@ -5,6 +5,11 @@ file's key-value metadata. polars drops custom metadata on a ``scan -> sink`` ro
 trip, so every dpframe writer attaches it explicitly, and writes atomically: the data
 goes to a temporary file in the target folder, which is renamed over ``path`` only once
 complete. A failed write leaves no file behind.
+
+Every writer first calls the output guard (:func:`dpframe.core.outputs.guard_output`,
+through :func:`guard_release_output`): never a path that resolves to a file the query
+reads, to a ledger, or to an existing file dpframe did not write
+(:func:`written_by_dpframe`); refused before anything is charged.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
 from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import Compression, check
 from dpframe.core.files import atomic_file, check_output_path
+from dpframe.core.outputs import Read, guard_output
 from dpframe.core.postgres import redact
 from dpframe.errors import (
     DPFrameError,
@@ -48,12 +54,15 @@ __all__ = [
     "METADATA_KEY",
     "Provenance",
     "copy_provenance",
+    "frame_reads",
+    "guard_release_output",
     "ledger_frame",
     "provenance_json",
     "read_parquet",
     "read_provenance",
     "sink_parquet",
     "write_parquet",
+    "written_by_dpframe",
 ]
 
 METADATA_KEY = "dpframe"
@@ -223,7 +232,10 @@ def write_parquet(
     frame : polars.DataFrame or polars.LazyFrame
         The *released* (noisy) table; a LazyFrame is streamed with ``sink_parquet``.
     path : path-like
-        Destination file; its folder must exist.
+        Destination file; its folder must exist. Refused, before anything is written, if
+        it resolves (through links, or as a hard link) to a file ``frame`` reads, to a
+        ledger or its ``-wal``/``-shm``/``-journal``, or to an existing file dpframe did
+        not write (:func:`dpframe.core.outputs.guard_output`).
     ledger : Accountant, GroupedRelease or sequence of LedgerEntry
         The releases that produced ``frame`` (an accountant contributes its whole ledger).
     spec : dict, optional
@@ -260,6 +272,7 @@ def write_parquet(
         raise InvalidParameterError(
             f"frame must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
         )
+    guard_release_output(frame, target, accountants=[ledger])
     with atomic_file(target) as tmp:
         if isinstance(frame, pl.LazyFrame):
             frame.sink_parquet(tmp, metadata=metadata, compression=compression)
@@ -387,7 +400,9 @@ def copy_provenance(
     in their order, any ``"dpframe"`` entry replaced); the file is synced and renamed over
     ``destination`` (through a symbolic link: over the file it points to), keeping its
     permission bits. On any refusal or failure nothing is written and ``destination`` is
-    untouched. Nothing is charged and no ledger is opened.
+    untouched. Nothing is charged and no ledger is opened. ``destination`` must not
+    resolve to ``source`` (through links, or as a hard link) or to a ledger (a SQLite
+    database or its ``-wal``/``-shm``/``-journal``).
 
     Provenance is a claim, not a signature: anyone can write the metadata key with
     pyarrow. This function refuses to make the claim for a file it can check does not
@@ -448,6 +463,15 @@ def copy_provenance(
             "the same path); give the file the other tool wrote, not the release itself"
         )
     check_output_path(dst, "destination")  # its folder writable: the rewrite goes there
+    # never a file the copy reads (source) or a ledger, through links included; the file
+    # another tool wrote is replaced by design (replace=False)
+    guard_output(
+        destination,
+        argument="destination",
+        reads=[Read(os.fspath(source), "source")],
+        ledgers=_ledgers(),
+        replace=False,
+    )
     provenance = _source_provenance(source, src)
     values = src_footer.get(METADATA_KEY.encode())
     if len(values) != 1 or values[0] is None:
@@ -734,7 +758,10 @@ def sink_parquet(
     ----------
     frame : polars.LazyFrame or polars.DataFrame
     path : path-like
-        Destination file; its folder must exist.
+        Destination file; its folder must exist. Refused before anything is charged if it
+        resolves (through links, or as a hard link) to a file the query reads, to a ledger
+        or its ``-wal``/``-shm``/``-journal``, or to an existing file dpframe did not
+        write (:func:`dpframe.core.outputs.guard_output`).
     public : list of str, optional
         Output columns published as they are (not released by a ``.dp`` expression).
     spec : dict, optional
@@ -758,6 +785,7 @@ def sink_parquet(
     """
     check("compression", compression)
     target = _output_path(path, spec)
+    guard_release_output(frame, target)  # before the runner charges anything
 
     def metadata(run: Any) -> dict[str, str]:
         nb = run.accountant.neighbours if run.accountant is not None else None
@@ -766,3 +794,148 @@ def sink_parquet(
     with atomic_file(target) as tmp:
         sink(frame, Path(tmp), public=public, metadata=metadata, compression=compression)
     return target
+
+
+# -- the output guard's facts for the polars layer -------------------------------------------
+
+
+def written_by_dpframe(path: Path) -> bool:
+    """Whether the existing ``path`` was written by dpframe: a Parquet file whose footer
+    carries dpframe's provenance (key ``"dpframe"``, format ``dpframe-provenance``), or a
+    Spark output folder whose ``_dpframe.json`` does."""
+    try:
+        if path.is_dir():
+            doc = json.loads((path / "_dpframe.json").read_text())
+            value = doc.get(METADATA_KEY) if isinstance(doc, dict) else None
+            return isinstance(value, dict) and value.get("format") == PROVENANCE_FORMAT
+        values = read_footer(path).get(METADATA_KEY.encode())
+        if len(values) != 1 or values[0] is None:
+            return False
+        doc = json.loads(values[0])
+    except (OSError, ValueError, FooterError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == PROVENANCE_FORMAT
+
+
+def _local(path: str) -> str | None:
+    """A local file path from a path or a ``file:`` URI (``file:///p``, Spark's
+    ``file:/p``); None for another scheme (``s3://``, ``hdfs://``: not a local file)."""
+    if path.startswith("file://"):
+        return path.removeprefix("file://")
+    if path.startswith("file:/"):
+        return path.removeprefix("file:")
+    if "://" in path:
+        return None
+    return path
+
+
+def _cannot_list(why: str) -> InvalidParameterError:
+    return InvalidParameterError(
+        f"frame: the files this query reads cannot be listed ({why}), so dpframe cannot "
+        "check that the output does not replace one of them; collect the query first and "
+        "write the DataFrame, or scan the input with pl.scan_parquet / pl.scan_csv. "
+        "Nothing was written or charged."
+    )
+
+
+def frame_reads(frame: Any, what: str = "the query's input") -> list[Read]:
+    """The files a frame reads: none for a polars DataFrame; a LazyFrame's scan sources,
+    from its plan (globs and folders expanded by polars); a Spark DataFrame's
+    ``inputFiles()``.
+
+    Fails closed: a plan whose sources cannot be listed (a Python scan, an opaque Python
+    step over a frame, a scan of an open file object) raises
+    :class:`~dpframe.errors.InvalidParameterError`.
+    """
+    if isinstance(frame, pl.DataFrame):
+        return []
+    if isinstance(frame, pl.LazyFrame):
+        return [Read(p, what) for p in _scan_sources(frame)]
+    files = getattr(frame, "inputFiles", None)
+    if callable(files):  # a Spark DataFrame
+        try:
+            found = [str(f) for f in files()]
+        except Exception as exc:  # any failure: the sources are unknown
+            raise _cannot_list(f"Spark's inputFiles() failed: {type(exc).__name__}") from None
+        local = [_local(f) for f in found]
+        return [Read(p, what) for p in local if p is not None]
+    raise _cannot_list(f"a {type(frame).__name__} is not a polars or Spark frame")
+
+
+def _scan_sources(lf: pl.LazyFrame) -> list[str]:
+    """Every path a LazyFrame's plan scans, from polars' plan (its node traverser)."""
+    try:
+        nodes = lf._ldf.visit()
+    except (pl.exceptions.PolarsError, OSError):
+        raise  # the query itself is invalid (a missing column or file): polars says why
+    except Exception as exc:  # any other failure: the sources are unknown
+        raise _cannot_list(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    paths: list[str] = []
+    pending = [nodes.get_node()]
+    seen: set[int] = set()
+    while pending:
+        node = pending.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        try:
+            nodes.set_node(node)
+            view = nodes.view_current_node()
+            name = type(view).__name__
+            if name == "PythonScan":
+                raise _cannot_list("a Python scan")
+            if name == "Scan":
+                for p in view.paths:
+                    local = _local(os.fspath(p))
+                    if local is not None:
+                        paths.append(local)
+            pending.extend(nodes.get_inputs())
+        except InvalidParameterError:
+            raise
+        except Exception as exc:  # any failure: the sources are unknown
+            raise _cannot_list(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    return paths
+
+
+def _ledgers(*given: Any) -> list[str]:
+    """The ledger files of the accountants given (or of the releases given), and of the
+    ``with`` block's accountant."""
+    files = []
+    for item in (*given, current_accountant()):
+        acct = item if isinstance(item, Accountant) else getattr(item, "accountant", None)
+        path = acct.path if isinstance(acct, Accountant) else None
+        if path is not None:
+            files.append(os.fspath(path))
+    return files
+
+
+def guard_release_output(
+    frame: Any,
+    path: Any,
+    *,
+    argument: str = "path",
+    accountants: Sequence[Any] = (),
+) -> Any:
+    """The output guard (:func:`dpframe.core.outputs.guard_output`) for a writer of
+    ``frame``: ``path`` must not be a file ``frame`` reads, a ledger (of ``accountants``,
+    of the ``with`` block's accountant, or any SQLite database), or an existing file
+    dpframe did not write. Returns ``path`` unchanged; a Spark output at a URI of another
+    scheme than ``file:`` is not a local file and is not checked."""
+    if not isinstance(path, str | os.PathLike):
+        return path  # refused by the writer's own path check
+    text = os.fspath(path)
+    if isinstance(frame, pl.DataFrame | pl.LazyFrame):  # written locally, whatever it says
+        text = text.removeprefix("file://")
+    else:  # Spark writes a URI of another scheme elsewhere: not a local file
+        local = _local(text)
+        if local is None:
+            return path
+        text = local
+    guard_output(
+        text,
+        argument=argument,
+        reads=frame_reads(frame),
+        ledgers=_ledgers(*accountants),
+        owned=written_by_dpframe,
+    )
+    return path

@@ -46,7 +46,12 @@ from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.units import PrivacyUnit, as_unit, check_person_rows
 from dpframe.engines.driver import check_categories_fit, declared_counts
 from dpframe.engines.polars import decode, encode
-from dpframe.errors import InvalidParameterError, ReleaseNotArmedError, ReleaseReuseError
+from dpframe.errors import (
+    InvalidParameterError,
+    PublishFailedError,
+    ReleaseNotArmedError,
+    ReleaseReuseError,
+)
 from dpframe.mechanisms.pram import (
     CyclicDesign,
     GlobalDesign,
@@ -75,7 +80,7 @@ from dpframe.mechanisms.pram.plan import (
     plan_pram,
 )
 from dpframe.mechanisms.proportions import project_to_simplex
-from dpframe.polars.io import METADATA_KEY, provenance_json
+from dpframe.polars.io import METADATA_KEY, guard_release_output, provenance_json
 from dpframe.polars.release import Release, resolve_accountant
 from dpframe.polars.runner import RunnerRelease, current_run
 
@@ -145,6 +150,8 @@ class PramExpression(RunnerRelease):
     randomizes under the charge the runner made, with a freshly keyed generator.
     Outside a runner it refuses.
     """
+
+    per_record = True
 
     def __init__(
         self,
@@ -281,8 +288,8 @@ class PramExpression(RunnerRelease):
             key = None if self.row_wise else len(codes)
             run.register(self, Step(plan, counts, self.random), key, len(codes))
 
-            def make(n: int) -> pl.Series:  # data-free: the run's marker and the categories
-                return decode((np.arange(n) + run.marker) % len(cats), cats, s)
+            def make(n: int) -> pl.Series:  # data-free: the first category, n times
+                return decode(np.zeros(n, dtype=np.int64), cats, s)
 
             return run.stand_in(self, len(codes), make).alias(s.name)
         armed: ArmedPram = run.armed_output(self, len(codes))
@@ -537,6 +544,9 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         if self.materialised:
             raise_reuse(self)
         target = self.engine.check_output(path)  # before the charge
+        guard_release_output(
+            getattr(self.engine, "frame", None), target, accountants=[self.accountant]
+        )
         armed = self.collect()
         facts = {"input_rows": self.input_rows}
         return self.write_armed(armed, target, spec=spec, facts=facts)
@@ -556,7 +566,18 @@ class MicrodataRelease(Release[list[ArmedPram]]):
                 self.ledger, self.neighbours, spec, designs=designs, facts=facts
             )
         }
-        return self.engine.write_rowwise(armed, self.keep, path, metadata, source=self.random)
+        try:
+            return self.engine.write_rowwise(
+                armed, self.keep, path, metadata, source=self.random, unit=self.unit
+            )
+        except Exception as exc:  # after the charge: say what was spent
+            spent = sum(e.epsilon for e in self.ledger) if self.ledger else None
+            raise PublishFailedError(
+                f"{self.kind} {self.id[:8]}: writing {path!s} failed after the charge "
+                f"({type(exc).__name__}: {exc}). "
+                + (f"epsilon {spent:g} is spent; " if spent is not None else "")
+                + "nothing was published."
+            ) from exc
 
 
 def _rows_unit(unit: Any, max_rows: Any, accountant: Any) -> PrivacyUnit:

@@ -6,38 +6,38 @@ but then no single call sees the whole column, and nothing in polars tells a Pyt
 function where one query ends and the next begins. So a query holding ``.dp``
 expressions runs through a runner, in four steps:
 
-1. **inspect** the query plan. Every Python object in it must be one of dpframe's
-   releases, each at one place: an opaque Python step (``LazyFrame.map_batches``, a
-   ``map_batches``/``map_elements`` of another function, a Python scan) could evaluate a
+1. **inspect** the query plan (no data read). Every Python object in it must be one of
+   dpframe's releases, each at one place: an opaque Python step (``LazyFrame.map_batches``,
+   a ``map_batches``/``map_elements`` of another function, a Python scan) could evaluate a
    release again, or out of sight; one release at two places (a ``concat`` of two queries
    holding it, a self-join) would randomize the same records twice under one charge.
-   Either is refused before anything is read.
+   Then the plan's **lineage** (:mod:`dpframe.polars.lineage`) decides what may leave:
+   only a release's own output (selected or renamed, nothing computed from it) or a
+   column declared ``public=[...]``; a release's input computed row by row from each
+   record's own values; no rows selected, joined, grouped or ordered by a column that is
+   not published. Decided from the plan's structure, never from values.
 2. **dry pass**: the query runs once with every release returning a data-free stand-in
    (nothing charged, nothing drawn): each release checks its data (nulls, categories,
-   values) and records its plan and exact inputs; every output column is fingerprinted.
-   Only columns produced by a release -- their fingerprint is a release's -- or declared
-   public by name (``public=[...]``) may leave: a raw column beside a private one is
-   refused, naming it.
+   values) and records its plan and exact inputs.
 3. **charge**: the executor charges every release of the query at once, atomically
    (:func:`dpframe.core.executor.execute`), and arms them.
 4. **real pass**: the releases draw under that charge -- a column release returns its
    noisy values, a row-wise release randomizes each morsel with a freshly keyed
-   generator, never more records than the dry pass saw.
+   generator, checking each morsel again (categories, nulls) and never more records
+   than the dry pass saw; a failure there publishes nothing (the charge stays spent).
 
 Runs are serialised: one runner at a time per process. A plain ``collect()`` of a query
 holding a row-wise release refuses (:class:`~dpframe.errors.ReleaseNotArmedError`).
 
-The runner trusts that each row reaching a row-wise release is one record (one person):
-a query that duplicates records *before* the release (``concat`` of the input with
-itself, a join that fans out, ``explode``) randomizes a person's record more than once
-under one charge. Bound each person's contribution first (``docs/privacy.md``).
+The runner trusts that each row of the *input* (a scan, an in-memory frame) is one record
+(one person); inside the query, the lineage refuses a release whose input a join, concat
+or ``explode`` may repeat. Bound each person's contribution first (``docs/privacy.md``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import secrets
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -45,13 +45,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.constraints import Compression
 from dpframe.core.executor import Execution, Step, execute
 from dpframe.errors import InvalidParameterError, ReleaseNotArmedError
+from dpframe.polars.lineage import check_lineage, marker
 
 __all__ = [
     "Prepared",
@@ -80,6 +80,8 @@ class RunnerRelease:
     id: str
     column: str | None
     accountant: Accountant | None
+    #: its input rows are records (a row-wise release); else a column of statistics
+    per_record: bool = False
 
     def __reduce__(self) -> Any:  # a query plan with a release never pickles its data
         raise TypeError("a dpframe release cannot be pickled: build it where it runs")
@@ -92,14 +94,11 @@ class Run:
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     #: True in the dry pass (check only; nothing charged or drawn)
     dry: bool = True
-    #: a secret of this run: what the dry pass's stand-ins are built from
-    marker: int = field(default_factory=lambda: secrets.randbits(62))
     releases: dict[str, RunnerRelease] = field(default_factory=dict)
     steps: dict[str, Step] = field(default_factory=dict)
     keys: dict[str, Any] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
     drawn: dict[str, int] = field(default_factory=dict)
-    fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     #: the accountant charged for the run, and the ledger entries it made
     accountant: Accountant | None = None
@@ -108,32 +107,22 @@ class Run:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the designs themselves (``None`` for a user matrix)
     designs: dict[str, Any] = field(default_factory=dict)
-    _stand_ins: dict[str, tuple[pl.Series, np.ndarray]] = field(default_factory=dict)
+    _stand_ins: dict[str, pl.Series] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def stand_in(
         self, release: RunnerRelease, rows: int, make: Callable[[int], pl.Series]
     ) -> pl.Series:
-        """Dry pass: ``rows`` rows of the release's data-free stand-in, fingerprinted.
-
-        ``make(n)`` builds ``n`` rows of it (from the run's marker, never from the data);
-        it is built once per run, grown by doubling, and sliced (a slice costs nothing),
-        with the prefix sums of its hashes, so a morsel costs no more than its check.
-        """
+        """Dry pass: ``rows`` rows of the release's data-free stand-in (``make(n)`` builds
+        ``n`` rows of it, never from the data). Nothing downstream can compute on it: the
+        plan's lineage allows a release's output to be selected or renamed only."""
         with self._lock:
             cached = self._stand_ins.get(release.id)
-            if cached is None or cached[0].len() < rows:
-                size = max(rows, 2 * (0 if cached is None else cached[0].len()), 1)
-                series = make(size)
-                hashes = series.hash(seed=self.marker % 2**31).to_numpy()
-                prefix = np.zeros(size + 1, dtype=np.uint64)
-                np.cumsum(hashes, dtype=np.uint64, out=prefix[1:])
-                cached = (series, prefix)
+            if cached is None or cached.len() < rows:
+                size = max(rows, 2 * (0 if cached is None else cached.len()), 1)
+                cached = make(size)
                 self._stand_ins[release.id] = cached
-            series, prefix = cached
-            n, h = self.fingerprints.get(release.id, (0, 0))
-            self.fingerprints[release.id] = (n + rows, (h + int(prefix[rows])) % 2**64)
-        return series.slice(0, rows)
+        return cached.slice(0, rows)
 
     def register(self, release: RunnerRelease, step: Step, key: Any, rows: int) -> None:
         """Dry pass: a release met its data (checked); keep its step for the charge."""
@@ -150,12 +139,6 @@ class Run:
             self.rows[release.id] = self.rows.get(release.id, 0) + rows
             if release.id not in self.steps:
                 self.steps[release.id] = step
-
-    def add_fingerprint(self, release: RunnerRelease, count: int, hashsum: int) -> None:
-        """Dry pass: what the release's stand-in output hashes to (for the lineage check)."""
-        with self._lock:
-            n, h = self.fingerprints.get(release.id, (0, 0))
-            self.fingerprints[release.id] = (n + count, (h + hashsum) % 2**64)
 
     def armed_output(self, release: RunnerRelease, rows: int) -> Any:
         """Real pass: what the executor drew for ``release`` (row-wise: its armed sampler).
@@ -256,12 +239,15 @@ def _ours(obj: Any) -> RunnerRelease | None:
 _OPAQUE_NODES = ("python_udf(", "OPAQUE_PYTHON", "PYTHON SCAN")
 
 
-def inspect_plan(lf: pl.LazyFrame) -> list[RunnerRelease]:
-    """The dpframe releases in ``lf``'s plan; refuse anything opaque or used twice.
+def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[RunnerRelease]:
+    """The dpframe releases in ``lf``'s plan, after checking the plan's lineage.
 
     Polars serializes every Python object of a plan with ``cloudpickle.dumps``; the
     runner lists them by serializing the plan with that function stood in for (nothing
-    is pickled). Fails closed: a plan that cannot be inspected is refused.
+    is pickled): each release is written as a marker, any other Python object refuses.
+    The serialized plan is then checked by :func:`dpframe.polars.lineage.check_lineage`
+    (what may leave, which rows): decided from the plan alone, before any data is read.
+    Fails closed: a plan that cannot be inspected is refused.
     """
     import cloudpickle  # polars' own serializer of Python objects
 
@@ -270,13 +256,13 @@ def inspect_plan(lf: pl.LazyFrame) -> list[RunnerRelease]:
 
     def spy(obj: Any, *args: Any, **kwargs: Any) -> bytes:
         seen.append(obj)
-        return b"0"
+        return marker(len(seen) - 1)
 
     with _RUN_LOCK:
         real = cloudpickle.dumps
         cloudpickle.dumps = spy
         try:
-            lf.serialize()
+            serialized = lf.serialize()
         except Exception as exc:
             raise InvalidParameterError(
                 f"the query's plan cannot be inspected ({type(exc).__name__}: {exc}); a query "
@@ -310,6 +296,9 @@ def inspect_plan(lf: pl.LazyFrame) -> list[RunnerRelease]:
         raise InvalidParameterError(
             "the query's plan holds Python steps the runner cannot see into; nothing was charged"
         )
+    pub = _check_public(public, lf.collect_schema().names())
+    per_record = frozenset(i for i, r in enumerate(ours) if r is not None and r.per_record)
+    check_lineage(lf, serialized, pub, per_record)
     return found
 
 
@@ -370,37 +359,21 @@ def prepare(frame: Any, *, public: Sequence[str] | None = None) -> Prepared:
     declared ``public``.
     """
     lf = _check_lazy(frame)
-    found = inspect_plan(lf)
+    found = inspect_plan(lf, public)
     names = lf.collect_schema().names()
     pub = _check_public(public, names)
+    released = [c for c in names if c not in pub]
     run = Run(dry=True)
-    seed = run.marker % 2**31
-    probes = [
-        e
-        for i, c in enumerate(names)
-        for e in (pl.col(c).len().alias(f"n{i}"), pl.col(c).hash(seed=seed).sum().alias(f"h{i}"))
-    ]
+    probes = [pl.col(c).null_count().alias(f"n{i}") for i, c in enumerate(released)]
     with _running(run):
-        row = lf.select(probes).collect(engine="streaming").row(0) if probes else ()
+        if probes:
+            lf.select(probes).collect(engine="streaming")
     met = set(run.releases)
     stray = met - {r.id for r in found}
     if stray:  # evaluated from somewhere the plan does not show
         raise InvalidParameterError(
             "a .dp release was evaluated outside the query's plan; nothing was charged"
         )
-    prints = {fp: rid for rid, fp in run.fingerprints.items()}
-    for i, c in enumerate(names):
-        if c in pub:
-            continue
-        fp = (int(row[2 * i]), int(row[2 * i + 1]) % 2**64)
-        if fp not in prints:
-            raise InvalidParameterError(
-                f"column {c!r} would leave the query without being released by a .dp "
-                "expression (it is raw, or computed after a release: filter and transform "
-                f"before the release, post-process after the run). Drop it, or declare it "
-                f"public with public=[{c!r}] if it may be published as it is. Nothing was "
-                "charged."
-            )
     return Prepared(lf, run, pub)
 
 

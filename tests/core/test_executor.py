@@ -46,6 +46,46 @@ class SpyPlan:
         self.calls.append("draw")
         return exact + rng.laplace()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> SpyPlan:  # the copy reports here
+        return SpyPlan(self.epsilon, self.bad, self.calls)
+
+
+@dataclass
+class MutablePlan:
+    """A plan whose charge and draw read the same mutable array."""
+
+    scale: np.ndarray
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        return (Charge(float(1.0 / self.scale[0]), 0.0, "mutable", ("x",)),)
+
+    def summary(self) -> list[dict[str, Any]]:
+        return []
+
+    def check(self, exact: Any) -> None:
+        pass
+
+    def draw(self, exact: Any, rng: np.random.Generator) -> Any:
+        return self.scale.copy()
+
+
+def test_the_executor_charges_and_draws_from_its_own_copy_of_the_plan():
+    # a caller holding the plan's arrays cannot change what is drawn under a charge
+    acct = dpframe.Accountant(epsilon=10.0)
+    plan = MutablePlan(np.array([1.0]))
+    exact = np.array([5.0])
+    original = acct.spend_all
+
+    def mutate_during_charge(charges, **kw):
+        plan.scale[0] = 1e-9  # after the copy: changes neither charge nor draw
+        exact[0] = -1.0
+        return original(charges, **kw)
+
+    acct.spend_all = mutate_during_charge  # type: ignore[method-assign]
+    run = execute([Step(plan, exact)], acct)
+    assert run.outputs[0].tolist() == [1.0] and acct.spent.epsilon == 1.0
+
 
 def test_every_check_runs_before_the_charge_and_every_draw_after_it():
     acct = dpframe.Accountant(epsilon=1.0)

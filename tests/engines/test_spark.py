@@ -660,3 +660,26 @@ def test_a_session_dpframe_starts_prints_no_spark_warnings_or_stage_bars(tmp_pat
         if " WARN " in line or "log level" in line or "[Stage" in line or "log4j" in line
     ]
     assert not noise, done.stderr
+
+
+def test_pram_on_spark_checks_each_persons_rows_on_what_it_randomized(spark, tmp_path, monkeypatch):
+    """Spark evaluates a DataFrame afresh at every action: the rows per person counted
+    before the charge need not be the rows the randomizing job reads. Here the count
+    before the charge is made to see 2 rows a person (as an input that changes between
+    reads would); the job's own rows hold a person with 3: nothing is published, and the
+    error says the budget is spent."""
+    from dpframe.engines.spark import SparkEngine
+    from dpframe.errors import PublishFailedError
+
+    monkeypatch.setattr(SparkEngine, "largest_person_rows", lambda self, person: 2)
+    people = pl.DataFrame({"pid": [1, 1, 1, 2], "c": ["a", "b", "a", "c"]})
+    sdf = spark.createDataFrame(people.to_pandas())
+    cols = [{"column": "c", "epsilon": 1.0, "categories": ["a", "b", "c"]}]
+    for keep in (["pid"], []):
+        acct = dpframe.Accountant(epsilon=2.0, unit="pid", max_rows=2)
+        out = tmp_path / f"out{len(keep)}"
+        rel = dpframe.pram.release(sdf, cols, accountant=acct, keep=keep)
+        with pytest.raises(PublishFailedError, match="has 3 rows, more than max_rows=2"):
+            rel.write(out)
+        assert acct.spent.epsilon == 1.0 and not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

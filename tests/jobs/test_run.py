@@ -425,7 +425,7 @@ def test_a_run_removes_what_killed_runs_left(tmp_path):
     for name in (".staging-empty", ".claiming-empty"):  # a minute ago
         os.utime(out / name, (time.time() - 120, time.time() - 120))
     (out / ".claiming-now").mkdir()  # another job claiming it at this moment: kept
-    (out / ".old-by_region.parquet-0123abcd").write_bytes(b"moved aside by a cut swap")
+    _dpframe_table(out / ".old-by_region.parquet-0123abcd")  # moved aside by a cut swap
     (out / ".link-0123abcd").symlink_to("current/by_region.parquet")  # a cut link swap
     result = run(load_spec(spec_path), progress=False)
     # a running job's folders are kept, and so are those of another process table
@@ -437,14 +437,23 @@ def test_a_run_removes_what_killed_runs_left(tmp_path):
     assert not (out / ".runs" / result.run / ".owner").exists()
 
 
+def _dpframe_table(path: Path) -> None:
+    """A table an older dpframe published: a Parquet file carrying dpframe's provenance."""
+    acct = dpframe.Accountant(epsilon=1.0)
+    acct.spend(0.1, mechanism="laplace", columns=["x"])
+    dpframe.write_parquet(pl.DataFrame({"x": [1.0]}), path, ledger=acct)
+
+
 def test_a_run_replaces_an_older_layout_and_drops_names_no_longer_released(tmp_path):
-    """Files and folders an older dpframe published at the top level become links; a
-    name the spec no longer releases disappears with its run."""
+    """The tables and suites an older dpframe published at the top level (recognised by
+    their provenance and their format) become links; a name the spec no longer releases
+    disappears with its run."""
     spec_path = write_spec(tmp_path, rows=1000, budget=10.0)
     out = tmp_path / "released"
     out.mkdir()
-    (out / "by_region.parquet").write_bytes(b"published by dpframe 0.0")
-    (out / "data_docs" / "by_region").mkdir(parents=True)
+    _dpframe_table(out / "by_region.parquet")
+    older_suite = {"format": "dpframe.check/1", "release": "by_region", "suites": {}}
+    (out / "by_region.suite.json").write_text(json.dumps(older_suite))
     (out / "notes.txt").write_text("not dpframe's: kept")
     run(load_spec(spec_path), progress=False, data_docs=True)
     _published(out, foreign=("notes.txt",))

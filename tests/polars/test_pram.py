@@ -255,13 +255,16 @@ def test_seeded_runs_repeat_and_warn():
     assert outs[0].equals(outs[1])
 
 
-def test_group_by_agg_randomizes_each_record_once():
-    df = _frame(20_000)
+def test_a_release_inside_group_by_agg_is_refused_before_the_charge():
+    # a release inside an aggregation is evaluated per group, and its output would leave
+    # through explode(): the lineage admits a release only as a selected column's whole
+    # expression (old: accepted, each group randomized under one charge)
+    df = _frame(2_000)
     with dpframe.Accountant(epsilon=1.0) as acct:
         q = df.lazy().group_by("i").agg(pl.col("e").dp.pram(1.0)).explode("e")
-        out = dpframe.collect(q, public=["i"])  # the exploded lists are the release's values
-    assert out.height == df.height
-    assert len(acct.ledger) == 1
+        with pytest.raises(dpframe.LineageError, match="whole expression"):
+            dpframe.collect(q, public=["i"])
+    assert acct.ledger == ()
 
 
 # -- DP prior ---------------------------------------------------------------------------
@@ -481,7 +484,7 @@ def test_prior_dp_failures_spend_nothing():
         .group_by("i")
         .agg(pl.col("e").dp.pram(1.0, prior="dp", categories=CATS, accountant=acct))
     )
-    with pytest.raises(InvalidParameterError, match="two different inputs"):
+    with pytest.raises(InvalidParameterError, match="whole expression of a selected column"):
         dpframe.collect(grouped, public=["i"])
     assert acct.ledger == ()
 

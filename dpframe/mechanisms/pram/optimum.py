@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpframe.core.constraints import DIAGONALS, check, check_choice, check_epsilon
+from dpframe.core.frozen import frozen_array
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.pram.sampling import PramSampler, _pram_matrix, _round_pram, check_matrix
 
@@ -1164,8 +1165,7 @@ class PramDesign:
     def q(self) -> np.ndarray:
         """Keep probabilities actually sampled, ``1 - c_k / 2**bits`` (from the integers)."""
         c = self.sampler.table
-        q = 1.0 - c.astype(np.float64) / float(1 << self.bits)
-        q.setflags(write=False)
+        q = frozen_array(1.0 - c.astype(np.float64) / float(1 << self.bits))
         return q
 
     @property
@@ -1308,8 +1308,7 @@ def design(
             "raise epsilon or estimable= (the margin), or pass estimable=False"
         )
     mi = float(_pram_mi(pv, q))
-    for arr in (pv, q, vertex, c):
-        arr.setflags(write=False)
+    pv, q, vertex, c = (frozen_array(a) for a in (pv, q, vertex, c))
     return PramDesign(
         p=pv,
         epsilon=eps,
@@ -1345,8 +1344,7 @@ def krr(n_categories: int, epsilon: float) -> PramDesign:
     q = 1.0 - c.astype(np.float64) / float(1 << b)
     pv = np.full(s, 1.0 / s)
     mi = float(_pram_mi(pv, q))
-    for arr in (pv, q, vertex, c):
-        arr.setflags(write=False)
+    pv, q, vertex, c = (frozen_array(a) for a in (pv, q, vertex, c))
     return PramDesign(
         p=pv,
         epsilon=eps,

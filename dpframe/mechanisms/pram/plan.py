@@ -52,6 +52,7 @@ from dpframe.core.constraints import (
     check_epsilon,
 )
 from dpframe.core.executor import summary_row
+from dpframe.core.frozen import frozen_array
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.units import RECORD, PrivacyUnit, per_row_epsilon, pram_rows
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -176,8 +177,7 @@ def design_from_record(d: Mapping[str, Any]) -> PramDesign:
     c = np.rint((1.0 - q) * float(1 << bits)).astype(np.int64)
     p = np.asarray(d.get("prior_p", np.full(q.size, 1.0 / q.size)), dtype=np.float64)
     vertex = np.asarray(d.get("vertex_q", q), dtype=np.float64)
-    for arr in (c, p, vertex):
-        arr.setflags(write=False)
+    c, p, vertex = (frozen_array(a) for a in (c, p, vertex))
     levels, counts = np.unique(vertex, return_counts=True)
     return PramDesign(
         p=p,
@@ -301,8 +301,7 @@ def _plan_auto(
     s = p.size
     k = krr(s, epsilon)
     if not uniform:  # k-RR's matrix, recorded at the prior it was chosen for
-        pv = np.array(p)
-        pv.setflags(write=False)
+        pv = frozen_array(p)
         k = dataclasses.replace(k, p=pv, mutual_information=mutual_information(pv, k.q))
     candidates: dict[str, tuple[Any, PramSampler]] = {"krr": (k, k.sampler)}
     if not uniform:

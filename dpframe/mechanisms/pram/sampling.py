@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpframe.core.frozen import frozen_array
 from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
@@ -243,8 +244,7 @@ class PramSampler:
             )
         if self.kind == "pram" and (s - 1) << int(b) > 2**62:
             raise InvalidParameterError("bits too large for S: (S - 1) 2**bits must be <= 2**62")
-        table.setflags(write=False)
-        object.__setattr__(self, "table", table)
+        object.__setattr__(self, "table", frozen_array(table))
         object.__setattr__(self, "n_categories", int(s))
         object.__setattr__(self, "bits", int(b))
         if self.kind == "alias":
@@ -253,11 +253,16 @@ class PramSampler:
                 raise InvalidParameterError("alias must be (S, S) integers in [0, S)")
             if s << int(b) > 2**62:
                 raise InvalidParameterError("bits too large for S: S 2**bits must be <= 2**62")
-            alias.setflags(write=False)
-            object.__setattr__(self, "alias", alias)
+            object.__setattr__(self, "alias", frozen_array(alias))
         elif self.alias is not None:
             raise InvalidParameterError("a 'pram' sampler has no alias table")
         object.__setattr__(self, "_epsilon", self._derive_epsilon())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PramSampler:
+        """A new sampler from copies of the integers, its epsilon derived again (a copy
+        never carries over a derived value the integers may no longer support)."""
+        alias = None if self.alias is None else np.array(self.alias)
+        return PramSampler(self.kind, self.n_categories, self.bits, np.array(self.table), alias)
 
     def _derive_epsilon(self) -> float:
         s, b = self.n_categories, self.bits

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpframe.core.frozen import frozen_array
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.pram.optimum import SINGULAR_RTOL, _check_design_epsilon, _check_p
 
@@ -578,8 +579,9 @@ def global_design(p: npt.ArrayLike, epsilon: float, *, method: str = "auto") -> 
     mi = float(gvals @ weights)
     _verify(channel, eps, ub, mi)
     labels, unused = output_labels(pv, channel)
-    for arr in (pv, patterns, weights, channel, labels):
-        arr.setflags(write=False)
+    pv, patterns, weights, channel, labels = (
+        frozen_array(a) for a in (pv, patterns, weights, channel, labels)
+    )
     return GlobalDesign(
         p=pv,
         epsilon=eps,

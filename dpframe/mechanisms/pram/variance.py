@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import optimize
 
+from dpframe.core.frozen import frozen_array
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.pram.cyclic import CYCLIC_MAX_CATEGORIES, cyclic_design
 from dpframe.mechanisms.pram.optimum import _check_design_epsilon, _check_p, design, krr
@@ -340,9 +341,7 @@ def variance_design(
         r = _risk_matrix(pv, m)
         if r < best_r * (1.0 - _IMPROVE_RTOL):  # credit the optimiser with real gains only
             best_r, best_m, how = r, m, f"slsqp from {name}"
-    best_m = np.array(best_m)
-    pv.setflags(write=False)
-    best_m.setflags(write=False)
+    pv, best_m = frozen_array(pv), frozen_array(best_m)
     return VarianceDesign(
         p=pv,
         epsilon=eps,

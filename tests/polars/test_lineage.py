@@ -1,0 +1,285 @@
+"""The runner's lineage: what a query holding a release may let out, decided from its plan.
+
+The reproductions of the third attack (each accepted and charged before, publishing raw
+values or a private count), then a fuzz over random queries built around a release, whose
+generator knows which of them are unsafe.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpframe
+from dpframe.errors import InvalidParameterError, LineageError
+
+CATS = ["a", "b", "c"]
+
+
+@pytest.fixture(scope="module")
+def records() -> pl.LazyFrame:
+    rng = np.random.default_rng(31)
+    n = 600
+    return pl.LazyFrame(
+        {
+            "c": rng.choice(CATS, n),
+            "income": rng.integers(0, 200_000, n),
+            "region": rng.choice(["N", "S", "E"], n),
+        }
+    )
+
+
+def _refused(q, acct, tmp_path=None, **kw) -> str:
+    """The query is refused by the runner (collect and sink) with nothing charged."""
+    with pytest.raises(InvalidParameterError) as info:
+        dpframe.collect(q, **kw)
+    if tmp_path is not None:
+        with pytest.raises(InvalidParameterError):
+            dpframe.sink_parquet(q, tmp_path / "out.parquet", **kw)
+        assert not (tmp_path / "out.parquet").exists()
+    assert acct.ledger == ()
+    return str(info.value)
+
+
+# -- the reproductions -------------------------------------------------------------------
+
+
+def test_an_expression_that_recognises_the_stand_in_cannot_publish_the_raw_column(
+    records, tmp_path
+):
+    # old: accepted, charged 0.01, and the raw column published on 100% of the rows
+    acct = dpframe.Accountant(epsilon=5)
+    x = pl.col("x")
+    alt = [(x.shift(j) != x.shift(j + 1)).fill_null(True) for j in range(-12, 12)]
+    q = records.with_columns(
+        pl.col("c").dp.pram(0.01, categories=CATS, accountant=acct).alias("x")
+    ).select(pl.when(pl.all_horizontal(alt)).then(x).otherwise(pl.col("c")).alias("c"))
+    assert "selected or renamed" in _refused(q, acct, tmp_path)
+
+
+def test_a_column_release_cannot_be_switched_for_its_input_by_a_when(records):
+    acct = dpframe.Accountant(epsilon=5)
+    stats = pl.LazyFrame({"v": np.arange(20.0)})
+    x = pl.col("x")
+    q = stats.with_columns(
+        pl.col("v")
+        .dp.laplace(epsilon=0.001, sensitivity=1, composition="parallel", accountant=acct)
+        .alias("x")
+    ).select(pl.when(x.diff() == 1).then(x).otherwise(pl.col("v")).alias("v"))
+    _refused(q, acct)
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_rows_selected_by_a_private_column_are_refused(records, tmp_path, where):
+    # old: accepted, and the published row count was the exact count of income > 100k
+    acct = dpframe.Accountant(epsilon=5)
+    pram = pl.col("region").dp.pram(0.1, categories=["N", "S", "E"], accountant=acct)
+    if where == "before":
+        q = records.filter(pl.col("income") > 100_000).select(pram)
+    else:  # written after the release: polars pushes it down
+        q = records.select(pram, "income").filter(pl.col("income") > 100_000).select("region")
+    message = _refused(q, acct, tmp_path)
+    assert "['income']" in message and "how many records" in message
+
+
+def test_rows_ordered_by_a_private_column_are_refused(records, tmp_path):
+    # old: with public=["i"] the rows came out in raw order, and every raw value with them
+    acct = dpframe.Accountant(epsilon=5)
+    q = (
+        records.with_row_index("i")
+        .with_columns(pl.col("c").dp.pram(0.01, categories=CATS, accountant=acct).alias("p"))
+        .sort("c", maintain_order=True)
+        .select("i", "p")
+    )
+    message = _refused(q, acct, tmp_path, public=["i"])
+    assert "orders rows by column(s) ['c']" in message
+
+
+def test_values_ordered_by_a_private_column_inside_an_expression_are_refused(records):
+    acct = dpframe.Accountant(epsilon=5)
+    q = records.with_row_index("i").select(
+        pl.col("c").dp.pram(0.5, categories=CATS, accountant=acct),
+        pl.col("i").sort_by("income"),
+    )
+    assert "['income']" in _refused(q, acct, public=["i"])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lf: lf.select(pl.col("c").shift(1).fill_null("a")),
+        lambda lf: lf.select(pl.col("c").sort()),
+        lambda lf: lf.select(pl.col("c").first().over("region")),
+        lambda lf: pl.concat([lf, lf]),
+        lambda lf: lf.join(pl.LazyFrame({"region": ["N", "N"]}), on="region"),
+        lambda lf: lf.group_by("region").agg(pl.col("c").first()),
+    ],
+    ids=["shift", "sort", "window", "concat-self", "join-fanout", "group_by"],
+)
+def test_a_row_wise_release_of_a_value_another_row_may_repeat_is_refused(records, make):
+    acct = dpframe.Accountant(epsilon=5)
+    q = make(records).select(pl.col("c").dp.pram(0.5, categories=CATS, accountant=acct))
+    with pytest.raises(InvalidParameterError):
+        dpframe.collect(q)
+    assert acct.ledger == ()
+
+
+def test_what_the_lineage_admits(records):
+    acct = dpframe.Accountant(epsilon=5)
+    pram = pl.col("c").str.to_uppercase().dp.pram(0.5, categories=["A", "B", "C"], accountant=acct)
+    q = (
+        records.with_row_index("i")
+        .filter(pl.col("region") == "N")  # a public column: its count is published anyway
+        .head(100)
+        .with_columns(pram.alias("p"))
+        .sort("i")
+        .select("i", "region", pl.col("p").alias("released"))
+    )
+    out = dpframe.collect(q, public=["i", "region"])
+    assert out.columns == ["i", "region", "released"]
+    assert set(out["region"]) == {"N"} and out.height == min(
+        100, records.filter(pl.col("region") == "N").collect().height
+    )
+    assert acct.spent.epsilon == pytest.approx(0.5)
+
+
+def test_a_column_release_of_grouped_statistics_over_public_keys(records):
+    acct = dpframe.Accountant(epsilon=5)
+    counts = records.group_by("region").agg(pl.len().cast(pl.Float64).alias("n"))
+    noisy = pl.col("n").dp.laplace(
+        epsilon=0.5, sensitivity=1, composition="parallel", accountant=acct
+    )
+    with pytest.raises(LineageError, match="'region'"):  # the keys are data too
+        dpframe.collect(counts.select("region", noisy))
+    out = dpframe.collect(counts.select("region", noisy), public=["region"])
+    assert out.height == 3 and acct.spent.epsilon == pytest.approx(0.5)
+
+
+# -- the fuzz -------------------------------------------------------------------------
+
+
+def _derive(kind: str) -> tuple[pl.Expr, bool]:
+    """A column computed from ``c``, and whether it is row-wise (aligned)."""
+    c = pl.col("c")
+    return {
+        "when": (pl.when(pl.col("income") > 150_000).then(pl.lit("a")).otherwise(c), True),
+        "cast": (c.cast(pl.Categorical).cast(pl.String), True),
+        "struct": (pl.struct(c, pl.col("income")).struct.field("c"), True),
+        "shift": (c.shift(1).fill_null("a"), False),
+        "over": (c.first().over("region"), False),
+        "sorted": (c.sort(), False),
+    }[kind]
+
+
+def _random_query(rng: np.random.Generator, lf: pl.LazyFrame, acct):
+    """A random query around one PRAM release and what is known of it.
+
+    Returns ``(query, public, unsafe, plain)``: ``unsafe`` when some output is neither
+    the release's own output nor public, or some row selection or order depends on a
+    column that is not published as it is, or the release's input may repeat a record;
+    ``plain`` when it is certainly safe and uses only steps the lineage follows.
+    """
+    unsafe, plain = False, True
+    has_index = bool(rng.integers(2))
+    q = lf.with_row_index("i") if has_index else lf
+    keys: list[str] = []  # columns rows are selected or ordered by
+    aligned = True
+    source = "c"
+    for _ in range(rng.integers(0, 3)):  # before the release
+        step = rng.choice(["filter", "sort", "head", "derive", "join", "sample"])
+        if step == "filter":
+            col = str(rng.choice(["income", "region"] + (["i"] if has_index else [])))
+            q = q.filter(pl.col(col) > (0 if col != "region" else pl.lit("E")))
+            keys.append(col)
+        elif step == "sort":
+            col = str(rng.choice(["income", "region", "c"] + (["i"] if has_index else [])))
+            q = q.sort(col, maintain_order=True)
+            keys.append(col)
+        elif step == "head":
+            q = q.head(int(rng.integers(50, 500)))
+        elif step == "derive":
+            kind = str(rng.choice(["when", "cast", "struct", "shift", "over", "sorted"]))
+            expr, row_wise = _derive(kind)
+            q = q.with_columns(expr.alias("d"))
+            source, aligned = "d", aligned and row_wise
+            if kind in ("over", "sorted"):
+                keys.append("region" if kind == "over" else "c")
+                plain = False
+        elif step == "join":
+            fan = bool(rng.integers(2))
+            look = pl.LazyFrame({"region": ["N", "S", "E"] + (["N"] if fan else [])})
+            q = q.join(look, on="region", how="left", validate="m:m" if fan else "m:1")
+            aligned = aligned and not fan
+            plain = False  # the lookup's own key column is not published
+        else:  # sample: a row selection that reads no column, but polars draws it
+            q = q.select(pl.all().sample(n=100, seed=int(rng.integers(1000))))
+            plain = False
+    if not aligned:
+        unsafe = True
+    pram = pl.col(source).dp.pram(0.5, categories=CATS, accountant=acct).alias("p")
+    q = q.with_columns(pram)
+    for _ in range(rng.integers(0, 3)):  # after the release
+        step = rng.choice(["filter", "sort", "head"])
+        col = str(rng.choice(["income", "region", "p"] + (["i"] if has_index else [])))
+        if step == "filter":
+            q = q.filter(pl.col(col) != pl.lit("zz") if col in ("region", "p") else pl.col(col) > 0)
+            keys.append(col)
+        elif step == "sort":
+            q = q.sort(col, maintain_order=True)
+            keys.append(col)
+        else:
+            q = q.head(int(rng.integers(50, 500)))
+    outputs: dict[str, tuple[pl.Expr, str]] = {"p": (pl.col("p"), "release")}
+    choices = {
+        "p2": (pl.col("p").alias("p2"), "release"),
+        "mixed": (
+            pl.when(pl.col("income") > 1).then(pl.col("p")).otherwise(pl.col("c")).alias("mixed"),
+            "computed",
+        ),
+        "region": (pl.col("region"), "raw"),
+        "income": (pl.col("income"), "raw"),
+        "c": (pl.col("c"), "raw"),
+        "pcast": (pl.col("p").cast(pl.Categorical).alias("pcast"), "computed"),
+    }
+    if has_index:
+        choices["i"] = (pl.col("i"), "raw")
+    for name in rng.choice(sorted(choices), size=int(rng.integers(0, 3)), replace=False):
+        outputs[str(name)] = choices[str(name)]
+    public = [n for n, (_, kind) in outputs.items() if kind != "release" and rng.random() < 0.5]
+    for name, (_, kind) in outputs.items():
+        if kind != "release" and name not in public:
+            unsafe = True
+        if kind == "computed":
+            plain = False
+    published_raw = {n for n, (_, kind) in outputs.items() if kind == "raw" and n in public}
+    for col in keys:
+        if col == "p":
+            plain = False  # post-processing of the release itself: refused, not unsafe
+        elif col != "i" and col not in published_raw:
+            unsafe = True
+    q = q.select([e for e, _ in outputs.values()])
+    return q, public, unsafe, plain and not unsafe
+
+
+def test_fuzz_only_release_outputs_and_public_columns_leave(records):
+    rng = np.random.default_rng(20261127)
+    counts = {"unsafe": 0, "plain": 0}
+    for k in range(200):
+        acct = dpframe.Accountant(epsilon=1000)
+        q, public, unsafe, plain = _random_query(rng, records, acct)
+        try:
+            dpframe.collect(q, public=public)
+            accepted = True
+        except InvalidParameterError:
+            accepted = False
+        context = f"query {k}: {q.explain(optimized=False)}\npublic={public}"
+        if unsafe:
+            counts["unsafe"] += 1
+            assert not accepted, "an unsafe query was released\n" + context
+            assert acct.ledger == (), context
+        if plain:
+            counts["plain"] += 1
+            assert accepted, "a safe query was refused\n" + context
+    # the fuzz reaches both kinds often enough to mean something
+    assert counts["unsafe"] >= 50 and counts["plain"] >= 20, counts
