@@ -1,31 +1,34 @@
 """What a query holding ``.dp`` releases lets out, decided from its plan, never from values.
 
 The runner (:mod:`dpframe.polars.runner`) hands this module the query's plan as polars
-serializes it (the DSL, MessagePack-encoded; the data frames inside it are skipped, never
-decoded) with each dpframe release replaced by a marker. :func:`check_lineage` walks the
-plan from its scans to its output and follows every column: what it depends on (its
-*atoms*: a scanned column, a release's output, the row position), whether each of its
-values belongs to one record that gives no other row (*aligned*), and whether it is
-exactly a release's output. It refuses, before anything is read or charged:
+serializes it, with each dpframe release written as a marker. :func:`check_lineage`
+rebuilds the query with every release replaced by a stand-in expression that carries a
+secret tag (``hash(seed=<secret + i>)`` of the release's input), and walks **polars' own
+resolved plan** of it (its IR, with no optimisation): the column names, the selectors'
+expansions, the join suffixes and the schemas are polars', never re-derived here. The
+walk follows every column from the scans to the output: what it depends on (its *atoms*:
+a scanned column, a release's output, the row position), whether each of its values
+belongs to one record that gives no other row (*aligned*, with the *row map* it follows),
+and whether it is exactly a release's output. It refuses, before anything is read or
+charged:
 
-1. **an output column that is neither a release's own output** -- the release at the top
-   of its expression, followed by nothing but renames and selections -- **nor named in
-   ``public``**;
+1. **an output column that is neither a release's own output** -- the release is the
+   whole expression of a selected column, followed by nothing but renames and selections
+   -- **nor named in ``public``**;
 2. **any use of a release's output other than selecting or renaming it** (a ``when``, a
    ``diff``, a filter or sort key, a join key, an aggregate): post-processing happens after
    the run, on what it released;
-3. **a row-wise release (PRAM) whose input is not aligned**: an input computed with anything but
+3. **a row-wise release (PRAM) whose input is not aligned**: computed with anything but
    row-wise functions of one row's own values (``shift``, ``sort``, windows, aggregates,
-   ``explode``, a join that repeats a record, a concat that reads a source twice), which
-   would give one record's value to several rows or order the values by the data;
+   ``explode``, a join, a concat that may read a record twice, columns of two row maps
+   mixed), which could give one record's value to several rows;
 4. **rows selected, limited, joined, grouped, de-duplicated or ordered by a column that is
-   not published as it is** (``public``): a filter on a private column publishes how many
-   rows pass it, a sort on it publishes the order. The row position (``with_row_index``)
-   and literals are public.
+   not published as it is** (``public``, output unchanged): a filter on a private column
+   publishes how many rows pass it, a sort on it publishes the order. The row position
+   (``with_row_index``) and scalar literals are public; a literal Series is not.
 
-Anything the walk does not know (a plan node or expression it cannot follow, a selector
-by dtype, a struct unnested) is refused: the check fails closed, and the names it derives
-are compared with polars' own output schema.
+Anything the walk does not know (a plan step, an expression or a function it cannot
+follow) is refused: the check fails closed.
 
 Examples
 --------
@@ -42,12 +45,13 @@ dpframe.errors.LineageError: the query selects rows by column(s) ['income'] (a f
 
 from __future__ import annotations
 
-import glob
 import io
 import os
 import re
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Any
 
 import polars as pl
@@ -81,24 +85,28 @@ class Col:
     """One column at one step of the plan."""
 
     atoms: frozenset[Atom]
-    #: each value is one record's own, and no record gives two rows
-    aligned: bool
+    #: the row map its values follow (row r holds record map(r), each record at most one
+    #: row); ``None``: not aligned. Columns holding no record (literals, the row index)
+    #: are aligned with any map: ``FREE``.
+    rows: int | None
     #: exactly the output of release ``i`` (nothing computed after it)
     release: int | None = None
     #: exactly this scanned column, renamed at most (publishing it publishes the atom)
     source: Atom | None = None
 
     @property
-    def released(self) -> frozenset[Atom]:
-        return frozenset(a for a in self.atoms if a[0] == "release")
+    def released(self) -> bool:
+        return any(a[0] == "release" for a in self.atoms)
+
+
+FREE = -1  # the row map of a column that holds no record's value
 
 
 @dataclass
 class Frame:
-    """The columns of one plan node, in order, and the sources it reads."""
+    """The columns of one plan node, by name."""
 
     cols: dict[str, Col]
-    sources: frozenset[Any] = frozenset()
     releases: frozenset[int] = frozenset()
 
 
@@ -107,333 +115,348 @@ class Lineage:
     """What :func:`check_lineage` found: the output columns and the releases in use."""
 
     columns: dict[str, Col]
-    #: the release indices that reach the output
+    #: output name -> the release it is the output of
     released: dict[str, int] = field(default_factory=dict)
     #: every release index met in the plan
     releases: frozenset[int] = frozenset()
 
 
-# -- reading the plan --------------------------------------------------------------------
+# -- the shadow query: releases replaced by tagged stand-ins ------------------------------
 
 
-def _read_plan(serialized: bytes) -> tuple[bytes, Any, list[Any]]:
-    """The header, root reference and plan arena of a serialized LazyFrame.
+def _shadow(serialized: bytes, tag: int) -> pl.LazyFrame:
+    """The query with release ``i`` replaced by ``hash(seed=tag + i)`` of its input.
 
-    The ``dataframes`` arena (the data of in-memory frames) is skipped without decoding.
+    Only the plan arena is decoded and re-encoded; the in-memory frames' bytes are copied
+    through untouched.
     """
     import msgpack
 
     start = serialized.find(b"\xa4root")
     if start < 1:
         raise LineageError("the query's plan has an unknown layout; it cannot be checked")
-    header = serialized[: start - 1]
+    start -= 1
+    header = serialized[:start]
+    body = serialized[start:]
     unpacker = msgpack.Unpacker(
-        io.BytesIO(serialized[start - 1 :]),
-        raw=False,
-        strict_map_key=False,
-        max_buffer_size=0,
+        io.BytesIO(body), raw=False, strict_map_key=False, max_buffer_size=0
     )
-    root, plans = None, None
-    for _ in range(unpacker.read_map_header()):
-        key = unpacker.unpack()
-        if key == "root":
-            root = unpacker.unpack()
-        elif key == "dsl_plans":
-            plans = unpacker.unpack()
-        else:
-            unpacker.skip()
-    if root is None or plans is None:
+    out = bytearray(header)
+    n = unpacker.read_map_header()
+    if n > 15:
         raise LineageError("the query's plan has an unknown layout; it cannot be checked")
-    return header, root, plans
+    out += bytes([0x80 | n])
+    for _ in range(n):
+        key = unpacker.unpack()
+        out += msgpack.packb(key, use_bin_type=True)
+        if key == "dataframes":  # the data: copied as bytes, never decoded
+            begin = unpacker.tell()
+            unpacker.skip()
+            out += body[begin : unpacker.tell()]
+        else:
+            out += msgpack.packb(_replace_releases(unpacker.unpack(), tag), use_bin_type=True)
+    try:
+        return pl.LazyFrame.deserialize(io.BytesIO(bytes(out)))
+    except Exception as exc:
+        raise LineageError(
+            f"the query's plan cannot be rebuilt for its check ({type(exc).__name__}: {exc})."
+            + _NOTHING
+        ) from None
 
 
-def _one(d: Any, what: str) -> tuple[str, Any]:
-    if isinstance(d, str):
-        return d, None
-    if isinstance(d, dict) and len(d) == 1:
-        return next(iter(d.items()))
-    raise LineageError(f"the runner cannot follow {what} {str(d)[:80]!r} in the query")
+def _replace_releases(x: Any, tag: int) -> Any:
+    if isinstance(x, dict):
+        if len(x) == 1 and "AnonymousFunction" in x:
+            body = x["AnonymousFunction"]
+            fn = body.get("function")
+            fn = bytes(fn) if isinstance(fn, list) else fn
+            found = _MARKER_RE.search(fn) if isinstance(fn, bytes) else None
+            if found is None or len(body.get("input") or []) != 1:
+                raise LineageError(
+                    "the query holds a Python function that is not a dpframe release." + _NOTHING
+                )
+            inner = _replace_releases(body["input"][0], tag)
+            return {"Function": {"input": [inner], "function": {"Hash": tag + int(found[1])}}}
+        return {k: _replace_releases(v, tag) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_replace_releases(v, tag) for v in x]
+    return x
 
 
-# row-wise functions of one row's values (polars' DSL names); anything else is not aligned
+# -- functions ---------------------------------------------------------------------------
+
+# row-wise functions of one row's values (polars' IR names)
 _ELEMENTWISE = {
-    "Abs", "Negate", "Sign", "Floor", "Ceil", "Round", "Clip", "Pow", "Log", "Log1p", "Exp",
-    "Trigonometry", "FillNull", "Coalesce", "AsStruct", "Replace", "ReplaceStrict", "Hash",
-    "MinHorizontal", "MaxHorizontal", "SumHorizontal", "MeanHorizontal", "Cut",
-    "TemporalExpr", "StructExpr", "ListExpr", "ArrayExpr", "BinaryExpr", "Cast",
+    "abs", "negate", "sign", "floor", "ceil", "round", "round_sig_figs", "clip", "pow",
+    "sqrt", "cbrt", "log", "log1p", "exp", "fill_null", "coalesce", "as_struct", "hash",
+    "min_horizontal", "max_horizontal", "sum_horizontal", "mean_horizontal", "cut",
+    "trigonometry", "arctan2", "to_physical", "is_in_literal",
 }  # fmt: skip
+_ELEMENTWISE_FAMILIES = {"StringFunction", "TemporalFunction", "StructFunction"}
 _ELEMENTWISE_VARIANTS = {
-    "Boolean": {
+    "BooleanFunction": {
         "IsNull", "IsNotNull", "Not", "IsNan", "IsNotNan", "IsFinite", "IsInfinite", "IsIn",
         "IsBetween", "AllHorizontal", "AnyHorizontal", "IsClose",
     },
-    "StringExpr": {
-        "Uppercase", "Lowercase", "Titlecase", "StripChars", "StripCharsStart",
-        "StripCharsEnd", "StripPrefix", "StripSuffix", "Slice", "Head", "Tail", "Contains",
-        "StartsWith", "EndsWith", "Replace", "LenChars", "LenBytes", "ConcatHorizontal",
-        "ZFill", "PadStart", "PadEnd", "ToInteger", "Strptime", "Find", "CountMatches",
-        "Extract", "ContainsAny", "ReplaceMany", "Reverse", "Split",
-    },
+}  # fmt: skip
+# not row-wise even in their families: they read the whole column
+_WHOLE_COLUMN = {"ConcatVertical", "JsonDecode"}
+# their arguments after the first are a set or a mapping taken from the whole column
+_TABLE_ARGUMENTS = {"replace", "replace_strict", "IsIn"}
+# they select or order values by what they read
+_ORDERING = {
+    "top_k", "top_k_by", "bottom_k", "bottom_k_by", "arg_sort", "arg_max", "arg_min",
+    "rank", "arg_unique", "unique", "mode", "search_sorted", "IsFirstDistinct",
+    "IsLastDistinct", "IsUnique", "IsDuplicated", "drop_nulls", "drop_nans", "value_counts",
+    "unique_counts", "peak_max", "peak_min", "arg_true", "sort", "hist", "index_of",
 }  # fmt: skip
 
 
-def _elementwise(function: Any) -> bool:
-    name, value = _one(function, "function")
-    if name in _ELEMENTWISE:
-        return True
-    variants = _ELEMENTWISE_VARIANTS.get(name)
-    if variants is None:
+def _function_name(data: Any) -> tuple[str, str]:
+    """``(family, name)`` of an IR function: ('', 'shift'), ('StringFunction', 'Slice')."""
+    head = data[0] if isinstance(data, tuple) and data else data
+    if isinstance(head, str):
+        return "", head
+    family = type(head).__name__
+    name = getattr(head, "name", None) or str(head).rsplit(".", 1)[-1]
+    return family, str(name)
+
+
+def _elementwise(family: str, name: str) -> bool:
+    if name in _WHOLE_COLUMN:
         return False
-    variant, _ = _one(value, "function")
-    return variant in variants
+    if family == "":
+        return name in _ELEMENTWISE
+    if family in _ELEMENTWISE_FAMILIES:
+        return True
+    return name in _ELEMENTWISE_VARIANTS.get(family, set())
 
 
-#: the plan steps the walk follows (polars' DSL name -> method of _Walk)
-_STEPS = {
-    "DataFrameScan": "_memory_scan",
-    "Scan": "_file_scan",
-    "Select": "_select",
-    "HStack": "_with_columns",
-    "Filter": "_filter",
-    "Sort": "_sort",
-    "Slice": "_slice",
-    "Cache": "_cache",
-    "Distinct": "_unique",
-    "GroupBy": "_group_by",
-    "Join": "_join",
-    "Union": "_concat",
-    "HConcat": "_hconcat",
-    "MapFunction": "_map_function",
-}
+# -- the walk ----------------------------------------------------------------------------
 
 
 class _Walk:
-    def __init__(self, plans: list[Any], header: bytes, per_record: frozenset[int]) -> None:
-        self.plans = plans
-        self.header = header
+    def __init__(self, visitor: Any, tag: int, per_record: frozenset[int]) -> None:
+        self.v = visitor
+        self.tag = tag
         self.per_record = per_record
-        self.frames: dict[int, Frame] = {}
         self.met: set[int] = set()
-        self.row_keys: list[tuple[str, frozenset[Atom]]] = []
+        self.row_keys: list[tuple[str, str, frozenset[Atom]]] = []
+        self._maps = count()
+        self._caches: dict[Any, Frame] = {}
+
+    def new_map(self) -> int:
+        return next(self._maps)
 
     # -- plan nodes ------------------------------------------------------------------
 
-    def plan(self, ref: Any) -> Frame:
-        """The frame a plan node gives (``ref``: an arena reference or the node itself)."""
-        if isinstance(ref, dict) and set(ref) == {"idx", "version"}:
-            idx = ref["idx"]
-            if idx in self.frames:  # the same sub-query read at two places
-                frame = self.frames[idx]
-                if frame.releases:
-                    raise LineageError(
-                        "a sub-query holding a .dp release is used at more than one place (a "
-                        "concat or join of a query with itself): each place would randomize "
-                        "the same records again under one charge. Build one query per "
-                        "release." + _NOTHING
-                    )
-                return frame
-            frame = self.step(self.plans[idx]["value"])
-            self.frames[idx] = frame
-            return frame
-        return self.step(ref)
-
-    def step(self, node: Any) -> Frame:
-        kind, body = _one(node, "plan step")
-        step = _STEPS.get(kind)
-        method = getattr(self, step) if step else None
+    def node(self) -> Frame:
+        """The frame of the visitor's current node."""
+        node = self.v.view_current_node()
+        kind = type(node).__name__
+        method = getattr(self, f"_ir_{kind.lower()}", None)
         if method is None:
             raise LineageError(
                 f"the runner cannot follow a {kind} step in a query holding a .dp release; "
                 "run that step in a separate query (before the release, or on the released "
                 "table)." + _NOTHING
             )
-        frame: Frame = method(body)
+        frame: Frame = method(node)
+        names = list(self.v.get_schema())
+        if list(frame.cols) != names:  # the walk and polars must agree on every column
+            frame = Frame({n: frame.cols[n] for n in names if n in frame.cols}, frame.releases)
+            if list(frame.cols) != names:
+                raise LineageError(
+                    f"the runner cannot follow the columns of a {kind} step." + _NOTHING
+                )
         return frame
 
-    def _scan_frame(self, names: Sequence[str], source: Any) -> Frame:
-        cols = {
-            n: Col(frozenset({("col", source, n)}), True, source=("col", source, n)) for n in names
-        }
-        return Frame(cols, frozenset({source}))
-
-    def _memory_scan(self, body: Any) -> Frame:
-        names = list(body["schema"]["fields"])
-        return self._scan_frame(names, ("df", body["df"]["idx"]))
-
-    def _file_scan(self, body: Any) -> Frame:
-        import msgpack
-
-        sources = body.get("sources")
-        paths = sources.get("Paths") if isinstance(sources, dict) else None
-        if not paths:
-            raise LineageError(
-                "the query reads a source the runner cannot identify (not files); "
-                "nothing was charged"
-            )
-        expanded: set[str] = set()
-        for p in paths:
-            path = p["inner"] if isinstance(p, dict) else p
-            hits = glob.glob(path) if glob.has_magic(path) else [path]
-            expanded.update(os.path.realpath(h) for h in hits)
-        one = {
-            "root": {"idx": 1, "version": 1},
-            "dataframes": [{"value": None, "version": 0}],
-            "dsl_plans": [{"value": None, "version": 0}, {"value": {"Scan": body}, "version": 1}],
-        }
+    def input(self, index: int) -> Frame:
+        here = self.v.get_node()
+        self.v.set_node(index)
         try:
-            lf = pl.LazyFrame.deserialize(
-                io.BytesIO(self.header + msgpack.packb(one, use_bin_type=True))
-            )
-            names = lf.collect_schema().names()
-        except Exception as exc:
-            raise LineageError(
-                f"the runner cannot read the schema of a scan ({type(exc).__name__}: {exc})."
-                + _NOTHING
-            ) from None
-        return self._scan_frame(names, ("files", frozenset(expanded)))
+            return self.node()
+        finally:
+            self.v.set_node(here)
 
-    def _select(self, body: Any) -> Frame:
-        frame = self.plan(body["input"])
-        return self._project(frame, body["expr"], keep=False)
+    def _ir_dataframescan(self, node: Any) -> Frame:
+        rows = self.new_map()
+        source = ("df", rows)
+        names = list(self.v.get_schema())
+        return Frame({n: Col(frozenset({("col", source, n)}), rows, source=("col", source, n))
+                      for n in names})  # fmt: skip
 
-    def _with_columns(self, body: Any) -> Frame:
-        frame = self.plan(body["input"])
-        return self._project(frame, body["exprs"], keep=True)
+    def _ir_scan(self, node: Any) -> Frame:
+        paths = [str(p) for p in (node.paths or [])]
+        if not paths:
+            raise LineageError("the query reads a source that is not files." + _NOTHING)
+        seen: set[tuple[int, int]] = set()
+        twice = False
+        for p in paths:
+            try:
+                st = os.stat(p)
+                key = (st.st_dev, st.st_ino)
+            except OSError:
+                key = (0, hash(os.path.realpath(p)))
+            twice = twice or key in seen
+            seen.add(key)
+        rows = None if twice else self.new_map()  # one file read twice repeats records
+        source = ("files", frozenset(seen))
+        names = list(self.v.get_schema())
+        return Frame({n: Col(frozenset({("col", source, n)}), rows, source=("col", source, n))
+                      for n in names})  # fmt: skip
+
+    def _ir_cache(self, node: Any) -> Frame:
+        if node.id_ in self._caches:  # one cached sub-query read at two places
+            frame = self._caches[node.id_]
+            if frame.releases:
+                raise LineageError(
+                    "a sub-query holding a .dp release is used at more than one place: "
+                    "each place would randomize the same records again under one charge." + _NOTHING
+                )
+            return frame
+        frame = self.input(node.input)
+        self._caches[node.id_] = frame
+        return frame
+
+    def _ir_simpleprojection(self, node: Any) -> Frame:
+        frame = self.input(node.input)
+        return Frame({n: frame.cols[n] for n in self.v.get_schema()}, frame.releases)
+
+    def _ir_select(self, node: Any) -> Frame:
+        frame = self.input(node.input)
+        return self._project(frame, node.expr, keep=False)
+
+    def _ir_hstack(self, node: Any) -> Frame:
+        frame = self.input(node.input)
+        return self._project(frame, node.exprs, keep=True)
 
     def _project(self, frame: Frame, exprs: list[Any], *, keep: bool) -> Frame:
         cols = dict(frame.cols) if keep else {}
         releases = set(frame.releases)
-        for e in exprs:
-            for name, col in self.top(e, frame, releases):
-                cols[name] = col
-        return Frame(cols, frame.sources, frozenset(releases))
+        for pe in exprs:
+            cols[pe.output_name] = self.top(pe.node, frame, releases, pe.output_name)
+        return Frame(cols, frozenset(releases))
 
-    def _filter(self, body: Any) -> Frame:
-        frame = self.plan(body["input"])
-        self.key(body["predicate"], frame, "selects rows by", "a filter")
-        return frame
+    def _ir_filter(self, node: Any) -> Frame:
+        frame = self.input(node.input)
+        self.key(node.predicate.node, frame, "selects rows by", "a filter")
+        return self._moved(frame)
 
-    def _sort(self, body: Any) -> Frame:
-        frame = self.plan(body["input"])
-        for e in body["by_column"]:
-            self.key(e, frame, "orders rows by", "a sort")
-        return frame
+    def _ir_sort(self, node: Any) -> Frame:
+        frame = self.input(node.input)
+        for pe in node.by_column:
+            self.key(pe.node, frame, "orders rows by", "a sort")
+        return self._moved(frame)
 
-    def _slice(self, body: Any) -> Frame:
-        return self.plan(body["input"])
+    def _ir_slice(self, node: Any) -> Frame:
+        return self._moved(self.input(node.input))
 
-    def _cache(self, body: Any) -> Frame:
-        return self.plan(body["input"])
+    def _ir_distinct(self, node: Any) -> Frame:
+        frame = self.input(node.input)
+        subset = node.options[1] if isinstance(node.options, tuple) else None
+        names = list(frame.cols) if subset is None else list(subset)
+        atoms = frozenset().union(*(frame.cols[n].atoms for n in names))
+        self._row_key(atoms, "selects rows by", "unique()")
+        return self._moved(frame)
 
-    def _unique(self, body: Any) -> Frame:
-        frame = self.plan(body["input"])
-        subset = body.get("options", {}).get("subset")
-        if subset is None:
-            atoms = frozenset().union(*(c.atoms for c in frame.cols.values()))
-            self._row_key(atoms, frame, "selects rows by", "unique()")
-        else:
-            for e in subset:
-                self.key(e, frame, "selects rows by", "unique()")
-        return frame
+    def _moved(self, frame: Frame) -> Frame:
+        """Rows selected or reordered, none repeated: a new row map, the same records."""
+        rows = self.new_map()
+        cols = {
+            n: Col(c.atoms, None if c.rows is None else (FREE if c.rows == FREE else rows),
+                   c.release, c.source)
+            for n, c in frame.cols.items()
+        }  # fmt: skip
+        return Frame(cols, frame.releases)
 
-    def _group_by(self, body: Any) -> Frame:
-        frame = self.plan(body["input"])
-        if body.get("apply") is not None:
-            raise LineageError("the query groups with a Python function." + _NOTHING)
-        cols: dict[str, Col] = {}
-        for e in body["keys"]:
-            for name, col in self.values(e, frame, "groups rows by", "group_by()"):
-                self._row_key(col.atoms, frame, "groups rows by", "group_by()")
-                cols[name] = Col(col.atoms, False, source=col.source)
-        for e in body["aggs"]:
-            for name, col in self.values(e, frame, "aggregates", "group_by().agg()"):
-                cols[name] = Col(col.atoms, False)
-        return Frame(cols, frame.sources, frame.releases)
-
-    def _join(self, body: Any) -> Frame:
-        left = self.plan(body["input_left"])
-        right = self.plan(body["input_right"])
-        args = body["options"]["args"]
-        how, _ = _one(args["how"], "join type")
-        condition, on = _one(body.get("condition"), "join condition")
-        if condition != "Equi":
+    def _ir_groupby(self, node: Any) -> Frame:
+        frame = self.input(node.input)
+        if (
+            node.apply
+            or getattr(node.options, "dynamic", None)
+            or getattr(node.options, "rolling", None)
+        ):
             raise LineageError(
-                f"the runner follows equi-joins only, not a {condition} join." + _NOTHING
+                "the runner follows plain group_by() only (not group_by_dynamic, rolling or "
+                "a Python function)." + _NOTHING
             )
-        left_on, right_on = on["left_on"], on["right_on"]
-        validation = args.get("validation")
-        # a left join that matches each left row at most once selects no left row: its
-        # keys only decide which right values are attached (published only if public)
-        selects = not (how == "Left" and validation in ("ManyToOne", "OneToOne"))
-        selects = selects or bool(right.releases)  # released rows picked by the left keys
-        for e, side in [*((e, left) for e in left_on), *((e, right) for e in right_on)]:
-            if selects:
-                self.key(e, side, "joins rows on", "a join")
-            else:
-                self.values(e, side, "joins rows on", "a join")
-        shared = bool(left.sources & right.sources)
-        # a record repeats when a row matches several rows of the other side
-        left_once = validation in ("ManyToOne", "OneToOne") and not shared
-        right_once = validation in ("OneToMany", "OneToOne") and not shared
-        if how in ("Semi", "Anti"):
-            return Frame(dict(left.cols), left.sources | right.sources, left.releases)
-        if how == "Cross":
-            left_once = right_once = False
-        cols = {n: Col(c.atoms, c.aligned and left_once, c.release, c.source)
-                for n, c in left.cols.items()}  # fmt: skip
-        key_names = {_simple_name(e) for e in right_on}
-        coalesce = args.get("coalesce")
-        drop_keys = how in ("Inner", "Left") and coalesce != "KeepColumns"
-        suffix = args.get("suffix") or "_right"
-        # a right value is attached by the left row's key: it depends on that key too
-        key_atoms = frozenset().union(*(self.value(e, left).atoms for e in left_on))
-        for n, c in right.cols.items():
-            if drop_keys and n in key_names:
-                continue
-            name = n + suffix if n in cols else n
-            cols[name] = Col(c.atoms | key_atoms, c.aligned and right_once, c.release)
-        return Frame(cols, left.sources | right.sources, left.releases | right.releases)
+        cols: dict[str, Col] = {}
+        for pe in node.keys:
+            col = self.value(pe.node, frame, aggregating=True)
+            self._check_not_released(col, "groups rows by", "group_by()")
+            self._row_key(col.atoms, "groups rows by", "group_by()")
+            cols[pe.output_name] = Col(col.atoms, None, source=col.source)
+        for pe in node.aggs:
+            col = self.value(pe.node, frame, aggregating=True)
+            self._check_not_released(col, "aggregates", "group_by().agg()")
+            cols[pe.output_name] = Col(col.atoms, None)
+        return Frame(cols, frame.releases)
 
-    def _concat(self, body: Any) -> Frame:
-        frames = [self.plan(r) for r in body["inputs"]]
-        first = frames[0]
-        seen: set[Any] = set()
-        disjoint = True
-        for f in frames:
-            if seen & f.sources:
-                disjoint = False
-            seen |= f.sources
+    def _ir_join(self, node: Any) -> Frame:
+        left = self.input(node.input_left)
+        right = self.input(node.input_right)
+        how = node.options[0] if isinstance(node.options, tuple) else None
+        if not isinstance(how, str) or how not in (
+            "Inner", "Left", "Right", "Full", "Semi", "Anti", "Cross",
+        ):  # fmt: skip
+            raise LineageError(f"the runner follows equi-joins only, not {how!r}." + _NOTHING)
+        key_atoms: frozenset[Atom] = frozenset()
+        for side, exprs in ((left, node.left_on), (right, node.right_on)):
+            for pe in exprs:
+                col = self.value(pe.node, side)
+                self._check_not_released(col, "joins rows on", "a join")
+                self._row_key(col.atoms, "joins rows on", "a join")
+                key_atoms |= col.atoms
+        # a join may repeat a row of either side (polars' plan does not carry validate=):
+        # no column of a join is aligned, and every column depends on the keys
+        out = {**{n: c for n, c in left.cols.items()}, **{n: c for n, c in right.cols.items()}}
         cols = {}
-        for i, name in enumerate(first.cols):
-            parts = [list(f.cols.values())[i] for f in frames if i < len(f.cols)]
-            atoms = frozenset().union(*(p.atoms for p in parts))
-            cols[name] = Col(atoms, disjoint and all(p.aligned for p in parts))
-        releases = frozenset().union(*(f.releases for f in frames))
-        return Frame(cols, frozenset(seen), releases)
+        for n in self.v.get_schema():
+            base = out.get(n) or out.get(n.removesuffix(node.options[3] or "_right"))
+            if base is None:
+                raise LineageError("the runner cannot follow a join's columns." + _NOTHING)
+            cols[n] = Col(base.atoms | key_atoms, None, base.release)
+        return Frame(cols, left.releases | right.releases)
 
-    def _hconcat(self, body: Any) -> Frame:
-        frames = [self.plan(r) for r in body["inputs"]]
+    def _ir_union(self, node: Any) -> Frame:
+        frames = [self.input(i) for i in node.inputs]
+        names = list(self.v.get_schema())
+        rows = self.new_map()
+        cols = {}
+        for n in names:
+            parts = [f.cols.get(n) for f in frames]
+            if any(p is None for p in parts):
+                raise LineageError("the runner cannot follow a concat's columns." + _NOTHING)
+            atoms = frozenset().union(*(p.atoms for p in parts))  # type: ignore[union-attr]
+            sources = [frozenset(a[1] for a in p.atoms if a[0] == "col") for p in parts]  # type: ignore[union-attr]
+            # aligned only when every part is aligned and the parts read different files
+            disjoint = all(
+                all(s[0] == "files" for s in src) for src in sources
+            ) and _disjoint_files(sources)
+            aligned = disjoint and all(p.rows is not None for p in parts)  # type: ignore[union-attr]
+            cols[n] = Col(atoms, rows if aligned else None)
+        return Frame(cols, frozenset().union(*(f.releases for f in frames)))
+
+    def _ir_hconcat(self, node: Any) -> Frame:
+        frames = [self.input(i) for i in node.inputs]
         cols: dict[str, Col] = {}
         for f in frames:
-            cols.update(f.cols)
-        sources = frozenset().union(*(f.sources for f in frames))
-        return Frame(cols, sources, frozenset().union(*(f.releases for f in frames)))
+            cols.update(f.cols)  # each part keeps its own row map: mixing them misaligns
+        return Frame(cols, frozenset().union(*(f.releases for f in frames)))
 
-    def _map_function(self, body: Any) -> Frame:
-        frame = self.plan(body["input"])
-        kind, spec = _one(body["function"], "step")
-        if kind == "RowIndex":
-            cols = {spec["name"]: Col(frozenset({_INDEX}), True, source=_INDEX), **frame.cols}
-            return Frame(cols, frame.sources, frame.releases)
-        if kind == "Rename":
-            mapping = dict(zip(spec["existing"], spec["new"], strict=True))
-            cols = {mapping.get(n, n): c for n, c in frame.cols.items()}
-            return Frame(cols, frame.sources, frame.releases)
-        if kind in ("Rechunk",):
+    def _ir_mapfunction(self, node: Any) -> Frame:
+        frame = self.input(node.input)
+        fn = node.function
+        kind = fn[0] if isinstance(fn, tuple) and fn else fn
+        if kind == "row_index":
+            name = fn[1]
+            return Frame({name: Col(frozenset({_INDEX}), FREE, source=_INDEX), **frame.cols},
+                         frame.releases)  # fmt: skip
+        if kind in ("rechunk",):
             return frame
-        if kind == "Explode":
-            cols = {n: Col(c.atoms, False) for n, c in frame.cols.items()}
-            return Frame(cols, frame.sources, frame.releases)
+        if kind == "explode":
+            return Frame({n: Col(c.atoms, None) for n, c in frame.cols.items()}, frame.releases)
         raise LineageError(
             f"the runner cannot follow a {kind} step in a query holding a .dp release; run it "
             "in a separate query (before the release, or on the released table)." + _NOTHING
@@ -441,13 +464,32 @@ class _Walk:
 
     # -- expressions ---------------------------------------------------------------
 
-    def top(self, e: Any, frame: Frame, releases: set[int]) -> list[tuple[str, Col]]:
-        """The columns a select/with_columns expression gives: a release at its top, or
-        values (a release anywhere else is refused)."""
-        name, inner = _strip_names(e)
-        release = _release_index(inner)
+    def _release_of(self, e: Any) -> int | None:
+        if type(e).__name__ != "Function":
+            return None
+        data = e.function_data
+        if (
+            isinstance(data, tuple)
+            and len(data) == 2
+            and data[0] == "hash"
+            and isinstance(data[1], int)
+            and 0 <= data[1] - self.tag < 2**20
+        ):
+            return int(data[1] - self.tag)
+        return None
+
+    def top(self, n: int, frame: Frame, releases: set[int], name: str) -> Col:
+        """A select/with_columns column: a release at its top, or a value."""
+        e = self.v.view_expression(n)
+        while type(e).__name__ == "Alias":
+            n = e.expr
+            e = self.v.view_expression(n)
+        release = self._release_of(e)
         if release is None:
-            return self.values(e, frame, "computes", "an expression")
+            col = self.value(n, frame)
+            if col.released and col.release is None:
+                self._computed_from_release()
+            return col
         if release in self.met:
             raise LineageError(
                 "a .dp release is used at more than one place of the query: each place "
@@ -456,287 +498,155 @@ class _Walk:
             )
         self.met.add(release)
         releases.add(release)
-        _, body = _one(inner, "expression")
-        inputs = body["input"]
-        src = self.value(inputs[0], frame) if len(inputs) == 1 else None
-        if src is None:
-            raise LineageError("a .dp release with several inputs cannot be followed." + _NOTHING)
+        src = self.value(e.input[0], frame)
         if src.released:
             raise LineageError(
                 "a .dp release is applied to the output of another release; release the "
                 "raw column once (post-processing happens after the run)." + _NOTHING
             )
-        if release in self.per_record and not src.aligned:
+        if release in self.per_record and (src.rows is None or src.rows == FREE):
             raise LineageError(
-                f"the input of the .dp release named {name or '?'!r} is not computed row by "
-                "row from each record's own values (it uses shift, sort, a window, an "
-                "aggregate, explode, or rows a join or concat repeats): one record's value "
-                "could reach several rows, or the rows be ordered by the data. Release a "
-                "column computed with row-wise expressions only." + _NOTHING
+                f"the input of the .dp release named {name!r} is not computed row by row "
+                "from each record's own values (it uses shift, sort, a window, an aggregate, "
+                "explode, a join, or rows a concat may repeat): one record's value could "
+                "reach several rows, or the rows be ordered by the data. Release a column "
+                "computed with row-wise expressions only." + _NOTHING
             )
-        out = Col(frozenset({("release", release)}), True, release=release)
-        if name is None:
-            name = _first_column(inputs[0]) or "literal"
-        return [(name, out)]
+        rows = src.rows if src.rows is not None else None
+        return Col(frozenset({("release", release)}), rows, release=release)
 
-    def values(self, e: Any, frame: Frame, verb: str, what: str) -> list[tuple[str, Col]]:
-        """Each column of a (possibly multi-column) expression, named."""
-        out = []
-        for one in _expand(e, frame):
-            col = self.value(one, frame)
-            if col.released and col.release is None:
-                raise LineageError(
-                    f"the query {verb} the output of a .dp release ({what}): a release's "
-                    "output may only be selected or renamed in the query that releases it. "
-                    "Post-process the released table after the run." + _NOTHING
-                )
-            out.append((_output_name(one), col))
-        return out
+    def key(self, n: int, frame: Frame, verb: str, what: str) -> None:
+        col = self.value(n, frame)
+        self._check_not_released(col, verb, what)
+        self._row_key(col.atoms, verb, what)
 
-    def key(self, e: Any, frame: Frame, verb: str, what: str) -> None:
-        for one in _expand(e, frame):
-            col = self.value(one, frame)
-            self._row_key(col.atoms, frame, verb, what)
-
-    def _row_key(self, atoms: frozenset[Atom], frame: Frame, verb: str, what: str) -> None:
+    def _row_key(self, atoms: frozenset[Atom], verb: str, what: str) -> None:
         if any(a[0] == "release" for a in atoms):
-            raise LineageError(
-                f"the query {verb} the output of a .dp release ({what}): post-process the "
-                "released table after the run." + _NOTHING
-            )
-        self.row_keys.append((f"{verb}|{what}", atoms))
+            self._computed_from_release()
+        self.row_keys.append((verb, what, atoms))
 
-    def value(self, e: Any, frame: Frame) -> Col:
-        kind, body = _one(e, "expression")
+    def _check_not_released(self, col: Col, verb: str, what: str) -> None:
+        if col.released:
+            raise LineageError(
+                f"the query {verb} the output of a .dp release ({what}): a release's output "
+                "may only be selected or renamed in the query that releases it. "
+                "Post-process the released table after the run." + _NOTHING
+            )
+
+    @staticmethod
+    def _computed_from_release() -> None:
+        raise LineageError(
+            "the query computes something from the output of a .dp release: a release's "
+            "output may only be selected or renamed in the query that releases it. "
+            "Post-process the released table after the run." + _NOTHING
+        )
+
+    def _combine(self, parts: list[Col], aligned: bool = True) -> Col:
+        atoms = frozenset().union(*(p.atoms for p in parts)) if parts else frozenset()
+        if any(a[0] == "release" for a in atoms):
+            self._computed_from_release()
+        rows: int | None = FREE
+        for p in parts:
+            if p.rows is None:
+                rows = None
+                break
+            if p.rows != FREE:
+                if rows not in (FREE, p.rows):  # two row maps mixed in one row
+                    rows = None
+                    break
+                rows = p.rows
+        return Col(atoms, rows if aligned else None)
+
+    def value(self, n: int, frame: Frame, *, aggregating: bool = False) -> Col:
+        e = self.v.view_expression(n)
+        kind = type(e).__name__
         if kind == "Column":
-            if body not in frame.cols:
-                raise LineageError(f"the runner cannot follow column {body!r}." + _NOTHING)
-            return frame.cols[body]
-        if kind == "Alias":
-            return self.value(body[0], frame)
-        if kind == "KeepName":
-            return self.value(body, frame)
-        if kind == "RenameAlias":
-            return self.value(body["expr"], frame)
+            if e.name not in frame.cols:
+                raise LineageError(f"the runner cannot follow column {e.name!r}." + _NOTHING)
+            return frame.cols[e.name]
         if kind == "Literal":
-            lit, _ = _one(body, "literal")
-            if lit == "Series":
-                return Col(frozenset({_EXTERNAL}), False)
-            return Col(frozenset(), True)
+            if type(e.value).__name__ == "PySeries":
+                return Col(frozenset({_EXTERNAL}), None)
+            return Col(frozenset(), FREE)
         if kind == "Len":
-            return Col(frozenset(), False)
-        if kind == "AnonymousFunction":
+            return Col(frozenset(), None)
+        if self._release_of(e) is not None:
             raise LineageError(
                 "a .dp release must be the whole expression of a selected column (followed "
                 "by nothing but .alias): an expression computed from it, or a release "
                 "inside a filter, sort, join, group_by or window, is refused; post-process "
                 "the released table after the run." + _NOTHING
             )
-        parts: list[Col]
-        aligned = True
-        if kind == "Cast":
-            parts = [self.value(body["expr"], frame)]
-        elif kind == "BinaryExpr":
-            parts = [self.value(body["left"], frame), self.value(body["right"], frame)]
-        elif kind == "Ternary":
-            parts = [self.value(body[k], frame) for k in ("predicate", "truthy", "falsy")]
-        elif kind == "Function":
-            parts = [self.value(x, frame) for x in body["input"]]
-            aligned = _elementwise(body["function"])
-        elif kind == "Agg":
-            _, agg = _one(body, "aggregation")
-            inner = agg["input"] if isinstance(agg, dict) and "input" in agg else agg
-            parts, aligned = [self.value(inner, frame)], False
-        elif kind in ("Sort", "SortBy", "Filter", "Gather", "Slice", "Explode", "Over"):
-            parts, aligned = self._reorder(kind, body, frame), False
-        else:
-            raise LineageError(
-                f"the runner cannot follow a {kind} expression in a query holding a .dp "
-                "release; compute it in a separate query." + _NOTHING
-            )
-        atoms = frozenset().union(*(p.atoms for p in parts)) if parts else frozenset()
-        if any(a[0] == "release" for a in atoms):
-            raise LineageError(
-                "the query computes something from the output of a .dp release: a release's "
-                "output may only be selected or renamed in the query that releases it. "
-                "Post-process the released table after the run." + _NOTHING
-            )
-        return Col(atoms, aligned and all(p.aligned for p in parts))
-
-    def _reorder(self, kind: str, body: Any, frame: Frame) -> list[Col]:
-        """Expressions that select or order values: their keys are row keys."""
-        if kind == "Sort":
-            col = self.value(body["expr"], frame)
-            self._row_key(col.atoms, frame, "orders values by", "sort()")
-            return [col]
-        if kind == "SortBy":
-            for k in body["by"]:
-                self.key(k, frame, "orders values by", "sort_by()")
-            return [self.value(body["expr"], frame)]
-        if kind == "Filter":
-            self.key(body["by"], frame, "selects values by", "filter()")
-            return [self.value(body["input"], frame)]
-        if kind == "Gather":
-            self.key(body["idx"], frame, "selects values by", "gather()")
-            return [self.value(body["expr"], frame)]
-        if kind == "Slice":
-            for k in ("offset", "length"):
-                self.key(body[k], frame, "selects values by", "slice()")
-            return [self.value(body["input"], frame)]
-        if kind == "Explode":
-            return [self.value(body["input"], frame)]
-        # Over: a window
-        if body.get("mapping") == "Explode":
-            raise LineageError("over(mapping_strategy='explode') cannot be followed." + _NOTHING)
-        for k in body.get("partition_by") or []:
-            self.key(k, frame, "groups values by", "over()")
-        order = body.get("order_by")
-        if order:
-            self.key(order[0], frame, "orders values by", "over(order_by=...)")
-        return [self.value(body["function"], frame)]
-
-
-# -- names ---------------------------------------------------------------------------
-
-
-def _strip_names(e: Any) -> tuple[str | None, Any]:
-    """An expression's alias (if any) and what it names."""
-    name = None
-    while isinstance(e, dict) and len(e) == 1:
-        kind, body = next(iter(e.items()))
+        sub = lambda i: self.value(i, frame, aggregating=aggregating)  # noqa: E731
         if kind == "Alias":
-            name = name or body[1]
-            e = body[0]
-        elif kind == "KeepName":
-            e = body
-        else:
-            break
-    return name, e
-
-
-def _release_index(e: Any) -> int | None:
-    if isinstance(e, dict) and "AnonymousFunction" in e:
-        fn = e["AnonymousFunction"].get("function")
-        if isinstance(fn, list):
-            fn = bytes(fn)
-        found = _MARKER_RE.search(fn) if isinstance(fn, bytes) else None
-        if found is None:
-            raise LineageError("the query holds a Python function that is not a dpframe release")
-        return int(found.group(1))
-    return None
-
-
-def _simple_name(e: Any) -> str | None:
-    name, inner = _strip_names(e)
-    if name:
-        return name
-    return inner.get("Column") if isinstance(inner, dict) else None
-
-
-def _first_column(e: Any) -> str | None:
-    """polars' output name of an unnamed expression: its first column."""
-    if isinstance(e, dict):
-        if "Column" in e:
-            return str(e["Column"])
-        for v in e.values():
-            found = _first_column(v)
-            if found is not None:
-                return found
-    elif isinstance(e, list):
-        for v in e:
-            found = _first_column(v)
-            if found is not None:
-                return found
-    return None
-
-
-def _output_name(e: Any) -> str:
-    if isinstance(e, dict) and "RenameAlias" in e:
-        fn, arg = _one(e["RenameAlias"]["function"], "name function")
-        base = _output_name(e["RenameAlias"]["expr"])
-        if fn == "Prefix":
-            return str(arg) + base
-        if fn == "Suffix":
-            return base + str(arg)
-        if fn == "ToLowercase":
-            return base.lower()
-        if fn == "ToUppercase":
-            return base.upper()
-        raise LineageError(f"the runner cannot follow .name.{fn} in the query." + _NOTHING)
-    name, inner = _strip_names(e)
-    if name is not None:
-        return str(name)
-    if inner == "Len":
-        return "len"
-    first = _first_column(inner)
-    if first is not None:
-        return first
-    if isinstance(inner, dict) and "Literal" in inner:
-        return "literal"
-    raise LineageError("the runner cannot name a column of the query." + _NOTHING)
-
-
-def _selector_names(sel: Any, frame: Frame) -> list[str]:
-    names = list(frame.cols)
-    kind, body = _one(sel, "selector")
-    if kind == "Wildcard":
-        return names
-    if kind == "ByName":
-        return [n for n in body["names"] if n in frame.cols or body.get("strict")]
-    if kind == "ByIndex":
-        return [names[i] for i in body["indices"] if -len(names) <= i < len(names)]
-    if kind == "Matches":
-        return [n for n in names if re.search(body, n)]
-    if kind in ("Union", "Difference", "Intersection", "ExclusiveOr"):
-        a, b = (_selector_names(x, frame) for x in body)
-        if kind == "Union":
-            return a + [n for n in b if n not in a]
-        if kind == "Difference":
-            return [n for n in a if n not in b]
-        if kind == "Intersection":
-            return [n for n in a if n in b]
-        return [n for n in a if n not in b] + [n for n in b if n not in a]
-    raise LineageError(
-        f"the runner cannot follow a column selector by {kind} in a query holding a .dp "
-        "release: name the columns." + _NOTHING
-    )
-
-
-def _expand(e: Any, frame: Frame) -> list[Any]:
-    """A multi-column expression as one expression per column (selectors replaced)."""
-    found: list[Any] = []
-
-    def find(x: Any) -> None:
-        if isinstance(x, dict):
-            if len(x) == 1 and "Selector" in x:
-                found.append(x["Selector"])
-                return
-            for v in x.values():
-                find(v)
-        elif isinstance(x, list):
-            for v in x:
-                find(v)
-
-    find(e)
-    if not found:
-        return [e]
-    if any(f != found[0] for f in found):
+            return sub(e.expr)
+        if kind == "Cast":
+            return self._combine([sub(e.expr)])
+        if kind == "BinaryExpr":
+            return self._combine([sub(e.left), sub(e.right)])
+        if kind == "Ternary":
+            return self._combine([sub(e.predicate), sub(e.truthy), sub(e.falsy)])
+        if kind == "Function":
+            family, name = _function_name(e.function_data)
+            parts = [sub(i) for i in e.input]
+            if name in _TABLE_ARGUMENTS and any(p.atoms or p.rows is None for p in parts[1:]):
+                return self._combine(parts, aligned=False)  # a table from whole columns
+            if name in _ORDERING and not aggregating:
+                atoms = frozenset().union(*(p.atoms for p in parts))
+                self._row_key(atoms, "orders or selects values by", f"{name}()")
+            return self._combine(parts, aligned=_elementwise(family, name))
+        if kind == "Agg":
+            return self._combine([sub(i) for i in e.arguments], aligned=False)
+        if kind == "Sort":
+            col = sub(e.expr)
+            self._row_key(col.atoms, "orders values by", "sort()")
+            return self._combine([col], aligned=False)
+        if kind == "SortBy":
+            for i in e.by:
+                self._row_key(sub(i).atoms, "orders values by", "sort_by()")
+            return self._combine([sub(e.expr)], aligned=False)
+        if kind == "Filter":
+            self._row_key(sub(e.by).atoms, "selects values by", "filter()")
+            return self._combine([sub(e.input)], aligned=False)
+        if kind == "Gather":
+            self._row_key(sub(e.idx).atoms, "selects values by", "gather()")
+            return self._combine([sub(e.expr)], aligned=False)
+        if kind == "Slice":
+            for i in (e.offset, e.length):
+                self._row_key(sub(i).atoms, "selects values by", "slice()")
+            return self._combine([sub(e.input)], aligned=False)
+        if kind == "Explode":
+            return self._combine([sub(e.expr)], aligned=False)
+        if kind == "Window":
+            mapping = getattr(e.options, "kind", None)
+            if mapping is not None and str(mapping).lower() not in (
+                "groups_to_rows",
+                "grouptorows",
+            ):
+                raise LineageError(
+                    f"over(mapping_strategy={str(mapping)!r}) cannot be followed." + _NOTHING
+                )
+            parts = [sub(e.function), *(sub(i) for i in e.partition_by)]
+            if e.order_by is not None:
+                self._row_key(sub(e.order_by).atoms, "orders values by", "over(order_by=...)")
+            return self._combine(parts, aligned=False)
         raise LineageError(
-            "an expression with several column selectors cannot be followed: name the "
-            "columns." + _NOTHING
+            f"the runner cannot follow a {kind} expression in a query holding a .dp "
+            "release; compute it in a separate query." + _NOTHING
         )
-    names = _selector_names(found[0], frame)
 
-    def replace(x: Any, name: str) -> Any:
-        if isinstance(x, dict):
-            if len(x) == 1 and "Selector" in x:
-                return {"Column": name}
-            return {k: replace(v, name) for k, v in x.items()}
-        if isinstance(x, list):
-            return [replace(v, name) for v in x]
-        return x
 
-    return [replace(e, n) for n in names]
+_GROUPS_TO_ROWS = ("groups_to_rows", "grouptorows")
+
+
+def _disjoint_files(sources: list[frozenset[Any]]) -> bool:
+    seen: set[Any] = set()
+    for src in sources:
+        files = set().union(*(s[1] for s in src)) if src else set()
+        if seen & files:
+            return False
+        seen |= files
+    return True
 
 
 # -- the check -------------------------------------------------------------------------
@@ -756,9 +666,23 @@ def check_lineage(
     as PRAM: their input must be aligned). A column release (``.dp.laplace``) reads a
     column of statistics, one per row, whatever computed it.
     """
-    header, root, plans = _read_plan(serialized)
-    walk = _Walk(plans, header, per_record)
-    out = walk.plan(root)
+    tag = secrets.randbits(62) + 2**62 - 2**21  # a secret no query can write
+    shadow = _shadow(serialized, tag)
+    try:
+        visitor = shadow._ldf.with_optimizations(pl.QueryOptFlags.none()._pyoptflags).visit()
+    except Exception as exc:
+        raise LineageError(
+            f"the query's plan cannot be resolved ({type(exc).__name__}: {exc})." + _NOTHING
+        ) from None
+    walk = _Walk(visitor, tag, per_record)
+    try:
+        out = walk.node()
+    except LineageError:
+        raise
+    except (NotImplementedError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise LineageError(
+            f"the runner cannot follow the query ({type(exc).__name__}: {exc})." + _NOTHING
+        ) from None
     expected = lf.collect_schema().names()
     if list(out.cols) != expected:
         raise LineageError(
@@ -767,15 +691,18 @@ def check_lineage(
         )
     pub = set(public)
     public_atoms = {_INDEX} | {c.source for n, c in out.cols.items() if n in pub and c.source}
-    for what, atoms in walk.row_keys:
+    for verb, step, atoms in walk.row_keys:
         private = sorted(
-            str(a[2]) if a[0] == "col" else "a literal Series" for a in atoms - public_atoms
+            str(a[2]) if a[0] == "col" else "a literal Series"
+            for a in atoms - public_atoms
+            if a[0] != "release"
         )
         if private:
-            verb, step = what.split("|")
             harm = (
                 "the order of the published rows would tell their order"
                 if "order" in verb
+                else "the published groups would tell which values occur"
+                if "group" in verb
                 else "the published rows would tell how many records pass it"
             )
             raise LineageError(
@@ -788,11 +715,7 @@ def check_lineage(
         if col.release is not None:
             released[name] = col.release
         elif name not in pub:
-            why = (
-                "computed from a release's output"
-                if col.released
-                else "raw, or computed from raw columns"
-            )
+            why = "computed from a release's output" if col.released else "raw, or computed"
             raise LineageError(
                 f"column {name!r} would leave the query without being released by a .dp "
                 f"expression (it is {why}). Drop it, or declare it public with "

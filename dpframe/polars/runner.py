@@ -42,6 +42,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ import polars as pl
 from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.constraints import Compression
 from dpframe.core.executor import Execution, Step, execute
-from dpframe.errors import InvalidParameterError, ReleaseNotArmedError
+from dpframe.errors import BudgetExceededError, InvalidParameterError, ReleaseNotArmedError
 from dpframe.polars.lineage import check_lineage, marker
 
 __all__ = [
@@ -362,6 +363,7 @@ def prepare(frame: Any, *, public: Sequence[str] | None = None) -> Prepared:
     found = inspect_plan(lf, public)
     names = lf.collect_schema().names()
     pub = _check_public(public, names)
+    _check_budget_first(found)
     released = [c for c in names if c not in pub]
     run = Run(dry=True)
     probes = [pl.col(c).null_count().alias(f"n{i}") for i, c in enumerate(released)]
@@ -375,6 +377,35 @@ def prepare(frame: Any, *, public: Sequence[str] | None = None) -> Prepared:
             "a .dp release was evaluated outside the query's plan; nothing was charged"
         )
     return Prepared(lf, run, pub)
+
+
+def _check_budget_first(found: list[RunnerRelease]) -> None:
+    """Refuse, before any data is read, a run whose asked epsilon exceeds what is left.
+
+    The dry pass reads the data, and a refusal there depends on the data; a run that
+    would be refused for its budget anyway is refused first, so that whether the budget
+    or the data refuses it never tells the data (the exact charge is still made, and
+    checked, by the executor).
+    """
+    accts = {id(r.accountant): r.accountant for r in found if r.accountant is not None}
+    if len(accts) != 1:
+        return
+    acct = next(iter(accts.values()))
+    left = acct.remaining
+    if left.rho is not None:  # a zCDP budget: the executor's check only
+        return
+    asked = [getattr(r, "epsilon", None) for r in found]
+    total = sum(
+        (Fraction(e) for e in asked if isinstance(e, int | float) and not isinstance(e, bool)),
+        Fraction(0),
+    )
+    if total > Fraction(left.epsilon):
+        raise BudgetExceededError(
+            f"the query's releases ask epsilon {float(total):g} together, more than the "
+            f"{left.epsilon:g} left; nothing was read or charged",
+            spent_epsilon=acct.spent.epsilon,
+            requested_epsilon=float(total),
+        )
 
 
 # -- 3 and 4. the charge and the real pass ---------------------------------------------------

@@ -7,6 +7,8 @@ generator knows which of them are unsafe.
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import polars as pl
 import pytest
@@ -283,3 +285,156 @@ def test_fuzz_only_release_outputs_and_public_columns_leave(records):
             assert accepted, "a safe query was refused\n" + context
     # the fuzz reaches both kinds often enough to mean something
     assert counts["unsafe"] >= 50 and counts["plain"] >= 20, counts
+
+
+# -- the review's breaks of the first lineage (names re-derived, regex, double reads) -----
+
+
+def _review_queries(acct):
+    pram = lambda col, cats=("a", "b"): pl.col(col).dp.pram(  # noqa: E731
+        1.0, categories=list(cats), accountant=acct
+    )
+    n = 40
+    lf = pl.LazyFrame({"c": ["a", "b"] * (n // 2), "income": list(range(n))})
+    small = pl.LazyFrame({"c": ["a", "b", "a", "b"], "income": [11, 22, 33, 44]})
+    # polars names when/then after its then-branch: a walk that names it otherwise
+    # took this for a filter on the row index
+    yield (
+        "when-named-by-then",
+        lf.with_row_index("i")
+        .with_columns(pl.when(pl.col("income") > 30).then(pl.col("i")).otherwise(None))
+        .filter(pl.col("i").is_not_null())
+        .select(pram("c")),
+        [],
+    )
+    yield (
+        "when-overwrites-release",
+        small.with_columns(pram("c").alias("p"))
+        .with_columns(pl.col("p").alias("q"))
+        .with_columns(
+            pl.when(pl.col("c").is_not_null())
+            .then(pl.col("income").cast(pl.String).alias("p"))
+            .otherwise(pl.col("income").cast(pl.String))
+        )
+        .select("q", "p"),
+        [],
+    )
+    yield (
+        "struct-field-named",
+        small.with_columns(pram("c").alias("p"))
+        .with_columns(
+            pl.col("p").alias("q"), pl.struct(p=pl.col("income").cast(pl.String)).alias("s")
+        )
+        .with_columns(pl.col("s").struct.field("p"))
+        .select("q", "p"),
+        [],
+    )
+    import polars.selectors as cs
+
+    yield (
+        "rust-regex-selector",
+        lf.rename({"c": "cc"})
+        .with_row_index("i")
+        .with_columns(cs.matches("^[[:alpha:]]$") + pl.when(pl.col("income") > 30).then(0))
+        .filter(pl.col("i").is_not_null())
+        .select(pram("cc")),
+        [],
+    )
+    a = pl.LazyFrame({"c": ["a", "b", "b", "b"]}).with_row_index("i")
+    b = a.sort("i", descending=True).select(pl.col("c").alias("c2"))
+    yield "hconcat-two-row-maps", pl.concat([a, b], how="horizontal").select(
+        "i", pl.concat_str(["c", "c2"]).dp.pram(1.0, categories=["aa", "ab", "ba", "bb"],
+                                                accountant=acct).alias("p")
+    ), ["i"]  # fmt: skip
+    d1 = pl.LazyFrame({"c": ["a", "b"], "x": ["a", "a"]})
+    d2 = pl.LazyFrame({"c": ["b", "a", "b"]}).select(
+        pl.col("c").alias("x"), pl.col("c").first().alias("c")
+    )
+    yield "diagonal-concat", pl.concat([d1, d2], how="diagonal").select(pram("c")), []
+    six = pl.LazyFrame({"c": ["b", "a", "a", "a", "a", "a"]}).with_row_index("i")
+    yield (
+        "replace-by-a-column",
+        six.select((pl.col("i") * 0).replace_strict(pl.col("i"), pl.col("c")).alias("c")).select(
+            pram("c")
+        ),
+        [],
+    )
+    yield (
+        "is-in-a-column",
+        six.select(
+            pl.when((pl.col("i") * 0).is_in(pl.when(pl.col("c") == "b").then(pl.col("i"))))
+            .then(pl.lit("b"))
+            .otherwise(pl.lit("a"))
+            .dp.pram(1.0, categories=["a", "b"], accountant=acct)
+            .alias("c")
+        ),
+        [],
+    )
+    diag = pl.LazyFrame({"c": ["a", "b", "a"], "diag": ["hiv", "flu", "hiv"]})
+    yield (
+        "join-keeps-the-right-order",
+        diag.with_row_index("i")
+        .with_columns(pram("c").alias("p"))
+        .join(pl.LazyFrame({"diag": ["flu", "hiv"]}), on="diag", how="left", maintain_order="right")
+        .select("i", "p"),
+        ["i"],
+    )
+    yield (
+        "top-k-by-a-private-column",
+        lf.with_row_index("i").select(
+            pram("c").alias("p"),
+            pl.col("i").top_k_by("income", n).alias("richest"),
+        ),
+        ["richest"],
+    )
+    yield (
+        "group-by-dynamic",
+        pl.LazyFrame({"t": [1, 2, 15], "x": [1.0] * 3})
+        .group_by_dynamic("t", every="10i")
+        .agg(pl.col("x").sum().alias("s"))
+        .select(
+            pl.col("s").dp.laplace(
+                epsilon=1.0, sensitivity=1.0, composition="parallel", accountant=acct
+            )
+        ),
+        [],
+    )
+    two = tempfile.mkdtemp()
+    pl.DataFrame({"c": ["a", "b"]}).write_parquet(f"{two}/a.parquet")
+    yield (
+        "one-file-twice",
+        pl.scan_parquet([f"{two}/a.parquet", f"{two}/./a.parquet"]).select(pram("c")),
+        [],
+    )
+    yield (
+        "a-glob-and-its-file",
+        pl.concat(
+            [pl.scan_parquet(f"{two}/*.parquet"), pl.scan_parquet(f"{two}/a.parquet")]
+        ).select(pram("c")),
+        [],
+    )
+    df = pl.DataFrame({"c": ["a", "b"]})
+    yield "a-frame-and-its-clone", pl.concat([df.lazy(), df.clone().lazy()]).select(pram("c")), []
+
+
+def test_the_review_s_breaks_are_refused():
+    acct = dpframe.Accountant(epsilon=1000)
+    names = []
+    for name, q, public in _review_queries(acct):
+        names.append(name)
+        with pytest.raises(LineageError):
+            dpframe.collect(q, public=public)
+        assert acct.ledger == (), name
+    assert len(names) == 14
+
+
+def test_a_run_over_the_budget_is_refused_before_the_data_is_read(records):
+    # the review read four incomes exactly, charging nothing: a refusal for bad data
+    # (value outside the categories) or for the budget told the data apart
+    acct = dpframe.Accountant(epsilon=1.0)
+    for threshold in (0, 10**9):
+        bad = pl.when(pl.col("income") > threshold).then(pl.lit("zz")).otherwise(pl.col("c"))
+        q = records.select(bad.dp.pram(1e6, categories=CATS, accountant=acct).alias("c"))
+        with pytest.raises(dpframe.BudgetExceededError, match="nothing was read"):
+            dpframe.collect(q)
+    assert acct.ledger == ()
