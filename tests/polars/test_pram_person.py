@@ -24,6 +24,8 @@ from dpframe.jobs import load_spec, run
 from dpframe.mechanisms.pram.plan import plan_pram
 
 CATS = ["a", "b", "c"]
+NAN, INF = float("nan"), float("inf")
+NO_ID = (InvalidDataError, "person column 'pid' holds nulls, NaN or infinite values")
 
 
 def _worst_loss(matrix: np.ndarray, rows: int) -> float:
@@ -134,7 +136,12 @@ def test_a_person_unit_on_a_record_ledger_and_its_bounds_given_on_the_release(tm
         (_people(), InvalidDataError, "has 3 rows, more than max_rows=2"),
         (_people().with_columns(pid=pl.lit(None, pl.Int64)), InvalidDataError, "holds nulls"),
         (_people().drop("pid"), InvalidParameterError, "not in the data"),
+        # NaN ids were one person with 2 rows (accepted): NaN is no one's id (issue 31)
+        (_people().with_columns(pid=pl.Series([1.0, 1.0, 2.0, NAN, NAN, 3.0])), *NO_ID),
+        (_people().with_columns(pid=pl.Series([1.0, 1.0, 2.0, INF, -INF, 3.0])), *NO_ID),
+        (_people().with_columns(pid=pl.Series([[1]] * 6)), InvalidDataError, "nested"),
     ],
+    ids=["too many rows", "null id", "no id column", "NaN ids", "infinite ids", "list ids"],
 )
 def test_refusals_spend_nothing_and_write_nothing(tmp_path, frame, error, match):
     out = tmp_path / "micro.parquet"
