@@ -330,7 +330,8 @@ class GroupedRelease(Release[pl.DataFrame]):
         # the engine over all rows, not only the rows a person keeps) is refused, and so
         # is a missing person identifier (never dropped or filled)
         read = list(dict.fromkeys([*g.keys, *(c for c, _ in sources)]))
-        engine = self.engine.without_missing(g.missing, read)
+        policy = [c for c in read if c != self.unit.person]  # an id is never dropped
+        engine = self.engine.without_missing(g.missing, policy)
         if self.unit.is_record:
             agg = engine.grouped_parts(g.keys, parts, read)
         else:  # each person's rows bounded (chosen at random) as they are aggregated

@@ -216,3 +216,14 @@ def test_nested_keys_are_refused_before_reading():
     with pytest.raises(InvalidDataError, match="nested"):
         release.agg(dpframe.agg.count(epsilon=1.0)).collect()
     assert acct.ledger == ()
+
+
+def test_nulls_drop_never_drops_a_missing_person_id_even_as_a_statistics_column():
+    frame = pl.DataFrame({"pid": [1.0, NAN, 2.0], "g": ["a", "a", "b"]})
+    acct = dpframe.Accountant(epsilon=1.0)
+    release = dpframe.group_by(
+        frame, "g", margins=AB, unit="pid", nulls="drop", accountant=acct
+    ).agg(dpframe.agg.sum("pid", lower=0, upper=2, epsilon=1.0))
+    with pytest.raises(InvalidDataError, match="person column 'pid' holds nulls, NaN"):
+        release.collect()
+    assert acct.ledger == ()

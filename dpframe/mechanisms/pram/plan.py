@@ -797,8 +797,7 @@ def _check_dp_prior_split(plan: DPPriorPramPlan) -> None:
     except InvalidParameterError as exc:
         per = f" over {plan.rows} rows a person" if plan.rows > 1 else ""
         raise InvalidParameterError(
-            f"{what}{per}, a design epsilon of {plan.row_epsilon!r}: {exc} (nothing was "
-            "charged)"
+            f"{what}{per}, a design epsilon of {plan.row_epsilon!r}: {exc} (nothing was charged)"
         ) from None
 
 
