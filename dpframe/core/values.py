@@ -18,8 +18,7 @@ Each engine counts the bad values its own way (polars: ``is_null | is_nan |
 is_infinite``; Spark: ``isNull | isnan | abs == inf``), over *all* the input rows (not
 only the rows a person keeps), and hands the counts to :func:`refuse_bad_values` (values
 and keys) or :func:`refuse_missing_ids` (person identifiers), so both engines refuse the
-same data with the same message. Python values (margins, fill values) go through
-:func:`is_missing`.
+same data with the same message.
 
 Examples
 --------
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "BAD_VALUES",
     "check_finite",
-    "is_missing",
     "missing_id_error",
     "refuse_bad_values",
     "refuse_missing_ids",
@@ -80,23 +78,6 @@ def check_finite(values: np.ndarray, name: str = "values") -> None:
     bad = ~np.isfinite(values)
     if bad.any():
         refuse_bad_values({name: int(bad.sum())})
-
-
-def is_missing(value: object) -> bool:
-    """Whether one Python value is missing or not finite: ``None``, a NaN or an infinity
-    (of any real type, numpy's included). Text, booleans, dates are never missing.
-
-    >>> [is_missing(v) for v in (None, float("nan"), float("-inf"), 0, "a", 1.5)]
-    [True, True, True, False, False, False]
-    """
-    import math
-    from numbers import Real
-
-    if value is None:
-        return True
-    if isinstance(value, Real) and not isinstance(value, bool):
-        return not math.isfinite(float(value))
-    return False
 
 
 def missing_id_error(person: str) -> InvalidDataError:

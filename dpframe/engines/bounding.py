@@ -56,7 +56,7 @@ import polars as pl
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.core.values import missing_id_error, refuse_missing_ids
-from dpframe.engines.driver import ROWS, check_key_dtype
+from dpframe.engines.driver import ROWS, check_key_dtype, missing_count
 from dpframe.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -66,7 +66,6 @@ __all__ = [
     "bounded_frame",
     "bounded_grouped_parts",
     "check_unit",
-    "missing_ids",
     "null_person_error",
     "segment_sample",
 ]
@@ -99,15 +98,6 @@ def check_unit(schema: pl.Schema, unit: PrivacyUnit, keys: Sequence[str]) -> Non
 
 #: the error of a person column holding nulls, NaN or infinities (:mod:`dpframe.core.values`)
 null_person_error = missing_id_error
-
-
-def missing_ids(ids: pl.Series) -> int:
-    """How many of ``ids`` are null, NaN or infinite (the rule of
-    :mod:`dpframe.core.values`; NaN and infinities only in a float column)."""
-    bad = ids.null_count()
-    if ids.dtype.is_float():
-        bad += int((ids.is_nan() | ids.is_infinite()).sum())
-    return int(bad)
 
 
 def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -165,7 +155,7 @@ def _pairs(
     the input: no extra pass)."""
     pairs = frame.group_by([person, *keys]).agg(pl.len().alias(_N), *aggs)
     pairs = pairs.collect(engine="streaming")
-    refuse_missing_ids(person, missing_ids(pairs[person]))
+    refuse_missing_ids(person, missing_count(pairs[person]))
     return pairs
 
 
@@ -429,7 +419,7 @@ def _kernel_parts(
     ).collect(engine="streaming")
     df = both["keys"].struct.unnest()
     parts = both.drop("keys")
-    refuse_missing_ids(person, missing_ids(df[person]))
+    refuse_missing_ids(person, missing_count(df[person]))
     pid = _codes(df[person])
     gid = _group_codes([_codes(df[c]) for c in keys], df.height)
     limit = max(1 << 20, 4 * df.height)  # sparser codes: dense ranks

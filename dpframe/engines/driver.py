@@ -46,6 +46,7 @@ __all__ = [
     "declared_counts",
     "finish_grouped",
     "fit_margins",
+    "missing_count",
 ]
 
 #: Column of an engine's per-group table counting the records of each group.
@@ -146,20 +147,22 @@ def textual_key(dtype: pl.DataType) -> bool:
     return isinstance(dtype, pl.String | pl.Categorical | pl.Enum)
 
 
+def missing_count(values: pl.Series) -> int:
+    """How many of ``values`` are null, NaN or infinite (the rule of
+    :mod:`dpframe.core.values`; NaN and infinities only in a float column)."""
+    bad = values.null_count()
+    if values.dtype.is_float():
+        bad += int((values.is_nan() | values.is_infinite()).sum())
+    return int(bad)
+
+
 def check_margins(margins: pl.DataFrame, keys: Sequence[str], what: str = "margins") -> None:
     """Refuse public margins with a null, NaN or infinite key (:mod:`dpframe.core.values`):
     every group is listed by a known, finite value."""
-    bad = {}
-    for k in keys:
-        col = margins[k]
-        n = col.null_count()
-        if col.dtype.is_float():
-            n += int((col.is_nan() | col.is_infinite()).sum())
-        if n:
-            bad[k] = n
+    bad = [k for k in keys if missing_count(margins[k])]
     if bad:
         raise InvalidParameterError(
-            f"{what} has null, infinite or NaN keys in {sorted(bad)}: list every group by a known, "
+            f"{what} has null, infinite or NaN keys in {bad}: list every group by a known, "
             "finite value (NaN is not a group, and a null or NaN key would merge with no "
             "record's group); cast the keys to integers or strings if need be"
         )
@@ -248,12 +251,7 @@ def finish_grouped(
         if c.startswith(BAD_PREFIX)
     }
     for k in keys:  # an engine counts the keys' bad values over all rows; else the groups
-        if k not in counted:
-            col = agg[k]
-            n = col.null_count()
-            if col.dtype.is_float():
-                n += int((col.is_nan() | col.is_infinite()).sum())
-            counted[k] = n
+        counted.setdefault(k, missing_count(agg[k]))
     refuse_bad_values(counted)
     agg = _cast_keys(agg, margins, keys)
     unknown = agg.join(margins.select(keys), on=keys, how="anti")
