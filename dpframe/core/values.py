@@ -1,11 +1,24 @@
 """Which data values a release can take: every value known and finite.
 
-A null, a NaN or an infinity in a column that is released (or that a released statistic
-is computed from) is refused *before* anything is charged: clipping would quietly turn
-``+inf`` into the upper bound (and Spark orders NaN above every number), and a null has
-no value to release. Each engine counts the bad values its own way (polars: ``is_null |
-is_nan | is_infinite``; Spark: ``isNull | isnan | abs == inf``) and hands the counts to
-:func:`refuse_bad_values`, so both engines refuse the same data with the same message.
+One rule for every column a release reads -- a statistic's values, group keys, margins,
+person identifiers, PRAM and proportions columns, covariance columns: a **null**, a
+**NaN** or an **infinity** (``+inf``, ``-inf``) is *missing or not finite*, and such a
+value is refused *before* anything is charged. Clipping would quietly turn ``+inf`` into
+the upper bound (and Spark orders NaN above every number), a null has no value to
+release, NaN is no group (it compares unequal to itself), and NaN is no person: grouping
+every NaN identifier into one "person" would bound many people as one, and adding one
+person could then move a grouped count by more than its sensitivity.
+
+Where a release states a ``nulls=`` policy (grouped releases: drop or fill the records
+with a null or NaN in a key or a statistic's column; :mod:`dpframe.core.missing`) the
+policy runs first; what remains is refused. A person identifier is never dropped or
+filled: a missing identifier is refused under every policy (:func:`missing_id_error`).
+
+Each engine counts the bad values its own way (polars: ``is_null | is_nan |
+is_infinite``; Spark: ``isNull | isnan | abs == inf``), over *all* the input rows (not
+only the rows a person keeps), and hands the counts to :func:`refuse_bad_values` (values
+and keys) or :func:`refuse_missing_ids` (person identifiers), so both engines refuse the
+same data with the same message.
 
 Examples
 --------
@@ -27,7 +40,13 @@ from dpframe.errors import InvalidDataError
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["BAD_VALUES", "check_finite", "refuse_bad_values"]
+__all__ = [
+    "BAD_VALUES",
+    "check_finite",
+    "missing_id_error",
+    "refuse_bad_values",
+    "refuse_missing_ids",
+]
 
 #: What counts as a bad value in a released (or source) column.
 BAD_VALUES = "null, NaN or infinite"
@@ -59,3 +78,22 @@ def check_finite(values: np.ndarray, name: str = "values") -> None:
     bad = ~np.isfinite(values)
     if bad.any():
         refuse_bad_values({name: int(bad.sum())})
+
+
+def missing_id_error(person: str) -> InvalidDataError:
+    """The error of a person column holding a null, a NaN or an infinity (the same for
+    every engine and every release). It gives no count: how many records lack an
+    identifier is data."""
+    return InvalidDataError(
+        f"person column {person!r} holds nulls, NaN or infinite values: every record must "
+        "belong to one known person (NaN identifiers are not one person, and a missing "
+        "identifier is never dropped or filled by nulls=); fix or drop those records "
+        "before the release (nothing was charged)"
+    )
+
+
+def refuse_missing_ids(person: str, count: int) -> None:
+    """Raise :func:`missing_id_error` if ``count`` (the person column's null, NaN or
+    infinite values, or the distinct such identifiers) is not 0."""
+    if count:
+        raise missing_id_error(person)

@@ -55,8 +55,9 @@ import polars as pl
 
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
-from dpframe.engines.driver import ROWS
-from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.core.values import missing_id_error, refuse_missing_ids
+from dpframe.engines.driver import ROWS, check_key_dtype, missing_count
+from dpframe.errors import InvalidParameterError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -76,10 +77,11 @@ _POS = "__bound_pos"
 _ROUNDS = 8
 
 
-def check_unit(schema: pl.Schema | Sequence[str], unit: PrivacyUnit, keys: Sequence[str]) -> None:
-    """Refuse a person column missing from the data, or also a group key (the schema is
-    public: checked before any data is read)."""
-    names = list(schema.names()) if isinstance(schema, pl.Schema) else list(schema)
+def check_unit(schema: pl.Schema, unit: PrivacyUnit, keys: Sequence[str]) -> None:
+    """Refuse a person column missing from the data, also a group key, or of a dtype
+    whose missing values cannot be seen (lists, structs, objects: the schema is public,
+    checked before any data is read)."""
+    names = list(schema.names())
     person = unit.person
     if person not in names:
         raise InvalidParameterError(
@@ -91,14 +93,11 @@ def check_unit(schema: pl.Schema | Sequence[str], unit: PrivacyUnit, keys: Seque
             f"unit: the person column {person!r} is also a group key; a person's groups "
             "must be other columns (drop it from the keys)"
         )
+    check_key_dtype(schema[person], person, "unit: the person column")
 
 
-def null_person_error(person: str) -> InvalidDataError:
-    """The error of a person column holding nulls (the same for every engine)."""
-    return InvalidDataError(
-        f"person column {person!r} holds nulls: every record must belong to a known "
-        "person; fill or drop them first (nothing was charged)"
-    )
+#: the error of a person column holding nulls, NaN or infinities (:mod:`dpframe.core.values`)
+null_person_error = missing_id_error
 
 
 def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -151,12 +150,12 @@ def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.nda
 def _pairs(
     frame: pl.LazyFrame, person: str, keys: list[str], aggs: Sequence[pl.Expr]
 ) -> pl.DataFrame:
-    """One row per ``(person, keys)`` pair with its number of rows; nulls in the person
-    column refused (from the pair table: no extra pass)."""
+    """One row per ``(person, keys)`` pair with its number of rows; a null, NaN or
+    infinite identifier refused (from the pair table, which holds every identifier of
+    the input: no extra pass)."""
     pairs = frame.group_by([person, *keys]).agg(pl.len().alias(_N), *aggs)
     pairs = pairs.collect(engine="streaming")
-    if pairs[person].null_count():
-        raise null_person_error(person)
+    refuse_missing_ids(person, missing_count(pairs[person]))
     return pairs
 
 
@@ -420,9 +419,8 @@ def _kernel_parts(
     ).collect(engine="streaming")
     df = both["keys"].struct.unnest()
     parts = both.drop("keys")
+    refuse_missing_ids(person, missing_count(df[person]))
     pid = _codes(df[person])
-    if pid.null_count():
-        raise null_person_error(person)
     gid = _group_codes([_codes(df[c]) for c in keys], df.height)
     limit = max(1 << 20, 4 * df.height)  # sparser codes: dense ranks
     p_range = bk.value_range([x.to_numpy() for x in pid.get_chunks()])

@@ -6,11 +6,17 @@ them in the shape a release needs, with the same rules -- and the same messages 
 every engine:
 
 * :func:`check_sources` -- the source columns exist and have a usable dtype (the
-  schema is public: checked before any data is read);
-* :func:`finish_grouped` -- bad values refused (:mod:`dpframe.core.values`), keys that
-  are null, change when cast to the margins' dtype, or are not in the margins refused,
-  the public margins joined (groups absent from the data get exact zeros), declared
-  public sizes checked against the data;
+  schema is public: checked before any data is read); :func:`check_key_dtype` -- a key
+  or person column is not nested (a list or struct could hide a null or NaN);
+* :func:`check_margins` and :func:`fit_margins` -- public margins hold no missing or
+  infinite key (:mod:`dpframe.core.values`), and every margin value fits the data
+  key's dtype exactly (``1.5`` is not an Int16 key: refused, never cast to ``1``), for
+  the Python API and the release spec alike;
+* :func:`finish_grouped` -- bad values and bad keys refused (:mod:`dpframe.core.values`;
+  each engine counts them over all input rows), keys that change when cast to the
+  margins' dtype, or are not in the margins, refused, the public margins joined
+  (groups absent from the data get exact zeros), declared public sizes checked against
+  the data;
 * :func:`declared_counts` -- counts per *declared* category (0 where absent), refusing
   nulls and values outside the categories;
 * :func:`check_categories_fit` -- declared categories fit the column's dtype (an
@@ -34,9 +40,13 @@ __all__ = [
     "ROWS",
     "check_categories_fit",
     "check_fill",
+    "check_key_dtype",
+    "check_margins",
     "check_sources",
     "declared_counts",
     "finish_grouped",
+    "fit_margins",
+    "missing_count",
 ]
 
 #: Column of an engine's per-group table counting the records of each group.
@@ -71,9 +81,29 @@ def check_sources(schema: pl.Schema, sources: Sequence[tuple[str, str]], what: s
             )
 
 
-def check_fill(schema: pl.Schema, missing: MissingValues, columns: Sequence[str]) -> None:
+def check_key_dtype(dtype: pl.DataType, column: str, what: str) -> None:
+    """Refuse a key or person column whose missing values cannot be seen: a list, array
+    or struct (a null or NaN inside it), an object or an all-null column."""
+    if dtype.is_nested() or isinstance(dtype, pl.Object | pl.Null):
+        raise InvalidDataError(
+            f"{what} {column!r} has dtype {dtype}; a group key or person identifier must "
+            "be a number, text, a boolean or a date/time (a nested value can hide a null "
+            "or NaN); nothing was charged"
+        )
+
+
+def check_fill(
+    schema: pl.Schema, missing: MissingValues, columns: Sequence[str], person: str | None = None
+) -> None:
     """Refuse fill values (``nulls={column: value}``) for columns the release does not
-    read, or that the column cannot hold exactly (so that every engine fills alike)."""
+    read, for the person column (a missing identifier is never filled: it is refused),
+    or that the column cannot hold exactly (so that every engine fills alike)."""
+    if person is not None and person in missing.fill:
+        raise InvalidParameterError(
+            f"nulls: column {person!r} identifies people; a missing identifier is refused, "
+            "never filled (one fill value would make every such record one person): fix "
+            "or drop those records before the release"
+        )
     for column, value in missing.fill.items():
         if column not in columns:
             raise InvalidParameterError(
@@ -115,6 +145,62 @@ def textual_key(dtype: pl.DataType) -> bool:
     dates or booleans: a text key never matches a margin of the other kind (``"1"`` is
     not 1), so the two must agree before anything is cast."""
     return isinstance(dtype, pl.String | pl.Categorical | pl.Enum)
+
+
+def missing_count(values: pl.Series) -> int:
+    """How many of ``values`` are null, NaN or infinite (the rule of
+    :mod:`dpframe.core.values`; NaN and infinities only in a float column)."""
+    bad = values.null_count()
+    if values.dtype.is_float():
+        bad += int((values.is_nan() | values.is_infinite()).sum())
+    return int(bad)
+
+
+def check_margins(margins: pl.DataFrame, keys: Sequence[str], what: str = "margins") -> None:
+    """Refuse public margins with a null, NaN or infinite key (:mod:`dpframe.core.values`):
+    every group is listed by a known, finite value."""
+    bad = [k for k in keys if missing_count(margins[k])]
+    if bad:
+        raise InvalidParameterError(
+            f"{what} has null, infinite or NaN keys in {bad}: list every group by a known, "
+            "finite value (NaN is not a group, and a null or NaN key would merge with no "
+            "record's group); cast the keys to integers or strings if need be"
+        )
+
+
+def fit_margins(
+    margins: pl.DataFrame, schema: pl.Schema, keys: Sequence[str], what: str = "margins"
+) -> pl.DataFrame:
+    """The margins with each key in the data key's dtype, every value kept exactly.
+
+    One rule for the Python API and the release spec: a margin value that the data key's
+    dtype cannot hold exactly (``1.5`` or ``70000`` for an Int16 key, ``0.1`` for a
+    Float32 key, a string outside an Enum's categories) is refused, naming the margin
+    and the value -- never cast (``1.5 -> 1`` would publish a group under a key nobody
+    listed). ``what`` names the margins in the message.
+    """
+    check_margins(margins, keys, what)
+    casts = []
+    for k in keys:
+        public, data = margins.schema[k], schema[k]
+        if public == data:
+            continue
+        col = margins[k]
+        try:
+            cast = col.cast(data, strict=False)
+            back = cast.cast(public, strict=False)
+        except pl.exceptions.PolarsError:
+            cast = back = pl.Series(k, [None] * col.len(), dtype=public)
+        lost = cast.is_null() | back.is_null() | (back != col).fill_null(True)
+        if lost.any():
+            values = col.filter(lost).unique(maintain_order=True).head(5).to_list()
+            raise InvalidParameterError(
+                f"{what}: key {k!r} has value(s) {values} that do not fit the data's dtype "
+                f"{data} exactly; list each group by a value the key column can hold "
+                "(nothing was charged)"
+            )
+        casts.append(cast)
+    return margins.with_columns(casts) if casts else margins
 
 
 def _cast_keys(agg: pl.DataFrame, margins: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
@@ -159,26 +245,14 @@ def finish_grouped(
     this raises.
     """
     keys = list(keys)
-    refuse_bad_values(
-        {
-            c.removeprefix(BAD_PREFIX): int(agg[c].sum() or 0)
-            for c in agg.columns
-            if c.startswith(BAD_PREFIX)
-        }
-    )
-    null_keys = [k for k in keys if agg[k].null_count()]
-    if null_keys:
-        raise InvalidDataError(
-            f"key column(s) {null_keys} hold nulls; a record's group must be known: drop "
-            f"those records (nulls='drop'), fill them (nulls={{{null_keys[0]!r}: ...}}) or "
-            "fix them first (nothing was charged)"
-        )
-    nan_keys = [k for k in keys if agg[k].dtype.is_float() and agg[k].is_nan().any()]
-    if nan_keys:
-        raise InvalidDataError(
-            f"key column(s) {nan_keys} hold NaN; NaN is not a group: fill or drop those "
-            "records first, or cast the keys to integers (nothing was charged)"
-        )
+    counted = {
+        c.removeprefix(BAD_PREFIX): int(agg[c].sum() or 0)
+        for c in agg.columns
+        if c.startswith(BAD_PREFIX)
+    }
+    for k in keys:  # an engine counts the keys' bad values over all rows; else the groups
+        counted.setdefault(k, missing_count(agg[k]))
+    refuse_bad_values(counted)
     agg = _cast_keys(agg, margins, keys)
     unknown = agg.join(margins.select(keys), on=keys, how="anti")
     if unknown.height and unknown_keys == "error":

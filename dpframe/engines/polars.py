@@ -32,11 +32,11 @@ from dpframe.core.files import atomic_file, check_output_path
 from dpframe.core.missing import MissingValues
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit, check_person_rows
+from dpframe.core.values import refuse_missing_ids
 from dpframe.engines.bounding import (
     bounded_frame,
     bounded_grouped_parts,
     check_unit,
-    null_person_error,
 )
 from dpframe.engines.driver import BAD_PREFIX, ROWS
 from dpframe.engines.progress import rows_done
@@ -210,13 +210,13 @@ class PolarsEngine:
         return dict(zip(columns, pl.collect_all(queries, engine="streaming"), strict=True))
 
     def largest_person_rows(self, person: str) -> int:
-        check_unit(self.schema(), PrivacyUnit(person), [])
+        schema = self.schema()
+        check_unit(schema, PrivacyUnit(person), [])
         per = self.frame.group_by(person).agg(pl.len().alias("n"))
         row = per.select(
-            pl.col("n").max().alias("most"), pl.col(person).null_count().alias("nulls")
+            pl.col("n").max().alias("most"), bad_rows(person, schema[person]).sum().alias("bad")
         ).collect(engine="streaming")
-        if row["nulls"].item():
-            raise null_person_error(person)
+        refuse_missing_ids(person, int(row["bad"].item() or 0))
         return int(row["most"].item() or 0)
 
     def covariance_inputs(

@@ -12,6 +12,8 @@ once on the driver with the same code for every engine. An engine implements:
 * :meth:`Engine.without_missing` -- the same engine after a ``nulls=`` policy (records
   with a null or NaN dropped, or those values filled);
 * :meth:`Engine.grouped_parts` -- exact per-group aggregates of clipped values;
+  :meth:`Engine.bounded_grouped_parts` -- the same over the rows each person keeps, with
+  the bad values (and identifiers) of *all* rows counted;
 * :meth:`Engine.category_counts` -- the number of records per value of columns;
 * :meth:`Engine.covariance_inputs` -- the sample covariance of clipped columns;
 * :meth:`Engine.write_rowwise` -- randomize columns record by record (PRAM) and write
@@ -77,6 +79,19 @@ class Engine(Protocol):
         ``__bad__<source>`` counts of null, NaN or infinite values."""
         ...
 
+    def bounded_grouped_parts(
+        self,
+        unit: PrivacyUnit,
+        keys: Sequence[str],
+        parts: Sequence[Part],
+        sources: Sequence[str],
+        source: RandomSource | None = None,
+    ) -> pl.DataFrame:
+        """:meth:`grouped_parts` of the rows each person keeps (counts and sums), the
+        ``__bad__<source>`` counts over **all** input rows, and a null, NaN or infinite
+        identifier refused (:func:`dpframe.core.values.refuse_missing_ids`)."""
+        ...
+
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         """For each column, its values and ``count`` (nulls included, as a value)."""
         ...
@@ -87,8 +102,8 @@ class Engine(Protocol):
         ...
 
     def largest_person_rows(self, person: str) -> int:
-        """The most rows any one person has (0 for no rows); a null person refused
-        (:func:`dpframe.engines.bounding.null_person_error`)."""
+        """The most rows any one person has (0 for no rows); a null, NaN or infinite
+        identifier refused (:func:`dpframe.core.values.refuse_missing_ids`)."""
         ...
 
     def covariance_inputs(

@@ -37,7 +37,8 @@ from dpframe.core.files import atomic_write_text
 from dpframe.core.missing import MissingValues
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit, check_person_rows
-from dpframe.engines.bounding import check_unit, null_person_error
+from dpframe.core.values import refuse_missing_ids
+from dpframe.engines.bounding import check_unit
 from dpframe.engines.driver import BAD_PREFIX, ROWS
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -136,8 +137,9 @@ def _part(part: Part) -> Any:
     raise InvalidParameterError(f"unknown aggregate {part.op!r}")
 
 
-def _bad(column: str, dtype: Any) -> Any:
-    """Null, NaN or infinite values of a column (:mod:`dpframe.core.values`), counted."""
+def _bad_rows(column: str, dtype: Any) -> Any:
+    """Whether each value of a column is null, NaN or infinite (the rule of
+    :mod:`dpframe.core.values`), a Boolean a row."""
     from pyspark.sql import functions as sf
     from pyspark.sql.types import DoubleType, FloatType
 
@@ -145,7 +147,31 @@ def _bad(column: str, dtype: Any) -> Any:
     bad = col.isNull()
     if isinstance(dtype, DoubleType | FloatType):
         bad = bad | sf.isnan(col) | (sf.abs(col) == sf.lit(float("inf")))
-    return sf.sum(sf.when(bad, 1).otherwise(0)).cast("long")
+    return bad
+
+
+def _bad(column: str, dtype: Any) -> Any:
+    """Null, NaN or infinite values of a column (:func:`_bad_rows`), counted."""
+    from pyspark.sql import functions as sf
+
+    return sf.sum(sf.when(_bad_rows(column, dtype), 1).otherwise(0)).cast("long")
+
+
+def _bad_totals(sdf: Any, person: str | None, sources: Sequence[str]) -> dict[str, int]:
+    """One pass over all the rows: a missing or infinite identifier refused
+    (:func:`dpframe.core.values.refuse_missing_ids`), and each source column's count of
+    bad values, by ``__bad__<column>`` name."""
+    fields = {f.name: f.dataType for f in sdf.schema.fields}
+    columns = list(dict.fromkeys(sources))
+    exprs = [_bad(c, fields[c]).alias(f"{BAD_PREFIX}{c}") for c in columns]
+    if person is not None:
+        exprs.append(_bad(person, fields[person]).alias("__bad_person"))
+    if not exprs:
+        return {}
+    row = sdf.select(*exprs).first()
+    if person is not None:
+        refuse_missing_ids(person, int(row["__bad_person"] or 0))
+    return {f"{BAD_PREFIX}{c}": int(row[f"{BAD_PREFIX}{c}"] or 0) for c in columns}
 
 
 def _path_exists(spark: Any, path: str) -> bool:
@@ -201,16 +227,21 @@ def bounded_spark(sdf: Any, unit: PrivacyUnit, keys: Sequence[str]) -> Any:
     executors) and each person keeps the ``max_groups`` smallest (``row_number()`` over a
     window partitioned by person); the rows of the kept pairs get a uniform priority each
     and each pair keeps the ``max_rows`` smallest. Nothing reaches the driver but whether
-    the person column holds a null. Lazy: each action draws the choices afresh.
+    the person column holds a null, a NaN or an infinity (refused: NaN is no person).
+    Lazy: each action draws the choices afresh.
     """
+    keys = list(keys)
+    check_unit(schema_frame(sdf).collect_schema(), unit, keys)
+    _bad_totals(sdf, unit.person, [])
+    return _bounded_rows(sdf, unit, keys)
+
+
+def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str]) -> Any:
+    """:func:`bounded_spark` after its checks."""
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
-    keys = list(keys)
     person = unit.person
-    check_unit(list(sdf.columns), unit, keys)
-    if sdf.filter(sf.col(person).isNull()).limit(1).count():
-        raise null_person_error(person)
     columns = list(sdf.columns)
     on = [person, *keys]
     rows = sdf
@@ -262,6 +293,30 @@ class SparkEngine:
             return self
         return SparkEngine(bounded_spark(self.frame, unit, keys))
 
+    def bounded_grouped_parts(
+        self,
+        unit: PrivacyUnit,
+        keys: Sequence[str],
+        parts: Sequence[Part],
+        sources: Sequence[str],
+        source: RandomSource | None = None,
+    ) -> pl.DataFrame:
+        """As :meth:`PolarsEngine.bounded_grouped_parts`: the parts of the rows each person
+        keeps (:func:`bounded_spark`), with the bad-value counts of **all** input rows
+        (one pass, with the identifiers' check), put on the first group."""
+        if unit.is_record:
+            return self.grouped_parts(keys, parts, sources)
+        keys = list(keys)
+        check_unit(self.schema(), unit, keys)
+        totals = _bad_totals(self.frame, unit.person, sources)
+        kept = SparkEngine(_bounded_rows(self.frame, unit, keys))
+        out = kept.grouped_parts(keys, parts, [])
+        first = pl.int_range(pl.len()) == 0
+        return out.with_columns(
+            pl.when(first).then(pl.lit(n)).otherwise(0).cast(pl.Int64).alias(b)
+            for b, n in totals.items()
+        )
+
     def _fields(self) -> dict[str, Any]:
         return {f.name: f.dataType for f in self.frame.schema.fields}
 
@@ -292,14 +347,12 @@ class SparkEngine:
     def largest_person_rows(self, person: str) -> int:
         from pyspark.sql import functions as sf
 
-        check_unit(list(self._fields()), PrivacyUnit(person), [])
+        check_unit(self.schema(), PrivacyUnit(person), [])
+        fields = self._fields()
         per = self.frame.groupBy(person).agg(sf.count(sf.lit(1)).alias("n"))
-        row = per.select(
-            sf.max("n").alias("most"),
-            sf.sum(sf.when(sf.col(person).isNull(), 1).otherwise(0)).alias("nulls"),
-        ).collect()[0]
-        if row["nulls"]:
-            raise null_person_error(person)
+        row = per.select(sf.max("n").alias("most"), _bad(person, fields[person]).alias("bad"))
+        row = row.collect()[0]
+        refuse_missing_ids(person, int(row["bad"] or 0))
         return int(row["most"] or 0)
 
     def covariance_inputs(

@@ -25,8 +25,8 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.randomness import RandomSource, derived_source
-from dpframe.engines.driver import textual_key
-from dpframe.errors import DPFrameError
+from dpframe.engines.driver import fit_margins, textual_key
+from dpframe.errors import DPFrameError, InvalidParameterError
 from dpframe.jobs.spec import (
     CovarianceSpec,
     GroupedSpec,
@@ -110,9 +110,9 @@ def statistic(s: StatisticSpec) -> Statistic:
 
 
 def margins_for(spec: Spec, r: GroupedSpec, schema: pl.Schema) -> pl.DataFrame:
-    """The public key frame of ``r``, its key columns cast to the input's dtypes."""
+    """The public key frame of ``r``, its key columns in the input's dtypes: every value
+    must fit exactly (:func:`dpframe.engines.driver.fit_margins`, the Python API's rule)."""
     margins = spec.margins_frame(r.margins)
-    casts = []
     for key in r.by:
         if key not in margins.columns:
             raise SpecError(f"release {r.name!r}: margins {r.margins!r} has no column {key!r}")
@@ -124,19 +124,10 @@ def margins_for(spec: Spec, r: GroupedSpec, schema: pl.Schema) -> pl.DataFrame:
                 f"{margins.schema[key]} but the input's is {schema[key]}: list the keys with "
                 "the input's type (e.g. strings for a String column)"
             )
-        if margins.schema[key] != schema[key]:
-            casts.append(pl.col(key).cast(schema[key], strict=False))
-    if not casts:
-        return margins
-    cast = margins.with_columns(casts)
-    for key in r.by:
-        bad = margins.filter(cast[key].is_null() & margins[key].is_not_null())[key]
-        if bad.len():
-            raise SpecError(
-                f"release {r.name!r}: margins {r.margins!r} key {key!r} has values that do not "
-                f"fit the input's dtype {schema[key]}: {bad.unique().to_list()[:5]}"
-            )
-    return cast
+    try:
+        return fit_margins(margins, schema, r.by, f"release {r.name!r}: margins {r.margins!r}")
+    except InvalidParameterError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def _declared(r: Any, column: str, categories: Any, schema: pl.Schema) -> list[Any]:

@@ -30,7 +30,15 @@ from dpframe.core.executor import MechanismPlan
 from dpframe.core.missing import check_nulls
 from dpframe.core.units import PrivacyUnit, as_unit
 from dpframe.engines.bounding import check_unit
-from dpframe.engines.driver import check_fill, check_sources, finish_grouped, textual_key
+from dpframe.engines.driver import (
+    check_fill,
+    check_key_dtype,
+    check_margins,
+    check_sources,
+    finish_grouped,
+    fit_margins,
+    textual_key,
+)
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms.statistics import Drawn, Statistic, plan_statistic
 from dpframe.polars.release import Release, resolve_accountant
@@ -122,14 +130,7 @@ class GroupBy:
         margins = margins.select(self.keys)
         if margins.height == 0:
             raise InvalidParameterError("margins has no rows: there is no group to release")
-        if margins.null_count().sum_horizontal().item():
-            raise InvalidParameterError("margins has null keys; list every group explicitly")
-        nan = [k for k in self.keys if margins[k].dtype.is_float() and margins[k].is_nan().any()]
-        if nan:
-            raise InvalidParameterError(
-                f"margins has NaN keys in {nan}: NaN is not a group (it would come out as a "
-                "null key); list every group by a value, or cast the keys to integers"
-            )
+        check_margins(margins, self.keys)  # no null, NaN or infinite key
         if margins.is_duplicated().any():
             raise InvalidParameterError(
                 "margins has duplicate key rows; pass each group once (margins.unique())"
@@ -324,16 +325,17 @@ class GroupedRelease(Release[pl.DataFrame]):
         self.check_schema()
         sources = [src for s in self.statistics for src in s.sources()]
         parts = [p for s in self.statistics for p in s.parts(g.sizes is not None)]
-        columns = [c for c, _ in sources]
-        # the nulls= policy, record by record, before anything is bounded or aggregated
-        engine = self.engine.without_missing(g.missing, [*g.keys, *columns])
+        # every column read: the keys and the statistics' columns; the nulls= policy runs
+        # record by record, then a null, NaN or infinity left in any of them (counted by
+        # the engine over all rows, not only the rows a person keeps) is refused, and so
+        # is a missing person identifier (never dropped or filled)
+        read = list(dict.fromkeys([*g.keys, *(c for c, _ in sources)]))
+        policy = [c for c in read if c != self.unit.person]  # an id is never dropped
+        engine = self.engine.without_missing(g.missing, policy)
         if self.unit.is_record:
-            agg = engine.grouped_parts(g.keys, parts, columns)
-        elif hasattr(engine, "bounded_grouped_parts"):  # polars: bounded as it aggregates
-            agg = engine.bounded_grouped_parts(self.unit, g.keys, parts, columns, self.random)
-        else:  # each person's rows bounded (chosen at random), then aggregated
-            bounded = engine.bounded(self.unit, g.keys, self.random)
-            agg = bounded.grouped_parts(g.keys, parts, columns)
+            agg = engine.grouped_parts(g.keys, parts, read)
+        else:  # each person's rows bounded (chosen at random) as they are aggregated
+            agg = engine.bounded_grouped_parts(self.unit, g.keys, parts, read, self.random)
         return finish_grouped(
             agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
         )
@@ -348,15 +350,18 @@ class GroupedRelease(Release[pl.DataFrame]):
             )
         for k in self.grouping.keys:  # a string key never matches a numeric margin
             data, public = schema[k], self.grouping.margins.schema[k]
+            check_key_dtype(data, k, "key")
             if textual_key(data) != textual_key(public):
                 raise InvalidParameterError(
                     f"key {k!r} has dtype {data} in the data but {public} in the margins: "
                     "list the margins' keys with the data's type"
                 )
+        # every margin value fits the data key's dtype exactly (the rule the spec follows)
+        fit_margins(self.grouping.margins, schema, self.grouping.keys)
         sources = [src for s in self.statistics for src in s.sources()]
         check_sources(schema, sources, "this grouped release")
         read = [*self.grouping.keys, *(c for c, _ in sources)]
-        check_fill(schema, self.grouping.missing, read)
+        check_fill(schema, self.grouping.missing, read, self.unit.person)
         if not self.unit.is_record:
             check_unit(schema, self.unit, self.grouping.keys)
 

@@ -28,6 +28,8 @@ def _good() -> pl.DataFrame:
             "x": [float(i % 7) for i in range(N)],
             "y": [float(i % 5) for i in range(N)],
             "small": pl.Series([i % 3 for i in range(N)], dtype=pl.Int8),
+            "pid": [float(i // 2) for i in range(N)],
+            "k": [float(i % 2) for i in range(N)],
         }
     )
 
@@ -65,6 +67,37 @@ def _pram(frame, acct, tmp, categories=CATS, column="g"):
     return rel.write(str(tmp / "micro"))
 
 
+def _grouped_person(frame, acct, tmp, seed=None):
+    grouping = dpframe.group_by(
+        frame, "g", margins=MARGINS, accountant=acct, seed=seed, unit="pid", max_groups=2
+    )
+    return grouping.agg(dpframe.agg.count(epsilon=0.5)).collect()
+
+
+def _grouped_float_key(frame, acct, tmp, seed=None):
+    grouping = dpframe.group_by(
+        frame,
+        "k",
+        margins=pl.DataFrame({"k": [0.0, 1.0]}),
+        accountant=acct,
+        seed=seed,
+        unit="pid",
+        max_groups=1,
+    )
+    return grouping.agg(dpframe.agg.count(epsilon=0.5)).collect()
+
+
+def _pram_person(frame, acct, tmp):
+    rel = dpframe.pram.release(
+        frame,
+        [{"column": "g", "epsilon": 0.5, "categories": CATS}],
+        accountant=acct,
+        unit="pid",
+        max_rows=2,
+    )
+    return rel.write(str(tmp / "micro"))
+
+
 def _pram_small(frame, acct, tmp):
     return _pram(frame, acct, tmp, categories=[0, 1, 200], column="small")
 
@@ -89,6 +122,15 @@ BAD = [
     ("pram, null", _pram, ("g", None)),
     ("pram, a category the dtype cannot hold", _pram_small, None),
     ("dp prior, unknown category", _dp_prior, ("g", "zz")),
+    # issue 31: missing means missing in every column, person ids and keys included
+    ("grouped count by person, NaN id", _grouped_person, ("pid", math.nan)),
+    ("grouped count by person, +inf id", _grouped_person, ("pid", math.inf)),
+    ("grouped count by person, null id", _grouped_person, ("pid", None)),
+    ("grouped count by person, NaN key", _grouped_float_key, ("k", math.nan)),
+    ("grouped count by person, -inf key", _grouped_float_key, ("k", -math.inf)),
+    ("grouped count by person, null key", _grouped_float_key, ("k", None)),
+    ("pram by person, NaN id", _pram_person, ("pid", math.nan)),
+    ("pram by person, -inf id", _pram_person, ("pid", -math.inf)),
 ]
 
 

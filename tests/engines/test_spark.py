@@ -683,3 +683,28 @@ def test_pram_on_spark_checks_each_persons_rows_on_what_it_randomized(spark, tmp
             rel.write(out)
         assert acct.spent.epsilon == 1.0 and not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_nan_person_ids_are_refused_on_spark_as_on_polars(spark, tmp_path):
+    """Issue 31: NaN ids were one person on both engines (Spark groups NaN with NaN too),
+    so adding one person with 3 NaN-id rows moved the pre-noise counts [2, 1] to [1, 2]
+    under max_rows = max_groups = 1: an l1 change of 2 against a charged 1. Refused
+    before any charge, for a grouped release and for PRAM microdata."""
+    nan = float("nan")
+    frame = pl.DataFrame(
+        {"pid": [nan, 1.0, 2.0, nan, nan, nan], "g": ["a", "a", "b", "b", "b", "b"]}
+    )
+    sdf = spark.createDataFrame(frame.to_arrow())
+    acct = dpframe.Accountant(epsilon=2.0, neighbours="add_remove")
+    margins = pl.DataFrame({"g": ["a", "b"]})
+    grouped = dpframe.group_by(
+        sdf, "g", margins=margins, unit="pid", max_rows=1, max_groups=1, accountant=acct
+    ).agg(dpframe.agg.count(epsilon=1.0))
+    with pytest.raises(InvalidDataError, match="person column 'pid' holds nulls, NaN"):
+        grouped.collect()
+    acct = dpframe.Accountant(epsilon=2.0)
+    cols = [{"column": "g", "epsilon": 1.0, "categories": ["a", "b"]}]
+    rel = dpframe.pram.release(sdf, cols, unit="pid", max_rows=3, accountant=acct)
+    with pytest.raises(InvalidDataError, match="person column 'pid' holds nulls, NaN"):
+        rel.write(str(tmp_path / "out"))
+    assert acct.ledger == () and not (tmp_path / "out").exists()

@@ -303,3 +303,69 @@ def test_spec_errors_point_at_names_not_list_indices():
     assert "release 'p' > column 'a' > epsilon: Field required" in text
     assert "release 'q': kind is missing" in text
     assert "release.0" not in text and "grouped.statistics" not in text
+
+
+# -- margins that do not fit the key's dtype (issue 31) ------------------------------------
+
+FRACTIONAL = [1.5, 2.9, 300.7]
+
+
+def _int16_spec(tmp_path, values):
+    import polars as pl
+
+    pl.DataFrame({"g": pl.Series([1, 2, 300] * 4, dtype=pl.Int16)}).write_parquet(
+        tmp_path / "in.parquet"
+    )
+    data = {
+        "version": 1,
+        "input": {"path": "in.parquet"},
+        "privacy": {"budget": {"epsilon": 1}, "ledger": "ledger.db"},
+        "margins": {"m": {"values": {"g": values}}},
+        "release": [
+            {
+                "name": "by_g",
+                "kind": "grouped",
+                "by": ["g"],
+                "margins": "m",
+                "statistics": [{"stat": "count", "epsilon": 0.5}],
+            }
+        ],
+    }
+    return parse_spec(data, base=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("values", "bad"), [(FRACTIONAL, "1.5"), ([1, 2, 70_000], "70000")], ids=["fraction", "wide"]
+)
+def test_spec_margins_that_do_not_fit_the_key_dtype_are_refused(tmp_path, values, bad):
+    """Issue 31: values = { g = [1.5, 2.9, 300.7] } on an Int16 key published groups 1, 2,
+    300 (cast(strict=False)); the Python API refused them. One rule now: refused before
+    anything is spent, naming the margins and the value."""
+    from dpframe.jobs import run
+
+    spec = _int16_spec(tmp_path, values)
+    with pytest.raises(SpecError, match=rf"margins 'm': key 'g' has value\(s\) \[{bad}"):
+        plan(spec)
+    with pytest.raises(SpecError, match="do not fit the data's dtype Int16 exactly"):
+        run(spec, progress=False)
+    assert not (tmp_path / "released").exists() and not (tmp_path / "ledger.db").exists()
+
+
+def test_the_python_api_refuses_the_same_margins_by_the_same_rule():
+    import polars as pl
+
+    import dpframe
+    from dpframe.errors import InvalidParameterError
+
+    frame = pl.DataFrame({"g": pl.Series([1, 2, 300] * 4, dtype=pl.Int16)})
+    acct = dpframe.Accountant(epsilon=1.0)
+    release = dpframe.group_by(
+        frame, "g", margins=pl.DataFrame({"g": FRACTIONAL}), accountant=acct
+    ).agg(dpframe.agg.count(epsilon=0.5))
+    with pytest.raises(InvalidParameterError, match=r"key 'g' has value\(s\) \[1.5, 2.9, 300.7\]"):
+        release.collect()
+    assert acct.ledger == ()
+    exact = pl.DataFrame({"g": [1.0, 2.0, 300.0]})  # the same values, exact: accepted
+    with dpframe.Accountant(epsilon=1.0):
+        out = dpframe.group_by(frame, "g", margins=exact).agg(dpframe.agg.count(epsilon=0.5))
+        assert out.collect()["g"].to_list() == [1.0, 2.0, 300.0]

@@ -124,3 +124,106 @@ def test_the_namespace_and_an_enum_key_take_it_too():
         frame.dp.group_by(
             "region", margins=REGIONS.cast(pl.Enum(["N", "S", "E"])), nulls={"region": "W"}
         ).agg(dpframe.agg.count(epsilon=1.0)).collect()
+
+
+# -- one rule for every column a grouped release reads (issue 31) -------------------------
+
+NAN, INF = math.nan, math.inf
+AB = pl.DataFrame({"g": ["a", "b"]})
+
+
+def _nan_ids(extra: int) -> pl.DataFrame:
+    """The issue's table: NaN, 1, 2 in groups a, a, b, then ``extra`` NaN-id rows in b."""
+    return pl.DataFrame(
+        {"pid": [NAN, 1.0, 2.0] + [NAN] * extra, "g": ["a", "a", "b"] + ["b"] * extra}
+    )
+
+
+@pytest.mark.parametrize("nulls", ["refuse", "drop"])
+@pytest.mark.parametrize("extra", [0, 3])
+def test_nan_person_ids_are_refused_under_every_nulls_policy(extra, nulls):
+    """Issue 31: NaN ids were one person, so adding one person with 3 NaN-id rows moved
+    the pre-noise counts [2, 1] to [1, 2] (l1 change 2, charged 1). A missing id is
+    refused before the charge, and nulls='drop' does not drop it."""
+    acct = dpframe.Accountant(epsilon=1.0, neighbours="add_remove")
+    release = dpframe.group_by(
+        _nan_ids(extra),
+        "g",
+        margins=AB,
+        unit="pid",
+        max_rows=1,
+        max_groups=1,
+        accountant=acct,
+        nulls=nulls,
+    ).agg(dpframe.agg.count(epsilon=1.0))
+    with pytest.raises(InvalidDataError, match="person column 'pid' holds nulls, NaN or inf"):
+        release.collect()
+    assert acct.ledger == ()
+
+
+@pytest.mark.parametrize("bad", [INF, -INF, None])
+def test_infinite_or_null_person_ids_are_refused(bad):
+    frame = pl.DataFrame({"pid": [1.0, bad, 2.0], "g": ["a", "a", "b"]})
+    acct = dpframe.Accountant(epsilon=1.0)
+    release = dpframe.group_by(frame, "g", margins=AB, unit="pid", accountant=acct).agg(
+        dpframe.agg.count(epsilon=1.0)
+    )
+    with pytest.raises(InvalidDataError, match="holds nulls, NaN or infinite"):
+        release.collect()
+    assert acct.ledger == ()
+
+
+def test_a_person_id_is_never_filled():
+    frame = pl.DataFrame({"pid": [1.0, NAN], "g": ["a", "a"], "x": [1.0, 2.0]})
+    with pytest.raises(InvalidParameterError, match="identifies people"):
+        dpframe.group_by(
+            frame,
+            "g",
+            margins=AB,
+            unit="pid",
+            nulls={"pid": 0.0},
+            accountant=dpframe.Accountant(epsilon=1.0),
+        ).agg(dpframe.agg.sum("pid", lower=0, upper=1, epsilon=1.0)).collect()
+
+
+@pytest.mark.parametrize("unit", [None, "pid"], ids=["record", "person"])
+@pytest.mark.parametrize("bad", [INF, -INF, NAN, None], ids=["inf", "-inf", "nan", "null"])
+def test_missing_or_infinite_keys_are_refused_over_all_rows(bad, unit):
+    """A bad key is refused whether or not the bounding would have kept its row (person 1
+    has two groups and keeps one: the refusal must not depend on that draw)."""
+    frame = pl.DataFrame({"pid": [1, 1, 2], "k": [1.0, bad, 2.0]})
+    margins = pl.DataFrame({"k": [1.0, 2.0]})
+    for seed in range(6):
+        acct = dpframe.Accountant(epsilon=1.0)
+        release = dpframe.group_by(
+            frame, "k", margins=margins, unit=unit, accountant=acct, seed=seed
+        ).agg(dpframe.agg.count(epsilon=1.0))
+        with pytest.raises(InvalidDataError, match="column 'k'"):
+            release.collect()
+        assert acct.ledger == ()
+
+
+@pytest.mark.parametrize("bad", [INF, -INF, NAN, None])
+def test_margins_with_a_missing_or_infinite_key_are_refused(bad):
+    with pytest.raises(InvalidParameterError, match=r"margins has null, infinite or NaN keys"):
+        dpframe.group_by(pl.DataFrame({"k": [1.0]}), "k", margins=pl.DataFrame({"k": [1.0, bad]}))
+
+
+def test_nested_keys_are_refused_before_reading():
+    frame = pl.DataFrame({"k": [[1.0], [NAN]]})
+    acct = dpframe.Accountant(epsilon=1.0)
+    release = dpframe.group_by(frame, "k", margins=pl.DataFrame({"k": [[1.0]]}), accountant=acct)
+    with pytest.raises(InvalidDataError, match="nested"):
+        release.agg(dpframe.agg.count(epsilon=1.0)).collect()
+    assert acct.ledger == ()
+
+
+def test_nulls_drop_never_drops_a_missing_person_id_even_as_a_statistics_column():
+    frame = pl.DataFrame({"pid": [1.0, NAN, 2.0], "g": ["a", "a", "b"]})
+    acct = dpframe.Accountant(epsilon=1.0)
+    release = dpframe.group_by(
+        frame, "g", margins=AB, unit="pid", nulls="drop", accountant=acct
+    ).agg(dpframe.agg.sum("pid", lower=0, upper=2, epsilon=1.0))
+    with pytest.raises(InvalidDataError, match="person column 'pid' holds nulls, NaN"):
+        release.collect()
+    assert acct.ledger == ()

@@ -9,6 +9,7 @@ removed, and Gaussian counts charge rho on a zCDP budget only.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ import pytest
 
 import dpframe
 from dpframe.core.units import PrivacyUnit, count_sensitivity
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.statistics import count, plan_statistic
 
 MARGINS = pl.DataFrame({"ward": ["a", "b", "c"]})
@@ -160,3 +161,90 @@ def test_releases_that_need_a_public_size_are_refused_under_a_person_unit():
             frame, ["x", "y"], bounds=[(0, 1), (0, 1)], epsilon=0.5, n=3, accountant=acct
         )
     assert acct.ledger == ()
+
+
+# -- missing person identifiers (issue 31) ------------------------------------------------
+
+NAN = float("nan")
+GROUPS = pl.DataFrame({"g": ["a", "b"]})
+
+
+def _counts(rows, unit: PrivacyUnit, neighbours: str, seed: int):
+    """The grouped count's exact (pre-noise) counts of ``rows`` and the sensitivity it is
+    charged for, through the release's own path; ``None`` if the input is refused (then
+    nothing may have been spent)."""
+    frame = pl.DataFrame(
+        {"pid": [p for p, _ in rows], "g": [g for _, g in rows]},
+        schema={"pid": pl.Float64, "g": pl.String},
+    )
+    acct = dpframe.Accountant(epsilon=1.0, neighbours=neighbours)
+    release = dpframe.group_by(
+        frame,
+        "g",
+        margins=GROUPS,
+        unit=unit.person,
+        max_rows=unit.max_rows,
+        max_groups=unit.max_groups,
+        accountant=acct,
+        seed=seed,
+    ).agg(dpframe.agg.count(epsilon=1.0))
+    charged = float(release.summarize()["sensitivity"][0])
+    try:
+        exact = release.exact_aggregates()
+    except InvalidDataError:
+        assert acct.ledger == ()
+        return None, charged
+    return tuple(exact["count:n"].to_list()), charged
+
+
+def _people(rows) -> dict:
+    out: dict = {}
+    for p, g in rows:
+        out.setdefault("nan" if p != p else p, set()).add(g)
+    return out
+
+
+@pytest.mark.parametrize(("max_rows", "max_groups"), [(1, 1), (2, 1), (1, 2)])
+def test_no_neighbour_moves_the_grouped_counts_by_more_than_charged_or_is_refused(
+    max_rows, max_groups
+):
+    """Brute force over every dataset of up to 3 rows (a person 1.0, NaN or null; a group a
+    or b) whose people each stay within max_groups groups (so its bounded counts do not
+    depend on the bounding's draws), and every person added to it under add_remove -- a
+    new id 2.0, or NaN, or null, with 1 to 3 rows: over 12 draws of the bounding, the
+    pre-noise counts move by at most the charged l1 sensitivity, or the input is refused
+    with nothing spent. (Before the fix NaN ids were one person: adding 3 NaN rows moved
+    [2, 1] to [1, 2], an l1 change of 2 against a charged 1.)"""
+    unit = PrivacyUnit("pid", max_rows=max_rows, max_groups=max_groups)
+    states = [(p, g) for p in (1.0, NAN, None) for g in "ab"]
+    bases = [
+        rows
+        for n in range(4)
+        for rows in itertools.combinations_with_replacement(states, n)
+        if all(len(gs) <= max_groups for gs in _people(rows).values())
+    ]
+    added = [
+        rows
+        for p in (2.0, NAN, None)
+        for n in (1, 2, 3)
+        for rows in itertools.combinations_with_replacement([(p, "a"), (p, "b")], n)
+    ]
+    worst, refused, checked = 0.0, 0, 0
+    for base in bases:
+        before = {_counts(base, unit, "add_remove", s) for s in range(3)}
+        if any(b is None for b, _ in before):
+            refused += 1
+            continue
+        assert len(before) == 1  # within the bounds: no draw changes the counts
+        ((counts, charged),) = before
+        for person in added:
+            for seed in range(12):
+                after, _ = _counts(base + person, unit, "add_remove", seed)
+                if after is None:
+                    refused += 1
+                    break
+                checked += 1
+                moved = sum(abs(x - y) for x, y in zip(counts, after, strict=True))
+                worst = max(worst, moved / charged)
+    assert worst <= 1.0
+    assert refused and checked  # both kinds of input were met

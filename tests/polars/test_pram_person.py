@@ -24,6 +24,8 @@ from dpframe.jobs import load_spec, run
 from dpframe.mechanisms.pram.plan import plan_pram
 
 CATS = ["a", "b", "c"]
+NAN, INF = float("nan"), float("inf")
+NO_ID = (InvalidDataError, "person column 'pid' holds nulls, NaN or infinite values")
 
 
 def _worst_loss(matrix: np.ndarray, rows: int) -> float:
@@ -134,7 +136,12 @@ def test_a_person_unit_on_a_record_ledger_and_its_bounds_given_on_the_release(tm
         (_people(), InvalidDataError, "has 3 rows, more than max_rows=2"),
         (_people().with_columns(pid=pl.lit(None, pl.Int64)), InvalidDataError, "holds nulls"),
         (_people().drop("pid"), InvalidParameterError, "not in the data"),
+        # NaN ids were one person with 2 rows (accepted): NaN is no one's id (issue 31)
+        (_people().with_columns(pid=pl.Series([1.0, 1.0, 2.0, NAN, NAN, 3.0])), *NO_ID),
+        (_people().with_columns(pid=pl.Series([1.0, 1.0, 2.0, INF, -INF, 3.0])), *NO_ID),
+        (_people().with_columns(pid=pl.Series([[1]] * 6)), InvalidDataError, "nested"),
     ],
+    ids=["too many rows", "null id", "no id column", "NaN ids", "infinite ids", "list ids"],
 )
 def test_refusals_spend_nothing_and_write_nothing(tmp_path, frame, error, match):
     out = tmp_path / "micro.parquet"
@@ -187,3 +194,135 @@ def test_a_spec_release_under_a_person_unit(tmp_path: Path):
     with pytest.raises(InvalidDataError, match="more than max_rows=2"):
         run(load_spec(spec))
     assert dpframe.Accountant.open(tmp_path / "ledger.db").spent.epsilon == 1.0
+
+
+# -- prior="dp": every entry point refuses an impossible split before the charge -----------
+
+
+def _dp_entry(entry: str, frame: pl.DataFrame, acct, out: Path, cfg: dict) -> pl.DataFrame:
+    """Run one ``prior="dp"`` release of column ``c`` through ``entry``; the output."""
+    kw = {k: cfg[k] for k in ("design", "estimable", "diagonal")}
+    if entry.startswith("release"):
+        cols = [
+            {
+                "column": "c",
+                "epsilon": cfg["epsilon"],
+                "categories": cfg["cats"],
+                "prior": "dp",
+                **kw,
+            }
+        ]
+        unit = {"unit": "pid", "max_rows": 2} if entry == "release by person" else {}
+        dpframe.pram.release(frame, cols, accountant=acct, **unit).write(out)
+        return pl.read_parquet(out)
+    expr = pl.col("c").dp.pram(
+        cfg["epsilon"],
+        categories=cfg["cats"],
+        prior="dp",
+        prior_share=cfg["share"],
+        accountant=acct,
+        **kw,
+    )
+    query = frame.lazy().select(expr)
+    if entry == "collect":
+        return dpframe.collect(query)
+    if entry == "dpf.collect":
+        return query.dpf.collect()
+    if entry == "with_columns":
+        return frame.select("c").dpf.with_columns(expr)
+    dpframe.sink_parquet(query, out)
+    return pl.read_parquet(out)
+
+
+ENTRIES = ["collect", "dpf.collect", "with_columns", "sink_parquet", "release", "release by person"]
+
+
+def _dp_config(rng: np.random.Generator) -> dict:
+    """A random (epsilon, split, categories, design), half of them near a limit of the
+    split: the prior's share near its largest (4 for 2 rows of sensitivity, 8 for 4) or
+    the design's near 12, or either near the smallest (1e-9)."""
+    share = float(rng.uniform(0.01, 0.99))
+    near = rng.integers(4)
+    if near == 0:
+        eps = float(np.exp(rng.uniform(np.log(1e-10), np.log(100))))
+    elif near == 1:  # the histogram's share near 4 (or 8 under a 2-row person unit)
+        eps = float(rng.choice([4.0, 8.0])) / share * float(rng.uniform(0.8, 1.2))
+    elif near == 2:  # the design's share near 12 (per row under a person unit)
+        eps = float(rng.choice([12.0, 24.0])) / (1 - share) * float(rng.uniform(0.8, 1.2))
+    else:  # the smallest epsilons
+        eps = float(rng.choice([1e-9, 2e-9])) / min(share, 1 - share) * float(rng.uniform(0.5, 2))
+    design = str(rng.choice(["auto", "paper", "global"]))
+    return {
+        "epsilon": eps,
+        "share": share,
+        "cats": [f"k{j}" for j in range(int(rng.choice([2, 3, 5, 8])))],
+        "design": design,
+        "estimable": False if design == "global" else bool(rng.integers(2)),
+        "diagonal": "optimal" if design == "global" else str(rng.choice(["optimal", "dominant"])),
+    }
+
+
+def test_prior_dp_is_refused_before_the_charge_or_released_on_every_entry_point(tmp_path):
+    """Issue 31: a prior='dp' split was refused by dpframe.collect before the charge, but
+    configurations like it were reported to raise after the charge on other entry points.
+    The plan itself now refuses every split its draw could not run (the histogram's share
+    beyond its calibration, the design's outside [1e-9, 12]) and the draw falls back to
+    k-RR when a design fails, so on every entry point and for 150 random (epsilon,
+    split, categories, design): refused with nothing spent and nothing written, or
+    released (every row, declared categories) within the epsilon charged."""
+    rng = np.random.default_rng(31)
+    outcomes = {"refused": 0, "released": 0}
+    for i in range(150):
+        cfg = _dp_config(rng)
+        entry = ENTRIES[i % len(ENTRIES)]
+        n = int(rng.choice([1, 7, 40]))
+        frame = pl.DataFrame({"c": rng.choice(cfg["cats"], n).tolist(), "pid": np.arange(n) // 2})
+        acct = dpframe.Accountant(epsilon=1000.0)
+        out = tmp_path / f"out{i}.parquet"
+        try:
+            released = _dp_entry(entry, frame, acct, out, cfg)
+        except dpframe.errors.DPFrameError as exc:
+            assert acct.ledger == (), f"{entry} {cfg}: charged, then raised {exc}"
+            assert not out.exists()
+            outcomes["refused"] += 1
+            continue
+        assert acct.ledger, (entry, cfg)
+        assert float(acct.spent.epsilon) <= cfg["epsilon"] * (1 + 1e-12)
+        assert released.height == n
+        assert set(released["c"].to_list()) <= set(cfg["cats"])
+        outcomes["released"] += 1
+    assert min(outcomes.values()) >= 20, outcomes  # both outcomes are exercised
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "share", "match"),
+    [
+        (10.0, 0.5, "the prior's share cannot be calibrated"),  # 5 for the histogram: > 4
+        (3e-9, 0.3, "the prior's share cannot be calibrated"),  # 9e-10: too small
+        (30.0, 0.1, "a design epsilon of 27"),  # 27 for the design: > 12
+    ],
+)
+def test_an_impossible_dp_prior_split_is_refused_by_the_plan_itself(epsilon, share, match):
+    """The plan refuses (mechanisms/pram/plan.py), so every entry point does so before
+    it reads data or charges: the expression, pram.release, and the plan alone (before,
+    the histogram's calibration failed only when the runner computed the charges)."""
+    with pytest.raises(InvalidParameterError, match=match):
+        plan_pram("c", CATS, epsilon, prior="dp", prior_share=share)
+    with pytest.raises(InvalidParameterError, match="prior='dp' splits"):
+        pl.col("c").dp.pram(epsilon, categories=CATS, prior="dp", prior_share=share)
+
+
+def test_after_the_charge_a_failing_design_falls_back_to_k_rr(monkeypatch):
+    """The draw of a prior='dp' plan runs after the charge: if every design fails for the
+    prior drawn, k-RR (which cannot fail for a planned epsilon) is used and recorded."""
+    from dpframe.mechanisms.pram import plan as pram_plan
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("no design")
+
+    monkeypatch.setattr(pram_plan, "paper_design", fail)
+    monkeypatch.setattr(pram_plan, "_plan_auto", fail)
+    plan = plan_pram("c", CATS, 2.0, prior="dp")
+    armed = plan.draw(np.array([3, 1, 0]), np.random.default_rng(0))
+    assert "k-RR used" in armed.record["fallback"]
+    assert armed.sampler.epsilon_actual <= plan.row_epsilon

@@ -757,13 +757,47 @@ class DPPriorPramPlan:
             else:
                 record = plan_record(des, sam, self.categories, "dp", selection)
                 return ArmedPram(self.column, self.categories, sam, des, record)
-        d = paper_design(p, self.row_epsilon, diagonal=self.diagonal, estimable=self.estimable)
-        if d.epsilon_actual > self.row_epsilon:  # design() certifies it; never trust silently
-            raise AssertionError("internal error: a PRAM design exceeds its epsilon")
+        try:  # after the charge: the paper's design, else k-RR (which cannot fail here)
+            d = paper_design(p, self.row_epsilon, diagonal=self.diagonal, estimable=self.estimable)
+            if d.epsilon_actual > self.row_epsilon:  # design() certifies it; never trust
+                raise AssertionError("a PRAM design exceeds its epsilon")
+        except Exception as exc:
+            fallback = f"the paper's design failed for the DP prior ({exc}); k-RR used"
+            d = krr(len(self.categories), self.row_epsilon)
         record = design_record(d, self.categories, "dp")
         if fallback is not None:
             record["fallback"] = fallback
         return ArmedPram(self.column, self.categories, d.sampler, d, record)
+
+
+def _check_dp_prior_split(plan: DPPriorPramPlan) -> None:
+    """Refuse, at planning (so before any entry point charges), a ``prior="dp"`` split
+    whose draw could not run: the histogram's share must be calibratable (its discrete
+    Laplace grid holds at most ``2**31`` units: epsilon at most 4 for a sensitivity of 2
+    rows, more for more rows; at least about ``2e-9``), and the design's share, over a
+    person's rows, within ``[1e-9, 12]`` (:func:`_check_design_epsilon`). Everything the
+    draw does after the charge then has a fallback that cannot fail (k-RR)."""
+    eps_prior, eps_pram = plan.split
+    what = (
+        f"column {plan.column!r}: prior='dp' splits epsilon={plan.epsilon!r} into "
+        f"{eps_prior!r} for the DP prior (prior_share={plan.prior_share!r}) and "
+        f"{eps_pram!r} for the design"
+    )
+    try:
+        plan.prior_plan.charges  # noqa: B018 -- the calibration, built now or never
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(
+            f"{what}; the prior's share cannot be calibrated ({exc}): change prior_share "
+            "or epsilon, or release a DP prior first (dpframe.pram.dp_prior) and pass it as "
+            "prior= (nothing was charged)"
+        ) from None
+    try:
+        _check_design_epsilon(plan.row_epsilon)
+    except InvalidParameterError as exc:
+        per = f" over {plan.rows} rows a person" if plan.rows > 1 else ""
+        raise InvalidParameterError(
+            f"{what}{per}, a design epsilon of {plan.row_epsilon!r}: {exc} (nothing was charged)"
+        ) from None
 
 
 def plan_pram(
@@ -890,7 +924,7 @@ def plan_pram(
                 estimable,
                 design,
             )
-            _check_design_epsilon(plan.row_epsilon)  # an impossible split fails now
+            _check_dp_prior_split(plan)  # an impossible split fails now, on every entry point
             return plan
         row_eps = per_row_epsilon(eps, rows)
         if design == "paper" or (
