@@ -318,7 +318,7 @@ def check_written_persons(written: pl.LazyFrame, unit: PrivacyUnit) -> None:
     dtype = written.collect_schema()[person]
     missing = pl.col(person).is_null()
     if dtype.is_float():
-        missing = missing | pl.col(person).is_nan()
+        missing = missing | ~pl.col(person).is_finite()  # NaN and infinities: no person
     nulls = written.select(missing.sum()).collect(engine="streaming").item()
     most = (
         (written.group_by(person).agg(pl.len().alias("n")).select(pl.col("n").max()))
@@ -328,7 +328,8 @@ def check_written_persons(written: pl.LazyFrame, unit: PrivacyUnit) -> None:
     after = after_charge_message()
     if nulls:
         raise InvalidDataError(
-            f"unit: column {person!r} had missing person ids in the pass that randomized. " + after
+            f"unit: column {person!r} had null, NaN or infinite person ids in the pass that "
+            "randomized. " + after
         )
     check_person_rows(int(most or 0), unit, "PRAM", after_charge=after)
 

@@ -473,13 +473,17 @@ def _check_written_persons(written: Any, unit: PrivacyUnit, after: str) -> None:
     person = cast(str, unit.person)
     col = sf.col(person)
     dtype = dict(written.dtypes)[person]
-    missing = col.isNull() | (sf.isnan(col) if dtype in ("double", "float") else sf.lit(False))
+    infinite = sf.abs(col) == sf.lit(float("inf"))
+    missing = col.isNull() | (
+        (sf.isnan(col) | infinite) if dtype in ("double", "float") else sf.lit(False)
+    )
     row = written.agg(
         sf.sum(missing.cast("long")).alias("missing"),
     ).collect()[0]
     if row["missing"]:
         raise InvalidDataError(
-            f"unit: column {person!r} had missing person ids in the pass that randomized. " + after
+            f"unit: column {person!r} had null, NaN or infinite person ids in the pass that "
+            "randomized. " + after
         )
     most = written.groupBy(person).count().agg(sf.max("count")).collect()[0][0]
     check_person_rows(int(most or 0), unit, "PRAM", after_charge=after)
