@@ -1,0 +1,201 @@
+"""The bounded samplers' work does not depend on where the value lies (issue 31, item 2).
+
+Reproduction: ``calibrate_bounded(1.0, 2.0, 0, 100).release([v])`` took a one-sided path
+for ``v`` on a bound (median 44 µs against 53 µs at ``v = 50``) and a second rejection
+round with probability 0.36 at ``v = 1``, never at ``v = 50``: one timing told a bound
+from the middle 94.7 % of the time.
+
+1. Structural, clock-free: with the same seed, a release at a bound, next to it, in the
+   middle (and, for the samplers, outside the bounds) executes the same lines of
+   ``dpframe.mechanisms`` in the same order and draws the same number of random words.
+2. Timing: many single-value releases at the three locations, interleaved in a random
+   order (fixed seed), each timed with ``perf_counter_ns``; for each pair of locations the
+   best threshold classifier, fitted on one half, is scored on the other half and must
+   not beat chance by more than a binomial bound (Bonferroni over every comparison).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dpframe.mechanisms
+from dpframe.mechanisms.bounded import (
+    calibrate_bounded,
+    sample_bit_laplace,
+    sample_truncated_laplace,
+)
+from dpframe.mechanisms.discrete import sample_truncated_discrete_laplace
+
+MECHANISMS = str(Path(dpframe.mechanisms.__file__).parent)
+
+TRUNCATED = calibrate_bounded(1.0, 2.0, 0.0, 100.0)
+BIT = calibrate_bounded(1.0, 2.0, 0.0, 100.0, method="bit")
+NARROW = calibrate_bounded(1.0, 2.0, 0.0, 1.0)  # scale >> width
+
+# location name -> value: on a bound, one unit (512 grid steps) inside, the middle
+LOCATIONS = {"bound": 0.0, "near": 1.0, "middle": 50.0, "upper": 100.0}
+
+Draw = Callable[[float, np.random.Generator], object]
+
+SAMPLERS: dict[str, Draw] = {
+    "truncated release": lambda v, rng: TRUNCATED.release(np.array([v]), rng),
+    "bit release": lambda v, rng: BIT.release(np.array([v]), rng),
+    "truncated release, scale >> width": lambda v, rng: NARROW.release(np.array([v / 100.0]), rng),
+    "sample_truncated_laplace": lambda v, rng: sample_truncated_laplace(
+        v, 2.0, 0.0, 100.0, rng=rng
+    ),
+    "sample_bit_laplace": lambda v, rng: sample_bit_laplace(v, 2.0, 0.0, 100.0, rng=rng),
+    "sample_truncated_discrete_laplace": lambda v, rng: sample_truncated_discrete_laplace(
+        -v, 100.0 - v, 1000, 1, rng=rng
+    ),
+}
+
+#: The samplers take any location: also one outside the bounds.
+OUTSIDE = {"sample_truncated_laplace", "sample_bit_laplace", "sample_truncated_discrete_laplace"}
+
+
+def locations(name: str) -> dict[str, float]:
+    return {**LOCATIONS, "outside": -30.0} if name in OUTSIDE else LOCATIONS
+
+
+# ---------------------------------------------------------------------------
+# 1. The same lines and the same random words at every location
+# ---------------------------------------------------------------------------
+
+
+def trace(draw: Callable[[np.random.Generator], object]) -> tuple[list, dict]:
+    """The (file, line) sequence run in dpframe.mechanisms, and the generator's end state."""
+    lines: list[tuple[str, int]] = []
+
+    def tracer(frame, event, arg):
+        if not frame.f_code.co_filename.startswith(MECHANISMS):
+            return None
+        if event == "line":
+            lines.append((Path(frame.f_code.co_filename).name, frame.f_lineno))
+        return tracer
+
+    rng = np.random.Generator(np.random.PCG64(7))
+    sys.settrace(tracer)
+    try:
+        draw(rng)
+    finally:
+        sys.settrace(None)
+    return lines, rng.bit_generator.state
+
+
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_every_location_runs_the_same_lines_and_draws_the_same_words(name):
+    sampler = SAMPLERS[name]
+    sampler(50.0, np.random.default_rng(0))  # fills the caches keyed by the scale
+    runs = {where: trace(lambda rng, v=v: sampler(v, rng)) for where, v in locations(name).items()}
+    lines, state = runs["middle"]
+    assert lines
+    for where, (other_lines, other_state) in runs.items():
+        assert other_state == state, f"{name}: {where} draws another number of words"
+        assert other_lines == lines, f"{name}: {where} takes another path than the middle"
+
+
+VECTORS = {  # a vector release: every value on a bound, all in the middle, spread, mixed
+    "bound": np.zeros(100),
+    "middle": np.full(100, 50.0),
+    "spread": np.linspace(0.0, 100.0, 100),
+    "mixed": np.r_[np.zeros(50), np.full(50, 100.0)],
+}
+
+
+@pytest.mark.parametrize("cal", [TRUNCATED, BIT, NARROW], ids=["truncated", "bit", "narrow"])
+@pytest.mark.parametrize("size", [3, 100, 2000])
+def test_vector_releases_run_the_same_lines_wherever_the_values_lie(cal, size):
+    cal.release(np.full(size, cal.upper / 2), np.random.default_rng(0))  # fills the caches
+    runs = {
+        where: trace(lambda rng, x=x: cal.release(np.resize(x, size) * cal.upper / 100.0, rng))
+        for where, x in VECTORS.items()
+    }
+    lines, state = runs["middle"]
+    for where, (other_lines, other_state) in runs.items():
+        assert other_state == state, where
+        assert other_lines == lines, where
+
+
+# ---------------------------------------------------------------------------
+# 2. No threshold on the time tells two locations apart
+# ---------------------------------------------------------------------------
+
+REPEATS = 1500  # timed releases per location and sampler
+ALPHA = 1e-6  # family-wise false-alarm rate of the whole test (Bonferroni)
+
+
+def timings(sampler: Draw, where: dict[str, float], seed: int) -> dict[str, np.ndarray]:
+    """``REPEATS`` wall times (ns) of a one-value release at each location, interleaved."""
+    order = np.random.default_rng(seed).permutation(np.repeat(np.arange(len(where)), REPEATS))
+    values = list(where.values())
+    rng = np.random.default_rng(seed)
+    for v in values * 50:  # warm up every path
+        sampler(v, rng)
+    out = [[] for _ in values]
+    clock = time.perf_counter_ns
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for i in order.tolist():
+            v = values[i]
+            start = clock()
+            sampler(v, rng)
+            out[i].append(clock() - start)
+    finally:
+        if enabled:
+            gc.enable()
+    return {k: np.array(t) for k, t in zip(where, out, strict=True)}
+
+
+def held_out_accuracy(a: np.ndarray, b: np.ndarray) -> tuple[float, int]:
+    """Accuracy on the second halves of the best threshold rule fitted on the first halves.
+
+    The rule is ``time <= c`` means ``a`` (or means ``b``), ``c`` and the direction chosen
+    to maximise the balanced training accuracy; the test halves are balanced, so chance
+    is 1/2. Returns the accuracy and the number of test timings.
+    """
+    h = min(a.size, b.size) // 2
+    train_a, train_b, test_a, test_b = a[:h], b[:h], a[h : 2 * h], b[h : 2 * h]
+    cuts = np.unique(np.concatenate([train_a, train_b]))
+    below_a = np.searchsorted(np.sort(train_a), cuts, side="right") / h
+    below_b = np.searchsorted(np.sort(train_b), cuts, side="right") / h
+    score = (below_a - below_b) / 2  # balanced accuracy of "<= c means a", minus 1/2
+    i = int(np.argmax(np.abs(score)))
+    cut, a_is_fast = cuts[i], score[i] >= 0
+    correct = np.sum((test_a <= cut) == a_is_fast) + np.sum((test_b <= cut) != a_is_fast)
+    return float(correct) / (2 * h), 2 * h
+
+
+def comparisons() -> int:
+    pairs = sum(len(locations(n)) * (len(locations(n)) - 1) // 2 for n in SAMPLERS)
+    return pairs
+
+
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_no_threshold_on_the_time_tells_the_locations_apart(name):
+    where = locations(name)
+    times = timings(SAMPLERS[name], where, seed=31)
+    alpha = ALPHA / comparisons()
+    failures = []
+    names = list(where)
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            accuracy, n = held_out_accuracy(times[first], times[second])
+            # chance: at most Binomial(n, 1/2) of n right; beyond its 1 - alpha quantile
+            bound = stats.binom.ppf(1 - alpha, n, 0.5) / n
+            if accuracy > bound:
+                medians = (np.median(times[first]) / 1e3, np.median(times[second]) / 1e3)
+                failures.append(
+                    f"{first} vs {second}: accuracy {accuracy:.3f} > {bound:.3f} "
+                    f"(medians {medians[0]:.1f} / {medians[1]:.1f} µs)"
+                )
+    assert not failures, f"{name}: " + "; ".join(failures)
