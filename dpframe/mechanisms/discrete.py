@@ -74,12 +74,13 @@ law), ``K_2 = 2**-45``, each rounded up from ``1.02 (E_d + E_beta + 2**-50)`` an
 ``1.02 (eps + 2**-50)``; the factor 1.02 covers second-order terms.
 
 Every other draw -- ``A_f`` within ``delta`` of an integer, ``u = 0`` --
-takes the exact fallback (:func:`_exact_magnitude`): a binary search for the
+takes the exact fallback (:func:`_exact_magnitude`, :func:`_exact_two_sided`): a
+binary search (from a doubling search where no bracket is known) for the
 largest ``y`` with ``U < tau_y``, each comparison decided by rational bounds on
 ``tau_y`` from ``decimal`` (``Decimal.exp`` is correctly rounded; the bounds are
 widened by a whole ulp) and, when ``U``'s known bits cannot decide, by 64 more
-random bits of ``U``.  ``tau_y`` is irrational for ``1 <= y <= c``, so this ends
-with probability one.  The fallback also checks that the pre-filter's bracket
+random bits of ``U``.  ``tau_y`` is irrational for ``y >= 1`` inside the interval,
+so this ends with probability one.  The fallback also checks that the pre-filter's bracket
 holds and raises ``RuntimeError`` if it does not (``log`` less accurate than
 assumed).  About one draw in ``10**9`` takes it at scale 1000 (``delta`` is
 about ``1e-10``), at most a few in ``10**4`` at scale ``2**31``.  So the map
@@ -89,19 +90,52 @@ Steinke 2020, Algorithm 2; kept in ``tests/mechanisms/discrete_reference.py``,
 and :func:`sample_bernoulli_exp` still implements their Algorithm 1).  The
 tests compare both laws exactly on small grids and exercise every branch.
 
+Time
+----
+A truncated draw's work does not depend on where its interval lies (for a bounded
+release: on the released value). Every draw runs the same Python lines and the same
+numpy passes on arrays of the same length, takes one word, and computes the same two
+``exp``, two ``expm1`` and one ``log`` (no branch between a one-sided and a two-sided
+law, no rejection, no table lookup indexed by the value, no shortcut when the bounds are
+equal; ``exp``'s arguments are clamped at 600, out of its slow subnormal range;
+``tests/mechanisms/test_timing.py`` checks the lines and words at a bound, next to it,
+in the middle and outside, and that no threshold on the time tells them apart). What
+still depends on the value:
+
+* the exact fallback: whether a draw takes it (``A_f`` within ``delta`` of an integer),
+  and its work (a bisection over the interval, more words). Summing, over the integers
+  ``k`` of each side, the chance that ``A`` lies within ``2 delta`` of ``k`` (``2 p**k
+  sinh(2 gamma delta) / D`` in ``U``; ``sum p**k <= D / (1 - p)`` on each side and the
+  mean ``k`` is below ``1 / (1 - p)``), plus the word's own resolution (at most a few
+  words per threshold, about ``67 / gamma`` thresholds above ``2**-64``) and ``u = 0``:
+
+      P(fallback) <= 8.01 (K_1 + K_2 gamma (1 + 1 / (1 - p))) / (1 - p)
+                     + 2**-54 / gamma + 2**-62        (:func:`fallback_bound`)
+
+  at every location: ``3.4e-9`` per value for ``calibrate_bounded(1, 2, 0, 100)``
+  (``gamma = 6.05e-4`` per grid step), ``2.1e-9`` at scale 1000, ``4.4e-3`` at the
+  largest scale ``2**31``. Off the fallback the work is the same, so the timings of any
+  two locations differ in law by at most this probability per value (total variation);
+* numpy's own loops: ``exp``, ``expm1`` and ``log`` are SIMD code whose time was found
+  flat over the arguments the samplers pass (0.6 to 0.7 ns a value from 0 to 600; slow
+  only past 704, which the clamp excludes), but numpy does not promise it.
+
+The BIT law (and the plain discrete Laplace) draws the noise without the value and
+clamps it afterwards: its fallback depends on the word only.
+
 Speed: one integer draw, one ``log`` and a dozen numpy ufuncs in place per
 sample, in cache-sized blocks, no Python loop over samples outside the rare
 fallback: a discrete Laplace draw costs about 0.6 times numpy's float
-``Generator.laplace`` (1.3 times at scale ``2**30``); a truncated one at most 1.5
-times (``benchmarks/bench_discrete_laplace.py``, ``benchmarks/bench_bounded.py``,
-``docs/bounded.md``).
+``Generator.laplace`` (1.3 times at scale ``2**30``); a truncated one about 1.7
+times, wherever the values lie (``benchmarks/bench_discrete_laplace.py``,
+``benchmarks/bench_bounded.py``, ``docs/bounded.md``).
 
 Integer safety: ``num`` and ``den`` are at most ``2**31``.  A magnitude is at
 most ``A < 746 * 2**31 < 2**42`` on the fast path (``W >= 2**-1074``); the
 fallback refuses to exceed ``2**62``; the fallback's products ``y * s`` and
-``(c + 1) * s`` are Python integers.  Truncated draws add a magnitude to bounds
-below ``2**62`` (``lo + M`` only when ``M`` is at most ``hi - lo``, or below
-``2**42``), so every value fits in ``int64``.  ``sample_bernoulli_exp`` keeps
+``(L + 1) * s`` are Python integers.  A truncated draw is ``c + Z`` with ``c`` a bound
+below ``2**62`` and ``Z`` inside ``[lo - c, hi - c]`` (or below ``2**42``), so every
+value fits in ``int64``.  ``sample_bernoulli_exp`` keeps
 its own bounds (products ``den * k`` below ``2**62``).
 """
 
@@ -128,6 +162,7 @@ __all__ = [
     "discrete_laplace_quantile_abs",
     "discrete_laplace_tail",
     "discrete_laplace_variance",
+    "fallback_bound",
     "sample_bernoulli_exp",
     "sample_discrete_laplace",
     "sample_geometric",
@@ -1004,6 +1039,25 @@ def _exact_two_sided(
             if low < -(2**62):
                 raise RuntimeError("truncated draw below -2**62; refusing to overflow int64")
     return _bisect(less, low, high)
+
+
+def fallback_bound(gamma: float) -> float:
+    """Upper bound on the chance that one truncated draw takes the exact fallback.
+
+    The module docstring's ``8.01 (K_1 + K_2 gamma (1 + 1 / (1 - p))) / (1 - p) +
+    2**-54 / gamma + 2**-62``, ``p = exp(-gamma)``: the same for every interval and every
+    location, and so a bound on how much the time of a truncated release can depend on
+    the value (per value, in total variation).
+
+    Examples
+    --------
+    >>> fallback_bound(1e-3) < 3e-9  # scale 1000
+    True
+    """
+    gamma = check_positive("gamma", gamma)
+    one_minus_p = -math.expm1(-gamma)
+    main = _K1_WIDE + _K2 * gamma * (1.0 + 1.0 / one_minus_p)
+    return 8.01 * main / one_minus_p + 2.0**-54 / gamma + 2.0**-62
 
 
 def sample_truncated_discrete_laplace(

@@ -27,6 +27,7 @@ import pytest
 from scipy import stats
 
 import dpframe.mechanisms
+from dpframe.mechanisms import discrete
 from dpframe.mechanisms.bounded import (
     calibrate_bounded,
     sample_bit_laplace,
@@ -129,16 +130,23 @@ def test_vector_releases_run_the_same_lines_wherever_the_values_lie(cal, size):
 # 2. No threshold on the time tells two locations apart
 # ---------------------------------------------------------------------------
 
-REPEATS = 1500  # timed releases per location and sampler
+REPEATS = 1500  # timed one-value releases per location and sampler
+VECTOR_REPEATS = 300  # timed releases of VECTOR_SIZE values per placement
+VECTOR_SIZE = 4096
 ALPHA = 1e-6  # family-wise false-alarm rate of the whole test (Bonferroni)
 
 
-def timings(sampler: Draw, where: dict[str, float], seed: int) -> dict[str, np.ndarray]:
-    """``REPEATS`` wall times (ns) of a one-value release at each location, interleaved."""
-    order = np.random.default_rng(seed).permutation(np.repeat(np.arange(len(where)), REPEATS))
+def timings(
+    sampler: Callable[[object, np.random.Generator], object],
+    where: dict[str, object],
+    seed: int,
+    repeats: int = REPEATS,
+) -> dict[str, np.ndarray]:
+    """``repeats`` wall times (ns) of a release at each location, interleaved at random."""
+    order = np.random.default_rng(seed).permutation(np.repeat(np.arange(len(where)), repeats))
     values = list(where.values())
     rng = np.random.default_rng(seed)
-    for v in values * 50:  # warm up every path
+    for v in values * 20:  # warm up every path
         sampler(v, rng)
     out = [[] for _ in values]
     clock = time.perf_counter_ns
@@ -176,17 +184,29 @@ def held_out_accuracy(a: np.ndarray, b: np.ndarray) -> tuple[float, int]:
 
 
 def comparisons() -> int:
+    """The number of pairs compared by the timing tests (for Bonferroni)."""
     pairs = sum(len(locations(n)) * (len(locations(n)) - 1) // 2 for n in SAMPLERS)
-    return pairs
+    return pairs + 3 * len(VECTORS) * (len(VECTORS) - 1) // 2
 
 
 @pytest.mark.parametrize("name", list(SAMPLERS))
 def test_no_threshold_on_the_time_tells_the_locations_apart(name):
-    where = locations(name)
-    times = timings(SAMPLERS[name], where, seed=31)
+    assert_indistinguishable(name, timings(SAMPLERS[name], locations(name), seed=31))
+
+
+@pytest.mark.parametrize("cal", [TRUNCATED, BIT, NARROW], ids=["truncated", "bit", "narrow"])
+def test_no_threshold_on_the_time_tells_vector_placements_apart(cal):
+    # 4096 values all on a bound, all in the middle, spread, half on each bound
+    where = {k: np.resize(x, VECTOR_SIZE) * cal.upper / 100.0 for k, x in VECTORS.items()}
+    times = timings(lambda x, rng: cal.release(x, rng), where, 32, VECTOR_REPEATS)
+    assert_indistinguishable(f"{cal.method}, width {cal.upper}", times)
+
+
+def assert_indistinguishable(name: str, times: dict[str, np.ndarray]) -> None:
+    """Every pair of locations: held-out threshold accuracy within the chance bound."""
     alpha = ALPHA / comparisons()
     failures = []
-    names = list(where)
+    names = list(times)
     for i, first in enumerate(names):
         for second in names[i + 1 :]:
             accuracy, n = held_out_accuracy(times[first], times[second])
@@ -199,3 +219,34 @@ def test_no_threshold_on_the_time_tells_the_locations_apart(name):
                     f"(medians {medians[0]:.1f} / {medians[1]:.1f} µs)"
                 )
     assert not failures, f"{name}: " + "; ".join(failures)
+
+
+# ---------------------------------------------------------------------------
+# 3. What may still depend on the value: the exact fallback, within its bound
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("t", "s", "width"), [(2**30, 1, 2 * 10**9), (2**31, 3, 10**5), (1000, 1, 10**4)]
+)
+def test_fallback_rate_is_within_its_bound_at_every_location(t, s, width, monkeypatch):
+    # At scale 2**30 the fallback is common enough to count (about 1 draw in 2,000); its
+    # rate must stay below fallback_bound at a bound, next to it and in the middle.
+    calls = []
+    real = discrete._exact_two_sided
+    monkeypatch.setattr(
+        discrete, "_exact_two_sided", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    n = 100_000
+    bound = discrete.fallback_bound(s / t)
+    limit = stats.binom.ppf(1 - 1e-7, n, bound)
+    rng = np.random.default_rng(41)
+    counts = {}
+    for where, lo in (("bound", 0), ("near", -(width // 1000)), ("middle", -(width // 2))):
+        calls.clear()
+        z = sample_truncated_discrete_laplace(lo, lo + width, t, s, size=n, rng=rng)
+        assert z.min() >= lo and z.max() <= lo + width
+        counts[where] = len(calls)
+        assert counts[where] <= limit, (where, counts[where], bound * n)
+    if s / t < 1e-6:  # the fallback runs and is counted
+        assert min(counts.values()) > 0, counts
