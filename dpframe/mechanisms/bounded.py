@@ -509,9 +509,9 @@ def sample_truncated_laplace(
 
     ``loc`` may lie anywhere (even far outside the bounds): every draw takes the same
     path, with no rejection, so the work does not depend on it (but for the rare exact
-    fallback, :func:`~dpframe.mechanisms.discrete.fallback_bound`). Outputs are multiples of the granularity (default
-    ``min(scale, upper - lower) / 1024`` rounded down to a power of two) inside the
-    bounds; ``scale`` is rounded up to the nearest value the exact sampler takes.
+    fallback, :func:`~dpframe.mechanisms.discrete.fallback_bound`). Outputs are
+    multiples of the granularity (default ``min(scale, upper - lower) / 1024`` rounded
+    down to a power of two) inside the bounds; ``scale`` is rounded up to the nearest value the exact sampler takes.
 
     Examples
     --------

@@ -127,8 +127,9 @@ Speed: one integer draw, one ``log`` and a dozen numpy ufuncs in place per
 sample, in cache-sized blocks, no Python loop over samples outside the rare
 fallback: a discrete Laplace draw costs about 0.6 times numpy's float
 ``Generator.laplace`` (1.3 times at scale ``2**30``); a truncated one about 2
-times (1.6 to 3 times on a loaded machine), wherever the values lie (``benchmarks/bench_discrete_laplace.py``,
-``benchmarks/bench_bounded.py``, ``docs/bounded.md``).
+times (1.6 to 3 times on a loaded machine), wherever the values lie
+(``benchmarks/bench_discrete_laplace.py``, ``benchmarks/bench_bounded.py``,
+``docs/bounded.md``).
 
 Integer safety: ``num`` and ``den`` are at most ``2**31``.  A magnitude is at
 most ``A < 746 * 2**31 < 2**42`` on the fast path (``W >= 2**-1074``); the
