@@ -511,7 +511,8 @@ def sample_truncated_laplace(
     path, with no rejection, so the work does not depend on it (but for the rare exact
     fallback, :func:`~dpframe.mechanisms.discrete.fallback_bound`). Outputs are
     multiples of the granularity (default ``min(scale, upper - lower) / 1024`` rounded
-    down to a power of two) inside the bounds; ``scale`` is rounded up to the nearest value the exact sampler takes.
+    down to a power of two) inside the bounds; ``scale`` is rounded up to the nearest
+    value the exact sampler takes.
 
     Examples
     --------
