@@ -872,23 +872,18 @@ def _two_sided_constants(
         tf, sf = np.asarray(t, dtype=np.float64), np.asarray(s, dtype=np.float64)
         gamma, inv = sf / tf, tf / sf
     p = np.exp(-np.asarray(gamma))
-    l1 = np.negative(lo, dtype=np.float64)  # L1 (inf for an infinite bound)
-    d = l1 * gamma
-    np.negative(d, out=d)
+    d = np.multiply(lo, gamma, dtype=np.float64)  # -L1 gamma (-inf: an infinite bound)
     np.expm1(d, out=d)
     d *= -p  # p (1 - p**L1) >= 0
-    l1 += 1.0
-    l1 *= gamma  # (L1 + 1) gamma
+    x1 = np.subtract(lo, 1.0, dtype=np.float64)
+    x1 *= gamma  # -(L1 + 1) gamma
     x2 = np.add(hi, 1.0, dtype=np.float64)
-    x2 *= gamma  # (L2 + 1) gamma
-    np.negative(x2, out=x2)
+    x2 *= -gamma  # -(L2 + 1) gamma
     d -= np.expm1(x2)  # + 1 - p**(L2 + 1) >= 0
-    np.maximum(x2, -_EXP_CLAMP, out=x2)
-    np.exp(x2, out=x2)
-    np.negative(l1, out=l1)
-    np.maximum(l1, -_EXP_CLAMP, out=l1)
-    np.exp(l1, out=l1)
-    return inv, p, d, l1, x2
+    for x in (x1, x2):
+        np.maximum(x, -_EXP_CLAMP, out=x)
+        np.exp(x, out=x)
+    return inv, p, d, x1, x2
 
 
 def _select(when_zero: Any, when_minus_one: Any, mask: np.ndarray) -> np.ndarray:
