@@ -126,8 +126,8 @@ clamps it afterwards: its fallback depends on the word only.
 Speed: one integer draw, one ``log`` and a dozen numpy ufuncs in place per
 sample, in cache-sized blocks, no Python loop over samples outside the rare
 fallback: a discrete Laplace draw costs about 0.6 times numpy's float
-``Generator.laplace`` (1.3 times at scale ``2**30``); a truncated one about 2
-times (1.6 to 3 times on a loaded machine), wherever the values lie
+``Generator.laplace`` (1.3 times at scale ``2**30``); a truncated one 1.4 to
+1.9 times, wherever the values lie
 (``benchmarks/bench_discrete_laplace.py``, ``benchmarks/bench_bounded.py``,
 ``docs/bounded.md``).
 
