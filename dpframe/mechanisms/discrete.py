@@ -864,7 +864,7 @@ def _two_sided_constants(
     Each argument is ``k * gamma`` rounded twice (``gamma`` and the product). The
     arguments of ``exp`` are clamped at :data:`_EXP_CLAMP`, below ``exp``'s slow
     subnormal range; the clamp moves ``e1`` or ``e2`` by less than ``exp(-600)``, a
-    relative ``2**-760`` of ``W >= 2**-95`` (module docstring, "Exactness").
+    relative ``2**-770`` of ``W >= 2**-95`` (module docstring, "Exactness").
     """
     if isinstance(t, int) and isinstance(s, int):
         gamma, inv = float(Fraction(s, t)), float(Fraction(t, s))
