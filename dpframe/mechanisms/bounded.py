@@ -56,6 +56,7 @@ from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.discrete import (
     _discrete_laplace,
     _truncated_discrete_laplace,
+    _two_sided_inverse,
     _validate_rng,
     blocks,
     discrete_laplace_quantile_abs,
@@ -311,8 +312,8 @@ class BoundedCalibration:
                 y = _discrete_laplace(num, den, m.shape[0], rng)
                 y += m
                 y = _clamp(y, lo, hi)
-            else:  # lo - m <= 0 <= hi - m: int64 (float where a bound is infinite)
-                y = _truncated_discrete_laplace(lo - m, hi - m, num, den, rng)
+            else:  # lo - m <= 0 <= hi - m (m is clipped): the inverse CDF around 0
+                y = _two_sided_inverse(lo - m, hi - m, num, den, rng)
                 y += m
             np.multiply(y, self.granularity, out=out[part])
         return out.reshape(x.shape)
@@ -507,10 +508,12 @@ def sample_truncated_laplace(
 ) -> np.ndarray:
     """Draw Laplace(loc, scale) conditioned on ``[lower, upper]``, on a grid, exactly.
 
-    ``loc`` may lie anywhere (even far outside the bounds): there is no rejection loop
-    whose length depends on it. Outputs are multiples of the granularity (default
-    ``min(scale, upper - lower) / 1024`` rounded down to a power of two) inside the
-    bounds; ``scale`` is rounded up to the nearest value the exact sampler takes.
+    ``loc`` may lie anywhere (even far outside the bounds): every draw takes the same
+    path, with no rejection, so the work does not depend on it (but for the rare exact
+    fallback, :func:`~dpframe.mechanisms.discrete.fallback_bound`). Outputs are
+    multiples of the granularity (default ``min(scale, upper - lower) / 1024`` rounded
+    down to a power of two) inside the bounds; ``scale`` is rounded up to the nearest
+    value the exact sampler takes.
 
     Examples
     --------

@@ -150,21 +150,15 @@ def two_sided_g(z: int, lo: int, hi: int, t: int, s: int) -> Interval:
 
 
 def new_truncated_law(lo, hi, t, s) -> dict[int, Interval]:
-    """The new sampler's branches: one-sided inverse CDF or rejection; two-sided inverse
-    CDF (flat) or rejection from the untruncated law."""
-    if lo >= 0 or hi <= 0:
-        width = hi - lo
-        cap = width if (width + 1) * s / t <= discrete._FLAT else None
-        law = normalise(new_magnitude_law(t, s, False, cap, range(width + 1)))
-        return {(lo + y if lo >= 0 else hi - y): p for y, p in law.items()}
-    half = max(-lo, hi)
-    if (half + 1) * s / t <= discrete._FLAT:
-        law = {}
-        for z in range(lo, hi + 1):
-            g0, g1 = two_sided_g(z, lo, hi, t, s), two_sided_g(z + 1, lo, hi, t, s)
-            law[z] = (max(g0[0] - g1[1], Fraction(0)), g0[1] - g1[0])
-        return law
-    return normalise(new_laplace_law(t, s, range(lo, hi + 1)))
+    """The new sampler's one path: c (the point of [lo, hi] nearest 0) plus the two-sided
+    inverse CDF on [lo - c, hi - c], for every interval."""
+    c = min(max(0, lo), hi)
+    a, b = lo - c, hi - c
+    law = {}
+    for z in range(a, b + 1):
+        g0, g1 = two_sided_g(z, a, b, t, s), two_sided_g(z + 1, a, b, t, s)
+        law[z + c] = (max(g0[0] - g1[1], Fraction(0)), g0[1] - g1[0])
+    return law
 
 
 # ---------------------------------------------------------------------------
@@ -325,11 +319,10 @@ def exact_prefix_magnitude(u: int, bits: int, t, s, symmetric, cap) -> int | Non
             return None
 
 
-CODE_CASES = [  # (t, s, symmetric, cap)
+CODE_CASES = [  # (t, s, symmetric, cap): the untruncated laws (cap None)
     (3, 1, True, None),  # discrete Laplace, exact constants
     (1, 2, True, None),  # scale 1/2
     (7, 3, False, None),  # geometric
-    (5, 1, False, 3),  # truncated geometric (inverse CDF of the truncation)
 ]
 
 
@@ -341,10 +334,7 @@ def test_code_draws_are_the_inverse_cdf_around_every_threshold(t, s, symmetric, 
         discrete, "_exact_magnitude", lambda *a, **k: calls.append(a) or real(*a, **k)
     )
 
-    def caps(k):
-        return None if cap is None else np.full(k, float(cap))
-
-    top = cap if cap is not None else 12
+    top = 12
     for y in range(1, top + 1):
         lo, hi = tau(y, t, s, symmetric, cap)
         threshold = math.floor(lo * 2**63)
@@ -355,7 +345,7 @@ def test_code_draws_are_the_inverse_cdf_around_every_threshold(t, s, symmetric, 
                 continue
             expected = exact_prefix_magnitude(u, 63, t, s, symmetric, cap)
             words = np.array([u, u - 2**63])  # sign bit clear, then set: same magnitude
-            got = discrete._magnitudes(words, t, s, symmetric, caps(2), ScriptedWords())
+            got = discrete._magnitudes(words, t, s, symmetric, ScriptedWords())
             assert got.tolist() == [expected, expected], (y, offset)
         # u = T_y straddles tau_y: the fallback draws one more word V and must compare
         # 2**64 T_y + V with 2**127 tau_y exactly.
@@ -364,7 +354,7 @@ def test_code_draws_are_the_inverse_cdf_around_every_threshold(t, s, symmetric, 
         for v, expected in ((lo127 - 1, y), (lo127 + 1, y - 1)):
             if 0 <= v < 2**64:
                 rng = ScriptedWords([v])
-                got = discrete._magnitudes(np.array([threshold]), t, s, symmetric, caps(1), rng)
+                got = discrete._magnitudes(np.array([threshold]), t, s, symmetric, rng)
                 assert got.tolist() == [expected] and not rng.words
     assert calls  # the points next to a threshold went through the exact fallback
 
@@ -373,8 +363,7 @@ def test_code_draws_are_the_inverse_cdf_around_every_threshold(t, s, symmetric, 
 def test_code_map_is_monotone_and_exact_on_random_words(t, s, symmetric, cap):
     rng = np.random.default_rng(5)
     words = np.sort(rng.integers(0, 2**63, size=200_000, dtype=np.int64))
-    cap_arr = None if cap is None else np.full(words.size, float(cap))
-    m = discrete._magnitudes(words, t, s, symmetric, cap_arr, ScriptedWords())
+    m = discrete._magnitudes(words, t, s, symmetric, ScriptedWords())
     assert (np.diff(m) <= 0).all()
     for u, got in zip(words[::5000].tolist(), m[::5000].tolist(), strict=True):
         assert got == exact_prefix_magnitude(u, 63, t, s, symmetric, cap)
@@ -409,13 +398,17 @@ def exact_prefix_two_sided(u: int, bits: int, lo, hi, t, s) -> int | None:
     return z
 
 
-TWO_SIDED_CASES = [  # (lo, hi, t, s): flat intervals around 0
+TWO_SIDED_CASES = [  # (lo, hi, t, s): intervals around 0, flat and wide
     (-2, 3, 10, 1),
     (-3, 6, 2, 1),
     (-6, 1, 2, 1),
     (-3, 3, 1, 2),
     (-1, 2, 10**6, 1),
     (0, 3, 1, 1),  # lo = 0: the side z <= 0 is {0}
+    (0, 30, 2, 1),  # a value on a bound, wide ((L + 1) / scale = 15.5)
+    (-2, 40, 3, 1),  # next to a bound, wide
+    (-25, 0, 3, 2),  # the upper bound
+    (-20, 25, 1, 30),  # (L + 1) gamma > 600: exp's arguments clamped
 ]
 
 
@@ -436,6 +429,8 @@ def test_two_sided_draws_are_the_inverse_cdf_around_every_threshold(lo, hi, t, s
     )
     for z in range(lo + 1, hi + 1):
         g_lo, g_hi = two_sided_g(z, lo, hi, t, s)
+        if not Fraction(1, 2**63) <= g_lo <= g_hi <= 1 - Fraction(1, 2**63):
+            continue  # G(z) within 2**-63 of 0 or 1: only the edge words (tested below)
         threshold = math.floor(g_lo * 2**63)
         assert threshold == math.floor(g_hi * 2**63)
         for offset in [-(2**k) for k in range(0, 62, 3)] + [2**k for k in range(0, 62, 3)]:
@@ -488,17 +483,17 @@ def test_zero_word_takes_the_search_without_a_bracket():
     expected = exact_prefix_magnitude(v, 127, t, s, True, None)
     assert expected is not None and expected > 100
     rng = ScriptedWords([v])
-    assert discrete._magnitudes(np.array([0]), t, s, True, None, rng).tolist() == [expected]
+    assert discrete._magnitudes(np.array([0]), t, s, True, rng).tolist() == [expected]
 
 
 def test_fallback_refuses_a_wrong_bracket():
     # The fallback checks the pre-filter's bracket at both ends: a float error beyond the
     # assumed bound raises instead of biasing the draw.
     u = 2**62  # U ~ 1/2: M = floor(-ln(U (1 + p) / 2) / gamma) is small
-    right = discrete._exact_magnitude(u, 3, 1, True, None, ScriptedWords())
+    right = discrete._exact_magnitude(u, 3, 1, True, ScriptedWords())
     assert right == exact_prefix_magnitude(u, 63, 3, 1, True, None)
     with pytest.raises(RuntimeError, match="pre-filter"):
-        discrete._exact_magnitude(u, 3, 1, True, None, ScriptedWords(), (right + 1, right + 2))
+        discrete._exact_magnitude(u, 3, 1, True, ScriptedWords(), (right + 1, right + 2))
 
 
 def test_exact_bounds_enclose_the_test_bounds():
@@ -533,7 +528,14 @@ def test_numpy_log_exp_expm1_within_4_ulp():
             rng.random(1000) * 2.0**-40,
         ]
     )
-    x = np.concatenate([rng.random(2000) * 4, rng.random(1000) * 2.0**-25, [2.0**-31, 4.0]])
+    x = np.concatenate(
+        [
+            rng.random(2000) * 4,
+            rng.random(1000) * 2.0**-25,
+            rng.random(1000) * discrete._EXP_CLAMP,  # the truncated law's e1, e2, D
+            [2.0**-31, 4.0, discrete._EXP_CLAMP],
+        ]
+    )
     with localcontext() as ctx:
         ctx.prec = 40
         log_exact = [Decimal(v).ln() for v in w.tolist()]
@@ -639,16 +641,28 @@ def test_laplace_and_geometric_array_scales_chi_square(t, s, seed):
     assert chi_square_p(y, float_law(new_magnitude_law(t, s, False, None, range(120)))) > MIN_P
 
 
+# Truncations whose fallback must search wide or infinite intervals (each with the
+# window of its law that holds all but e**-40 of the mass): one-sided to infinity, far
+# from 0, a bound at 0.
+WIDE_CASES = [
+    (-3, 1, (-3, 1)),
+    (0, np.inf, (0, 400)),
+    (-np.inf, 3, (-400, 3)),
+    (20, 80, (20, 80)),
+    (-(2.0**61), 2.0**61, (-400, 400)),  # exp(-x) above x = 2**20 enclosed in [0, e**-2**20]
+]
+
+
 @pytest.mark.parametrize(
-    ("k1_exact", "k1_libm", "bracketed"), [(0.1, 0.02, True), (2.0, 2.0, False)]
+    ("k1_exact", "k1_wide", "bracketed"), [(0.1, 0.02, True), (2.0, 2.0, False)]
 )
-def test_fallback_chi_square(k1_exact, k1_libm, bracketed, monkeypatch):
+def test_fallback_chi_square(k1_exact, k1_wide, bracketed, monkeypatch):
     # Widen the pre-filter's margin so that many draws take the exact fallback: delta ~ 0.2
     # (a bracket of two values; 40 % of the draws) or delta >= 4 (every draw: a search
-    # without a bracket). Scales 2 (exact constants) and 10 (two-sided truncation, libm
-    # constants, by the two-sided inverse CDF and its own fallback).
+    # without a bracket, by doubling from 0 or 1 when a bound is infinite). Scales 2
+    # (exact constants) and 10 (the truncated law, its inverse CDF and its own fallback).
     monkeypatch.setattr(discrete, "_K1_EXACT", k1_exact)
-    monkeypatch.setattr(discrete, "_K1_LIBM", k1_libm)
+    monkeypatch.setattr(discrete, "_K1_WIDE", k1_wide)
     calls: dict[str, list] = {"magnitude": [], "two_sided": []}
     for name, key in (("_exact_magnitude", "magnitude"), ("_exact_two_sided", "two_sided")):
         real = getattr(discrete, name)
@@ -660,24 +674,30 @@ def test_fallback_chi_square(k1_exact, k1_libm, bracketed, monkeypatch):
     n = 3000
     rng = np.random.default_rng(31)
     z = sample_discrete_laplace(2, 1, size=n, rng=rng)
-    zt = sample_truncated_discrete_laplace(-3, 1, 10, 1, size=n, rng=rng)
+    truncated = [
+        sample_truncated_discrete_laplace(lo, hi, 10, 1, size=n, rng=rng)
+        for lo, hi, _ in WIDE_CASES
+    ]
+    counts = {"magnitude": n, "two_sided": n * len(WIDE_CASES)}
     for key in calls:
-        assert len(calls[key]) >= (0.3 if bracketed else 1) * n, key
+        assert len(calls[key]) >= (0.3 if bracketed else 1) * counts[key], key
         with_bracket = [c for c in calls[key] if c and c[0] is not None]
         assert bool(with_bracket) == bracketed, key
     assert chi_square_p(z, float_law(new_laplace_law(2, 1, range(-40, 41)))) > MIN_P
-    assert chi_square_p(zt, truncated_float_law(-3, 1, 10.0)) > MIN_P
+    for zt, (lo, hi, window) in zip(truncated, WIDE_CASES, strict=True):
+        assert zt.min() >= lo and zt.max() <= hi
+        assert chi_square_p(zt, truncated_float_law(*window, 10.0)) > MIN_P, (lo, hi)
 
 
 @pytest.mark.parametrize("widths", ["same", "varied"])
-def test_two_sided_tables_chi_square(widths):
-    # A scalar scale and per-draw intervals around 0: the constants come from tables
-    # gathered by the bounds (one table for a common width, as in a release; two
-    # otherwise). Each interval's block of draws fits its own law.
-    t, s = 40, 1  # scale 40: every interval below is flat ((L + 1) / 40 <= 4)
+def test_two_sided_per_draw_intervals_chi_square(widths):
+    # A scalar scale and per-draw intervals around 0, as in a release (one width) and
+    # mixed: flat and wide ones in one call, each with its own constants from the same
+    # passes. Each interval's block of draws fits its own law.
+    t, s = 40, 1
     cases = [(-30, 10), (-1, 39), (0, 40), (-20, 20)]
     if widths == "varied":
-        cases = [(-30, 10), (-1, 2), (0, 150), (-100, 7)]
+        cases = [(-30, 10), (-1, 2), (0, 150), (-100, 7), (-400, 2), (-1, 1000)]
     n = 30_000
     lo = np.repeat([c[0] for c in cases], n).astype(float)
     hi = np.repeat([c[1] for c in cases], n).astype(float)
