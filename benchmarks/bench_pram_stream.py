@@ -86,6 +86,7 @@ LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).return
 
 
 def run(mode: str, src: Path, dst: Path, s: int) -> tuple[float, float]:
+    dst.unlink(missing_ok=True)  # dpframe never writes over a file it did not write
     child = [sys.executable, "-W", "ignore", "-c", CHILD, mode, str(src), str(dst), str(s)]
     out = subprocess.run(
         [sys.executable, "-c", LAUNCHER, *child],

@@ -180,6 +180,14 @@ class ColumnRelease(RunnerRelease):
         """True once the release has been charged and its noise drawn."""
         return self._once.done
 
+    def planned_epsilon(self) -> float:
+        """What a run charges, known before the data: the plan's charge where it does not
+        depend on the data (parallel, no per-row parameters: e.g. the paper calibration's
+        true loss), else the epsilon asked."""
+        if self.mechanism != "gaussian" and not self.row_params and self.composition == "parallel":
+            return float(sum(c.epsilon for c in self._plan(1, {}).charges))
+        return float(self.epsilon or 0.0)
+
     def summary(self, n_rows: int | None = None) -> list[dict[str, Any]]:
         """What the release costs and how noisy it is, without reading data.
 

@@ -107,7 +107,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
         )
         self.result: CovarianceResult | None = None
 
-    def plans(self) -> list[MechanismPlan]:
+    def _plans_of(self) -> list[MechanismPlan]:
         return [self.plan]
 
     def check_schema(self) -> None:
@@ -244,7 +244,7 @@ class ProportionsRelease(Release[pl.DataFrame]):
         )
         self.result: ProportionsResult | None = None
 
-    def plans(self) -> list[MechanismPlan]:
+    def _plans_of(self) -> list[MechanismPlan]:
         return [self.plan]
 
     def _exact_inputs(self) -> list[Any]:

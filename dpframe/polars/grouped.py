@@ -209,7 +209,7 @@ class GroupedRelease(Release[pl.DataFrame]):
         self._keys_frame: pl.DataFrame | None = None
         self._drawn: tuple[Drawn, ...] | None = None
 
-    def plans(self) -> list[MechanismPlan]:
+    def _plans_of(self) -> list[MechanismPlan]:
         return list(self._plans)
 
     def summarize(self) -> pl.DataFrame:

@@ -124,8 +124,10 @@ class Lineage:
 # -- the shadow query: releases replaced by tagged stand-ins ------------------------------
 
 
-def _shadow(serialized: bytes, tag: int) -> pl.LazyFrame:
-    """The query with release ``i`` replaced by ``hash(seed=tag + i)`` of its input.
+def _shadow(serialized: bytes, tag: int, float_output: frozenset[int]) -> pl.LazyFrame:
+    """The query with release ``i`` replaced by a stand-in of the same dtype that carries
+    the secret tag: ``when(lit(tag + i) == lit(tag + i)).then(x).otherwise(x)`` of its
+    input ``x`` (cast to Float64 for a column release, whose output is Float64).
 
     Only the plan arena is decoded and re-encoded; the in-memory frames' bytes are copied
     through untouched.
@@ -154,7 +156,8 @@ def _shadow(serialized: bytes, tag: int) -> pl.LazyFrame:
             unpacker.skip()
             out += body[begin : unpacker.tell()]
         else:
-            out += msgpack.packb(_replace_releases(unpacker.unpack(), tag), use_bin_type=True)
+            plans = _replace_releases(unpacker.unpack(), tag, float_output)
+            out += msgpack.packb(plans, use_bin_type=True)
     try:
         return pl.LazyFrame.deserialize(io.BytesIO(bytes(out)))
     except Exception as exc:
@@ -164,7 +167,7 @@ def _shadow(serialized: bytes, tag: int) -> pl.LazyFrame:
         ) from None
 
 
-def _replace_releases(x: Any, tag: int) -> Any:
+def _replace_releases(x: Any, tag: int, float_output: frozenset[int]) -> Any:
     if isinstance(x, dict):
         if len(x) == 1 and "AnonymousFunction" in x:
             body = x["AnonymousFunction"]
@@ -175,11 +178,18 @@ def _replace_releases(x: Any, tag: int) -> Any:
                 raise LineageError(
                     "the query holds a Python function that is not a dpframe release." + _NOTHING
                 )
-            inner = _replace_releases(body["input"][0], tag)
-            return {"Function": {"input": [inner], "function": {"Hash": tag + int(found[1])}}}
-        return {k: _replace_releases(v, tag) for k, v in x.items()}
+            i = int(found[1])
+            inner = _replace_releases(body["input"][0], tag, float_output)
+            if i in float_output:
+                inner = {
+                    "Cast": {"expr": inner, "dtype": {"Literal": "Float64"}, "options": "Strict"}
+                }
+            lit = {"Literal": {"Dyn": {"Int": (tag + i).to_bytes(16, "big", signed=True)}}}
+            pred = {"BinaryExpr": {"left": lit, "op": "Eq", "right": lit}}
+            return {"Ternary": {"predicate": pred, "truthy": inner, "falsy": inner}}
+        return {k: _replace_releases(v, tag, float_output) for k, v in x.items()}
     if isinstance(x, list):
-        return [_replace_releases(v, tag) for v in x]
+        return [_replace_releases(v, tag, float_output) for v in x]
     return x
 
 
@@ -190,7 +200,7 @@ _ELEMENTWISE = {
     "abs", "negate", "sign", "floor", "ceil", "round", "round_sig_figs", "clip", "pow",
     "sqrt", "cbrt", "log", "log1p", "exp", "fill_null", "coalesce", "as_struct", "hash",
     "min_horizontal", "max_horizontal", "sum_horizontal", "mean_horizontal", "cut",
-    "trigonometry", "arctan2", "to_physical", "is_in_literal",
+    "trigonometry", "arctan2",
 }  # fmt: skip
 _ELEMENTWISE_FAMILIES = {"StringFunction", "TemporalFunction", "StructFunction"}
 _ELEMENTWISE_VARIANTS = {
@@ -200,7 +210,9 @@ _ELEMENTWISE_VARIANTS = {
     },
 }  # fmt: skip
 # not row-wise even in their families: they read the whole column
-_WHOLE_COLUMN = {"ConcatVertical", "JsonDecode"}
+# (Strptime without a format infers one from the first value; ToDecimal its scale from the
+# data; JsonDecode its schema)
+_WHOLE_COLUMN = {"ConcatVertical", "JsonDecode", "Strptime", "ToDecimal"}
 # their arguments after the first are a set or a mapping taken from the whole column
 _TABLE_ARGUMENTS = {"replace", "replace_strict", "IsIn"}
 # they select or order values by what they read
@@ -290,14 +302,15 @@ class _Walk:
         paths = [str(p) for p in (node.paths or [])]
         if not paths:
             raise LineageError("the query reads a source that is not files." + _NOTHING)
-        seen: set[tuple[int, int]] = set()
+        seen: set[Any] = set()
         twice = False
         for p in paths:
+            local = p.removeprefix("file://")
             try:
-                st = os.stat(p)
-                key = (st.st_dev, st.st_ino)
-            except OSError:
-                key = (0, hash(os.path.realpath(p)))
+                st = os.stat(local)
+                key: Any = (st.st_dev, st.st_ino)
+            except OSError:  # not a local file: cannot tell it from another source
+                key, twice = ("unknown", p), True
             twice = twice or key in seen
             seen.add(key)
         rows = None if twice else self.new_map()  # one file read twice repeats records
@@ -410,10 +423,16 @@ class _Walk:
                 key_atoms |= col.atoms
         # a join may repeat a row of either side (polars' plan does not carry validate=):
         # no column of a join is aligned, and every column depends on the keys
-        out = {**{n: c for n, c in left.cols.items()}, **{n: c for n, c in right.cols.items()}}
+        suffix = node.options[3] or "_right"
         cols = {}
         for n in self.v.get_schema():
-            base = out.get(n) or out.get(n.removesuffix(node.options[3] or "_right"))
+            if n in left.cols and n in right.cols:  # a coalesced key: either side's
+                a, b = left.cols[n], right.cols[n]
+                cols[n] = Col(a.atoms | b.atoms | key_atoms, None)
+                continue
+            base = left.cols.get(n) or right.cols.get(n)
+            if base is None and n.endswith(suffix):
+                base = right.cols.get(n[: -len(suffix)])
             if base is None:
                 raise LineageError("the runner cannot follow a join's columns." + _NOTHING)
             cols[n] = Col(base.atoms | key_atoms, None, base.release)
@@ -455,7 +474,10 @@ class _Walk:
                          frame.releases)  # fmt: skip
         if kind in ("rechunk",):
             return frame
-        if kind == "explode":
+        if kind == "explode":  # the number of rows follows the exploded lists
+            exploded = fn[1] if isinstance(fn, tuple) and len(fn) > 1 else list(frame.cols)
+            for name in exploded:
+                self._row_key(frame.cols[name].atoms, "sets the number of rows by", "explode()")
             return Frame({n: Col(c.atoms, None) for n, c in frame.cols.items()}, frame.releases)
         raise LineageError(
             f"the runner cannot follow a {kind} step in a query holding a .dp release; run it "
@@ -465,18 +487,19 @@ class _Walk:
     # -- expressions ---------------------------------------------------------------
 
     def _release_of(self, e: Any) -> int | None:
-        if type(e).__name__ != "Function":
+        """The release a stand-in stands for (its tag), else ``None``."""
+        if type(e).__name__ != "Ternary":
             return None
-        data = e.function_data
-        if (
-            isinstance(data, tuple)
-            and len(data) == 2
-            and data[0] == "hash"
-            and isinstance(data[1], int)
-            and 0 <= data[1] - self.tag < 2**20
-        ):
-            return int(data[1] - self.tag)
-        return None
+        p = self.v.view_expression(e.predicate)
+        if type(p).__name__ != "BinaryExpr" or "Eq" not in str(p.op):
+            return None
+        a, b = self.v.view_expression(p.left), self.v.view_expression(p.right)
+        if type(a).__name__ != "Literal" or type(b).__name__ != "Literal":
+            return None
+        value = a.value
+        if not isinstance(value, int) or value != b.value or not 0 <= value - self.tag < 2**20:
+            return None
+        return int(value - self.tag)
 
     def top(self, n: int, frame: Frame, releases: set[int], name: str) -> Col:
         """A select/with_columns column: a release at its top, or a value."""
@@ -498,7 +521,7 @@ class _Walk:
             )
         self.met.add(release)
         releases.add(release)
-        src = self.value(e.input[0], frame)
+        src = self.value(e.truthy, frame)
         if src.released:
             raise LineageError(
                 "a .dp release is applied to the output of another release; release the "
@@ -591,10 +614,12 @@ class _Walk:
             parts = [sub(i) for i in e.input]
             if name in _TABLE_ARGUMENTS and any(p.atoms or p.rows is None for p in parts[1:]):
                 return self._combine(parts, aligned=False)  # a table from whole columns
-            if name in _ORDERING and not aggregating:
+            elementwise = _elementwise(family, name)
+            if not elementwise and not aggregating:
+                # across rows: it may order, select or count values by what it reads
                 atoms = frozenset().union(*(p.atoms for p in parts))
-                self._row_key(atoms, "orders or selects values by", f"{name}()")
-            return self._combine(parts, aligned=_elementwise(family, name))
+                self._row_key(atoms, "computes across rows with", f"{name}()")
+            return self._combine(parts, aligned=elementwise)
         if kind == "Agg":
             return self._combine([sub(i) for i in e.arguments], aligned=False)
         if kind == "Sort":
@@ -616,7 +641,9 @@ class _Walk:
                 self._row_key(sub(i).atoms, "selects values by", "slice()")
             return self._combine([sub(e.input)], aligned=False)
         if kind == "Explode":
-            return self._combine([sub(e.expr)], aligned=False)
+            col = sub(e.expr)
+            self._row_key(col.atoms, "sets the number of rows by", "explode()")
+            return self._combine([col], aligned=False)
         if kind == "Window":
             mapping = getattr(e.options, "kind", None)
             if mapping is not None and str(mapping).lower() not in (
@@ -657,6 +684,7 @@ def check_lineage(
     serialized: bytes,
     public: Sequence[str],
     per_record: frozenset[int] = frozenset(),
+    float_output: frozenset[int] = frozenset(),
 ) -> Lineage:
     """Check a query's plan (see the module docstring); raise :class:`LineageError`.
 
@@ -664,10 +692,12 @@ def check_lineage(
     :func:`marker` ``(i)``; ``public`` are output columns published as they are;
     ``per_record`` are the releases whose input rows are records (row-wise releases such
     as PRAM: their input must be aligned). A column release (``.dp.laplace``) reads a
-    column of statistics, one per row, whatever computed it.
+    column of statistics, one per row, whatever computed it; ``float_output`` are the
+    releases whose output is Float64 (the column releases), so the stand-in has the
+    release's own dtype and every selector by dtype resolves as in the real query.
     """
     tag = secrets.randbits(62) + 2**62 - 2**21  # a secret no query can write
-    shadow = _shadow(serialized, tag)
+    shadow = _shadow(serialized, tag, float_output)
     try:
         visitor = shadow._ldf.with_optimizations(pl.QueryOptFlags.none()._pyoptflags).visit()
     except Exception as exc:
@@ -683,11 +713,11 @@ def check_lineage(
         raise LineageError(
             f"the runner cannot follow the query ({type(exc).__name__}: {exc})." + _NOTHING
         ) from None
-    expected = lf.collect_schema().names()
-    if list(out.cols) != expected:
+    expected = lf.collect_schema()
+    if shadow.collect_schema() != expected or list(out.cols) != expected.names():
         raise LineageError(
             f"the runner followed the query's columns to {list(out.cols)}, but polars gives "
-            f"{expected}; the query cannot be checked." + _NOTHING
+            f"{dict(expected)}; the query cannot be checked." + _NOTHING
         )
     pub = set(public)
     public_atoms = {_INDEX} | {c.source for n, c in out.cols.items() if n in pub and c.source}
@@ -699,7 +729,9 @@ def check_lineage(
         )
         if private:
             harm = (
-                "the order of the published rows would tell their order"
+                "the order or number of the published rows would tell about them"
+                if "across rows" in verb or "number" in verb
+                else "the order of the published rows would tell their order"
                 if "order" in verb
                 else "the published groups would tell which values occur"
                 if "group" in verb

@@ -34,6 +34,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any, cast
 
 import numpy as np
@@ -221,6 +222,16 @@ class PramExpression(RunnerRelease):
     @property
     def neighbours(self) -> str:
         return self.accountant.neighbours if self.accountant is not None else "substitute"
+
+    def planned_epsilon(self) -> float:
+        """What a run charges, from its plan when the categories are known (a matrix's
+        own epsilon included), else the epsilon asked (or, with a matrix, its epsilon)."""
+        if self._plans:
+            plan = next(iter(self._plans.values()))
+            return float(sum(Fraction(c.epsilon) for c in plan.charges))
+        if self.matrix is not None:
+            return float(sampler(self.matrix).epsilon_actual)
+        return float(self.epsilon or 0.0)
 
     @property
     def row_wise(self) -> bool:
@@ -510,7 +521,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         self.records: dict[str, Any] = {}
         self.input_rows: int | None = None
 
-    def plans(self) -> list[MechanismPlan]:
+    def _plans_of(self) -> list[MechanismPlan]:
         return list(self._plans)
 
     @property
@@ -677,7 +688,7 @@ class DPPriorRelease(Release[dict[Any, float]]):
         self.column = column
         self.plan = plan_dp_prior(column, cats, epsilon, neighbours=self.neighbours)
 
-    def plans(self) -> list[MechanismPlan]:
+    def _plans_of(self) -> list[MechanismPlan]:
         return [self.plan]
 
     def _exact_inputs(self) -> list[Any]:

@@ -28,6 +28,7 @@ Examples
 
 from __future__ import annotations
 
+import copy
 import html
 import threading
 import uuid
@@ -148,6 +149,11 @@ class Release(Generic[ResultT]):
     # -- what a subclass gives ------------------------------------------------------------
 
     def plans(self) -> list[MechanismPlan]:
+        """The release's plans, as copies: changing them changes nothing of the release
+        (what it charges and draws is its own)."""
+        return copy.deepcopy(self._plans_of())
+
+    def _plans_of(self) -> list[MechanismPlan]:
         raise NotImplementedError
 
     def _exact_inputs(self) -> list[Any]:
@@ -169,12 +175,12 @@ class Release(Generic[ResultT]):
         Computed from the declaration alone: no data is read, no budget spent, no noise
         drawn.
         """
-        return summary_frame(self.id[:8], self.plans())
+        return summary_frame(self.id[:8], self._plans_of())
 
     @property
     def epsilon(self) -> float:
         """Total epsilon the release charges (its statistics compose sequentially)."""
-        return float(exact_sum(c.epsilon for p in self.plans() for c in p.charges))
+        return float(exact_sum(c.epsilon for p in self._plans_of() for c in p.charges))
 
     def prepare(self) -> list[Step]:
         """Compute and check the exact inputs now, charging nothing (kept for collect).
@@ -184,7 +190,7 @@ class Release(Generic[ResultT]):
         """
         with self._lock:
             if self._steps is None:
-                plans = self.plans()
+                plans = self._plans_of()
                 inputs = self._exact_inputs()
                 steps = [Step(p, x, self.random) for p, x in zip(plans, inputs, strict=True)]
                 for s in steps:  # refuse bad values before anything is charged

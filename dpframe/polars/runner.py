@@ -51,7 +51,12 @@ import polars as pl
 from dpframe.core.accountant import Accountant, LedgerEntry
 from dpframe.core.constraints import Compression
 from dpframe.core.executor import Execution, Step, execute
-from dpframe.errors import BudgetExceededError, InvalidParameterError, ReleaseNotArmedError
+from dpframe.errors import (
+    BudgetExceededError,
+    InvalidParameterError,
+    NoAccountantError,
+    ReleaseNotArmedError,
+)
 from dpframe.polars.lineage import check_lineage, marker
 
 __all__ = [
@@ -83,6 +88,11 @@ class RunnerRelease:
     accountant: Accountant | None
     #: its input rows are records (a row-wise release); else a column of statistics
     per_record: bool = False
+
+    def planned_epsilon(self) -> float:
+        """What a run of it charges at least, known before the data is read."""
+        epsilon = getattr(self, "epsilon", None)
+        return float(epsilon) if isinstance(epsilon, int | float) else 0.0
 
     def __reduce__(self) -> Any:  # a query plan with a release never pickles its data
         raise TypeError("a dpframe release cannot be pickled: build it where it runs")
@@ -299,7 +309,8 @@ def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[
         )
     pub = _check_public(public, lf.collect_schema().names())
     per_record = frozenset(i for i, r in enumerate(ours) if r is not None and r.per_record)
-    check_lineage(lf, serialized, pub, per_record)
+    floats = frozenset(i for i, r in enumerate(ours) if r is not None and not r.per_record)
+    check_lineage(lf, serialized, pub, per_record, floats)
     return found
 
 
@@ -380,29 +391,41 @@ def prepare(frame: Any, *, public: Sequence[str] | None = None) -> Prepared:
 
 
 def _check_budget_first(found: list[RunnerRelease]) -> None:
-    """Refuse, before any data is read, a run whose asked epsilon exceeds what is left.
+    """Refuse, before any data is read, a run that its accountant(s) would refuse anyway.
 
     The dry pass reads the data, and a refusal there depends on the data; a run that
-    would be refused for its budget anyway is refused first, so that whether the budget
-    or the data refuses it never tells the data (the exact charge is still made, and
-    checked, by the executor).
+    would be refused for its accountant or its budget is refused first, so that whether
+    the budget or the data refuses it never tells the data. What each release costs is
+    what its plan charges where the plan is known before the data (PRAM with declared
+    categories, a matrix), else the epsilon it asks (the executor still makes, and
+    checks, the exact charge).
     """
-    accts = {id(r.accountant): r.accountant for r in found if r.accountant is not None}
-    if len(accts) != 1:
+    if not found:
         return
+    accts = {id(r.accountant): r.accountant for r in found}
+    if len(accts) > 1:
+        raise InvalidParameterError(
+            "the query's .dp releases were built for different accountants (or some for "
+            "none); one query is charged to one accountant. Nothing was read or charged."
+        )
     acct = next(iter(accts.values()))
+    if acct is None:
+        raise NoAccountantError(
+            "the query's .dp releases have no accountant to charge: build them inside "
+            "`with accountant:` or pass accountant=...; nothing was read or charged"
+        )
+    costs = [r.planned_epsilon() for r in found]
+    total = sum((Fraction(c) for c in costs), Fraction(0))
     left = acct.remaining
-    if left.rho is not None:  # a zCDP budget: the executor's check only
-        return
-    asked = [getattr(r, "epsilon", None) for r in found]
-    total = sum(
-        (Fraction(e) for e in asked if isinstance(e, int | float) and not isinstance(e, bool)),
-        Fraction(0),
-    )
-    if total > Fraction(left.epsilon):
+    if left.rho is not None:  # a zCDP budget: a pure-epsilon release costs epsilon^2 / 2
+        need = sum((Fraction(c) ** 2 / 2 for c in costs), Fraction(0))
+        short = need > Fraction(left.rho)
+    else:
+        short = total > Fraction(left.epsilon)
+    if short:
         raise BudgetExceededError(
-            f"the query's releases ask epsilon {float(total):g} together, more than the "
-            f"{left.epsilon:g} left; nothing was read or charged",
+            f"the query's releases cost epsilon {float(total):g} together, more than is "
+            "left; nothing was read or charged",
             spent_epsilon=acct.spent.epsilon,
             requested_epsilon=float(total),
         )
