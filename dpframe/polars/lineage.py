@@ -600,7 +600,9 @@ class _Walk:
                 "inside a filter, sort, join, group_by or window, is refused; post-process "
                 "the released table after the run." + _NOTHING
             )
-        sub = lambda i: self.value(i, frame, aggregating=aggregating)  # noqa: E731
+        def sub(i: int) -> Col:
+            return self.value(i, frame, aggregating=aggregating)
+
         if kind == "Alias":
             return sub(e.expr)
         if kind == "Cast":
