@@ -600,6 +600,7 @@ class _Walk:
                 "inside a filter, sort, join, group_by or window, is refused; post-process "
                 "the released table after the run." + _NOTHING
             )
+
         def sub(i: int) -> Col:
             return self.value(i, frame, aggregating=aggregating)
 
