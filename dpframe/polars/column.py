@@ -36,7 +36,7 @@ from typing import Any, cast
 import numpy as np
 import polars as pl
 
-from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.accountant import Accountant, Charge, LedgerEntry
 from dpframe.core.constraints import check_positive
 from dpframe.core.executor import Once, Step, execute
 from dpframe.core.randomness import RandomSource, as_source
@@ -180,13 +180,20 @@ class ColumnRelease(RunnerRelease):
         """True once the release has been charged and its noise drawn."""
         return self._once.done
 
-    def planned_epsilon(self) -> float:
-        """What a run charges, known before the data: the plan's charge where it does not
-        depend on the data (parallel, no per-row parameters: e.g. the paper calibration's
-        true loss), else the epsilon asked."""
-        if self.mechanism != "gaussian" and not self.row_params and self.composition == "parallel":
-            return float(sum(c.epsilon for c in self._plan(1, {}).charges))
-        return float(self.epsilon or 0.0)
+    def planned_charges(self) -> list[Charge]:
+        """What a run charges, or more, known before the data: the plan's charges where
+        they do not depend on the data (parallel, no per-row parameters; a Gaussian
+        release's rho), else an upper bound (the paper calibration's loss is at most
+        twice the epsilon asked: the truncated law's normalising constant moves by at
+        most e^epsilon between neighbours)."""
+        if not self.row_params and (self.composition == "parallel" or self.mechanism == "gaussian"):
+            return list(self._plan(1, {}).charges)
+        name = (self.column or "value",)
+        if self.mechanism == "gaussian":
+            return [Charge(0.0, 0.0, "gaussian", name, rho=self.rho)] if self.rho else []
+        factor = 2.0 if self.calibration == "paper" else 1.0
+        epsilon = factor * float(self.epsilon or 0.0)
+        return [Charge(epsilon, 0.0, "planned", name)] if epsilon > 0 else []
 
     def summary(self, n_rows: int | None = None) -> list[dict[str, Any]]:
         """What the release costs and how noisy it is, without reading data.

@@ -50,7 +50,7 @@ import os
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
 
@@ -78,6 +78,8 @@ def marker(i: int) -> bytes:
 Atom = tuple[Any, ...]
 _INDEX: Atom = ("index",)
 _EXTERNAL: Atom = ("external",)
+#: how many records a group or window holds: data, never published by a key
+_COUNT: Atom = ("count",)
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ class Col:
     release: int | None = None
     #: exactly this scanned column, renamed at most (publishing it publishes the atom)
     source: Atom | None = None
+    #: the row keys (their indices in the walk) applied to the frames it passed through:
+    #: publishing it publishes that atom for the rows those keys saw
+    ops: frozenset[int] = frozenset()
 
     @property
     def released(self) -> bool:
@@ -108,6 +113,8 @@ class Frame:
 
     cols: dict[str, Col]
     releases: frozenset[int] = frozenset()
+    #: the atoms that selected or ordered its rows so far (a row index made now tells them)
+    arranged: frozenset[Atom] = frozenset()
 
 
 @dataclass
@@ -254,6 +261,7 @@ class _Walk:
         self.per_record = per_record
         self.met: set[int] = set()
         self.row_keys: list[tuple[str, str, frozenset[Atom]]] = []
+        self._own: list[list[int]] = []  # per node being walked: the keys it applied
         self._maps = count()
         self._caches: dict[Any, Frame] = {}
 
@@ -273,10 +281,20 @@ class _Walk:
                 "run that step in a separate query (before the release, or on the released "
                 "table)." + _NOTHING
             )
+        start = len(self.row_keys)
+        self._own.append([])
         frame: Frame = method(node)
+        own = frozenset(self._own.pop())
+        if own:  # the columns of this step's frame have passed through its keys
+            frame.cols = {n: replace(c, ops=c.ops | own) for n, c in frame.cols.items()}
+        # every key that selected, ordered or counted rows in this sub-plan: a row index
+        # made from this frame on tells them (a position after a sort by a group tells
+        # the groups' sizes)
+        frame.arranged = frame.arranged.union(*(a for _, _, a in self.row_keys[start:]))
         names = list(self.v.get_schema())
         if list(frame.cols) != names:  # the walk and polars must agree on every column
-            frame = Frame({n: frame.cols[n] for n in names if n in frame.cols}, frame.releases)
+            cols = {n: frame.cols[n] for n in names if n in frame.cols}
+            frame = Frame(cols, frame.releases, frame.arranged)
             if list(frame.cols) != names:
                 raise LineageError(
                     f"the runner cannot follow the columns of a {kind} step." + _NOTHING
@@ -377,8 +395,7 @@ class _Walk:
         """Rows selected or reordered, none repeated: a new row map, the same records."""
         rows = self.new_map()
         cols = {
-            n: Col(c.atoms, None if c.rows is None else (FREE if c.rows == FREE else rows),
-                   c.release, c.source)
+            n: replace(c, rows=None if c.rows is None else (FREE if c.rows == FREE else rows))
             for n, c in frame.cols.items()
         }  # fmt: skip
         return Frame(cols, frame.releases)
@@ -399,7 +416,7 @@ class _Walk:
             col = self.value(pe.node, frame, aggregating=True)
             self._check_not_released(col, "groups rows by", "group_by()")
             self._row_key(col.atoms, "groups rows by", "group_by()")
-            cols[pe.output_name] = Col(col.atoms, None, source=col.source)
+            cols[pe.output_name] = Col(col.atoms, None, source=col.source, ops=col.ops)
         for pe in node.aggs:
             col = self.value(pe.node, frame, aggregating=True)
             self._check_not_released(col, "aggregates", "group_by().agg()")
@@ -468,10 +485,10 @@ class _Walk:
         frame = self.input(node.input)
         fn = node.function
         kind = fn[0] if isinstance(fn, tuple) and fn else fn
-        if kind == "row_index":
+        if kind == "row_index":  # positions, which tell what arranged the rows before
             name = fn[1]
-            return Frame({name: Col(frozenset({_INDEX}), FREE, source=_INDEX), **frame.cols},
-                         frame.releases)  # fmt: skip
+            index = Col(frozenset({_INDEX}) | frame.arranged, FREE, source=_INDEX)
+            return Frame({name: index, **frame.cols}, frame.releases, frame.arranged)
         if kind in ("rechunk",):
             return frame
         if kind == "explode":  # the number of rows follows the exploded lists
@@ -547,6 +564,8 @@ class _Walk:
         if any(a[0] == "release" for a in atoms):
             self._computed_from_release()
         self.row_keys.append((verb, what, atoms))
+        if self._own:
+            self._own[-1].append(len(self.row_keys) - 1)
 
     def _check_not_released(self, col: Col, verb: str, what: str) -> None:
         if col.released:
@@ -591,8 +610,8 @@ class _Walk:
             if type(e.value).__name__ == "PySeries":
                 return Col(frozenset({_EXTERNAL}), None)
             return Col(frozenset(), FREE)
-        if kind == "Len":
-            return Col(frozenset(), None)
+        if kind == "Len":  # a group's or window's size is data; the frame's is public
+            return Col(frozenset({_COUNT}) if aggregating else frozenset(), None)
         if self._release_of(e) is not None:
             raise LineageError(
                 "a .dp release must be the whole expression of a selected column (followed "
@@ -656,7 +675,8 @@ class _Walk:
                 raise LineageError(
                     f"over(mapping_strategy={str(mapping)!r}) cannot be followed." + _NOTHING
                 )
-            parts = [sub(e.function), *(sub(i) for i in e.partition_by)]
+            inner = self.value(e.function, frame, aggregating=True)  # per partition
+            parts = [inner, *(sub(i) for i in e.partition_by)]
             if e.order_by is not None:
                 self._row_key(sub(e.order_by).atoms, "orders values by", "over(order_by=...)")
             return self._combine(parts, aligned=False)
@@ -723,12 +743,20 @@ def check_lineage(
             f"{dict(expected)}; the query cannot be checked." + _NOTHING
         )
     pub = set(public)
-    public_atoms = {_INDEX} | {c.source for n, c in out.cols.items() if n in pub and c.source}
-    for verb, step, atoms in walk.row_keys:
+    published = [c for n, c in out.cols.items() if n in pub and c.source is not None]
+    for k, (verb, step, atoms) in enumerate(walk.row_keys):
+        # each atom a key reads must be published unchanged, by a column that passed
+        # through that very key (not the same column of other rows, in another branch)
         private = sorted(
-            str(a[2]) if a[0] == "col" else "a literal Series"
-            for a in atoms - public_atoms
-            if a[0] != "release"
+            str(a[2])
+            if a[0] == "col"
+            else "a group's size"
+            if a[0] == "count"
+            else "a literal Series"
+            for a in atoms
+            if a not in (_INDEX,)
+            and a[0] != "release"
+            and not any(c.source == a and k in c.ops for c in published)
         )
         if private:
             harm = (

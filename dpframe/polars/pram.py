@@ -34,13 +34,12 @@ import threading
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from typing import Any, cast
 
 import numpy as np
 import polars as pl
 
-from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.accountant import Accountant, Charge, LedgerEntry
 from dpframe.core.constraints import check_categories
 from dpframe.core.executor import MechanismPlan, Step
 from dpframe.core.randomness import RandomSource, as_source
@@ -223,15 +222,15 @@ class PramExpression(RunnerRelease):
     def neighbours(self) -> str:
         return self.accountant.neighbours if self.accountant is not None else "substitute"
 
-    def planned_epsilon(self) -> float:
+    def planned_charges(self) -> list[Charge]:
         """What a run charges, from its plan when the categories are known (a matrix's
-        own epsilon included), else the epsilon asked (or, with a matrix, its epsilon)."""
+        own epsilon included), else from the matrix, else the epsilon asked."""
         if self._plans:
-            plan = next(iter(self._plans.values()))
-            return float(sum(Fraction(c.epsilon) for c in plan.charges))
+            return list(next(iter(self._plans.values())).charges)
+        name = (self.column or "value",)
         if self.matrix is not None:
-            return float(sampler(self.matrix).epsilon_actual)
-        return float(self.epsilon or 0.0)
+            return [Charge(float(sampler(self.matrix).epsilon_actual), 0.0, "pram", name)]
+        return [Charge(float(self.epsilon), 0.0, "pram", name)] if self.epsilon else []
 
     @property
     def row_wise(self) -> bool:

@@ -42,13 +42,12 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from dpframe.core.accountant import Accountant, LedgerEntry
+from dpframe.core.accountant import Accountant, Charge, LedgerEntry
 from dpframe.core.constraints import Compression
 from dpframe.core.executor import Execution, Step, execute
 from dpframe.errors import (
@@ -89,10 +88,12 @@ class RunnerRelease:
     #: its input rows are records (a row-wise release); else a column of statistics
     per_record: bool = False
 
-    def planned_epsilon(self) -> float:
-        """What a run of it charges at least, known before the data is read."""
+    def planned_charges(self) -> list[Charge]:
+        """What a run of it charges, or more, known before the data is read."""
         epsilon = getattr(self, "epsilon", None)
-        return float(epsilon) if isinstance(epsilon, int | float) else 0.0
+        if isinstance(epsilon, int | float) and not isinstance(epsilon, bool) and epsilon > 0:
+            return [Charge(float(epsilon), 0.0, "planned", (self.column or "value",))]
+        return []
 
     def __reduce__(self) -> Any:  # a query plan with a release never pickles its data
         raise TypeError("a dpframe release cannot be pickled: build it where it runs")
@@ -391,14 +392,15 @@ def prepare(frame: Any, *, public: Sequence[str] | None = None) -> Prepared:
 
 
 def _check_budget_first(found: list[RunnerRelease]) -> None:
-    """Refuse, before any data is read, a run that its accountant(s) would refuse anyway.
+    """Refuse, before any data is read, a run that its accountant would refuse anyway.
 
     The dry pass reads the data, and a refusal there depends on the data; a run that
     would be refused for its accountant or its budget is refused first, so that whether
-    the budget or the data refuses it never tells the data. What each release costs is
-    what its plan charges where the plan is known before the data (PRAM with declared
-    categories, a matrix), else the epsilon it asks (the executor still makes, and
-    checks, the exact charge).
+    the budget or the data refuses it never tells the data. Each release's cost is what
+    its plan charges where the plan does not depend on the data, else an upper bound
+    (:meth:`RunnerRelease.planned_charges`); the accountant checks them as it would the
+    real charges (a Gaussian release on a pure-epsilon budget is refused here too). The
+    executor still makes, and checks, the exact charge.
     """
     if not found:
         return
@@ -414,21 +416,18 @@ def _check_budget_first(found: list[RunnerRelease]) -> None:
             "the query's .dp releases have no accountant to charge: build them inside "
             "`with accountant:` or pass accountant=...; nothing was read or charged"
         )
-    costs = [r.planned_epsilon() for r in found]
-    total = sum((Fraction(c) for c in costs), Fraction(0))
-    left = acct.remaining
-    if left.rho is not None:  # a zCDP budget: a pure-epsilon release costs epsilon^2 / 2
-        need = sum((Fraction(c) ** 2 / 2 for c in costs), Fraction(0))
-        short = need > Fraction(left.rho)
-    else:
-        short = total > Fraction(left.epsilon)
-    if short:
+    charges = [c for r in found for c in r.planned_charges()]
+    try:
+        acct.check(charges)
+    except BudgetExceededError as exc:
         raise BudgetExceededError(
-            f"the query's releases cost epsilon {float(total):g} together, more than is "
-            "left; nothing was read or charged",
+            f"{exc} (checked before the data is read: nothing was read or charged)",
             spent_epsilon=acct.spent.epsilon,
-            requested_epsilon=float(total),
-        )
+        ) from None
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(
+            f"{exc} (checked before the data is read: nothing was read or charged)"
+        ) from None
 
 
 # -- 3 and 4. the charge and the real pass ---------------------------------------------------
