@@ -149,7 +149,9 @@ class Accountant:
     unit, max_rows, max_groups
         The privacy unit (:mod:`dpframe.core.units`): ``None`` (one row is one
         person), or the column identifying a person, with the default bounds of the
-        releases charged here (rows per person and group, groups per person).
+        releases charged here (rows per person and group, groups per person). A bound
+        not given here must be given to each release (there is no silent default:
+        :func:`dpframe.core.units.missing_bounds`).
 
     Examples
     --------
@@ -209,7 +211,15 @@ class Accountant:
             self._rho = None
             self._epsilon = check_epsilon(epsilon)
         self._neighbours = check_choice("neighbours", neighbours, NEIGHBOURS)
-        self._unit = as_unit(unit, max_rows, max_groups)
+        self._unit = as_unit(unit, max_rows, max_groups, needs=())
+        given = {"max_rows": max_rows, "max_groups": max_groups}
+        self._stated: dict[str, int] = (
+            {}
+            if self._unit.is_record
+            else self._unit.bounds()
+            if isinstance(unit, PrivacyUnit)
+            else {k: getattr(self._unit, k) for k, v in given.items() if v is not None}
+        )
         self._lock = threading.RLock()
         if _store is None:
             _store = MemoryStore(self._new_header())
@@ -428,8 +438,16 @@ class Accountant:
 
     @property
     def unit(self) -> PrivacyUnit:
-        """The privacy unit (and the default contribution bounds of its releases)."""
+        """The privacy unit (its bounds are its releases' defaults only where stated:
+        :attr:`stated_bounds`)."""
         return self._unit
+
+    @property
+    def stated_bounds(self) -> dict[str, int]:
+        """The contribution bounds given to this accountant (``max_rows``,
+        ``max_groups``): its releases' defaults. A bound not here must be given to each
+        person-level release."""
+        return dict(self._stated)
 
     @property
     def path(self) -> Path | None:

@@ -39,6 +39,7 @@ from dpframe.core.constraints import NEIGHBOURS, check, check_bounds, check_choi
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
 __all__ = [
+    "BOUNDS",
     "NORMS",
     "RECORD",
     "PrivacyUnit",
@@ -46,6 +47,7 @@ __all__ = [
     "changed_groups",
     "check_person_rows",
     "count_sensitivity",
+    "missing_bounds",
     "per_row_epsilon",
     "pram_rows",
     "sum_sensitivity",
@@ -122,19 +124,79 @@ class PrivacyUnit:
 #: One row is one person.
 RECORD = PrivacyUnit()
 
+#: The contribution bounds a person-level release must state: a grouped release both, a
+#: row-wise release (PRAM, no groups) ``("max_rows",)``. Never a silent default: a bound
+#: of 1 drops every row but one a person (a count of person-years becomes a count of
+#: persons), a large one multiplies the noise.
+BOUNDS = ("max_rows", "max_groups")
 
-def as_unit(unit: Any = None, max_rows: Any = None, max_groups: Any = None) -> PrivacyUnit:
-    """A :class:`PrivacyUnit` from the arguments users write (``unit="person_id"``).
 
-    ``unit`` may be ``None`` or ``"record"`` (one row per person), a column name, or a
-    :class:`PrivacyUnit` (then the bounds must not be passed again).
+def missing_bounds(
+    person: str,
+    given: dict[str, Any],
+    needs: tuple[str, ...] = BOUNDS,
+    *,
+    spec: bool = False,
+) -> str | None:
+    """What is wrong when a person-level release does not state its bounds (``None``:
+    nothing). The one rule for functions, ``.dp`` methods, accountants' releases and the
+    spec (``spec=True``: the fix worded for a TOML spec).
 
     Examples
     --------
-    >>> as_unit("pid", max_rows=2).max_rows
+    >>> print(missing_bounds("pid", {"max_rows": 2, "max_groups": None}))  # doctest: +ELLIPSIS
+    max_groups: a release under the person unit 'pid' must state its contribution bounds...
+    >>> missing_bounds("pid", {"max_rows": 2}, needs=("max_rows",)) is None
+    True
+    """
+    missing = [b for b in needs if given.get(b) is None]
+    if not missing:
+        return None
+    how = {
+        "max_rows": "max_rows = the rows a person keeps in each group",
+        "max_groups": "max_groups = the groups a person keeps",
+    }
+    return (
+        f"{'/'.join(missing)}: a release under the person unit {person!r} must state its "
+        f"contribution bounds ({'; '.join(how[b] for b in needs)}); there is no default. "
+        "Choose them from public knowledge of how the data is made (e.g. a high quantile of "
+        "rows per person in a public or earlier dataset, never this one's raw rows): rows "
+        "beyond a bound are dropped (bias down), and the noise grows with each bound. "
+        + (
+            f"Set {' and '.join(f'{b} = ...' for b in needs)} in the release or in [privacy] "
+            if spec
+            else f"Pass {', '.join(f'{b}=...' for b in needs)} with unit=, or to the accountant "
+        )
+        + "(docs/privacy-units.md). Nothing was spent."
+    )
+
+
+def as_unit(
+    unit: Any = None,
+    max_rows: Any = None,
+    max_groups: Any = None,
+    *,
+    needs: tuple[str, ...] = BOUNDS,
+) -> PrivacyUnit:
+    """A :class:`PrivacyUnit` from the arguments users write (``unit="person_id"``).
+
+    ``unit`` may be ``None`` or ``"record"`` (one row per person), a column name, or a
+    :class:`PrivacyUnit` (then the bounds must not be passed again). With a column name
+    the bounds in ``needs`` must be given (:func:`missing_bounds`); a bound outside
+    ``needs`` defaults to 1 (``max_groups`` of a release without groups). An accountant
+    passes ``needs=()``: its bounds are only defaults for its releases, which still need
+    them stated (:attr:`dpframe.Accountant.stated_bounds`).
+
+    Examples
+    --------
+    >>> as_unit("pid", max_rows=2, max_groups=1).max_rows
     2
     >>> as_unit().is_record
     True
+    >>> as_unit("pid")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.InvalidParameterError: max_rows/max_groups: a release under the person ...
     """
     if isinstance(unit, PrivacyUnit):
         if max_rows is not None or max_groups is not None:
@@ -143,9 +205,14 @@ def as_unit(unit: Any = None, max_rows: Any = None, max_groups: Any = None) -> P
                 "PrivacyUnit or unit='<column>' with max_rows=..., max_groups=..."
             )
         return unit
+    person = None if unit is None or unit == "record" else unit
+    if isinstance(person, str) and person:
+        problem = missing_bounds(person, {"max_rows": max_rows, "max_groups": max_groups}, needs)
+        if problem is not None:
+            raise InvalidParameterError(problem)
     rows = 1 if max_rows is None else max_rows
     groups = 1 if max_groups is None else max_groups
-    return PrivacyUnit(None if unit is None or unit == "record" else unit, rows, groups)
+    return PrivacyUnit(person, rows, groups)
 
 
 def changed_groups(unit: PrivacyUnit, neighbours: str, groups: int | None = None) -> int:

@@ -65,6 +65,7 @@ from dpframe.core.missing import check_nulls
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.outputs import Read, read_conflict
 from dpframe.core.postgres import is_postgres_url
+from dpframe.core.units import BOUNDS, missing_bounds
 from dpframe.engines.protocol import is_spark_frame
 from dpframe.errors import InvalidParameterError
 
@@ -454,6 +455,16 @@ class Spec(_Model):
                         f"group sizes (margins.{r.margins}.sizes); without them means, "
                         "proportions and variances are ratios of noisy sums and counts"
                     )
+            person = getattr(r, "unit", None) or self.privacy.unit
+            if isinstance(r, GroupedSpec | PramSpec) and person != "record":
+                stated = BOUNDS if isinstance(r, GroupedSpec) else ("max_rows",)
+                given = {
+                    b: getattr(self.privacy, b) if getattr(r, b) is None else getattr(r, b)
+                    for b in stated
+                }
+                problem = missing_bounds(person, given, stated, spec=True)
+                if problem is not None:
+                    raise ValueError(f"release {r.name!r}: {problem}")
             if isinstance(r, GroupedSpec | PramSpec) and r.unit is not None:
                 if self.privacy.unit not in ("record", r.unit):
                     raise ValueError(

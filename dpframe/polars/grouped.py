@@ -28,7 +28,7 @@ import polars as pl
 from dpframe.core.constraints import UNKNOWN_KEYS, check, check_choice, check_key_name
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.missing import check_nulls
-from dpframe.core.units import PrivacyUnit, as_unit
+from dpframe.core.units import PrivacyUnit
 from dpframe.engines.bounding import check_unit
 from dpframe.engines.driver import (
     check_fill,
@@ -41,7 +41,7 @@ from dpframe.engines.driver import (
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms.statistics import Drawn, Statistic, plan_statistic
-from dpframe.polars.release import Release, resolve_accountant
+from dpframe.polars.release import Release, bounded_unit, resolve_accountant
 
 __all__ = ["GroupBy", "GroupedRelease", "group_by"]
 
@@ -66,16 +66,13 @@ def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> 
 
 
 def _unit(unit: Any, max_rows: Any, max_groups: Any, accountant: Any) -> PrivacyUnit | None:
-    """The release's privacy unit: as given, or the accountant's with the bounds given
-    here (``None``: decided by the release, from its accountant)."""
-    if unit is None and accountant is not None and not accountant.unit.is_record:
-        base = accountant.unit
-        rows = base.max_rows if max_rows is None else max_rows
-        groups = base.max_groups if max_groups is None else max_groups
-        return PrivacyUnit(base.person, rows, groups)
-    if unit is None and max_rows is None and max_groups is None:
+    """The release's privacy unit: as given, or the accountant's, with the bounds given
+    here or stated to the accountant (required: :func:`dpframe.core.units.missing_bounds`;
+    ``None``: decided by the release, from its accountant)."""
+    unstated = unit is None and max_rows is None and max_groups is None
+    if unstated and (accountant is None or accountant.unit.is_record):
         return None
-    return as_unit(unit, max_rows, max_groups)
+    return bounded_unit(unit, {"max_rows": max_rows, "max_groups": max_groups}, accountant)
 
 
 class GroupBy:

@@ -43,7 +43,7 @@ from dpframe.core.accountant import Accountant, Charge, LedgerEntry
 from dpframe.core.constraints import check_categories
 from dpframe.core.executor import MechanismPlan, Step
 from dpframe.core.randomness import RandomSource, as_source
-from dpframe.core.units import PrivacyUnit, as_unit, check_person_rows
+from dpframe.core.units import PrivacyUnit, check_person_rows
 from dpframe.engines.driver import check_categories_fit, declared_counts
 from dpframe.engines.polars import decode, encode
 from dpframe.errors import (
@@ -81,7 +81,7 @@ from dpframe.mechanisms.pram.plan import (
 )
 from dpframe.mechanisms.proportions import project_to_simplex
 from dpframe.polars.io import METADATA_KEY, guard_release_output, provenance_json
-from dpframe.polars.release import Release, resolve_accountant
+from dpframe.polars.release import Release, bounded_unit, resolve_accountant
 from dpframe.polars.runner import RunnerRelease, current_run
 
 __all__ = [
@@ -591,17 +591,15 @@ class MicrodataRelease(Release[list[ArmedPram]]):
 
 
 def _rows_unit(unit: Any, max_rows: Any, accountant: Any) -> PrivacyUnit:
-    """A row-wise release's unit: as given, else the accountant's (``max_rows`` given here
-    or the accountant's); only ``max_rows`` matters (PRAM has no groups)."""
+    """A row-wise release's unit: as given, else the accountant's, with ``max_rows`` given
+    here or stated to the accountant (required under a person unit); only ``max_rows``
+    matters (PRAM has no groups)."""
     acct = resolve_accountant(accountant)
-    if unit is None and acct is not None and not acct.unit.is_record:
-        rows = acct.unit.max_rows if max_rows is None else max_rows
-        return PrivacyUnit(acct.unit.person, rows)
-    if unit is None and max_rows is not None:
+    if unit is None and max_rows is not None and (acct is None or acct.unit.is_record):
         raise InvalidParameterError(
             "max_rows: give the person column too (unit='<column>'), or open the accountant with it"
         )
-    return as_unit(unit, max_rows)
+    return bounded_unit(unit, {"max_rows": max_rows}, acct, needs=("max_rows",))
 
 
 def raise_reuse(release: Release[Any]) -> None:

@@ -41,11 +41,17 @@ from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import NEIGHBOURS, check_choice
 from dpframe.core.executor import SUMMARY_FIELDS, MechanismPlan, Once, Step, execute
 from dpframe.core.randomness import RandomSource, as_source
-from dpframe.core.units import RECORD, PrivacyUnit, as_unit
+from dpframe.core.units import BOUNDS, RECORD, PrivacyUnit, as_unit
 from dpframe.engines import Engine, engine_for
 from dpframe.errors import InvalidParameterError
 
-__all__ = ["SUMMARY_SCHEMA", "Release", "resolve_accountant", "summary_frame"]
+__all__ = [
+    "SUMMARY_SCHEMA",
+    "Release",
+    "bounded_unit",
+    "resolve_accountant",
+    "summary_frame",
+]
 
 #: The columns of ``summarize()`` (one row per charged statistic).
 SUMMARY_SCHEMA = {
@@ -78,14 +84,37 @@ def resolve_accountant(accountant: Any) -> Accountant | None:
     return accountant or current_accountant()
 
 
-def resolve_unit(unit: Any, accountant: Accountant | None) -> PrivacyUnit:
+def bounded_unit(
+    unit: Any,
+    given: dict[str, Any],
+    accountant: Accountant | None,
+    needs: tuple[str, ...] = BOUNDS,
+) -> PrivacyUnit:
+    """A release's unit from its ``unit=`` and bounds (``given``), a bound not given taken
+    from what its accountant states when both protect the same person column; the bounds
+    in ``needs`` must then be known (:func:`dpframe.core.units.as_unit`: no silent
+    default)."""
+    if isinstance(unit, PrivacyUnit):
+        return as_unit(unit, **{k: v for k, v in given.items() if v is not None})
+    person = None if accountant is None or accountant.unit.is_record else accountant.unit.person
+    if unit is None and person is not None:
+        unit = person
+    if person is not None and unit == person:
+        stated = accountant.stated_bounds if accountant is not None else {}
+        given = {k: stated.get(k) if v is None else v for k, v in given.items()}
+    return as_unit(unit, **given, needs=needs)
+
+
+def resolve_unit(unit: Any, accountant: Accountant | None, person_level: bool) -> PrivacyUnit:
     """The privacy unit of a release: ``unit`` (a :class:`PrivacyUnit`, or ``unit=`` with
-    its bounds, see :func:`dpframe.core.units.as_unit`), else the accountant's, else one
-    row per person."""
+    its bounds, see :func:`dpframe.core.units.as_unit`), else the accountant's with the
+    bounds it states (a person-level release needs them), else one row per person."""
     if unit is not None:
         return as_unit(unit)
-    if accountant is not None:
-        return accountant.unit
+    if accountant is not None and not accountant.unit.is_record:
+        if not person_level:  # refused by the release, whatever its bounds
+            return accountant.unit
+        return bounded_unit(None, {"max_rows": None, "max_groups": None}, accountant)
     return RECORD
 
 
@@ -125,7 +154,7 @@ class Release(Generic[ResultT]):
                     f"{self.accountant.neighbours!r}"
                 )
         self._neighbours = neighbours
-        self.unit: PrivacyUnit = resolve_unit(unit, self.accountant)
+        self.unit: PrivacyUnit = resolve_unit(unit, self.accountant, self.person_level)
         if not self.unit.is_record and not self.person_level:
             raise InvalidParameterError(
                 f"unit: a {self.kind} under a person unit ({self.unit.describe()}) is not "

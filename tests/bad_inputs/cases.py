@@ -755,16 +755,36 @@ add(A, "group_by without any accountant", grouped(acct_kw=False), "accountant", 
 add(A, "group_by frame=dict", grouped(frame={"region": ["N"]}), "frame")
 add(A, "group_by frame=pandas-like list of dicts", grouped(frame=[{"region": "N"}]), "frame")
 add(A, "group_by seed=-3", grouped(seed=-3), "seed")
-add(A, "group_by unit=key column", grouped(unit="region", max_rows=1), "unit")
-add(A, "group_by unit='nope' (not a column)", grouped(unit="nope", max_rows=1), "nope")
-add(A, "group_by unit='pid' max_rows=0", grouped(unit="pid", max_rows=0), "max_rows")
-add(A, "group_by unit='pid' max_rows='2'", grouped(unit="pid", max_rows="2"), "max_rows")
-add(A, "group_by unit='pid' max_groups=-1", grouped(unit="pid", max_groups=-1), "max_groups")
+add(A, "group_by unit=key column", grouped(unit="region", max_rows=1, max_groups=1), "unit")
+add(
+    A, "group_by unit='nope' (not a column)", grouped(unit="nope", max_rows=1, max_groups=1), "nope"
+)
+add(A, "group_by unit='pid' max_rows=0", grouped(unit="pid", max_rows=0, max_groups=1), "max_rows")
+add(
+    A,
+    "group_by unit='pid' max_rows='2'",
+    grouped(unit="pid", max_rows="2", max_groups=1),
+    "max_rows",
+)
+add(
+    A,
+    "group_by unit='pid' max_groups=-1",
+    grouped(unit="pid", max_rows=1, max_groups=-1),
+    "max_groups",
+)
+# issue 32: a person unit states its bounds, never a silent 1 and 1
+add(A, "group_by unit='pid' without bounds", grouped(unit="pid"), ("max_rows", "max_groups"))
+add(A, "group_by unit='pid' max_rows=2 only", grouped(unit="pid", max_rows=2), "max_groups")
 add(A, "group_by max_rows=2 without unit", grouped(max_rows=2), ("max_rows", "unit"), q=True)
 add(
     A,
     "group_by unit='pid' with null persons",
-    grouped(unit="pid", max_rows=2, frame=with_col(PEOPLE, "pid", [None, *list(range(99))])),
+    grouped(
+        unit="pid",
+        max_rows=2,
+        max_groups=1,
+        frame=with_col(PEOPLE, "pid", [None, *list(range(99))]),
+    ),
     "pid",
 )
 add(
@@ -2757,6 +2777,7 @@ add(
 add(P, "pram.release keep=['nope']", pram_release(COLS, keep=["nope"]), "nope")
 add(P, "pram.release max_rows=2 without unit", pram_release(COLS, max_rows=2), ("max_rows", "unit"))
 add(P, "pram.release unit='nope' max_rows=2", pram_release(COLS, unit="nope", max_rows=2), "nope")
+add(P, "pram.release unit='pid' without max_rows", pram_release(COLS, unit="pid"), "max_rows")
 add(
     P,
     "pram.release unit='pid' max_rows=1 (persons have 2 rows)",
@@ -3116,12 +3137,12 @@ spec_case("privacy.unit = ''", setp("privacy.unit", ""), "unit")
 spec_case("privacy.unit = 1", setp("privacy.unit", 1), "unit")
 spec_case(
     "privacy.unit = 'nope' (not a column), max_rows = 2",
-    setp("privacy.unit", "nope", "privacy.max_rows", 2),
+    setp("privacy.unit", "nope", "privacy.max_rows", 2, "privacy.max_groups", 1),
     "nope",
 )
 spec_case(
     "privacy.unit = 'region' (a key column)",
-    setp("privacy.unit", "region", "privacy.max_rows", 2),
+    setp("privacy.unit", "region", "privacy.max_rows", 2, "privacy.max_groups", 1),
     ("region", "unit"),
 )
 spec_case("privacy.max_rows with unit 'record'", setp("privacy.max_rows", 3), ("max_rows", "unit"))
@@ -3134,6 +3155,16 @@ for what, v in [("0", 0), ("-1", -1), ("str '2'", "2"), ("1.5", 1.5), ("true", T
 spec_case(
     "privacy.max_groups = 0 (unit pid)",
     setp("privacy.unit", "pid", "privacy.max_groups", 0),
+    "max_groups",
+)
+spec_case(  # issue 32: a person unit states its bounds, never a silent 1 and 1
+    "privacy.unit = 'pid' without bounds",
+    setp("privacy.unit", "pid"),
+    ("max_rows", "max_groups", "[privacy]"),
+)
+spec_case(
+    "grouped unit = 'pid' max_rows = 2 only",
+    setp("release.0.unit", "pid", "release.0.max_rows", 2),
     "max_groups",
 )
 for what, v in [("-1", -1), ("str '1'", "1"), ("1.5", 1.5), ("true", True)]:
@@ -3534,23 +3565,23 @@ for what, v in [
     spec_case(f"nulls = {what}", setp("release.0.nulls", v), ("nulls", "fill"))
 spec_case(
     "grouped unit = 'pid' max_rows = 0",
-    setp("release.0.unit", "pid", "release.0.max_rows", 0),
+    setp("release.0.unit", "pid", "release.0.max_rows", 0, "release.0.max_groups", 1),
     "max_rows",
 )
 spec_case(
     "grouped unit = 'region' (a key column)",
-    setp("release.0.unit", "region", "release.0.max_rows", 1),
+    setp("release.0.unit", "region", "release.0.max_rows", 1, "release.0.max_groups", 1),
     ("region", "unit"),
 )
 spec_case(
     "grouped unit = 'nope' (missing)",
-    setp("release.0.unit", "nope", "release.0.max_rows", 1),
+    setp("release.0.unit", "nope", "release.0.max_rows", 1, "release.0.max_groups", 1),
     "nope",
     mode="run",
 )
 spec_case(
     "grouped max_groups = -1",
-    setp("release.0.unit", "pid", "release.0.max_groups", -1),
+    setp("release.0.unit", "pid", "release.0.max_rows", 1, "release.0.max_groups", -1),
     "max_groups",
 )
 spec_case(

@@ -165,9 +165,9 @@ def test_nan_person_ids_are_refused_under_every_nulls_policy(extra, nulls):
 def test_infinite_or_null_person_ids_are_refused(bad):
     frame = pl.DataFrame({"pid": [1.0, bad, 2.0], "g": ["a", "a", "b"]})
     acct = dpframe.Accountant(epsilon=1.0)
-    release = dpframe.group_by(frame, "g", margins=AB, unit="pid", accountant=acct).agg(
-        dpframe.agg.count(epsilon=1.0)
-    )
+    release = dpframe.group_by(
+        frame, "g", margins=AB, unit="pid", max_rows=1, max_groups=1, accountant=acct
+    ).agg(dpframe.agg.count(epsilon=1.0))
     with pytest.raises(InvalidDataError, match="holds nulls, NaN or infinite"):
         release.collect()
     assert acct.ledger == ()
@@ -181,6 +181,8 @@ def test_a_person_id_is_never_filled():
             "g",
             margins=AB,
             unit="pid",
+            max_rows=1,
+            max_groups=1,
             nulls={"pid": 0.0},
             accountant=dpframe.Accountant(epsilon=1.0),
         ).agg(dpframe.agg.sum("pid", lower=0, upper=1, epsilon=1.0)).collect()
@@ -195,8 +197,9 @@ def test_missing_or_infinite_keys_are_refused_over_all_rows(bad, unit):
     margins = pl.DataFrame({"k": [1.0, 2.0]})
     for seed in range(6):
         acct = dpframe.Accountant(epsilon=1.0)
+        bounds = {} if unit is None else {"max_rows": 1, "max_groups": 1}
         release = dpframe.group_by(
-            frame, "k", margins=margins, unit=unit, accountant=acct, seed=seed
+            frame, "k", margins=margins, unit=unit, accountant=acct, seed=seed, **bounds
         ).agg(dpframe.agg.count(epsilon=1.0))
         with pytest.raises(InvalidDataError, match="column 'k'"):
             release.collect()
@@ -222,7 +225,7 @@ def test_nulls_drop_never_drops_a_missing_person_id_even_as_a_statistics_column(
     frame = pl.DataFrame({"pid": [1.0, NAN, 2.0], "g": ["a", "a", "b"]})
     acct = dpframe.Accountant(epsilon=1.0)
     release = dpframe.group_by(
-        frame, "g", margins=AB, unit="pid", nulls="drop", accountant=acct
+        frame, "g", margins=AB, unit="pid", max_rows=1, max_groups=1, nulls="drop", accountant=acct
     ).agg(dpframe.agg.sum("pid", lower=0, upper=2, epsilon=1.0))
     with pytest.raises(InvalidDataError, match="person column 'pid' holds nulls, NaN"):
         release.collect()

@@ -59,7 +59,7 @@ def test_a_person_level_release_bounds_each_person_and_charges_the_scaled_sensit
 
 
 def test_a_person_ledger_refuses_a_release_of_rows_and_spends_nothing():
-    acct = dpframe.Accountant(epsilon=2.0, unit="patient")
+    acct = dpframe.Accountant(epsilon=2.0, unit="patient", max_rows=1, max_groups=1)
     with pytest.raises(InvalidParameterError, match="patient"):
         dpframe.group_by(_visits(), "ward", margins=MARGINS, accountant=acct, unit="record").agg(
             dpframe.agg.count(epsilon=0.5)
@@ -70,8 +70,8 @@ def test_a_person_ledger_refuses_a_release_of_rows_and_spends_nothing():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"unit": "ward"}, "group key"),
-        ({"unit": "patient", "sizes": "n"}, "public group sizes"),
+        ({"unit": "ward", "max_rows": 1, "max_groups": 1}, "group key"),
+        ({"unit": "patient", "max_rows": 1, "max_groups": 1, "sizes": "n"}, "public group sizes"),
         ({"max_rows": 2}, "person identifier"),
     ],
 )
@@ -154,7 +154,7 @@ def test_gaussian_count_noise_has_the_calibrated_spread():
 
 
 def test_releases_that_need_a_public_size_are_refused_under_a_person_unit():
-    acct = dpframe.Accountant(epsilon=1.0, unit="patient")
+    acct = dpframe.Accountant(epsilon=1.0, unit="patient")  # refused whatever the bounds
     frame = pl.DataFrame({"patient": [1, 1, 2], "x": [0.1, 0.5, 0.9], "y": [0.0, 1.0, 0.5]})
     with pytest.raises(InvalidParameterError, match="covariance matrix under a person unit"):
         dpframe.covariance_matrix(
@@ -248,3 +248,89 @@ def test_no_neighbour_moves_the_grouped_counts_by_more_than_charged_or_is_refuse
                 worst = max(worst, moved / charged)
     assert worst <= 1.0
     assert refused and checked  # both kinds of input were met
+
+
+# -- no silent person bounds (issue 32) ---------------------------------------------------
+
+
+def _count_by_ward(**kwargs):
+    return lambda: dpframe.group_by(_visits(), "ward", margins=MARGINS, **kwargs).agg(
+        dpframe.agg.count(epsilon=0.5)
+    )
+
+
+def _dp_count_by_ward(**kwargs):
+    return lambda: (
+        _visits().dp.group_by("ward", margins=MARGINS, **kwargs).agg(dpframe.agg.count(epsilon=0.5))
+    )
+
+
+def _pram(**kwargs):
+    frame = pl.DataFrame({"patient": [1, 1, 2], "ward": ["a", "b", "a"]})
+    columns = [{"column": "ward", "epsilon": 0.5, "categories": ["a", "b", "c"]}]
+    return lambda: dpframe.pram.release(frame, columns, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("build", "acct_kwargs", "missing"),
+    [
+        (_count_by_ward(unit="patient"), {}, "max_rows/max_groups"),
+        (_count_by_ward(unit="patient", max_rows=3), {}, "max_groups"),
+        (_count_by_ward(unit="patient", max_groups=2), {}, "max_rows"),
+        (_dp_count_by_ward(unit="patient"), {}, "max_rows/max_groups"),
+        (_count_by_ward(), {"unit": "patient"}, "max_rows/max_groups"),
+        (_count_by_ward(), {"unit": "patient", "max_rows": 3}, "max_groups"),
+        (_count_by_ward(unit="patient"), {"unit": "patient"}, "max_rows/max_groups"),
+        (_pram(unit="patient"), {}, "max_rows"),
+        (_pram(), {"unit": "patient"}, "max_rows"),
+    ],
+)
+def test_a_person_unit_without_stated_bounds_is_refused_and_spends_nothing(
+    build, acct_kwargs, missing
+):
+    """``unit="nr"`` alone once meant max_rows = max_groups = 1: a count of person-years
+    silently became a count of persons."""
+    acct = dpframe.Accountant(epsilon=2.0, **acct_kwargs)
+    with acct, pytest.raises(InvalidParameterError) as info:
+        build().collect()
+    message = str(info.value)
+    assert message.startswith(f"{missing}: a release under the person unit 'patient'")
+    assert "no default" in message and "quantile" in message
+    assert acct.ledger == ()
+
+
+def test_bounds_stated_to_the_accountant_are_the_defaults_of_its_releases():
+    acct = dpframe.Accountant(epsilon=2.0, unit="patient", max_rows=3)
+    with acct:
+        release = _count_by_ward(max_groups=2)()
+        same = _count_by_ward(unit="patient", max_groups=2)()
+    assert acct.stated_bounds == {"max_rows": 3}
+    assert (release.unit.max_rows, release.unit.max_groups) == (3, 2)
+    assert same.unit == release.unit
+    assert dpframe.Accountant(epsilon=1.0, unit="patient").stated_bounds == {}
+
+
+def test_a_spec_under_a_person_unit_states_its_bounds():
+    from dpframe.jobs import SpecError, parse_spec
+
+    base = {
+        "version": 1,
+        "privacy": {"unit": "patient", "budget": {"epsilon": 1.0}, "ledger": "l.db"},
+        "margins": {"wards": {"values": {"ward": ["a", "b", "c"]}}},
+        "release": [
+            {
+                "name": "visits",
+                "kind": "grouped",
+                "by": ["ward"],
+                "margins": "wards",
+                "statistics": [{"stat": "count", "epsilon": 0.5}],
+            }
+        ],
+    }
+    with pytest.raises(SpecError, match=r"max_rows/max_groups: .*in the release or in \[privacy\]"):
+        parse_spec(base, frame=_visits())
+    base["release"][0]["max_rows"] = 3
+    with pytest.raises(SpecError, match=r"release 'visits': max_groups: "):
+        parse_spec(base, frame=_visits())
+    base["privacy"]["max_groups"] = 2
+    assert parse_spec(base, frame=_visits()).release[0].max_rows == 3
