@@ -100,3 +100,16 @@ def test_an_html_repr(objects, name):
     page = objects[name]._repr_html_()
     assert page.startswith("<") and "</" in page and "object at 0x" not in page
     assert acct.spent == before
+
+
+@pytest.mark.parametrize("name", ["GroupedRelease", "CovarianceMatrixRelease", "Accountant"])
+def test_a_summary_prints_every_column_and_row(objects, name):
+    """polars' default width hid ``sensitivity`` and ``scale`` (issue 32)."""
+    summary = dpframe.summarize(objects[name])
+    with pl.Config(tbl_cols=4, tbl_rows=2, tbl_width_chars=60):  # whatever the user set
+        for text in (repr(summary), str(summary)):
+            header = next(line for line in text.splitlines() if "statistic" in line)
+            assert all(f" {c} " in header for c in summary.columns), header
+            assert "…" not in text
+        assert "…" in repr(pl.DataFrame(summary))  # a plain frame still obeys the config
+    assert isinstance(summary, pl.DataFrame)

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dpframe.core.constraints import NEIGHBOURS, check_choice
 from dpframe.errors import InvalidParameterError
 
-__all__ = ["REASONS", "groups_changed", "require_substitute"]
+__all__ = ["OTHER", "REASONS", "SHORT", "groups_changed", "require_substitute", "short_reason"]
 
 #: Why a release needs substitute neighbours, by kind.
 REASONS = {
@@ -51,6 +51,29 @@ REASONS = {
         "private under add/remove neighbours. Use an accountant with neighbours='substitute'."
     ),
 }
+
+
+#: The other relation: a plan shows what each statistic would cost under it.
+OTHER = {"substitute": "add_remove", "add_remove": "substitute"}
+
+#: Why a release needs substitute neighbours, in a table cell (a summary's ``other``).
+SHORT = {
+    "public sizes": "group sizes are public only under substitute",
+    "dataset size": "the dataset size is public only under substitute",
+    "pram": "PRAM protects values, not presence",
+}
+
+
+def short_reason(message: str) -> str | None:
+    """The :data:`SHORT` reason of a refusal by :func:`require_substitute` (``None``: the
+    message is not one of its refusals).
+
+    Examples
+    --------
+    >>> short_reason("neighbours: " + REASONS["pram"])
+    'PRAM protects values, not presence'
+    """
+    return next((SHORT[k] for k, v in REASONS.items() if v in message), None)
 
 
 def require_substitute(neighbours: str, why: str, *, argument: str) -> None:

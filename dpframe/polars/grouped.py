@@ -40,8 +40,8 @@ from dpframe.engines.driver import (
     textual_key,
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
-from dpframe.mechanisms.statistics import Drawn, Statistic, plan_statistic
-from dpframe.polars.release import Release, bounded_unit, resolve_accountant
+from dpframe.mechanisms.statistics import Drawn, Statistic, StatisticPlan, plan_statistic
+from dpframe.polars.release import Release, Summary, as_summary, bounded_unit, resolve_accountant
 
 __all__ = ["GroupBy", "GroupedRelease", "group_by"]
 
@@ -189,10 +189,16 @@ class GroupedRelease(Release[pl.DataFrame]):
                 f"unit: the person column {self.unit.person!r} is a group key; a person "
                 "identifier is never released -- group by public keys only"
             )
-        self._plans = [
+        self._plans = self._make_plans(self.neighbours)
+        self._keys_frame: pl.DataFrame | None = None
+        self._drawn: tuple[Drawn, ...] | None = None
+
+    def _make_plans(self, neighbours: str) -> list[StatisticPlan]:
+        grouping = self.grouping
+        return [
             plan_statistic(
                 s,
-                self.neighbours,
+                neighbours,
                 grouping.sizes,
                 details={
                     "keys": list(grouping.keys),
@@ -201,26 +207,32 @@ class GroupedRelease(Release[pl.DataFrame]):
                 },
                 unit=self.unit,
             )
-            for s in statistics
+            for s in self.statistics
         ]
-        self._keys_frame: pl.DataFrame | None = None
-        self._drawn: tuple[Drawn, ...] | None = None
 
     def _plans_of(self) -> list[MechanismPlan]:
         return list(self._plans)
 
-    def summarize(self) -> pl.DataFrame:
+    def _plans_under(self, neighbours: str) -> list[MechanismPlan]:
+        """The statistics planned under ``neighbours`` (public sizes: substitute only)."""
+        if neighbours == self.neighbours:
+            return self._plans_of()
+        return list(self._make_plans(neighbours))
+
+    def summarize(self) -> Summary:
         """As :meth:`Release.summarize`; the ``note`` also says what ``nulls=`` does."""
         frame = super().summarize()
         said = self.grouping.missing.note
         if said is None:
             return frame
         note = pl.col("note")
-        return frame.with_columns(
-            pl.when(note.is_null() | (note == ""))
-            .then(pl.lit(said))
-            .otherwise(note + pl.lit("; " + said))
-            .alias("note")
+        return as_summary(
+            frame.with_columns(
+                pl.when(note.is_null() | (note == ""))
+                .then(pl.lit(said))
+                .otherwise(note + pl.lit("; " + said))
+                .alias("note")
+            )
         )
 
     def accuracy(self, level: float = 0.95) -> pl.DataFrame:

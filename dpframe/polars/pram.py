@@ -463,6 +463,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
     """PRAM of whole columns of a frame, written once (see :func:`release`)."""
 
     kind = "PRAM microdata"
+    substitute_only = "pram"
     #: under a person unit: every row randomized, charged for max_rows rows a person
     person_level = True
 
@@ -665,6 +666,7 @@ class DPPriorRelease(Release[dict[Any, float]]):
     """A DP histogram of a column, normalised into a prior (see :func:`dp_prior`)."""
 
     kind = "DP prior"
+    substitute_only = "pram"
 
     def __init__(
         self,

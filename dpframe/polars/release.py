@@ -32,7 +32,8 @@ import copy
 import html
 import threading
 import uuid
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, cast
 
 import polars as pl
 
@@ -40,6 +41,7 @@ from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
 from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import NEIGHBOURS, check_choice
 from dpframe.core.executor import SUMMARY_FIELDS, MechanismPlan, Once, Step, execute
+from dpframe.core.neighbours import OTHER, require_substitute, short_reason
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.units import BOUNDS, RECORD, PrivacyUnit, as_unit
 from dpframe.engines import Engine, engine_for
@@ -48,6 +50,8 @@ from dpframe.errors import InvalidParameterError
 __all__ = [
     "SUMMARY_SCHEMA",
     "Release",
+    "Summary",
+    "as_summary",
     "bounded_unit",
     "resolve_accountant",
     "summary_frame",
@@ -65,14 +69,84 @@ SUMMARY_SCHEMA = {
     "rho": pl.Float64,
     "note": pl.String,
     "release": pl.String,
+    "unit": pl.String,
+    "neighbours": pl.String,
+    "error95_other": pl.Float64,
+    "other": pl.String,
 }
-assert tuple(SUMMARY_SCHEMA)[:-1] == SUMMARY_FIELDS
+assert tuple(SUMMARY_SCHEMA)[: len(SUMMARY_FIELDS)] == SUMMARY_FIELDS
 
 
-def summary_frame(release: str, plans: list[MechanismPlan]) -> pl.DataFrame:
-    """The summary rows of ``plans`` as a polars DataFrame (:data:`SUMMARY_SCHEMA`)."""
+class Summary(pl.DataFrame):
+    """``summarize()``'s table: a polars DataFrame whose printed form shows every column
+    (polars' default width would hide ``sensitivity`` and ``scale``) and every row."""
+
+    def _shown(self, show: Any) -> str:
+        with pl.Config(tbl_cols=-1, tbl_rows=-1, tbl_width_chars=10_000, fmt_str_lengths=200):
+            return str(show(pl.DataFrame(self)))
+
+    def __repr__(self) -> str:
+        return self._shown(repr)
+
+    def __str__(self) -> str:
+        return self._shown(str)
+
+
+def as_summary(frame: pl.DataFrame) -> Summary:
+    """``frame`` (a summary's rows) as a :class:`Summary`."""
+    return cast(Summary, Summary._from_pydf(frame._df))
+
+
+def other_relation(
+    neighbours: str, plans_under: Callable[[str], list[MechanismPlan]], rows: int
+) -> tuple[list[float | None], list[str]]:
+    """Each summary row's 95% error under the other neighbour relation, from the release's
+    own plans made under it (the same sensitivity code), and what the ``other`` column
+    says: the relation, or why the release cannot be made under it (``n/a (...)``)."""
+    other = OTHER[neighbours]
+    try:
+        under = [row for p in plans_under(other) for row in p.summary()]
+    except InvalidParameterError as exc:
+        reason = short_reason(str(exc))
+        if reason is None:
+            raise
+        return [None] * rows, [f"{other}: n/a ({reason})"] * rows
+    if len(under) != rows:  # a plan whose rows differ by relation: nothing to compare
+        return [None] * rows, [f"{other}: n/a"] * rows
+    errors = [row.get("error95") for row in under]
+    return errors, [
+        f"{other}: error95 {row['error95']:.4g}"
+        if row.get("error95") is not None
+        else f"{other}: scale {row['scale']:.4g}"
+        if row.get("scale") is not None
+        else f"{other}: error known at evaluation"
+        for row in under
+    ]
+
+
+def summary_frame(
+    release: str,
+    plans: list[MechanismPlan],
+    *,
+    unit: PrivacyUnit = RECORD,
+    neighbours: str | None = None,
+    plans_under: Callable[[str], list[MechanismPlan]] | None = None,
+    other_reason: str | None = None,
+) -> Summary:
+    """The summary rows of ``plans`` as a :class:`Summary` (:data:`SUMMARY_SCHEMA`): with
+    the release's unit and relation, and each statistic's error under the other relation
+    (``plans_under``; or ``other_reason``, why it has none)."""
     rows = [{"release": release, **row} for p in plans for row in p.summary()]
-    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
+    errors: list[float | None] = [None] * len(rows)
+    others: list[str | None] = [None] * len(rows)
+    if neighbours is not None and plans_under is not None:
+        errors, said = other_relation(neighbours, plans_under, len(rows))
+        others = list(said)
+    elif neighbours is not None and other_reason is not None:
+        others = [f"{OTHER[neighbours]}: n/a ({other_reason})"] * len(rows)
+    for row, e, o in zip(rows, errors, others, strict=True):
+        row.update(unit=unit.describe(), neighbours=neighbours, error95_other=e, other=o)
+    return as_summary(pl.DataFrame(rows, schema=SUMMARY_SCHEMA))
 
 
 def resolve_accountant(accountant: Any) -> Accountant | None:
@@ -134,6 +208,9 @@ class Release(Generic[ResultT]):
     kind = "release"
     #: whether the release bounds each person's contributions under a person unit
     person_level = False
+    #: why the kind needs substitute neighbours (a key of core.neighbours.REASONS), if it
+    #: does; a kind made under both relations overrides ``_plans_under``
+    substitute_only = "dataset size"
 
     def __init__(
         self,
@@ -198,13 +275,31 @@ class Release(Generic[ResultT]):
 
     # -- the one path ---------------------------------------------------------------------
 
-    def summarize(self) -> pl.DataFrame:
+    def summarize(self) -> Summary:
         """Every charged statistic: mechanism, epsilon, sensitivity, scale, 95% error.
 
         Computed from the declaration alone: no data is read, no budget spent, no noise
-        drawn.
+        drawn. ``unit`` is the privacy unit the release assumes (a person column with its
+        bounds), ``neighbours`` the relation it is calibrated for, ``error95_other`` each
+        statistic's 95% error under the other relation (null where the release cannot be
+        made under it; ``other`` says why).
         """
-        return summary_frame(self.id[:8], self._plans_of())
+        return summary_frame(
+            self.id[:8],
+            self._plans_of(),
+            unit=self.unit,
+            neighbours=self.neighbours,
+            plans_under=self._plans_under,
+        )
+
+    def _plans_under(self, neighbours: str) -> list[MechanismPlan]:
+        """The release's plans as if made under ``neighbours`` (never charged or drawn:
+        for the summary's comparison). By default a kind exists under one relation: the
+        other raises the kind's refusal (:func:`dpframe.core.neighbours.require_substitute`)."""
+        if neighbours == self.neighbours:
+            return self._plans_of()
+        require_substitute(neighbours, self.substitute_only, argument="neighbours")
+        raise NotImplementedError(f"{self.kind}: plans under {neighbours!r}")
 
     @property
     def epsilon(self) -> float:

@@ -7,15 +7,16 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.accountant import Accountant
+from dpframe.core.neighbours import OTHER, SHORT
 from dpframe.errors import InvalidParameterError
 from dpframe.polars.column import pending_releases
 from dpframe.polars.pram import pending_expressions
-from dpframe.polars.release import SUMMARY_SCHEMA, Release
+from dpframe.polars.release import SUMMARY_SCHEMA, Release, Summary, as_summary
 
 __all__ = ["summarize"]
 
 
-def summarize(obj: Accountant | Release[Any]) -> pl.DataFrame:
+def summarize(obj: Accountant | Release[Any]) -> Summary:
     """List releases without reading data, spending budget or drawing noise.
 
     Parameters
@@ -26,6 +27,17 @@ def summarize(obj: Accountant | Release[Any]) -> pl.DataFrame:
         collected (``scale``/``error95`` are null where they depend on the data: a
         sequential release's row count, per-row parameters), and its ``.dp.pram``
         expressions (``mechanism="pram"``), which are charged at every run.
+
+    Returns
+    -------
+    Summary
+        A polars DataFrame (printed with every column): ``statistic``, ``mechanism``,
+        ``epsilon``, ``error95``, ``scale``, ``sensitivity``, ``delta``, ``rho``, ``note``,
+        ``release``; ``unit``, the privacy unit the release assumes (a person column with
+        its ``max_rows``/``max_groups``); ``neighbours``, the relation it is calibrated
+        for; ``error95_other`` and ``other``, each statistic's 95% error under the other
+        relation, from the same sensitivity code (``n/a`` with the reason where the
+        release cannot be made under it, e.g. PRAM under ``add_remove``).
 
     Examples
     --------
@@ -39,12 +51,20 @@ def summarize(obj: Accountant | Release[Any]) -> pl.DataFrame:
     if isinstance(obj, Release):
         return obj.summarize()
     if isinstance(obj, Accountant):
+        other = OTHER[obj.neighbours]
+        said = {
+            "unit": obj.unit.describe(),
+            "neighbours": obj.neighbours,
+            "error95_other": None,
+        }
         rows: list[dict[str, Any]] = []
-        for r in pending_releases(obj):
-            rows += [{"release": r.id[:8], **row} for row in r.summary()]
+        for r in pending_releases(obj):  # its sensitivity is the caller's, for this relation
+            given = f"{other}: n/a (the sensitivity is given by the caller)"
+            rows += [{"release": r.id[:8], **row, **said, "other": given} for row in r.summary()]
         for e in pending_expressions(obj):
-            rows += [{"release": e.id[:8], **row} for row in e.summary()]
-        return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
+            pram = f"{other}: n/a ({SHORT['pram']})"
+            rows += [{"release": e.id[:8], **row, **said, "other": pram} for row in e.summary()]
+        return as_summary(pl.DataFrame(rows, schema=SUMMARY_SCHEMA))
     raise InvalidParameterError(
         f"summarize takes an Accountant or a release object, got {type(obj).__name__}"
     )
