@@ -187,8 +187,21 @@ def _print_plan(the_plan) -> None:
     _print_frame(
         "Plan (no budget spent, no noise drawn)",
         the_plan.rows,
-        ["release", "kind", "statistic", "mechanism", "epsilon", "delta", "scale", "error95"],
+        [
+            "release",
+            "kind",
+            "statistic",
+            "mechanism",
+            "epsilon",
+            "delta",
+            "sensitivity",
+            "scale",
+            "error95",
+            "error95_other",
+        ],
     )
+    for line in the_plan.assumptions():
+        typer.echo(line)
     typer.echo(the_plan.summary())
 
 

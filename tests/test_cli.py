@@ -252,3 +252,33 @@ def test_tables_fit_the_terminal_and_say_what_they_leave_out(width, monkeypatch,
     assert 1 <= shown < 120
     assert note.startswith(f"({shown} of 120 columns shown, not shown: {names[shown]}")
     assert "released/wide.parquet" in note
+
+
+def test_plan_shows_the_relation_the_units_and_the_error_under_the_other_relation(
+    tmp_path, monkeypatch
+):
+    from importlib.resources import files
+
+    from dpframe.datasets import synthetic_survey
+
+    synthetic_survey(2000).write_parquet(tmp_path / "survey.parquet")
+    spec = tmp_path / "release.toml"
+    spec.write_text(files("dpframe").joinpath("data/demo_release.toml").read_text())
+    monkeypatch.setenv("COLUMNS", "220")
+    res = runner.invoke(app, ["plan", str(spec)])
+    assert res.exit_code == 0, res.output
+    assert "error95_other" in res.output and "sensitivity" in res.output
+    lines = res.output.splitlines()
+    assert any(
+        line.startswith("neighbours: substitute (") and "under add_remove" in line for line in lines
+    )
+    assert (
+        "release 'households': unit person \"household\" (at most 3 rows in each of at most "
+        "1 groups)" in lines
+    )
+    assert "release 'by_region': unit record (one row is one person)" in lines
+    assert (
+        "release 'microdata': unit record (one row is one person); under add_remove: n/a "
+        "(PRAM protects values, not presence)"
+    ) in lines
+    assert not (tmp_path / "ledger.db").exists()

@@ -33,7 +33,15 @@ from __future__ import annotations
 from dpframe.core.constraints import NEIGHBOURS, check_choice
 from dpframe.errors import InvalidParameterError
 
-__all__ = ["OTHER", "REASONS", "SHORT", "groups_changed", "require_substitute", "short_reason"]
+__all__ = [
+    "MEANING",
+    "OTHER",
+    "REASONS",
+    "SHORT",
+    "groups_changed",
+    "require_substitute",
+    "short_reason",
+]
 
 #: Why a release needs substitute neighbours, by kind.
 REASONS = {
@@ -55,6 +63,12 @@ REASONS = {
 
 #: The other relation: a plan shows what each statistic would cost under it.
 OTHER = {"substitute": "add_remove", "add_remove": "substitute"}
+
+#: Each relation in words (plans and reports).
+MEANING = {
+    "substitute": "neighbours differ in one person's values; the number of people is public",
+    "add_remove": "neighbours differ by one person added or removed; every size is private",
+}
 
 #: Why a release needs substitute neighbours, in a table cell (a summary's ``other``).
 SHORT = {

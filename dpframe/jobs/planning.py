@@ -18,6 +18,7 @@ import polars as pl
 
 from dpframe.core.accountant import Accountant, ledger_exists
 from dpframe.core.budget import exact, exact_sum
+from dpframe.core.neighbours import MEANING, OTHER
 from dpframe.core.postgres import redact
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
@@ -41,6 +42,10 @@ PLAN_SCHEMA = {
     "scale": pl.Float64,
     "error95": pl.Float64,
     "note": pl.String,
+    "unit": pl.String,
+    "neighbours": pl.String,
+    "error95_other": pl.Float64,
+    "other": pl.String,
 }
 
 
@@ -60,6 +65,8 @@ class JobPlan:
     #: is then in rho too); ``None`` on an (epsilon, delta) budget
     budget_rho: float | None = None
     rho: float | None = None
+    #: the neighbour relation every release is calibrated for (the spec's)
+    neighbours: str = "substitute"
 
     @property
     def _amount(self) -> float:
@@ -84,6 +91,24 @@ class JobPlan:
         if self.budget_rho is not None:
             return total <= exact(self.budget_rho)
         return total <= exact(self.budget_epsilon) and self.delta <= self.budget_delta
+
+    def assumptions(self) -> list[str]:
+        """What the releases assume, in words: the neighbour relation (and where the
+        other relation's errors are), and each release's privacy unit with its bounds
+        and why it has no error under the other relation, if it has none."""
+        other = OTHER[self.neighbours]
+        lines = [
+            f"neighbours: {self.neighbours} ({MEANING[self.neighbours]}); "
+            f"'error95_other' is each statistic's 95% error under {other} "
+            f"({MEANING[other]})"
+        ]
+        seen: dict[str, tuple[str, str]] = {}
+        for row in self.rows.iter_rows(named=True):
+            seen.setdefault(row["release"], (row["unit"] or "", row["other"] or ""))
+        for name, (unit, said) in seen.items():
+            na = f"; under {said}" if said.startswith(f"{other}: n/a") else ""
+            lines.append(f"release {name!r}: unit {unit}{na}")
+        return lines
 
     def summary(self) -> str:
         verdict = "fits" if self.fits else "OVERSPENDS: nothing will be released"
@@ -169,7 +194,9 @@ def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
     -------
     JobPlan
         ``rows`` (release, kind, statistic, mechanism, epsilon, delta, sensitivity, scale,
-        error95, note), the budget and the ledger's spend before and after; ``fits`` is
+        error95, note; unit, the privacy unit a release assumes with its bounds;
+        neighbours; error95_other and other, the error under the other relation or why
+        there is none), the budget and the ledger's spend before and after; ``fits`` is
         False if the releases would overspend.
     """
     if frame is None:
@@ -204,4 +231,5 @@ def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
         input_rows=rows_info,
         budget_rho=terms.rho,
         rho=None if cost is None else cost.rho,
+        neighbours=spec.privacy.neighbours,
     )

@@ -369,3 +369,16 @@ def test_the_python_api_refuses_the_same_margins_by_the_same_rule():
     with dpframe.Accountant(epsilon=1.0):
         out = dpframe.group_by(frame, "g", margins=exact).agg(dpframe.agg.count(epsilon=0.5))
         assert out.collect()["g"].to_list() == [1.0, 2.0, 300.0]
+
+
+def test_plan_rows_carry_the_unit_the_relation_and_the_other_relations_error(spec_path):
+    p = plan(load_spec(spec_path))
+    rows = p.rows
+    assert set(rows["neighbours"]) == {"substitute"} and p.neighbours == "substitute"
+    assert set(rows["unit"]) == {"record (one row is one person)"}
+    count = rows.filter(rows["statistic"] == "count").row(0, named=True)
+    assert count["error95_other"] is not None and count["error95_other"] < count["error95"]
+    pram = rows.filter(rows["release"] == "microdata")
+    assert set(pram["other"]) == {"add_remove: n/a (PRAM protects values, not presence)"}
+    assert pram["error95_other"].null_count() == pram.height
+    assert p.assumptions()[0].startswith("neighbours: substitute (")
