@@ -532,7 +532,7 @@ def _print_ledger(target: str | Path) -> None:
         f"Ledger {acct.location}: spent epsilon={spent.epsilon:g} of {acct.epsilon:g}, "
         f"remaining {left.epsilon:g}",
         _ledger_view(dpframe.ledger_frame(acct)),
-        ["time", "mechanism", "columns", "epsilon", "delta", "scale", "composition"],
+        LEDGER_COLUMNS,
     )
     held = acct.reservations
     if held:
@@ -555,11 +555,36 @@ def _print_ledger(target: str | Path) -> None:
         )
 
 
+#: the columns ``ledger show`` and ``provenance show`` print first
+LEDGER_COLUMNS = [  # the columns (long) last: a narrow terminal still shows the epsilons
+    "time",
+    "name",
+    "unit",
+    "mechanism",
+    "epsilon",
+    "delta",
+    "scale",
+    "composition",
+    "columns",
+]
+
+
 def _ledger_view(frame):
+    """Entries for printing: with each release's name (``unknown`` where an entry of an
+    older version, or an unnamed Python release, has none) and privacy unit."""
+    import json
+
     import polars as pl
 
+    from dpframe.core.accountant import NAME_KEY
+    from dpframe.core.units import recorded_unit
+
+    details = [json.loads(d) for d in frame["details"]]
     return frame.with_columns(
-        pl.col("columns").list.join(","), pl.col("time").dt.strftime("%Y-%m-%d %H:%M:%S")
+        pl.col("columns").list.join(","),
+        pl.col("time").dt.strftime("%Y-%m-%d %H:%M:%S"),
+        name=pl.Series([str(d.get(NAME_KEY) or "unknown") for d in details], dtype=pl.String),
+        unit=pl.Series([recorded_unit(d) for d in details], dtype=pl.String),
     )
 
 
@@ -604,7 +629,7 @@ def _print_provenance(path: Path) -> None:
     _print_frame(
         f"Provenance of {path} (epsilon {prov.epsilon:g})",
         _ledger_view(prov.ledger_frame()),
-        ["time", "mechanism", "columns", "epsilon", "delta", "scale", "composition"],
+        LEDGER_COLUMNS,
     )
 
 

@@ -64,13 +64,32 @@ def test_demo_replaces_previous_output(tmp_path):
     assert (mine / "thesis.tex").exists()
 
 
-def test_ledger_show(tmp_path):
+def _rows_of(output: str) -> list[list[str]]:
+    return [
+        [c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if "│" in line
+    ]
+
+
+def test_ledger_show(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
     out = tmp_path / "demo"
     runner.invoke(app, ["demo", "--out", str(out), "--rows", "2000"])
     res = runner.invoke(app, ["ledger", "show", str(out / "ledger.db")])
     assert res.exit_code == 0 and "spent epsilon=2" in res.output
-    res = runner.invoke(app, ["ledger", "show", str(out / "released" / "by_region.parquet")])
+    # each entry's release name and privacy unit (issue 32)
+    named = {(r[1], r[2]) for r in _rows_of(res.output)}
+    assert named == {
+        ("by_region", "record"),
+        ("households", 'person "household" (max_rows=3, max_groups=1)'),
+        ("microdata", "record"),
+        ("age_shares", "record"),
+        ("scores_cov", "record"),
+    }
+    res = runner.invoke(app, ["ledger", "show", str(out / "released" / "households.parquet")])
     assert res.exit_code == 0 and "Provenance" in res.output
+    assert {(r[1], r[2]) for r in _rows_of(res.output)} == {
+        ("households", 'person "household" (max_rows=3, max_groups=1)')
+    }
     res = runner.invoke(app, ["ledger", "show", str(out / "missing.json")])
     assert res.exit_code == 2
 
@@ -282,3 +301,27 @@ def test_plan_shows_the_relation_the_units_and_the_error_under_the_other_relatio
         "(PRAM protects values, not presence)"
     ) in lines
     assert not (tmp_path / "ledger.db").exists()
+
+
+def test_ledger_show_names_what_older_entries_did_not_record(tmp_path, monkeypatch):
+    """An entry written before release names were recorded (or by an unnamed Python
+    release) shows "unknown"; one without a person column protects a record. The new
+    detail leaves the hash chain whole."""
+    monkeypatch.setenv("COLUMNS", "250")
+    ledger = tmp_path / "ledger.db"
+    acct = dpframe.Accountant.open(ledger, epsilon=1.0, unit="pid")
+    from dpframe.core.records import Charge
+
+    acct.spend_all([Charge(0.1, mechanism="laplace", unit="pid", details={"max_rows": 2})])
+    acct.spend_all([Charge(0.2, mechanism="laplace", unit="pid", name="visits")])
+    res = runner.invoke(app, ["ledger", "show", str(ledger)])
+    assert res.exit_code == 0, res.output
+    assert [r[1:3] for r in _rows_of(res.output)] == [
+        ["unknown", 'person "pid" (max_rows=2)'],
+        ["visits", 'person "pid"'],
+    ]
+    assert runner.invoke(app, ["ledger", "verify", str(ledger)]).exit_code == 0
+    plain = tmp_path / "plain.db"
+    dpframe.Accountant.open(plain, epsilon=1.0).spend(0.1, mechanism="laplace")
+    res = runner.invoke(app, ["ledger", "show", str(plain)])
+    assert [r[1:3] for r in _rows_of(res.output)] == [["unknown", "record"]]

@@ -80,6 +80,7 @@ from dpframe.errors import (
 )
 
 __all__ = [
+    "NAME_KEY",
     "RESERVATION_KEY",
     "RHO_KEY",
     "UNIT_KEY",
@@ -98,8 +99,11 @@ RESERVATION_KEY = "reservation"
 RHO_KEY = "rho"
 #: the key of a ledger entry's ``details`` that names its privacy unit's person column
 UNIT_KEY = "unit"
+#: the key of a ledger entry's ``details`` that names the release (a spec's release name;
+#: entries of older versions and unnamed Python releases have none)
+NAME_KEY = "release_name"
 #: keys of ``details`` only the accountant writes
-_ACCOUNTANT_KEYS = (RESERVATION_KEY, RHO_KEY, UNIT_KEY)
+_ACCOUNTANT_KEYS = (RESERVATION_KEY, RHO_KEY, UNIT_KEY, NAME_KEY)
 
 _ACTIVE: contextvars.ContextVar[tuple[Accountant, ...]] = contextvars.ContextVar(
     "dpframe_active_accountants", default=()
@@ -686,12 +690,15 @@ class Accountant:
             )
 
     def _recorded(self, charge: Charge) -> dict[str, Any]:
-        """The entry's details: the charge's, with its rho (zCDP) and its unit."""
+        """The entry's details: the charge's, with its rho (zCDP), its unit and its
+        release's name."""
         details = dict(charge.details)
         if self._rho is not None:
             details[RHO_KEY] = _rounded_rho(self.rho_of(charge))
         if charge.unit is not None:
             details[UNIT_KEY] = charge.unit
+        if charge.name is not None:
+            details[NAME_KEY] = charge.name
         return details
 
     # -- reservations -----------------------------------------------------------------

@@ -37,6 +37,7 @@ Examples
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -135,6 +136,8 @@ class Step:
     plan: MechanismPlan
     exact: Any = None
     source: RandomSource = field(default_factory=RandomSource)
+    #: the release's name (a spec's release name), recorded in its ledger entries
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,11 @@ def execute(steps: Sequence[Step], accountant: Accountant | None, *, note: str =
     steps = [_snapshot(s) for s in steps]
     for s in steps:
         s.plan.check(s.exact)
-    charges = [c for s in steps for c in s.plan.charges]
+    charges = [
+        c if s.name is None else dataclasses.replace(c, name=s.name)
+        for s in steps
+        for c in s.plan.charges
+    ]
     counts = tuple(len(s.plan.charges) for s in steps)
     entries = acct.spend_all(charges, note=note) if charges else ()
     outputs = tuple(s.plan.draw(s.exact, s.source.generator()) for s in steps)
@@ -224,7 +231,7 @@ def _snapshot(step: Step) -> Step:
             f"the release's plan cannot be copied at charge time ({type(exc).__name__}: "
             f"{exc}); nothing was charged"
         ) from None
-    return Step(plan, exact, step.source)
+    return Step(plan, exact, step.source, step.name)
 
 
 class Once:

@@ -69,6 +69,8 @@ class Charge:
     #: the person column whose contributions the release bounds (``None``: one row is
     #: one person) -- see :mod:`dpframe.core.units`
     unit: str | None = None
+    #: the name of the release it pays for (a spec's release name), recorded in the entry
+    name: str | None = None
 
     def __post_init__(self) -> None:
         if self.rho is None:
@@ -93,6 +95,10 @@ class Charge:
             if scale < 0:
                 raise InvalidParameterError(f"scale must be >= 0 (or None), got {scale!r}")
         check_choice("composition", self.composition, COMPOSITIONS)
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
+            raise InvalidParameterError(
+                f"name must be a non-empty string or None, got {self.name!r}"
+            )
         if not isinstance(self.mechanism, str) or not isinstance(self.note, str):
             raise InvalidParameterError(
                 f"mechanism and note must be strings, got {self.mechanism!r} and {self.note!r}"

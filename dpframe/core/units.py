@@ -50,6 +50,7 @@ __all__ = [
     "missing_bounds",
     "per_row_epsilon",
     "pram_rows",
+    "recorded_unit",
     "sum_sensitivity",
 ]
 
@@ -288,6 +289,29 @@ def sum_sensitivity(
         return 2.0 * g * r * m
     width = max(hi, r * hi) - min(lo, r * lo)
     return math.sqrt(g) * max(width, math.sqrt(2.0) * r * m)
+
+
+def recorded_unit(details: dict[str, Any]) -> str:
+    """A ledger entry's privacy unit in words, from its ``details``: the person column the
+    accountant recorded with the bounds the release recorded, or ``"record"`` (an entry
+    without a person column, as every entry before person units, protects one row).
+
+    Examples
+    --------
+    >>> recorded_unit({"unit": "household", "max_rows": 3, "max_groups": 1})
+    'person "household" (max_rows=3, max_groups=1)'
+    >>> recorded_unit({"unit": "pid", "rows_per_person": 2}), recorded_unit({})
+    ('person "pid" (max_rows=2)', 'record')
+    """
+    person = details.get("unit")
+    if not isinstance(person, str):
+        return "record"
+    bounds = {
+        "max_rows": details.get("max_rows", details.get("rows_per_person")),
+        "max_groups": details.get("max_groups"),
+    }
+    said = ", ".join(f"{k}={v}" for k, v in bounds.items() if v is not None)
+    return f'person "{person}"' + (f" ({said})" if said else "")
 
 
 def pram_rows(unit: PrivacyUnit) -> int:

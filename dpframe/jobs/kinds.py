@@ -242,7 +242,9 @@ def kind_of(r: Any) -> Kind:
 def build(ctx: Context, r: Any) -> Release:
     """The release object of spec entry ``r`` (nothing read but the schema and row count)."""
     try:
-        return kind_of(r).build(ctx, r)
+        release = kind_of(r).build(ctx, r)
+        release.name = r.name  # recorded in its ledger entries
+        return release
     except SpecError:
         raise
     except DPFrameError as exc:  # name the release in the message

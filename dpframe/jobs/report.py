@@ -4,10 +4,13 @@ A release job (:func:`dpframe.jobs.run`) writes ``report.html`` into its run, ne
 tables, so it is published with them; ``dpframe check`` rewrites it with the new check
 results. The page holds, for the run: its id, time, spec folder, output folder and ledger
 (its location never shows a password), and the epsilon and delta it spent; for each
-release: its plan rows (mechanism, epsilon, delta, sensitivity, scale, expected error at
-95 %), and its checks (every expectation with its rule, passed or failed, and the lines
-that say why a check failed); and, when given, a DR-HA risk curve (an assessment, not a
-release: it spends no budget) drawn as an inline SVG line chart.
+release: its name, its privacy unit (record, or the person column with the
+``max_rows``/``max_groups`` bounds it assumes) and neighbour relation, its plan rows
+(mechanism, epsilon, delta, sensitivity, scale, expected error at 95 %, and the error
+under the other relation or why there is none), and its checks (every expectation with
+its rule, passed or failed, and the lines that say why a check failed); and, when given,
+a DR-HA risk curve (an assessment, not a release: it spends no budget) drawn as an inline
+SVG line chart.
 
 Nothing is fetched when the page is opened: the styles are inline (one ``<style>``
 element), the charts are SVG written here, there is no script, no external font and no
@@ -79,6 +82,7 @@ PLAN_COLUMNS = {
     "sensitivity": "sensitivity",
     "scale": "scale",
     "error95": "expected error (95 %)",
+    "other": "under the other neighbour relation",
     "note": "note",
 }
 
@@ -135,7 +139,8 @@ class RunInfo:
     """The facts of one run that its report shows (and ``report.json`` keeps).
 
     ``plan`` is the run's plan rows (``JobPlan.rows`` as dicts: release, statistic,
-    mechanism, epsilon, delta, sensitivity, scale, error95, note); ``risk`` a DR-HA table
+    mechanism, epsilon, delta, sensitivity, scale, error95, note, unit, neighbours,
+    error95_other, other); ``risk`` a DR-HA table
     as dicts (``dpframe.risk.drha``'s output), or None. ``ledger`` must already be free
     of passwords (:func:`redacted_ledger`).
     """
@@ -327,10 +332,15 @@ def _release_sections(info: RunInfo, checks: Sequence[Any]) -> str:
         rows = [r for r in info.plan if r.get("release") == name]
         kind = next((r.get("kind") for r in rows if r.get("kind")), None)
         eps = sum(float(r["epsilon"]) for r in rows if r.get("epsilon") is not None)
+        # a report of an older version has neither in its plan rows: said, not guessed
+        unit = next((r.get("unit") for r in rows if r.get("unit")), "unknown")
+        relation = next((r.get("neighbours") for r in rows if r.get("neighbours")), "unknown")
         out.append(
             f'<section class="release"><h2>Release {_e(name)}'
             + (f' <span class="muted">({_e(kind)})</span>' if kind else "")
-            + f"</h2><p>epsilon of its plan: {_num(eps)}</p>"
+            + f'</h2><dl class="facts"><dt>privacy unit</dt><dd class="unit">{_e(unit)}</dd>'
+            + f"<dt>neighbours</dt><dd>{_e(relation)}</dd>"
+            + f"<dt>epsilon of its plan</dt><dd>{_num(eps)}</dd></dl>"
             + f"<h3>Plan</h3>{_plan_table(rows)}"
             + f"<h3>Checks</h3>{_check_block(by_name.get(name))}</section>"
         )

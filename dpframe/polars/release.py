@@ -206,6 +206,8 @@ class Release(Generic[ResultT]):
 
     #: what the release is, in messages and the ledger's note
     kind = "release"
+    #: its name (a spec's release name, set by the job), recorded in its ledger entries
+    name: str | None = None
     #: whether the release bounds each person's contributions under a person unit
     person_level = False
     #: why the kind needs substitute neighbours (a key of core.neighbours.REASONS), if it
@@ -316,7 +318,9 @@ class Release(Generic[ResultT]):
             if self._steps is None:
                 plans = self._plans_of()
                 inputs = self._exact_inputs()
-                steps = [Step(p, x, self.random) for p, x in zip(plans, inputs, strict=True)]
+                steps = [
+                    Step(p, x, self.random, self.name) for p, x in zip(plans, inputs, strict=True)
+                ]
                 for s in steps:  # refuse bad values before anything is charged
                     s.plan.check(s.exact)
                 self._steps = steps

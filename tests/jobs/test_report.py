@@ -179,3 +179,50 @@ def test_a_bad_risk_frame_is_refused_before_anything_is_spent(tmp_path: Path):
     with pytest.raises(InvalidParameterError):
         run(spec, progress=False, risk=pl.DataFrame({"x": [1]}))
     assert not (tmp_path / "ledger.db").exists()
+
+
+def _unit_of(page: str, release: str) -> str:
+    section = page.split(f"<h2>Release {release}")[1].split("</section>")[0]
+    return html.unescape(re.search(r'<dd class="unit">(.*?)</dd>', section).group(1))
+
+
+def test_each_release_shows_its_unit_relation_and_the_error_under_the_other():
+    person = 'person "hh" (at most 3 rows in each of at most 2 groups)'
+    rows = [
+        {**_info().plan[0], "unit": person, "neighbours": "substitute", "other": "add_remove: 9"},
+        {
+            **_info().plan[1],
+            "unit": "record (one row is one person)",
+            "neighbours": "substitute",
+            "other": "add_remove: n/a (the dataset size is public only under substitute)",
+        },
+    ]
+    page = render_report(_info(plan=rows), [])
+    assert _unit_of(page, "&lt;script&gt;") == person  # escaped, then read back whole
+    assert _unit_of(page, "shares") == "record (one row is one person)"
+    assert "<dt>neighbours</dt><dd>substitute</dd>" in page
+    assert "under the other neighbour relation" in page
+    assert "add_remove: n/a (the dataset size is public only under substitute)" in page
+
+
+def test_a_report_of_an_older_version_says_its_unit_is_unknown():
+    page = render_report(_info(), [])  # plan rows without unit or neighbours
+    assert _unit_of(page, "shares") == "unknown"
+    assert "<dt>neighbours</dt><dd>unknown</dd>" in page
+
+
+def test_a_published_report_shows_the_person_units_bounds(tmp_path: Path):
+    from importlib.resources import files
+
+    from dpframe.datasets import synthetic_survey
+
+    synthetic_survey(2_000).write_parquet(tmp_path / "survey.parquet")
+    path = tmp_path / "release.toml"
+    path.write_text(files("dpframe").joinpath("data/demo_release.toml").read_text())
+    run(load_spec(path), progress=False)
+    page = (tmp_path / "released" / "report.html").read_text()
+    assert _unit_of(page, "households") == (
+        'person "household" (at most 3 rows in each of at most 1 groups)'
+    )
+    assert _unit_of(page, "by_region") == "record (one row is one person)"
+    assert "add_remove: n/a (PRAM protects values, not presence)" in page
