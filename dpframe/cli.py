@@ -187,17 +187,17 @@ def _print_plan(the_plan) -> None:
     _print_frame(
         "Plan (no budget spent, no noise drawn)",
         the_plan.rows,
-        [
+        [  # what a narrow terminal must show first
             "release",
-            "kind",
             "statistic",
             "mechanism",
             "epsilon",
             "delta",
-            "sensitivity",
             "scale",
             "error95",
             "error95_other",
+            "sensitivity",
+            "kind",
         ],
     )
     for line in the_plan.assumptions():

@@ -66,8 +66,8 @@ OTHER = {"substitute": "add_remove", "add_remove": "substitute"}
 
 #: Each relation in words (plans and reports).
 MEANING = {
-    "substitute": "neighbours differ in one person's values; the number of people is public",
-    "add_remove": "neighbours differ by one person added or removed; every size is private",
+    "substitute": "one person's values changed; the number of people is public",
+    "add_remove": "one person added or removed; every size is private",
 }
 
 #: Why a release needs substitute neighbours, in a table cell (a summary's ``other``).

@@ -29,15 +29,19 @@ records or shuffles them:
    the runs that hold one, and the caller adds a uniform ``max_rows``-subset of them,
    drawn by :func:`dpframe.engines.bounding.segment_sample` from the secure source.
 
-Why the sensitivities hold. A person's kept rows are a function of their own rows and of
-the priorities of their own pairs, never of the file order. Where the codes are the
-values themselves (integer persons and one integer key), the priorities are a function
-of the pair and the key alone, so for *every* key adding, removing or replacing one
-person leaves everyone else's kept rows as they were. Where a code is a rank among the
-values present (strings, categoricals, several keys, sparse codes), it depends on which
-other values are present; but distinct pairs get distinct codes, and a pseudo-random
-function under a fresh secret key gives distinct inputs independent uniform priorities
-whatever the inputs are, so everyone else's kept rows have the same joint law on
+Why the sensitivities hold. A person's kept groups are a function of their own rows and
+of the priorities of their own pairs, never of the file order, and in each kept group
+they keep ``min(rows, max_rows)`` rows. Where the codes are the values themselves
+(integer persons and one integer key), the priorities are a function of the pair and the
+key alone, so for *every* key adding, removing or replacing one person leaves everyone
+else's kept groups and row counts as they were. *Which* rows of an oversized pair are
+kept is a fresh uniform draw from the secure source: the rows themselves may differ from
+one run to another, but their joint law is the same on neighbouring datasets (the two
+runs can be coupled to keep the same rows). Where a code is a rank among the values
+present (strings, categoricals, several keys, sparse codes), it depends on which other
+values are present; but distinct pairs get distinct codes, and a pseudo-random function
+under a fresh secret key gives distinct inputs independent uniform priorities whatever
+the inputs are, so everyone else's kept groups and row counts have the same joint law on
 neighbouring datasets -- which is all the sensitivity argument needs. The randomness
 also makes the choice uniform, so that what bounding drops is dropped evenly.
 

@@ -98,9 +98,8 @@ class JobPlan:
         and why it has no error under the other relation, if it has none."""
         other = OTHER[self.neighbours]
         lines = [
-            f"neighbours: {self.neighbours} ({MEANING[self.neighbours]}); "
-            f"'error95_other' is each statistic's 95% error under {other} "
-            f"({MEANING[other]})"
+            f"neighbours: {self.neighbours} ({MEANING[self.neighbours]})",
+            f"error95_other: each statistic's 95% error under {other} ({MEANING[other]})",
         ]
         seen: dict[str, tuple[str, str]] = {}
         for row in self.rows.iter_rows(named=True):
