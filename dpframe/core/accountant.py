@@ -217,12 +217,13 @@ class Accountant:
         self._neighbours = check_choice("neighbours", neighbours, NEIGHBOURS)
         self._unit = as_unit(unit, max_rows, max_groups, needs=())
         given = {"max_rows": max_rows, "max_groups": max_groups}
-        self._stated: dict[str, int] = (
-            {}
-            if self._unit.is_record
-            else self._unit.bounds()
+        named = (
+            unit.stated
             if isinstance(unit, PrivacyUnit)
-            else {k: getattr(self._unit, k) for k, v in given.items() if v is not None}
+            else [k for k, v in given.items() if v is not None]
+        )
+        self._stated: dict[str, int] = (
+            {} if self._unit.is_record else {k: getattr(self._unit, k) for k in named}
         )
         self._lock = threading.RLock()
         if _store is None:

@@ -31,7 +31,7 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -57,73 +57,9 @@ __all__ = [
 #: The norms a sensitivity is measured in: l1 (Laplace) or l2 (Gaussian).
 NORMS = ("l1", "l2")
 
+#: A bound not given to :class:`PrivacyUnit` (1 for the record unit; refused for a person)
+_UNSTATED: Any = object()
 
-@dataclass(frozen=True)
-class PrivacyUnit:
-    """Whom a release protects: one row (``person=None``) or one person's rows.
-
-    Parameters
-    ----------
-    person : str or None
-        The column that identifies a person; ``None`` (the default): one row is one
-        person.
-    max_rows : int, default 1
-        With a person column: the rows a person keeps in each group (the rows a person
-        keeps in all, for a release without groups).
-    max_groups : int, default 1
-        With a person column: the groups a person keeps (grouped releases).
-
-    Examples
-    --------
-    >>> PrivacyUnit().is_record
-    True
-    >>> PrivacyUnit("patient", max_rows=5).describe()
-    'person "patient" (at most 5 rows in each of at most 1 groups)'
-    """
-
-    person: str | None = None
-    max_rows: int = 1
-    max_groups: int = 1
-
-    def __post_init__(self) -> None:
-        if self.person is not None and (not isinstance(self.person, str) or not self.person):
-            raise InvalidParameterError(
-                f"unit: the person identifier must be a column name (a non-empty string), "
-                f"got {self.person!r}; pass None for one row per person"
-            )
-        object.__setattr__(self, "max_rows", check("max_rows", self.max_rows))
-        object.__setattr__(self, "max_groups", check("max_groups", self.max_groups))
-        if self.person is None and (self.max_rows, self.max_groups) != (1, 1):
-            raise InvalidParameterError(
-                f"max_rows={self.max_rows}, max_groups={self.max_groups}: contribution "
-                "bounds need a person identifier; pass unit='<person column>' (with one "
-                "row per person the bounds are 1)"
-            )
-
-    @property
-    def is_record(self) -> bool:
-        """True when one row is one person (no identifier, no bounding)."""
-        return self.person is None
-
-    def describe(self) -> str:
-        """The unit in words (for plans, ledgers and errors)."""
-        if self.person is None:
-            return "record (one row is one person)"
-        return (
-            f'person "{self.person}" (at most {self.max_rows} rows in each of at most '
-            f"{self.max_groups} groups)"
-        )
-
-    def bounds(self) -> dict[str, Any]:
-        """The contribution bounds, JSON-ready, for a ledger entry's details (empty for the
-        record unit; the accountant records the person column itself)."""
-        if self.person is None:
-            return {}
-        return {"max_rows": self.max_rows, "max_groups": self.max_groups}
-
-
-#: One row is one person.
-RECORD = PrivacyUnit()
 
 #: The contribution bounds a person-level release must state: a grouped release both, a
 #: row-wise release (PRAM, no groups) ``("max_rows",)``. Never a silent default: a bound
@@ -172,6 +108,87 @@ def missing_bounds(
     )
 
 
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """Whom a release protects: one row (``person=None``) or one person's rows.
+
+    Parameters
+    ----------
+    person : str or None
+        The column that identifies a person; ``None`` (the default): one row is one
+        person.
+    max_rows : int
+        With a person column: the rows a person keeps in each group (the rows a person
+        keeps in all, for a release without groups). Required with a person column
+        (:func:`missing_bounds`); 1 for the record unit.
+    max_groups : int
+        With a person column: the groups a person keeps. A grouped release refuses a
+        unit that does not state it (:attr:`stated`); 1 where not given (a release
+        without groups, the record unit).
+
+    Examples
+    --------
+    >>> PrivacyUnit().is_record
+    True
+    >>> PrivacyUnit("patient", max_rows=5, max_groups=1).describe()
+    'person "patient" (at most 5 rows in each of at most 1 groups)'
+    """
+
+    person: str | None = None
+    max_rows: int = _UNSTATED
+    max_groups: int = _UNSTATED
+    #: the bounds given (not defaulted): a release needing one that is not here refuses
+    stated: tuple[str, ...] = field(default=(), init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.person is not None and (not isinstance(self.person, str) or not self.person):
+            raise InvalidParameterError(
+                f"unit: the person identifier must be a column name (a non-empty string), "
+                f"got {self.person!r}; pass None for one row per person"
+            )
+        stated = {
+            b: check(b, getattr(self, b)) for b in BOUNDS if getattr(self, b) is not _UNSTATED
+        }
+        if self.person is not None:  # max_groups: checked by the releases that have groups
+            problem = missing_bounds(self.person, stated, ("max_rows",))
+            if problem is not None:
+                raise InvalidParameterError(problem)
+        object.__setattr__(self, "stated", tuple(stated))
+        for b in BOUNDS:
+            object.__setattr__(self, b, stated.get(b, 1))
+        if self.person is None and (self.max_rows, self.max_groups) != (1, 1):
+            raise InvalidParameterError(
+                f"max_rows={self.max_rows}, max_groups={self.max_groups}: contribution "
+                "bounds need a person identifier; pass unit='<person column>' (with one "
+                "row per person the bounds are 1)"
+            )
+
+    @property
+    def is_record(self) -> bool:
+        """True when one row is one person (no identifier, no bounding)."""
+        return self.person is None
+
+    def describe(self) -> str:
+        """The unit in words (for plans, ledgers and errors)."""
+        if self.person is None:
+            return "record (one row is one person)"
+        return (
+            f'person "{self.person}" (at most {self.max_rows} rows in each of at most '
+            f"{self.max_groups} groups)"
+        )
+
+    def bounds(self) -> dict[str, Any]:
+        """The contribution bounds, JSON-ready, for a ledger entry's details (empty for the
+        record unit; the accountant records the person column itself)."""
+        if self.person is None:
+            return {}
+        return {"max_rows": self.max_rows, "max_groups": self.max_groups}
+
+
+#: One row is one person.
+RECORD = PrivacyUnit()
+
+
 def as_unit(
     unit: Any = None,
     max_rows: Any = None,
@@ -205,10 +222,19 @@ def as_unit(
                 "max_rows/max_groups: the unit already holds its bounds; pass either a "
                 "PrivacyUnit or unit='<column>' with max_rows=..., max_groups=..."
             )
+        if unit.person is not None:
+            stated = {b: getattr(unit, b) for b in unit.stated}
+            problem = missing_bounds(unit.person, stated, needs)
+            if problem is not None:
+                raise InvalidParameterError(problem)
         return unit
     person = None if unit is None or unit == "record" else unit
     if isinstance(person, str) and person:
-        problem = missing_bounds(person, {"max_rows": max_rows, "max_groups": max_groups}, needs)
+        given = {"max_rows": max_rows, "max_groups": max_groups}
+        for b, v in given.items():  # a bad bound is named as such, before a missing one
+            if v is not None:
+                check(b, v)
+        problem = missing_bounds(person, given, needs)
         if problem is not None:
             raise InvalidParameterError(problem)
     rows = 1 if max_rows is None else max_rows

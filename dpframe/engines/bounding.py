@@ -239,7 +239,7 @@ def bounded_frame(
     --------
     >>> import polars as pl
     >>> lf = pl.LazyFrame({"pid": [1, 1, 1, 2], "x": [1, 2, 3, 4]})
-    >>> out = bounded_frame(lf, PrivacyUnit("pid", max_rows=2), [])
+    >>> out = bounded_frame(lf, PrivacyUnit("pid", max_rows=2, max_groups=1), [])
     >>> out.collect().height
     3
     """

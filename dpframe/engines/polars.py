@@ -211,7 +211,7 @@ class PolarsEngine:
 
     def largest_person_rows(self, person: str) -> int:
         schema = self.schema()
-        check_unit(schema, PrivacyUnit(person), [])
+        check_unit(schema, PrivacyUnit(person, 1, 1), [])
         per = self.frame.group_by(person).agg(pl.len().alias("n"))
         row = per.select(
             pl.col("n").max().alias("most"), bad_rows(person, schema[person]).sum().alias("bad")

@@ -347,7 +347,7 @@ class SparkEngine:
     def largest_person_rows(self, person: str) -> int:
         from pyspark.sql import functions as sf
 
-        check_unit(self.schema(), PrivacyUnit(person), [])
+        check_unit(self.schema(), PrivacyUnit(person, 1, 1), [])
         fields = self._fields()
         per = self.frame.groupBy(person).agg(sf.count(sf.lit(1)).alias("n"))
         row = per.select(sf.max("n").alias("most"), _bad(person, fields[person]).alias("bad"))

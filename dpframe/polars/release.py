@@ -169,7 +169,7 @@ def bounded_unit(
     in ``needs`` must then be known (:func:`dpframe.core.units.as_unit`: no silent
     default)."""
     if isinstance(unit, PrivacyUnit):
-        return as_unit(unit, **{k: v for k, v in given.items() if v is not None})
+        return as_unit(unit, **{k: v for k, v in given.items() if v is not None}, needs=needs)
     person = None if accountant is None or accountant.unit.is_record else accountant.unit.person
     if unit is None and person is not None:
         unit = person
@@ -183,8 +183,8 @@ def resolve_unit(unit: Any, accountant: Accountant | None, person_level: bool) -
     """The privacy unit of a release: ``unit`` (a :class:`PrivacyUnit`, or ``unit=`` with
     its bounds, see :func:`dpframe.core.units.as_unit`), else the accountant's with the
     bounds it states (a person-level release needs them), else one row per person."""
-    if unit is not None:
-        return as_unit(unit)
+    if unit is not None:  # resolved by the release kind, with the bounds it needs
+        return as_unit(unit, needs=())
     if accountant is not None and not accountant.unit.is_record:
         if not person_level:  # refused by the release, whatever its bounds
             return accountant.unit

@@ -413,10 +413,18 @@ def test_as_unit():
     assert as_unit() == RECORD == as_unit("record")
     assert as_unit("pid", 2, 3) == PrivacyUnit("pid", max_rows=2, max_groups=3)
     unit = PrivacyUnit("pid", max_rows=2)
-    assert as_unit(unit) is unit
+    assert as_unit(unit, needs=("max_rows",)) is unit  # a release without groups
+    with pytest.raises(InvalidParameterError, match=r"^max_groups: a release under the person"):
+        as_unit(unit)  # issue 32: a grouped release states max_groups, never a silent 1
+    with pytest.raises(InvalidParameterError, match=r"^max_rows: a release under the person"):
+        PrivacyUnit("pid")
+    assert as_unit(PrivacyUnit("pid", max_rows=2, max_groups=1)).stated == (
+        "max_rows",
+        "max_groups",
+    )
     with pytest.raises(InvalidParameterError, match="already holds its bounds"):
         as_unit(unit, max_rows=2)
-    with pytest.raises(InvalidParameterError, match="max_rows"):
+    with pytest.raises(InvalidParameterError, match=r"^max_rows must"):
         as_unit("pid", max_rows=0)
 
 

@@ -189,8 +189,13 @@ def test_lazy_streaming_over_parquet(tmp_path):
 
 
 BAD = [
-    (PrivacyUnit("who"), ["g"], InvalidParameterError, "person column 'who' is not in the data"),
-    (PrivacyUnit("pid"), ["pid"], InvalidParameterError, "'pid' is also a group key"),
+    (
+        PrivacyUnit("who", 1, 1),
+        ["g"],
+        InvalidParameterError,
+        "person column 'who' is not in the data",
+    ),
+    (PrivacyUnit("pid", 1, 1), ["pid"], InvalidParameterError, "'pid' is also a group key"),
 ]
 
 
@@ -211,10 +216,10 @@ def _null_person() -> pl.DataFrame:
 def test_null_person_refused_polars():
     df = _null_person()
     with pytest.raises(InvalidDataError, match="person column 'pid' holds nulls") as info:
-        PolarsEngine(df).bounded(PrivacyUnit("pid"), ["g"])
+        PolarsEngine(df).bounded(PrivacyUnit("pid", 1, 1), ["g"])
     assert not any(ch.isdigit() for ch in str(info.value))  # no count of anything
     with pytest.raises(InvalidDataError, match="holds nulls"):
-        bounded_grouped_parts(df.lazy(), PrivacyUnit("pid"), ["g"], _parts(), ["x"])
+        bounded_grouped_parts(df.lazy(), PrivacyUnit("pid", 1, 1), ["g"], _parts(), ["x"])
 
 
 @pytest.mark.slow
@@ -247,7 +252,7 @@ def test_spark_same_caps_laws_and_refusals(spark):
             small.bounded(bad_unit, keys)
     nulls = SparkEngine(spark.createDataFrame(_null_person().to_arrow()))
     with pytest.raises(InvalidDataError) as spark_err:
-        nulls.bounded(PrivacyUnit("pid"), ["g"])
+        nulls.bounded(PrivacyUnit("pid", 1, 1), ["g"])
     with pytest.raises(InvalidDataError) as polars_err:
-        PolarsEngine(_null_person()).bounded(PrivacyUnit("pid"), ["g"])
+        PolarsEngine(_null_person()).bounded(PrivacyUnit("pid", 1, 1), ["g"])
     assert str(spark_err.value) == str(polars_err.value)

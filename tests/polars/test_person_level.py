@@ -281,6 +281,7 @@ def _pram(**kwargs):
         (_count_by_ward(), {"unit": "patient"}, "max_rows/max_groups"),
         (_count_by_ward(), {"unit": "patient", "max_rows": 3}, "max_groups"),
         (_count_by_ward(unit="patient"), {"unit": "patient"}, "max_rows/max_groups"),
+        (_count_by_ward(unit=PrivacyUnit("patient", max_rows=3)), {}, "max_groups"),
         (_pram(unit="patient"), {}, "max_rows"),
         (_pram(), {"unit": "patient"}, "max_rows"),
     ],
@@ -308,6 +309,8 @@ def test_bounds_stated_to_the_accountant_are_the_defaults_of_its_releases():
     assert (release.unit.max_rows, release.unit.max_groups) == (3, 2)
     assert same.unit == release.unit
     assert dpframe.Accountant(epsilon=1.0, unit="patient").stated_bounds == {}
+    pram = _pram(unit=PrivacyUnit("patient", max_rows=2))()  # no groups: max_rows is all
+    assert (pram.unit.max_rows, pram.unit.person) == (2, "patient")
 
 
 def test_a_spec_under_a_person_unit_states_its_bounds():
