@@ -325,3 +325,18 @@ def test_ledger_show_names_what_older_entries_did_not_record(tmp_path, monkeypat
     dpframe.Accountant.open(plain, epsilon=1.0).spend(0.1, mechanism="laplace")
     res = runner.invoke(app, ["ledger", "show", str(plain)])
     assert [r[1:3] for r in _rows_of(res.output)] == [["unknown", "record"]]
+
+
+def test_plan_refuses_a_person_unit_without_bounds(tmp_path):
+    from importlib.resources import files
+
+    text = files("dpframe").joinpath("data/demo_release.toml").read_text()
+    assert "max_rows = 3\nmax_groups = 1\n" in text
+    spec = tmp_path / "release.toml"
+    spec.write_text(text.replace("max_rows = 3\nmax_groups = 1\n", ""))
+    res = runner.invoke(app, ["plan", str(spec)])
+    assert res.exit_code == 2, res.output
+    assert "release 'households': max_rows/max_groups: a release under the person unit" in (
+        res.output
+    )
+    assert "in the release or in [privacy]" in res.output and "Traceback" not in res.output

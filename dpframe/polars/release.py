@@ -45,7 +45,7 @@ from dpframe.core.neighbours import OTHER, require_substitute, short_reason
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.units import BOUNDS, RECORD, PrivacyUnit, as_unit
 from dpframe.engines import Engine, engine_for
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import DPFrameError, InvalidParameterError
 
 __all__ = [
     "SUMMARY_SCHEMA",
@@ -106,10 +106,8 @@ def other_relation(
     other = OTHER[neighbours]
     try:
         under = [row for p in plans_under(other) for row in p.summary()]
-    except InvalidParameterError as exc:
-        reason = short_reason(str(exc))
-        if reason is None:
-            raise
+    except DPFrameError as exc:  # never a reason to refuse the release itself
+        reason = short_reason(str(exc)) or f"not plannable: {exc}"
         return [None] * rows, [f"{other}: n/a ({reason})"] * rows
     if len(under) != rows:  # a plan whose rows differ by relation: nothing to compare
         return [None] * rows, [f"{other}: n/a"] * rows
@@ -131,19 +129,16 @@ def summary_frame(
     unit: PrivacyUnit = RECORD,
     neighbours: str | None = None,
     plans_under: Callable[[str], list[MechanismPlan]] | None = None,
-    other_reason: str | None = None,
 ) -> Summary:
     """The summary rows of ``plans`` as a :class:`Summary` (:data:`SUMMARY_SCHEMA`): with
     the release's unit and relation, and each statistic's error under the other relation
-    (``plans_under``; or ``other_reason``, why it has none)."""
+    (from ``plans_under``, the release's plans under a given relation)."""
     rows = [{"release": release, **row} for p in plans for row in p.summary()]
     errors: list[float | None] = [None] * len(rows)
     others: list[str | None] = [None] * len(rows)
     if neighbours is not None and plans_under is not None:
         errors, said = other_relation(neighbours, plans_under, len(rows))
         others = list(said)
-    elif neighbours is not None and other_reason is not None:
-        others = [f"{OTHER[neighbours]}: n/a ({other_reason})"] * len(rows)
     for row, e, o in zip(rows, errors, others, strict=True):
         row.update(unit=unit.describe(), neighbours=neighbours, error95_other=e, other=o)
     return as_summary(pl.DataFrame(rows, schema=SUMMARY_SCHEMA))

@@ -84,3 +84,21 @@ def test_what_cannot_be_made_under_the_other_relation_says_why():
         "add_remove: n/a (the sensitivity is given by the caller)"
     ]
     assert acct.ledger == ()
+
+
+def test_a_release_the_other_relation_cannot_plan_still_summarizes():
+    """The comparison never refuses the release itself: whatever keeps the other
+    relation's plan from being made is said in ``other``."""
+    from dpframe.errors import InvalidParameterError
+    from dpframe.polars.release import other_relation
+
+    def refuse(neighbours):
+        raise InvalidParameterError("sensitivity=2e+300 is too large for the output grid")
+
+    errors, said = other_relation("add_remove", refuse, 2)
+    assert errors == [None, None]
+    assert (
+        said
+        == ["substitute: n/a (not plannable: sensitivity=2e+300 is too large for the output grid)"]
+        * 2
+    )
