@@ -288,8 +288,13 @@ def test_plan_shows_the_relation_the_units_and_the_error_under_the_other_relatio
     assert res.exit_code == 0, res.output
     assert "error95_other" in res.output and "sensitivity" in res.output
     lines = res.output.splitlines()
+    assert (
+        "neighbours: substitute (one person's values changed; the number of people is public)"
+        in lines
+    )
     assert any(
-        line.startswith("neighbours: substitute (") and "under add_remove" in line for line in lines
+        line.startswith("error95_other: each statistic's 95% error under add_remove")
+        for line in lines
     )
     assert (
         "release 'households': unit person \"household\" (at most 3 rows in each of at most "
