@@ -5,6 +5,10 @@ Every error names the argument (or column) at fault and says how to fix it.
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
     "BudgetExceededError",
     "ChecksUnavailableError",
@@ -20,6 +24,7 @@ __all__ = [
     "NamespaceConflictWarning",
     "NoAccountantError",
     "PublishFailedError",
+    "ReleaseInterrupted",
     "ReleaseNotArmedError",
     "ReleaseReuseError",
     "UnsafeSeedWarning",
@@ -113,6 +118,53 @@ class NoAccountantError(DPFrameError):
 
 class ReleaseReuseError(DPFrameError):
     """A release that has already materialised was asked to produce fresh noise."""
+
+
+class ReleaseInterrupted(KeyboardInterrupt):
+    """A release job was stopped by SIGINT (Ctrl-C) or SIGTERM.
+
+    A ``KeyboardInterrupt`` (so ``except Exception`` does not swallow it), raised once per
+    job (:mod:`dpframe.core.interrupts`) after the job gave back every reservation it had
+    not drawn. Its message says what the job spent and what it published; ``charged``
+    holds the job's ledger entries, ``published`` the run it published (``None``: nothing)
+    and ``exit_code`` the ``dpframe`` command's exit code, 128 + the signal's number (130
+    for SIGINT, 143 for SIGTERM).
+
+    Examples
+    --------
+    >>> import signal
+    >>> from dpframe.errors import ReleaseInterrupted
+    >>> ReleaseInterrupted(signum=signal.SIGTERM).exit_code
+    143
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        signum: int = signal.SIGINT,
+        charged: Sequence[Any] | None = None,
+        published: str | None = None,
+    ) -> None:
+        self.signum = int(signum)
+        #: the job's ledger entries (``None``: the job had not begun, nothing was spent)
+        self.charged = None if charged is None else tuple(charged)
+        self.published = published
+        super().__init__(message or f"interrupted by {self.signal_name}")
+
+    @property
+    def signal_name(self) -> str:
+        """``"SIGINT (Ctrl-C)"`` or ``"SIGTERM"`` (the signal's name)."""
+        try:
+            name = signal.Signals(self.signum).name
+        except ValueError:
+            name = f"signal {self.signum}"
+        return f"{name} (Ctrl-C)" if self.signum == signal.SIGINT else name
+
+    @property
+    def exit_code(self) -> int:
+        """The ``dpframe`` command's exit code: 128 + the signal's number."""
+        return 128 + self.signum
 
 
 class ReleaseNotArmedError(DPFrameError):

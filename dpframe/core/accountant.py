@@ -58,6 +58,7 @@ from dpframe.core.constraints import (
     check_positive,
     check_real,
 )
+from dpframe.core.interrupts import deferred
 from dpframe.core.legacy import JSONLedger
 from dpframe.core.postgres import PostgresStore, is_postgres_url
 from dpframe.core.processes import is_gone, this_process
@@ -820,7 +821,11 @@ class Accountant:
             return state
 
     def _transact(self, decide: Any) -> list[LedgerEntry]:
-        """One store transaction; ``decide(state)`` sees the history checked."""
+        """One store transaction; ``decide(state)`` sees the history checked.
+
+        SIGINT and SIGTERM are deferred to its end (:func:`dpframe.core.interrupts.deferred`):
+        a write is never cut between its commit and its caller learning of it.
+        """
         total = [0, ""]
 
         def checked(state: LedgerState) -> Changes:
@@ -830,7 +835,7 @@ class Accountant:
             total[1] = state.entries[-1].hash if state.entries else ""
             return changes
 
-        with self._lock:
+        with deferred(), self._lock:
             recorded = self._store.transact(checked)
             self._seen = (total[0], recorded[-1].hash if recorded else total[1])
         return recorded

@@ -35,6 +35,14 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
    staging folder is removed. Budget charged for noise already drawn stays spent; the
    rest of the reservation is given back. Each run first repairs what killed runs left
    (:func:`~dpframe.jobs.publish.repair`).
+
+SIGINT (Ctrl-C) and SIGTERM are handled alike for the whole job (in the main thread;
+:mod:`dpframe.core.interrupts`): the job stops, gives back what its reservation had not
+drawn (what was drawn stays spent), removes its staging folder and raises
+:class:`~dpframe.errors.ReleaseInterrupted`, whose message says what the job spent (per
+release, in all, and what the ledger has left) and what it published. A ledger write or
+the publish itself (steps 1 to 5 of :mod:`dpframe.jobs.publish`) is never cut: an
+interrupt arriving inside takes effect when it is done.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,9 +60,10 @@ from typing import Any
 import polars as pl
 import polars.selectors as cs
 
-from dpframe.core.accountant import Accountant, LedgerEntry, ledger_exists
+from dpframe.core.accountant import RESERVATION_KEY, Accountant, LedgerEntry, ledger_exists
 from dpframe.core.budget import exact_sum
 from dpframe.core.executor import execute
+from dpframe.core.interrupts import handling
 from dpframe.core.outputs import Read
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
@@ -62,6 +72,7 @@ from dpframe.errors import (
     DPFrameError,
     InvalidParameterError,
     LedgerIntegrityError,
+    ReleaseInterrupted,
 )
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for
@@ -70,6 +81,7 @@ from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,
     check_output_folder,
+    current_run,
     ledger_problems,
     new_staging,
     publish,
@@ -133,6 +145,91 @@ class JobResult:
     def report(self) -> Path | None:
         """The run's ``report.html`` (through the output folder's top-level link)."""
         return None if self.folder is None else self.folder / REPORT
+
+
+@dataclass
+class _Spending:
+    """What a running job has reserved, drawn and published: what it says if it stops."""
+
+    accountant: Accountant | None = None
+    #: the id of the job's reservation, once held
+    reservation: str | None = None
+    #: each drawn release's ledger entries, in the order drawn
+    drawn: dict[str, tuple[LedgerEntry, ...]] = field(default_factory=dict)
+    #: the release being drawn (its entries may be in the ledger before they are here)
+    drawing: str | None = None
+    out: Path | None = None
+    run: str | None = None
+    previous: str | None = None
+
+    def charged(self) -> tuple[LedgerEntry, ...]:
+        """The job's ledger entries: read from the ledger (every entry drawn from the
+        job's reservation, even one whose write was cut from its caller), else those the
+        job was given back."""
+        known = tuple(e for entries in self.drawn.values() for e in entries)
+        if self.accountant is None or self.reservation is None:
+            return known
+        try:
+            return tuple(
+                e
+                for e in self.accountant.ledger
+                if e.details.get(RESERVATION_KEY) == self.reservation
+            )
+        except Exception:  # the ledger cannot be read now: what the job knows
+            return known
+
+    def published(self) -> str | None:
+        """This job's run if ``out/current`` names it (published before the job stopped)."""
+        if self.out is None or self.run is None:
+            return None
+        try:
+            return self.run if current_run(self.out) == self.run else None
+        except Exception:
+            return None
+
+    def interrupted(self, exc: BaseException) -> ReleaseInterrupted:
+        """The error that says what the job spent and published when ``exc`` stopped it."""
+        signum = exc.signum if isinstance(exc, ReleaseInterrupted) else signal.SIGINT
+        name = ReleaseInterrupted(signum=signum).signal_name
+        charged = self.charged()
+        published = self.published()
+        if not charged:
+            spent = "nothing spent: this job charged no budget" + (
+                " (its reservation was given back)" if self.reservation else ""
+            )
+        else:
+            ids = {e.id: n for n, entries in self.drawn.items() for e in entries}
+            per: dict[str, list[LedgerEntry]] = {}
+            for e in charged:
+                per.setdefault(ids.get(e.id, self.drawing or "?"), []).append(e)
+            each = ", ".join(
+                f"{n} {float(exact_sum(e.epsilon for e in es)):g}" for n, es in per.items()
+            )
+            delta = float(exact_sum(e.delta for e in charged))
+            spent = (
+                f"this job spent epsilon {float(exact_sum(e.epsilon for e in charged)):g}"
+                + (f" and delta {delta:g}" if delta else "")
+                + f" ({each}), which stays spent"
+                + ("; what it had reserved and not drawn was given back" if self.reservation else "")
+            )
+        if published is not None:
+            shown = f"its run {published} was published in {self.out} before the interrupt"
+        elif self.out is None:
+            shown = "nothing was published"
+        else:
+            before = f"run {self.previous}" if self.previous else "no run"
+            shown = f"nothing was published ({self.out} still shows {before})"
+        message = f"the release job was interrupted by {name}: {spent}; {shown}."
+        if self.accountant is not None:
+            try:
+                acct = self.accountant
+                message += (
+                    f" Ledger {acct.location}: spent epsilon {acct.spent.epsilon:g} of "
+                    f"{acct.epsilon:g}, remaining {acct.remaining.epsilon:g}."
+                )
+            except Exception:  # the ledger cannot be read now: said without it
+                message += f" (The ledger {self.accountant.location} could not be read.)"
+        return ReleaseInterrupted(message, signum=signum, charged=charged, published=published)
 
 
 def _written_counts(engine: Any, path: Path, columns: list[str]) -> dict[str, pl.DataFrame]:
@@ -319,7 +416,31 @@ def run(
     CheckFailedError
         If a released table fails its expectations (nothing is published; the staged
         outputs stay under ``<output>/.failed-<run>/``).
+    ReleaseInterrupted
+        On SIGINT (Ctrl-C) or SIGTERM, handled alike while the job runs (in the main
+        thread), or a ``KeyboardInterrupt``: every reservation not drawn was given back,
+        what was drawn stays spent, nothing half-published; the message says what the
+        job spent (per release, in all, what the ledger has left) and what it published.
     """
+    spending = _Spending()
+    with handling():
+        try:
+            return _run(spec, spending, engine, spark, progress, data_docs, risk, risk_title)
+        except KeyboardInterrupt as exc:
+            raise spending.interrupted(exc) from exc
+
+
+def _run(
+    spec: Spec,
+    spending: _Spending,
+    engine: str | None,
+    spark: Any,
+    progress: bool,
+    data_docs: bool,
+    risk: pl.DataFrame | None,
+    risk_title: str | None,
+) -> JobResult:
+    """:func:`run`, telling ``spending`` what it reserves, draws and publishes."""
     if engine is None:
         engine = "spark" if is_spark_frame(spec.frame) else "polars"
     if engine not in ("polars", "spark"):
@@ -338,10 +459,11 @@ def run(
     _check_outputs(spec, frame, out, run_id, data_docs)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     repair(out)  # what killed jobs left; refuses an out/current that is not ours
+    spending.out, spending.run, spending.previous = out, run_id, current_run(out)
     staging = new_staging(out, run_id)
     result = JobResult(the_plan, folder=out, run=run_id)
     try:
-        acct = _open_ledger(spec, out)
+        acct = spending.accountant = _open_ledger(spec, out)
         releases, ctx = build_all(spec, frame, accountant=acct)
         eng = engine_for(frame)
         names = [r.name for r in spec.release]
@@ -360,10 +482,14 @@ def run(
             staged = []
             with contextlib.ExitStack() as held:
                 with bar.step("reserving the plan's budget"):
-                    held.enter_context(acct.reserve(charges, note=f"job {run_id}"))
+                    reservation = acct.reserve(charges, note=f"job {run_id}")
+                    spending.reservation = held.enter_context(reservation).id
                 for r, group in zip(spec.release, steps, strict=True):
                     with bar.step(f"drawing {r.name}"):
+                        spending.drawing = r.name
                         execution = execute(group, acct, note=f"job {run_id}")
+                        spending.drawn[r.name] = execution.entries
+                        spending.drawing = None
                     entries = execution.entries
                     result.entries.extend(entries)
                     rel = releases[r.name]
@@ -417,7 +543,7 @@ def run(
                 )
     except BaseException as exc:  # nothing published; a failed check moved staging aside
         shutil.rmtree(staging, ignore_errors=True)
-        exc.charged = tuple(result.entries)  # type: ignore[attr-defined]  # this job's spend
+        exc.charged = spending.charged()  # type: ignore[attr-defined]  # this job's spend
         raise
     return result
 

@@ -25,7 +25,9 @@ its process and host). :func:`publish` then
    still reading the previous run keeps its files).
 
 A job killed anywhere in there leaves the previous run published (killed before 2) or
-this one (after 2). :func:`repair`, at the start of every run, finishes what a killed
+this one (after 2). An interrupt (SIGINT, SIGTERM) arriving during steps 1 to 5 takes
+effect once they are done (:func:`dpframe.core.interrupts.deferred`): the job stops with
+its run published and linked, never with a run half-moved. :func:`repair`, at the start of every run, finishes what a killed
 job left: it removes the staging and run folders of dead jobs, completes steps 3 to 6
 for the current run and puts back a folder an older dpframe's publish had moved aside.
 Publishing and repairing hold a lock on the output folder (``flock``, released by the
@@ -59,6 +61,7 @@ from typing import Any
 
 from dpframe.core.budget import exact_sum
 from dpframe.core.files import atomic_write_text
+from dpframe.core.interrupts import deferred
 from dpframe.core.outputs import Read, ReadIndex, guard_output
 from dpframe.core.processes import is_gone, this_process
 from dpframe.errors import DPFrameError, InvalidParameterError
@@ -414,30 +417,38 @@ def publish(
                 **(anchor or {}),
             },
         }
+        with deferred():  # SIGINT, SIGTERM: after step 5 (the run whole and linked)
+            try:
+                atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+                runs.mkdir(exist_ok=True)
+                os.replace(staging, folder)  # 1. the whole run, still owned
+                _point(out / CURRENT, f"{RUNS}/{run}")  # 2. the commit
+            except OSError as exc:
+                if current_run(out) != run:
+                    shutil.rmtree(folder, ignore_errors=True)
+                raise DPFrameError(
+                    f"publishing into {out} failed ({exc}); nothing of this run was published: "
+                    f"{out / CURRENT} still names run {previous or '(none)'}"
+                ) from exc
+            try:
+                _link_entries(out, files)  # 3.
+                _drop_stale_links(out)  # 4.
+                (folder / OWNER).unlink(missing_ok=True)  # 5.
+            except OSError as exc:  # published already: the next run finishes this
+                _tidying_failed(out, run, exc)
         try:
-            atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
-            runs.mkdir(exist_ok=True)
-            os.replace(staging, folder)  # 1. the whole run, still owned
-            _point(out / CURRENT, f"{RUNS}/{run}")  # 2. the commit
-        except OSError as exc:
-            if current_run(out) != run:
-                shutil.rmtree(folder, ignore_errors=True)
-            raise DPFrameError(
-                f"publishing into {out} failed ({exc}); nothing of this run was published: "
-                f"{out / CURRENT} still names run {previous or '(none)'}"
-            ) from exc
-        try:
-            _link_entries(out, files)  # 3.
-            _drop_stale_links(out)  # 4.
-            (folder / OWNER).unlink(missing_ok=True)  # 5.
             _prune(out)  # 6.
-        except OSError as exc:  # published already: the next run finishes this
-            warnings.warn(
-                f"run {run} is published ({out / CURRENT}), but tidying {out} failed ({exc}); "
-                "the next run in this folder finishes it",
-                stacklevel=2,
-            )
+        except OSError as exc:
+            _tidying_failed(out, run, exc)
     return folder
+
+
+def _tidying_failed(out: Path, run: str, exc: OSError) -> None:
+    warnings.warn(
+        f"run {run} is published ({out / CURRENT}), but tidying {out} failed ({exc}); "
+        "the next run in this folder finishes it",
+        stacklevel=3,
+    )
 
 
 def repair(out: Path) -> None:
