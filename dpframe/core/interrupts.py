@@ -45,7 +45,7 @@ from typing import Any
 
 from dpframe.errors import ReleaseInterrupted
 
-__all__ = ["SIGNALS", "deferred", "handling"]
+__all__ = ["SIGNALS", "deferred", "handling", "ledger_line"]
 
 #: the signals a job handles: Ctrl-C, and a scheduler's or ``kill``'s request to stop
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -151,3 +151,20 @@ def deferred() -> Iterator[None]:
             signal.signal(s, h)
         if caught:  # delivered now to the handler it was meant for
             signal.raise_signal(caught[0])
+
+
+def ledger_line(accountant: Any) -> str:
+    """What an interrupted release says of its ledger: spent, of what, what is left (and
+    what open reservations hold); a note instead if the ledger cannot be read now."""
+    try:
+        spent, left = accountant.spent, accountant.remaining
+        held = accountant.reserved
+        line = (
+            f"Ledger {accountant.location}: spent epsilon {spent.epsilon:g} of "
+            f"{accountant.epsilon:g}, remaining {left.epsilon:g}"
+        )
+        if held.epsilon:
+            line += f" (open reservations hold epsilon {held.epsilon:g} more)"
+        return line + "."
+    except Exception:  # the ledger cannot be read now: said without it
+        return f"(The ledger {accountant.location} could not be read now.)"

@@ -63,7 +63,7 @@ import polars.selectors as cs
 from dpframe.core.accountant import RESERVATION_KEY, Accountant, LedgerEntry, ledger_exists
 from dpframe.core.budget import exact_sum
 from dpframe.core.executor import execute
-from dpframe.core.interrupts import handling
+from dpframe.core.interrupts import deferred, handling, ledger_line
 from dpframe.core.outputs import Read
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
@@ -210,7 +210,11 @@ class _Spending:
                 f"this job spent epsilon {float(exact_sum(e.epsilon for e in charged)):g}"
                 + (f" and delta {delta:g}" if delta else "")
                 + f" ({each}), which stays spent"
-                + ("; what it had reserved and not drawn was given back" if self.reservation else "")
+                + (
+                    "; what it had reserved and not drawn was given back"
+                    if self.reservation
+                    else ""
+                )
             )
         if published is not None:
             shown = f"its run {published} was published in {self.out} before the interrupt"
@@ -221,14 +225,7 @@ class _Spending:
             shown = f"nothing was published ({self.out} still shows {before})"
         message = f"the release job was interrupted by {name}: {spent}; {shown}."
         if self.accountant is not None:
-            try:
-                acct = self.accountant
-                message += (
-                    f" Ledger {acct.location}: spent epsilon {acct.spent.epsilon:g} of "
-                    f"{acct.epsilon:g}, remaining {acct.remaining.epsilon:g}."
-                )
-            except Exception:  # the ledger cannot be read now: said without it
-                message += f" (The ledger {self.accountant.location} could not be read.)"
+            message += " " + ledger_line(self.accountant)
         return ReleaseInterrupted(message, signum=signum, charged=charged, published=published)
 
 
@@ -460,9 +457,11 @@ def _run(
     out.mkdir(parents=True, exist_ok=True)
     repair(out)  # what killed jobs left; refuses an out/current that is not ours
     spending.out, spending.run, spending.previous = out, run_id, current_run(out)
-    staging = new_staging(out, run_id)
+    staging = out / f".staging-{run_id}"
     result = JobResult(the_plan, folder=out, run=run_id)
     try:
+        with deferred():  # made whole (and removed below) even if interrupted
+            staging = new_staging(out, run_id)
         acct = spending.accountant = _open_ledger(spec, out)
         releases, ctx = build_all(spec, frame, accountant=acct)
         eng = engine_for(frame)

@@ -27,9 +27,10 @@ its process and host). :func:`publish` then
 A job killed anywhere in there leaves the previous run published (killed before 2) or
 this one (after 2). An interrupt (SIGINT, SIGTERM) arriving during steps 1 to 5 takes
 effect once they are done (:func:`dpframe.core.interrupts.deferred`): the job stops with
-its run published and linked, never with a run half-moved. :func:`repair`, at the start of every run, finishes what a killed
-job left: it removes the staging and run folders of dead jobs, completes steps 3 to 6
-for the current run and puts back a folder an older dpframe's publish had moved aside.
+its run published and linked, never with a run half-moved. :func:`repair`, at the start
+of every run, finishes what a killed job left: it removes the staging and run folders of
+dead jobs, completes steps 3 to 6 for the current run and puts back a folder an older
+dpframe's publish had moved aside.
 Publishing and repairing hold a lock on the output folder (``flock``, released by the
 system if the process dies), so two jobs never interleave these steps.
 

@@ -107,7 +107,10 @@ class Terminal:
         attrs = termios.tcgetattr(slave)
         attrs[3] &= ~termios.ECHO  # what the test types is not echoed into the output
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
         self.proc = subprocess.Popen(
             args, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env, start_new_session=True
         )
@@ -372,3 +375,32 @@ def test_a_job_handles_sigterm_like_ctrl_c_and_restores_the_handlers():
             order.append("cleaned up")
     assert order[-1] == "cleaned up" and caught.value.exit_code == 130
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_ctrl_c_as_a_python_release_draws_keeps_its_charge_and_says_it(tmp_path, monkeypatch):
+    """A ``KeyboardInterrupt`` as a release object draws its noise, inside the caller's
+    reservation: the error says what the charge spent (it stays spent: noise may have been
+    drawn), the reservation is given back, and the ledger holds that charge only.
+
+    Old: a bare ``KeyboardInterrupt``, saying nothing of the charge."""
+    import polars as pl
+
+    from dpframe.core.randomness import RandomSource
+
+    visits = pl.DataFrame({"ward": ["a", "a", "b"], "cost": [10.0, 20.0, 5.0]})
+    wards = pl.DataFrame({"ward": ["a", "b", "c"]})
+    acct = dpframe.Accountant.open(tmp_path / "ledger.db", epsilon=2.0)
+    monkeypatch.setattr(RandomSource, "generator", _Interrupting.generator)
+    with pytest.raises(ReleaseInterrupted) as caught, acct.reserve(dpframe.Budget(1.0)):
+        dpframe.group_by(visits, "ward", margins=wards, accountant=acct).agg(
+            dpframe.agg.count(epsilon=0.3),
+            dpframe.agg.sum("cost", lower=0, upper=50, epsilon=0.4),
+        ).collect()
+    again = dpframe.Accountant.open(tmp_path / "ledger.db")
+    assert again.reservations == ()
+    assert again.spent.epsilon == pytest.approx(0.7)
+    assert {e.id for e in caught.value.charged} == {e.id for e in again.ledger}
+    assert "after its charge: epsilon 0.7 stays spent" in str(caught.value)
+    said = str(caught.value)  # said inside the reservation, which held 0.3 more then
+    assert "remaining 1 (open reservations hold epsilon 0.3 more)." in said
+    assert caught.value.exit_code == 130
