@@ -160,7 +160,6 @@ class _Spending:
     drawing: str | None = None
     out: Path | None = None
     run: str | None = None
-    previous: str | None = None
 
     def charged(self) -> tuple[LedgerEntry, ...]:
         """The job's ledger entries: read from the ledger (every entry drawn from the
@@ -178,24 +177,41 @@ class _Spending:
         except Exception:  # the ledger cannot be read now: what the job knows
             return known
 
-    def published(self) -> str | None:
-        """This job's run if ``out/current`` names it (published before the job stopped)."""
-        if self.out is None or self.run is None:
+    def current(self) -> str | None:
+        """The run ``out/current`` names now (None: none, or it cannot be read)."""
+        if self.out is None:
             return None
         try:
-            return self.run if current_run(self.out) == self.run else None
+            return current_run(self.out)
         except Exception:
             return None
+
+    def still_held(self) -> bool:
+        """Whether the job's reservation is still open (its give-back failed)."""
+        if self.accountant is None or self.reservation is None:
+            return False
+        try:
+            return any(r.id == self.reservation for r in self.accountant.reservations)
+        except Exception:  # cannot be read: not claimed given back
+            return True
 
     def interrupted(self, exc: BaseException) -> ReleaseInterrupted:
         """The error that says what the job spent and published when ``exc`` stopped it."""
         signum = exc.signum if isinstance(exc, ReleaseInterrupted) else signal.SIGINT
         name = ReleaseInterrupted(signum=signum).signal_name
         charged = self.charged()
-        published = self.published()
+        current = self.current()
+        published = self.run if self.run is not None and current == self.run else None
+        if self.still_held():
+            back = (
+                f"its reservation {self.reservation} could not be given back: `dpframe ledger "
+                "cancel` gives it back (or the next job on this host, once this one has ended)"
+            )
+        else:
+            back = "what it had reserved and not drawn was given back"
         if not charged:
             spent = "nothing spent: this job charged no budget" + (
-                " (its reservation was given back)" if self.reservation else ""
+                f" ({back})" if self.reservation else ""
             )
         else:
             ids = {e.id: n for n, entries in self.drawn.items() for e in entries}
@@ -210,19 +226,15 @@ class _Spending:
                 f"this job spent epsilon {float(exact_sum(e.epsilon for e in charged)):g}"
                 + (f" and delta {delta:g}" if delta else "")
                 + f" ({each}), which stays spent"
-                + (
-                    "; what it had reserved and not drawn was given back"
-                    if self.reservation
-                    else ""
-                )
+                + (f"; {back}" if self.reservation else "")
             )
         if published is not None:
             shown = f"its run {published} was published in {self.out} before the interrupt"
         elif self.out is None:
             shown = "nothing was published"
         else:
-            before = f"run {self.previous}" if self.previous else "no run"
-            shown = f"nothing was published ({self.out} still shows {before})"
+            shows = f"run {current}" if current else "no run"
+            shown = f"nothing was published ({self.out} shows {shows})"
         message = f"the release job was interrupted by {name}: {spent}; {shown}."
         if self.accountant is not None:
             message += " " + ledger_line(self.accountant)
@@ -456,7 +468,7 @@ def _run(
     _check_outputs(spec, frame, out, run_id, data_docs)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     repair(out)  # what killed jobs left; refuses an out/current that is not ours
-    spending.out, spending.run, spending.previous = out, run_id, current_run(out)
+    spending.out, spending.run = out, run_id
     staging = out / f".staging-{run_id}"
     result = JobResult(the_plan, folder=out, run=run_id)
     try:

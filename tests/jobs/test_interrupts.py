@@ -404,3 +404,37 @@ def test_ctrl_c_as_a_python_release_draws_keeps_its_charge_and_says_it(tmp_path,
     said = str(caught.value)  # said inside the reservation, which held 0.3 more then
     assert "remaining 1 (open reservations hold epsilon 0.3 more)." in said
     assert caught.value.exit_code == 130
+
+
+def test_a_reservation_that_cannot_be_given_back_is_not_said_given_back(tmp_path, monkeypatch):
+    """Interrupted, and the ledger refuses the give-back (unavailable): the message says
+    the reservation is still held and how to give it back, not that it was."""
+    from dpframe.core.stores import DatabaseStore
+    from dpframe.errors import LedgerUnavailableError
+
+    spec = write_spec(tmp_path, rows=300, budget=10.0)
+    transact = DatabaseStore.transact
+    seen = []
+
+    def failing(self, decide):
+        def deciding(state):
+            changes = decide(state)
+            seen.append(changes)
+            if changes.give_back and not changes.reserve:
+                raise LedgerUnavailableError("the ledger is locked")
+            return changes
+
+        recorded = transact(self, deciding)
+        if recorded and len([c for c in seen if c.entries]) == 1:
+            raise KeyboardInterrupt  # Ctrl-C as the first draw is written
+        return recorded
+
+    monkeypatch.setattr(DatabaseStore, "transact", failing)
+    with pytest.warns(RuntimeWarning, match="could not be given back"):
+        with pytest.raises(ReleaseInterrupted) as caught:
+            run(load_spec(spec), progress=False)
+    said = str(caught.value)
+    assert "this job spent epsilon 0.8 (by_region 0.8)" in said
+    assert "could not be given back: `dpframe ledger cancel`" in said
+    assert "was given back" not in said
+    assert "open reservations hold epsilon 1.5 more" in said
