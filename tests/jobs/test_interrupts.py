@@ -248,7 +248,7 @@ def test_ctrl_c_and_sigterm_at_20_seeded_moments_of_a_release_in_a_terminal(tmp_
                     said, _ = term.read_until(None)
                     code = term.proc.wait(timeout=60)  # the process's own exit code
                 else:
-                    said, exit_line = term.read_until(r"EXIT \d+")
+                    said, exit_line = term.read_until(r"EXIT \d+\s")  # the whole number
                     code = int(exit_line.split()[1])
                 interrupted += code != 0
                 _check_case(case, tmp_path, before, said, code)
