@@ -38,9 +38,10 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -64,6 +65,7 @@ __all__ = [
     "MechanismPlan",
     "Once",
     "Step",
+    "drawing",
     "execute",
     "require_accountant",
     "summary_row",
@@ -215,11 +217,21 @@ def execute(steps: Sequence[Step], accountant: Accountant | None, *, note: str =
     charges = [c for s in steps for c in s.plan.charges]
     counts = tuple(len(s.plan.charges) for s in steps)
     entries = acct.spend_all(charges, note=note) if charges else ()
-    try:
+    with drawing(acct, entries):
         outputs = tuple(s.plan.draw(s.exact, s.source.generator()) for s in steps)
-    except KeyboardInterrupt as exc:
-        raise _interrupted(exc, acct, entries) from exc
     return Execution(outputs, tuple(entries), counts)
+
+
+@contextlib.contextmanager
+def drawing(acct: Accountant | None, entries: Sequence[LedgerEntry]) -> Iterator[None]:
+    """The draw (or a query's real pass) after a charge: a ``KeyboardInterrupt`` inside
+    becomes :class:`~dpframe.errors.ReleaseInterrupted`, saying what the charge spent."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if acct is None or not entries or getattr(exc, "charged", None) is not None:
+            raise  # nothing charged, or said already
+        raise _interrupted(exc, acct, entries) from exc
 
 
 def _interrupted(

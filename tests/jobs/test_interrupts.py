@@ -430,11 +430,37 @@ def test_a_reservation_that_cannot_be_given_back_is_not_said_given_back(tmp_path
         return recorded
 
     monkeypatch.setattr(DatabaseStore, "transact", failing)
-    with pytest.warns(RuntimeWarning, match="could not be given back"):
-        with pytest.raises(ReleaseInterrupted) as caught:
-            run(load_spec(spec), progress=False)
+    warned = pytest.warns(RuntimeWarning, match="could not be given back")
+    with warned, pytest.raises(ReleaseInterrupted) as caught:
+        run(load_spec(spec), progress=False)
     said = str(caught.value)
     assert "this job spent epsilon 0.8 (by_region 0.8)" in said
     assert "could not be given back: `dpframe ledger cancel`" in said
     assert "was given back" not in said
     assert "open reservations hold epsilon 1.5 more" in said
+
+
+def test_ctrl_c_in_a_query_run_after_its_charge_says_it(monkeypatch):
+    """A ``KeyboardInterrupt`` in the real pass of ``dpframe.collect`` (after the query's
+    charge, as PRAM randomizes): the error says the charge stays spent.
+
+    Old: a bare ``KeyboardInterrupt``."""
+    import polars as pl
+
+    from dpframe.core.randomness import RandomSource
+
+    people = pl.LazyFrame({"region": ["N", "S", "S", "E"]})
+    generator, calls = RandomSource.generator, []
+
+    def interrupted(self):
+        calls.append(1)
+        if len(calls) == 2:  # the charge's draw went through; now the rows' randomization
+            raise KeyboardInterrupt
+        return generator(self)
+
+    monkeypatch.setattr(RandomSource, "generator", interrupted)
+    with dpframe.Accountant(epsilon=2.0) as acct, pytest.raises(ReleaseInterrupted) as caught:
+        dpframe.collect(people.select(pl.col("region").dp.pram(1.0, categories=["N", "S", "E"])))
+    assert acct.spent.epsilon == pytest.approx(1.0)
+    assert "after its charge: epsilon 1 stays spent" in str(caught.value)
+    assert [e.id for e in caught.value.charged] == [e.id for e in acct.ledger]
