@@ -121,14 +121,17 @@ class ReleaseReuseError(DPFrameError):
 
 
 class ReleaseInterrupted(KeyboardInterrupt):
-    """A release job was stopped by SIGINT (Ctrl-C) or SIGTERM.
+    """A release job was stopped by SIGINT (Ctrl-C) or SIGTERM, or a release by a
+    ``KeyboardInterrupt`` after its charge.
 
-    A ``KeyboardInterrupt`` (so ``except Exception`` does not swallow it), raised once per
-    job (:mod:`dpframe.core.interrupts`) after the job gave back every reservation it had
-    not drawn. Its message says what the job spent and what it published; ``charged``
-    holds the job's ledger entries, ``published`` the run it published (``None``: nothing)
-    and ``exit_code`` the ``dpframe`` command's exit code, 128 + the signal's number (130
-    for SIGINT, 143 for SIGTERM).
+    A ``KeyboardInterrupt`` (so ``except Exception`` does not swallow it). A job raises it
+    once (:mod:`dpframe.core.interrupts`), after giving back what its reservation had not
+    drawn; a release or query run (:func:`dpframe.core.executor.drawing`) once its charge
+    is made. Its message says what was spent and, for a job, what it published;
+    ``charged`` holds the ledger entries (``None``: raised before a job began, nothing
+    spent), ``published`` the run a job published (``None``: nothing) and ``exit_code`` the
+    ``dpframe`` command's exit code, 128 + the signal's number (130 for SIGINT, 143 for
+    SIGTERM).
 
     Examples
     --------

@@ -26,13 +26,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import great_expectations  # noqa: F401  # imported once, for every case of the process
-
-import dpframe.jobs.job as job
-import dpframe.jobs.publish as publish
-from dpframe.cli import app
 from dpframe.core.stores import DatabaseStore
 from dpframe.jobs.progress import JobProgress
+from dpframe.jobs.publish import CURRENT
 
 case: dict[str, Any] = {}
 
@@ -76,32 +72,45 @@ def announcing_transact(self: Any, decide: Any) -> Any:
     return recorded
 
 
-point = publish._point
+point: Any = None  # publish._point, once main() patched it
 
 
 def announcing_point(link: Any, text: str) -> None:
-    if link.name == publish.CURRENT and case["moment"] == "switch":
+    if link.name == CURRENT and case["moment"] == "switch":
         pause("switch")
     point(link, text)
 
 
-job.JobProgress = Announcing  # type: ignore[misc]
-DatabaseStore.transact = announcing_transact  # type: ignore[method-assign]
-publish._point = announcing_point
-# between cases a signal that came late (after its job ended) is only noted
-for s in (signal.SIGINT, signal.SIGTERM):
-    signal.signal(s, lambda signum, frame: print(f"LATE {signum}", flush=True))
+def main(spec: str) -> None:
+    import great_expectations  # noqa: F401  # imported once, for every case of the process
 
-print("READY", flush=True)
-for line in sys.stdin:
-    words = line.split()
-    if not words or words[0] != "CASE":
-        continue
-    moment, _, giveback = words[1].partition("+")
-    case.update(moment=moment, mode=words[2], giveback=bool(giveback), draws=0)
-    if "last" in words[3:]:
-        app(["release", sys.argv[1]], prog_name="dpframe")
-    try:
-        app(["release", sys.argv[1]], prog_name="dpframe")
-    except SystemExit as exc:
-        print(f"EXIT {exc.code or 0}", flush=True)
+    import dpframe.jobs.job as job
+    import dpframe.jobs.publish as publish
+    from dpframe.cli import app
+
+    global point
+    point = publish._point
+    job.JobProgress = Announcing  # type: ignore[misc]
+    DatabaseStore.transact = announcing_transact  # type: ignore[method-assign]
+    publish._point = announcing_point
+    # between cases a signal that came late (after its job ended) is only noted
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda signum, frame: print(f"LATE {signum}", flush=True))
+
+    print("READY", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] != "CASE":
+            continue
+        moment, _, giveback = words[1].partition("+")
+        case.update(moment=moment, mode=words[2], giveback=bool(giveback), draws=0)
+        if "last" in words[3:]:  # its exit code is the process's
+            app(["release", spec], prog_name="dpframe")
+        try:
+            app(["release", spec], prog_name="dpframe")
+        except SystemExit as exc:
+            print(f"EXIT {exc.code or 0}", flush=True)
+
+
+if __name__ == "__main__":  # imported (pytest's doctest collection), it does nothing
+    main(sys.argv[1])
