@@ -88,6 +88,7 @@ from dpframe.jobs.publish import (
     published_run,
     published_runs,
     record_entry,
+    refresh_copy,
     repair,
     run_folder,
 )
@@ -630,6 +631,7 @@ def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> 
         save_check(res, run_dir, data_docs=data_docs)
     if spec is not None and read_report_data(run_dir) is not None:
         _rewrite_report(spec, out, run_dir, results)
+    refresh_copy(out, run_dir)  # a dereferenced copy: its top-level copies read the same
     return results
 
 
@@ -664,6 +666,7 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     for res in results:
         save_check(res, folder, data_docs=data_docs)
     _rewrite_report(spec, out, folder, results)
+    refresh_copy(out, folder)  # a dereferenced copy: its top-level copies read the same
     if folder != out:
         if data_docs:
             record_entry(out, folder, "data_docs")
