@@ -11,8 +11,9 @@ The convention for the docs' code blocks (writers of README.md and docs/, read t
 
   - ``<!-- docs-test: spark -->``: needs the Spark extra; runs where pyspark is installed,
     and must (fails, not skips) under ``DPFRAME_REQUIRE_SPARK=1`` as in ``make test``;
-  - ``<!-- docs-test: skip REASON -->``: cannot run in a test (installs packages, needs a
-    server, regenerates the repository's figures for minutes); the reason is required.
+  - ``<!-- docs-test: skip REASON -->``: not run here: it cannot run in a test (installs
+    packages, needs a server, regenerates the repository's figures for minutes) or another
+    test runs exactly it (named in the reason, which is required).
 - ```toml blocks must parse; ```text (output), ```json, ```sql and unlabeled blocks
   (formulas, layouts) are not run. Any other label fails here, so no block slips out of the
   test by its label.
