@@ -79,7 +79,19 @@ def _unit(unit: Any, max_rows: Any, max_groups: Any, accountant: Any) -> Privacy
 
 
 class GroupBy:
-    """A grouping over public keys, waiting for :meth:`agg` (see :func:`group_by`)."""
+    """A grouping over public keys, waiting for :meth:`agg` (see :func:`group_by`).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+    >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     grouping = people.dp.group_by("region", margins=regions)  # a GroupBy
+    ...     release = grouping.agg(dpframe.agg.count(epsilon=0.5))
+    >>> type(grouping).__name__, type(release).__name__
+    ('GroupBy', 'GroupedRelease')
+    """
 
     def __init__(
         self,
@@ -172,7 +184,22 @@ class GroupBy:
 
 
 class GroupedRelease(Release[pl.DataFrame]):
-    """A grouped release: summarize it for free, collect it once (charged once)."""
+    """A grouped release: summarize it for free, collect it once (charged once).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+    >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     release = people.dp.group_by("region", margins=regions).agg(
+    ...         dpframe.agg.count(epsilon=0.5)
+    ...     )
+    ...     plan = release.summarize()  # mechanism, scale, 95% error: nothing spent
+    ...     table = release.collect()  # charged once, then noised
+    >>> plan["mechanism"].to_list(), table.columns, acct.spent.epsilon
+    (['laplace'], ['region', 'count'], 0.5)
+    """
 
     kind = "grouped release"
     person_level = True

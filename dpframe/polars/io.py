@@ -72,7 +72,19 @@ PROVENANCE_VERSION = 1
 
 @dataclass(frozen=True)
 class Provenance:
-    """What a released Parquet file says about how it was made."""
+    """What a released Parquet file says about how it was made.
+
+    Examples
+    --------
+    >>> import os, tempfile, polars as pl, dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> _ = acct.spend(0.5, mechanism="laplace", columns=["x"])
+    >>> path = os.path.join(tempfile.mkdtemp(), "release.parquet")
+    >>> _ = dpframe.write_parquet(pl.DataFrame({"x": [1.5]}), path, ledger=acct)
+    >>> frame, provenance = dpframe.read_parquet(path)
+    >>> provenance.epsilon, [e.mechanism for e in provenance.entries]
+    (0.5, ['laplace'])
+    """
 
     entries: tuple[LedgerEntry, ...]
     spec: dict[str, Any] | None
@@ -302,6 +314,16 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
     """The provenance stored in a Parquet file written by :func:`write_parquet`.
 
     Raises :class:`~dpframe.errors.InvalidParameterError` if the file has none.
+
+    Examples
+    --------
+    >>> import os, tempfile, polars as pl, dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> _ = acct.spend(0.5, mechanism="laplace", columns=["x"])
+    >>> path = os.path.join(tempfile.mkdtemp(), "release.parquet")
+    >>> _ = dpframe.write_parquet(pl.DataFrame({"x": [1.5]}), path, ledger=acct)
+    >>> dpframe.read_provenance(path).ledger_frame().select("mechanism", "epsilon").row(0)
+    ('laplace', 0.5)
     """
     if not isinstance(path, str | os.PathLike) or not str(path):
         raise InvalidParameterError(

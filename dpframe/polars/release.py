@@ -99,6 +99,18 @@ class Release(Generic[ResultT]):
     A subclass gives :meth:`plans` (from parameters), :meth:`_exact_inputs` (the engine's
     exact inputs, one per plan, checked) and :meth:`_finish` (the released result from
     the drawn outputs).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+    >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = people.dp.group_by("region", margins=regions).agg(
+    ...         dpframe.agg.count(epsilon=0.5)
+    ...     )
+    >>> isinstance(release, dpframe.Release)
+    True
     """
 
     #: what the release is, in messages and the ledger's note
