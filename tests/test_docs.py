@@ -135,6 +135,7 @@ def fresh(tmp_path, monkeypatch):
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"}
     env.update(PYTHONPATH=pythonpath, COLUMNS="120")
+    monkeypatch.setenv("PATH", env["PATH"])  # a python block's subprocesses find them too
     return work, env
 
 
