@@ -957,8 +957,12 @@ class Accountant:
         --------
         >>> import dpframe
         >>> acct = dpframe.Accountant(epsilon=1.0)
-        >>> acct.reservations  # ids to cancel: none open
-        ()
+        >>> with acct.reserve(dpframe.Budget(0.5)) as r:
+        ...     try:
+        ...         acct.cancel(r.id)  # its job (this process) is alive on this host
+        ...     except dpframe.DPFrameError as exc:
+        ...         print("refused:", type(exc).__name__)
+        refused: InvalidParameterError
         """
         found = [r for r in self._state().reservations if r.id == reservation_id]
         if not found:
