@@ -61,9 +61,15 @@ class LineageError(InvalidParameterError):
 
     Examples
     --------
-    >>> import dpframe
-    >>> issubclass(dpframe.LineageError, dpframe.InvalidParameterError)
-    True
+    >>> import polars as pl, dpframe
+    >>> people = pl.LazyFrame({"c": ["a", "b"], "secret": [1, 2]})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     query = people.select(pl.col("c").dp.pram(1.0, categories=["a", "b"]), "secret")
+    ...     try:
+    ...         dpframe.collect(query)  # "secret" is neither released nor public=
+    ...     except dpframe.LineageError:
+    ...         print("refused; spent", acct.spent.epsilon)
+    refused; spent 0.0
     """
 
 
@@ -217,9 +223,15 @@ class ReleaseReuseError(DPFrameError):
 
     Examples
     --------
-    >>> import dpframe
-    >>> issubclass(dpframe.ReleaseReuseError, dpframe.DPFrameError)
-    True
+    >>> import polars as pl, dpframe
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     noisy = pl.col("m").dp.laplace(epsilon=0.5, sensitivity=1, composition="parallel")
+    >>> _ = pl.DataFrame({"m": [1.0]}).with_columns(noisy)  # charged and noised once
+    >>> try:
+    ...     pl.DataFrame({"m": [5.0]}).with_columns(noisy)  # other values: fresh noise
+    ... except dpframe.ReleaseReuseError:
+    ...     print("refused")
+    refused
     """
 
 
