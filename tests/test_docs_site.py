@@ -126,3 +126,18 @@ def test_every_public_name_has_an_entry_on_the_site(site):
         ids |= set(re.findall(r'id="(dpframe[^"]*)"', page.read_text(encoding="utf-8")))
     missing = [name for name, _, anchors in PUBLIC if not set(anchors) & ids]
     assert not missing, f"no entry on the reference site for: {missing}"
+
+
+def test_nested_lists_render_on_the_site():
+    """Python-Markdown nests a list inside a list item only when it is indented by 4
+    spaces; GitHub takes 2, so a 2- or 3-space nested list reads right on GitHub and is
+    flattened on the site."""
+    bad = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        code = False
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                code = not code
+            elif not code and re.match(r"^ {1,3}([-*+]|\d+\.) ", line):
+                bad.append(f"{page.relative_to(ROOT)}:{n}: {line.strip()[:60]}")
+    assert not bad, "indent nested list items by 4 spaces:\n" + "\n".join(bad)
