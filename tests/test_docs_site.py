@@ -4,7 +4,8 @@ and an ``Examples`` section (run by the suite as a doctest); every CLI command h
 and an example on docs/reference/cli.md.
 
 The public names: ``dpframe.__all__``, the ``.dp`` namespaces' methods, the Accountant's
-public methods and properties, and the ``dpframe`` command's commands.
+public methods and properties, what users call on the release and provenance objects
+(``agg``, ``summarize``, ``collect``, ...), and the ``dpframe`` command's commands.
 """
 
 from __future__ import annotations
@@ -51,9 +52,31 @@ def public_names() -> list[tuple[str, Any, tuple[str, ...]]]:
                 continue
             obj = member.fget if isinstance(member, property) else member
             out.append((f"{cls.__name__}.{name}", obj, (f"{where}.{name}",)))
+    # what users call on the objects the functions return (inherited: where it is defined)
+    for cls in (
+        dpframe.GroupBy,
+        dpframe.GroupedRelease,
+        dpframe.CovarianceMatrixRelease,
+        dpframe.ProportionsRelease,
+        dpframe.Provenance,
+    ):
+        for name in sorted(_USER_METHODS & set(dir(cls))):
+            owner = next(c for c in cls.__mro__ if name in vars(c))
+            member = vars(owner)[name]
+            obj = member.fget if isinstance(member, property) else member
+            out.append((f"{cls.__name__}.{name}", obj, (f"dpframe.{owner.__name__}.{name}",)))
     return out
 
 
+_USER_METHODS = {
+    "agg",
+    "collect",
+    "summarize",
+    "epsilon",
+    "materialised",
+    "neighbours",
+    "ledger_frame",
+}
 PUBLIC = public_names()
 _EXAMPLES = re.compile(r"^Examples\n-{8,}\n", re.M)
 

@@ -98,11 +98,33 @@ class Provenance:
 
     @property
     def epsilon(self) -> float:
-        """Total epsilon of the releases recorded in the file."""
+        """Total epsilon of the releases recorded in the file.
+
+        Examples
+        --------
+        >>> import os, tempfile, polars as pl, dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> _ = acct.spend(0.25, mechanism="laplace", columns=["x"])
+        >>> path = os.path.join(tempfile.mkdtemp(), "release.parquet")
+        >>> _ = dpframe.write_parquet(pl.DataFrame({"x": [1.5]}), path, ledger=acct)
+        >>> dpframe.read_provenance(path).epsilon
+        0.25
+        """
         return float(exact_sum(e.epsilon for e in self.entries))
 
     def ledger_frame(self) -> pl.DataFrame:
-        """The recorded entries as a polars DataFrame (see :func:`ledger_frame`)."""
+        """The recorded entries as a polars DataFrame (see :func:`ledger_frame`).
+
+        Examples
+        --------
+        >>> import os, tempfile, polars as pl, dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> _ = acct.spend(0.25, mechanism="laplace", columns=["x"])
+        >>> path = os.path.join(tempfile.mkdtemp(), "release.parquet")
+        >>> _ = dpframe.write_parquet(pl.DataFrame({"x": [1.5]}), path, ledger=acct)
+        >>> dpframe.read_provenance(path).ledger_frame().select("mechanism", "epsilon").row(0)
+        ('laplace', 0.25)
+        """
         return ledger_frame(self)
 
     def __repr__(self) -> str:
