@@ -41,6 +41,11 @@ def public_names() -> list[tuple[str, Any, tuple[str, ...]]]:
         if not inspect.ismodule(obj):
             real = f"{obj.__module__}.{obj.__qualname__}"
         out.append((f"dpframe.{name}", obj, (f"dpframe.{name}", real)))
+        if inspect.ismodule(obj):  # agg, pram, risk, sensitivity: their functions
+            for fn in getattr(obj, "__all__", []):
+                if inspect.isfunction(getattr(obj, fn)):
+                    member = (f"dpframe.{name}.{fn}", getattr(obj, fn))
+                    out.append((*member, (member[0],)))
     for cls in (ExprDP, DataFrameDP, LazyFrameDP, dpframe.Accountant):
         where = (
             "dpframe.Accountant"
