@@ -530,12 +530,13 @@ def _print_ledger(target: str | Path) -> None:
     import polars as pl
 
     import dpframe
+    from dpframe.core.budget import shown
 
     acct = dpframe.Accountant.open(target)
     spent, left = acct.spent, acct.remaining
     _print_frame(
         f"Ledger {acct.location}: spent epsilon={spent.epsilon:g} of {acct.epsilon:g}, "
-        f"remaining {left.epsilon:g}",
+        f"remaining {shown(left.epsilon, acct.epsilon)}",
         _ledger_view(dpframe.ledger_frame(acct)),
         ["time", "mechanism", "columns", "epsilon", "delta", "scale", "composition"],
     )
