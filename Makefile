@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SPARK  := $(VENV)/.installed-spark
 
-.PHONY: setup setup-spark setup-postgres setup-chromium demo test lint format bench bench-spark bench-opendp-env clean
+.PHONY: setup setup-spark setup-postgres setup-chromium demo docs test lint format bench bench-spark bench-opendp-env clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ setup-chromium:
 demo: setup
 	$(BIN)/dpframe demo --out out/demo
 
+# The reference site (mkdocs-material + mkdocstrings, from docs/ and the docstrings) into
+# site/; --strict: a warning (a broken link or anchor, a bad docstring) fails the build.
+# make test builds it too (tests/test_docs_site.py).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # pytest exits 5 when it collected no test: that is a failure too. DPFRAME_REQUIRE_SPARK,
 # DPFRAME_REQUIRE_POSTGRES and DPFRAME_REQUIRE_CHROMIUM make a missing pyspark, PostgreSQL
 # or Chromium fail their tests instead of skipping them.
@@ -86,4 +92,4 @@ bench-opendp-env:
 	$(HOME)/.cache/dpframe-bench/opendp-venv/bin/pip install --quiet "opendp[polars]==0.16.0"
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .ruff_cache
+	rm -rf $(VENV) out site .pytest_cache .ruff_cache

@@ -257,10 +257,34 @@ def release(
     Exit codes: 0 published; 1 the plan overspends (nothing spent or written); 2 invalid
     spec or data (found before anything is charged); 3 an expectation failed (nothing
     published; staged outputs kept under .failed-<run>/ in the output folder); 4 any
-    other failure (nothing published).
+    other failure (nothing published); 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM
+    (what was not drawn given back; the message says what was spent and published).
 
     Example: dpframe release release.toml
     """
+    from dpframe.core.interrupts import handling
+    from dpframe.errors import ReleaseInterrupted
+
+    with handling():  # SIGINT and SIGTERM alike, from here until the outcome is said
+        try:
+            result = _release(spec, data_docs, progress, engine)
+        except ReleaseInterrupted as exc:
+            said = str(exc)
+            if exc.charged is None:  # before the job began
+                said += ", before the job began: nothing spent, nothing published"
+            typer.echo(f"error: {said}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+    for c in result.checks:
+        typer.echo(f"check {c.release}: {c.n_expectations} expectations passed")
+    typer.echo(
+        f"published {len(result.outputs)} release(s) to {result.folder}/ "
+        f"(epsilon {result.epsilon:g}): " + ", ".join(p.name for p in result.outputs.values())
+    )
+    typer.echo(f"report: {result.report} (one page, opens offline)")
+
+
+def _release(spec: Path, data_docs: bool, progress: bool, engine: str) -> Any:
+    """The ``release`` command's job: its result, or an exit code said on stderr."""
     from dpframe.errors import BudgetExceededError, DPFrameError
     from dpframe.jobs import CheckFailedError
     from dpframe.jobs import plan as make_plan
@@ -309,13 +333,7 @@ def release(
             f"error: the release failed ({type(exc).__name__}); nothing was published", err=True
         )
         raise typer.Exit(EXIT_FAILED) from None
-    for c in result.checks:
-        typer.echo(f"check {c.release}: {c.n_expectations} expectations passed")
-    typer.echo(
-        f"published {len(result.outputs)} release(s) to {result.folder}/ "
-        f"(epsilon {result.epsilon:g}): " + ", ".join(p.name for p in result.outputs.values())
-    )
-    typer.echo(f"report: {result.report} (one page, opens offline)")
+    return result
 
 
 def _spent_by_run(exc: BaseException) -> float:
@@ -525,12 +543,13 @@ def _print_ledger(target: str | Path) -> None:
     import polars as pl
 
     import dpframe
+    from dpframe.core.budget import shown
 
     acct = dpframe.Accountant.open(target)
     spent, left = acct.spent, acct.remaining
     _print_frame(
         f"Ledger {acct.location}: spent epsilon={spent.epsilon:g} of {acct.epsilon:g}, "
-        f"remaining {left.epsilon:g}",
+        f"remaining {shown(left.epsilon, acct.epsilon)}",
         _ledger_view(dpframe.ledger_frame(acct)),
         LEDGER_COLUMNS,
     )

@@ -58,6 +58,7 @@ from dpframe.core.constraints import (
     check_positive,
     check_real,
 )
+from dpframe.core.interrupts import deferred
 from dpframe.core.legacy import JSONLedger
 from dpframe.core.postgres import PostgresStore, is_postgres_url
 from dpframe.core.processes import is_gone, this_process
@@ -125,7 +126,17 @@ def ledger_exists(target: str | os.PathLike[str]) -> bool:
 
 
 def current_accountant() -> Accountant | None:
-    """The accountant of the innermost ``with accountant:`` block, or ``None``."""
+    """The accountant of the innermost ``with accountant:`` block, or ``None``.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.current_accountant() is None
+    True
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     dpframe.current_accountant() is acct
+    True
+    """
     stack = _ACTIVE.get()
     return stack[-1] if stack else None
 
@@ -423,51 +434,123 @@ class Accountant:
 
     @property
     def epsilon(self) -> float:
-        """Total epsilon budget."""
+        """Total epsilon budget.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> dpframe.Accountant(epsilon=1.0).epsilon
+        1.0
+        """
         return self._epsilon
 
     @property
     def delta(self) -> float:
-        """Total delta budget."""
+        """Total delta budget.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> dpframe.Accountant(epsilon=1.0, delta=1e-6).delta
+        1e-06
+        """
         return self._delta
 
     @property
     def neighbours(self) -> str:
-        """The neighbour relation: ``"substitute"`` or ``"add_remove"``."""
+        """The neighbour relation: ``"substitute"`` or ``"add_remove"``.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> dpframe.Accountant(epsilon=1.0, neighbours="add_remove").neighbours
+        'add_remove'
+        """
         return self._neighbours
 
     @property
     def rho(self) -> float | None:
-        """The zCDP budget, or ``None`` for an (epsilon, delta) budget."""
+        """The zCDP budget, or ``None`` for an (epsilon, delta) budget.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> dpframe.Accountant(rho=0.5, delta=1e-6).rho, dpframe.Accountant(epsilon=1.0).rho
+        (0.5, None)
+        """
         return self._rho
 
     @property
     def unit(self) -> PrivacyUnit:
         """The privacy unit (its bounds are its releases' defaults only where stated:
-        :attr:`stated_bounds`)."""
+        :attr:`stated_bounds`).
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> acct.unit.person is None  # one row is one person
+        True
+        """
         return self._unit
 
     @property
     def stated_bounds(self) -> dict[str, int]:
         """The contribution bounds given to this accountant (``max_rows``,
         ``max_groups``): its releases' defaults. A bound not here must be given to each
-        person-level release."""
+        person-level release.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> dpframe.Accountant(epsilon=1.0, unit="pid", max_rows=3).stated_bounds
+        {'max_rows': 3}
+        >>> dpframe.Accountant(epsilon=1.0).stated_bounds  # one row is one person
+        {}
+        """
         return dict(self._stated)
 
     @property
     def path(self) -> Path | None:
-        """The ledger file of a persistent accountant, else ``None``."""
+        """The ledger file of a persistent accountant, else ``None``.
+
+        Examples
+        --------
+        >>> import os, tempfile, dpframe
+        >>> path = os.path.join(tempfile.mkdtemp(), "ledger.db")
+        >>> dpframe.Accountant.open(path, epsilon=1.0).path.name
+        'ledger.db'
+        >>> dpframe.Accountant(epsilon=1.0).path is None  # in memory
+        True
+        """
         return self._path
 
     @property
     def location(self) -> str:
         """Where the ledger is: a file, a PostgreSQL URL (without its password), or
-        ``"in memory"``."""
+        ``"in memory"``.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> acct.location
+        'in memory'
+        """
         return self._store.where
 
     @property
     def ledger(self) -> tuple[LedgerEntry, ...]:
-        """Every release charged so far, oldest first."""
+        """Every release charged so far, oldest first.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> _ = acct.spend(0.5, mechanism="laplace", columns=["count"])
+        >>> [(e.mechanism, e.columns, e.epsilon) for e in acct.ledger]
+        [('laplace', ('count',), 0.5)]
+        """
         return tuple(self._entries())
 
     def anchor(self) -> dict[str, Any]:
@@ -492,7 +575,17 @@ class Accountant:
     def anchor_problems(self, recorded: Sequence[dict[str, Any]]) -> list[str | None]:
         """For each anchor in ``recorded`` (as :meth:`anchor` gave it, maybe long ago), why
         this ledger is not a later state of that one -- another ledger, fewer entries, or
-        another entry at its count -- or ``None`` if it is. One verified read."""
+        another entry at its count -- or ``None`` if it is. One verified read.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> kept = acct.anchor()
+        >>> _ = acct.spend(0.5, mechanism="laplace")
+        >>> acct.anchor_problems([kept])  # the ledger still holds what was recorded
+        [None]
+        """
         header = self._store.header()
         hashes = [e.hash for e in self._entries()]
         return [anchor_problem(r, header, hashes) for r in recorded]
@@ -501,12 +594,30 @@ class Accountant:
     def spent(self) -> Budget:
         """Budget spent so far (re-read from the file for a persistent accountant).
 
-        On a zCDP budget: ``rho`` spent, and the (epsilon, delta) it implies."""
+        On a zCDP budget: ``rho`` spent, and the (epsilon, delta) it implies.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> _ = acct.spend(0.25, mechanism="laplace")
+        >>> acct.spent
+        Budget(epsilon=0.25, delta=0.0, rho=None)
+        """
         return self._budget(_totals(self._entries()))
 
     @property
     def remaining(self) -> Budget:
-        """Budget left: total minus spent minus what open reservations hold."""
+        """Budget left: total minus spent minus what open reservations hold.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> _ = acct.spend(0.3, mechanism="laplace")
+        >>> acct.remaining.epsilon
+        0.7
+        """
         state = self._state()
         spent = _totals(state.entries)
         held = _held(state)
@@ -551,6 +662,14 @@ class Accountant:
         -------
         LedgerEntry
             The recorded entry.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> entry = acct.spend(0.4, mechanism="laplace", columns=["count"], scale=2.5)
+        >>> entry.epsilon, acct.remaining.epsilon
+        (0.4, 0.6)
         """
         charge = Charge(
             epsilon=epsilon,
@@ -571,6 +690,16 @@ class Accountant:
         :class:`BudgetExceededError` (charging nothing) if their sum does not fit in
         what is left once every open reservation is held (or, inside :meth:`reserve`,
         in what this accountant's reservation has left).
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> entries = acct.spend_all(
+        ...     [dpframe.Charge(epsilon=0.3, mechanism="laplace"), dpframe.Charge(epsilon=0.2)]
+        ... )
+        >>> len({e.release for e in entries}), acct.spent.epsilon  # one release id, charged at once
+        (1, 0.5)
         """
         if isinstance(charges, str | bytes) or not isinstance(charges, Iterable):
             raise InvalidParameterError(
@@ -623,7 +752,19 @@ class Accountant:
         return tuple(self._transact(decide))
 
     def check(self, charges: Sequence[Charge]) -> None:
-        """Raise :class:`BudgetExceededError` if ``charges`` would not fit; charge nothing."""
+        """Raise :class:`BudgetExceededError` if ``charges`` would not fit; charge nothing.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> acct.check([dpframe.Charge(epsilon=0.4), dpframe.Charge(epsilon=0.5)])  # fits
+        >>> try:
+        ...     acct.check([dpframe.Charge(epsilon=2.0)])
+        ... except dpframe.BudgetExceededError:
+        ...     print("would overspend; spent", acct.spent.epsilon)
+        would overspend; spent 0.0
+        """
         want = self._want(list(charges))
         state = self._state()
         reservation = self.reservation
@@ -647,7 +788,15 @@ class Accountant:
 
     def rho_of(self, charge: Charge) -> Fraction:
         """What ``charge`` costs on a zCDP budget: its ``rho``, or ``epsilon**2 / 2`` for a
-        pure epsilon-DP release (exact, from the decimal epsilon prints as)."""
+        pure epsilon-DP release (exact, from the decimal epsilon prints as).
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(rho=0.5, delta=1e-6)
+        >>> acct.rho_of(dpframe.Charge(epsilon=0.1))  # a pure epsilon-DP release: epsilon**2 / 2
+        Fraction(1, 200)
+        """
         if charge.rho is not None:
             return exact(charge.rho)
         if charge.delta:
@@ -793,7 +942,15 @@ class Accountant:
     @property
     def reservation(self) -> Reservation | None:
         """The reservation this accountant's spends draw from: inside a
-        ``with acct.reserve(...)`` block, in the thread (or task) that opened it."""
+        ``with acct.reserve(...)`` block, in the thread (or task) that opened it.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> acct.reservation is None  # outside a `with acct.reserve(...)` block
+        True
+        """
         for owner, r in reversed(_RESERVING.get()):
             if owner == id(self):
                 return r
@@ -801,12 +958,28 @@ class Accountant:
 
     @property
     def reservations(self) -> tuple[Reservation, ...]:
-        """Every open reservation of the ledger (this accountant's and other jobs')."""
+        """Every open reservation of the ledger (this accountant's and other jobs').
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> acct.reservations
+        ()
+        """
         return tuple(self._state().reservations)
 
     @property
     def reserved(self) -> Budget:
-        """Budget held by open reservations and not yet drawn from them."""
+        """Budget held by open reservations and not yet drawn from them.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> acct.reserved.epsilon
+        0.0
+        """
         return self._budget(_held(self._state()))
 
     def cancel(self, reservation_id: str, *, force: bool = False) -> Reservation:
@@ -815,6 +988,17 @@ class Accountant:
         Refuses a reservation whose owner is alive on this host; one owned by another
         host only with ``force=True`` (make sure that job has ended: a job drawing from
         a cancelled reservation is refused, having drawn nothing more).
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> with acct.reserve(dpframe.Budget(0.5)) as r:
+        ...     try:
+        ...         acct.cancel(r.id)  # its job (this process) is alive on this host
+        ...     except dpframe.DPFrameError as exc:
+        ...         print("refused:", type(exc).__name__)
+        refused: InvalidParameterError
         """
         found = [r for r in self._state().reservations if r.id == reservation_id]
         if not found:
@@ -846,7 +1030,11 @@ class Accountant:
             return state
 
     def _transact(self, decide: Any) -> list[LedgerEntry]:
-        """One store transaction; ``decide(state)`` sees the history checked."""
+        """One store transaction; ``decide(state)`` sees the history checked.
+
+        SIGINT and SIGTERM are deferred to its end (:func:`dpframe.core.interrupts.deferred`):
+        a write is never cut between its commit and its caller learning of it.
+        """
         total = [0, ""]
 
         def checked(state: LedgerState) -> Changes:
@@ -856,7 +1044,7 @@ class Accountant:
             total[1] = state.entries[-1].hash if state.entries else ""
             return changes
 
-        with self._lock:
+        with deferred(), self._lock:
             recorded = self._store.transact(checked)
             self._seen = (total[0], recorded[-1].hash if recorded else total[1])
         return recorded
@@ -920,7 +1108,17 @@ class Accountant:
 
     def to_dict(self) -> dict[str, Any]:
         """Header (budget, relation, creation id), spent amounts, entries and the chain's
-        head hash as a JSON-ready dict."""
+        head hash as a JSON-ready dict.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> _ = acct.spend(0.5, mechanism="laplace")
+        >>> doc = acct.to_dict()
+        >>> doc["epsilon"], len(doc["entries"])
+        (1.0, 1)
+        """
         entries = self._entries()
         spent = self.spent
         doc = {**self._store.header(), **self._header()}
@@ -932,7 +1130,16 @@ class Accountant:
         return doc
 
     def to_json(self) -> str:
-        """The ledger document as JSON text."""
+        """The ledger document as JSON text.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> import json
+        >>> json.loads(acct.to_json())["epsilon"]
+        1.0
+        """
         return json.dumps(self.to_dict(), indent=2)
 
     # -- context ----------------------------------------------------------------------

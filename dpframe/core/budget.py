@@ -26,7 +26,7 @@ from fractions import Fraction
 
 from dpframe.errors import InvalidParameterError
 
-__all__ = ["CHARGE_DIGITS", "charge_for", "exact", "exact_sum", "split_epsilon"]
+__all__ = ["CHARGE_DIGITS", "charge_for", "exact", "exact_sum", "shown", "split_epsilon"]
 
 #: A charge above the requested epsilon is rounded up to this many decimals.
 CHARGE_DIGITS = 9
@@ -69,6 +69,24 @@ def charge_for(privacy_loss: float | Fraction, epsilon: float) -> float:
     # the float of steps / 10**9 prints as that decimal (fewer than 16 significant digits)
     assert exact(charged) >= loss, (charged, privacy_loss)
     return charged
+
+
+def shown(amount: float, total: float) -> str:
+    """An ``amount`` of a budget of ``total`` as messages print it: ``:g``, and ``0`` for a
+    remainder below a billionth of ``total``.
+
+    Shares of a budget that :func:`split_epsilon` nudged down to fit (three thirds of 0.2)
+    sum a hair below it, so a fully spent ledger keeps an exact remainder such as 1e-17; it
+    prints as 0, as the spent amount prints as the budget. The ledger's totals stay exact.
+
+    Examples
+    --------
+    >>> shown(1e-17, 2.0), shown(0.25, 2.0)
+    ('0', '0.25')
+    """
+    if abs(amount) < abs(total) * 1e-9:
+        return "0"
+    return f"{amount:g}"
 
 
 def split_epsilon(epsilon: float, weights: Sequence[float]) -> list[float]:

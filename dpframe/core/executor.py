@@ -16,7 +16,9 @@ the only code in dpframe that charges an accountant:
 3. **draw** each step from a freshly keyed generator of its own random source;
 4. **record**: the ledger entries come back with the outputs, for provenance.
 
-If a draw fails after the charge, the budget stays spent: noise may have been drawn.
+If a draw fails after the charge, the budget stays spent: noise may have been drawn. If it
+is interrupted (Ctrl-C: ``KeyboardInterrupt``), :class:`~dpframe.errors.ReleaseInterrupted`
+says what the charge spent.
 
 A release object materialises once (:class:`Once`): a second ``collect()`` returns the
 same output, and evaluating it on other data refuses, never drawing fresh noise under
@@ -36,16 +38,24 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from dpframe.core.accountant import Accountant, Charge, LedgerEntry
+from dpframe.core.budget import exact_sum
+from dpframe.core.interrupts import ledger_line
 from dpframe.core.randomness import RandomSource
-from dpframe.errors import InvalidParameterError, NoAccountantError, ReleaseReuseError
+from dpframe.errors import (
+    InvalidParameterError,
+    NoAccountantError,
+    ReleaseInterrupted,
+    ReleaseReuseError,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,6 +66,7 @@ __all__ = [
     "MechanismPlan",
     "Once",
     "Step",
+    "drawing",
     "execute",
     "require_accountant",
     "summary_row",
@@ -192,6 +203,9 @@ def execute(steps: Sequence[Step], accountant: Accountant | None, *, note: str =
         From a step's check: nothing was charged or drawn.
     BudgetExceededError
         The charges do not fit: nothing was charged or drawn.
+    ReleaseInterrupted
+        Interrupted (``KeyboardInterrupt``) after the charge, as the noise was drawn: the
+        charge stays spent, and the message says how much.
     """
     acct = require_accountant(accountant, "this release")
     steps = list(steps)
@@ -210,8 +224,38 @@ def execute(steps: Sequence[Step], accountant: Accountant | None, *, note: str =
     ]
     counts = tuple(len(s.plan.charges) for s in steps)
     entries = acct.spend_all(charges, note=note) if charges else ()
-    outputs = tuple(s.plan.draw(s.exact, s.source.generator()) for s in steps)
+    with drawing(acct, entries):
+        outputs = tuple(s.plan.draw(s.exact, s.source.generator()) for s in steps)
     return Execution(outputs, tuple(entries), counts)
+
+
+@contextlib.contextmanager
+def drawing(acct: Accountant | None, entries: Sequence[LedgerEntry]) -> Iterator[None]:
+    """The draw (or a query's real pass) after a charge: a ``KeyboardInterrupt`` inside
+    becomes :class:`~dpframe.errors.ReleaseInterrupted`, saying what the charge spent."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if acct is None or not entries or getattr(exc, "charged", None) is not None:
+            raise  # nothing charged, or said already
+        raise _interrupted(exc, acct, entries) from exc
+
+
+def _interrupted(
+    exc: KeyboardInterrupt, acct: Accountant, entries: Sequence[LedgerEntry]
+) -> ReleaseInterrupted:
+    """What an interrupt during the draw says: the charge stays spent, nothing released."""
+    signum = exc.signum if isinstance(exc, ReleaseInterrupted) else ReleaseInterrupted().signum
+    name = ReleaseInterrupted(signum=signum).signal_name
+    eps = float(exact_sum(e.epsilon for e in entries))
+    delta = float(exact_sum(e.delta for e in entries))
+    message = (
+        f"the release was interrupted by {name} after its charge: epsilon {eps:g}"
+        + (f" and delta {delta:g}" if delta else "")
+        + " stays spent (its noise may have been drawn); nothing was released."
+    )
+    message += " " + ledger_line(acct)
+    return ReleaseInterrupted(message, signum=signum, charged=entries)
 
 
 def _snapshot(step: Step) -> Step:

@@ -36,6 +36,14 @@ class Budget:
     ``rho`` is set for a zero-concentrated (zCDP) budget: then ``rho`` is what counts,
     and ``epsilon``/``delta`` are the (epsilon, delta)-DP guarantee it implies
     (:mod:`dpframe.core.zcdp`).
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> _ = acct.spend(0.25, mechanism="laplace")
+    >>> acct.remaining
+    Budget(epsilon=0.75, delta=0.0, rho=None)
     """
 
     epsilon: float
@@ -55,6 +63,15 @@ class Charge:
     A pure epsilon-DP release gives ``epsilon > 0``; a release that is only
     ``rho``-zCDP (Gaussian noise) gives ``rho > 0`` and ``epsilon = 0``: only a zCDP
     budget can pay for it (:class:`~dpframe.core.accountant.Accountant`).
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> charge = dpframe.Charge(epsilon=0.5, mechanism="laplace", columns=("count",), scale=2.0)
+    >>> entries = acct.spend_all([charge])
+    >>> entries[0].mechanism, acct.spent.epsilon
+    ('laplace', 0.5)
     """
 
     epsilon: float
@@ -137,7 +154,16 @@ ENTRY_COLUMNS = ("time", "mechanism", "columns", "epsilon", "delta", "scale", "c
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One release as recorded in the ledger."""
+    """One release as recorded in the ledger.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> entry = acct.spend(0.5, mechanism="laplace", columns=["count"], scale=2.0)
+    >>> entry.mechanism, entry.columns, entry.epsilon, entry.scale
+    ('laplace', ('count',), 0.5, 2.0)
+    """
 
     id: str
     release: str

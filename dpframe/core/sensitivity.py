@@ -22,6 +22,14 @@ Conventions shared by every function below (see ``docs/sensitivity.md``):
   in ``n``: if only a lower bound on the size is public, pass that bound.
 * Results are in the units of the statistic (``(upper - lower)**2`` for a variance) and
   are exact suprema (tight) unless a docstring says otherwise.
+
+Examples
+--------
+>>> from dpframe import sensitivity
+>>> sensitivity.mean(0, 10, 5)  # a mean of 5 values in [0, 10], one substituted
+2.0
+>>> sensitivity.histogram_counts("add_remove"), sensitivity.histogram_counts("substitute")
+(1.0, 2.0)
 """
 
 from __future__ import annotations

@@ -267,7 +267,9 @@ class PolarsEngine:
             pl.col(a.column).map_batches(
                 randomizer(a, source, counts=i == 0),
                 return_dtype=schema[a.column],
-                is_elementwise=True,
+                # seeded: one call on the whole column, so the draws meet the rows in one
+                # order (morsels reach a row-wise function in any order); unseeded streams
+                is_elementwise=not source.seeded,
             )
             for i, a in enumerate(columns)
         ]

@@ -35,6 +35,14 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
    staging folder is removed. Budget charged for noise already drawn stays spent; the
    rest of the reservation is given back. Each run first repairs what killed runs left
    (:func:`~dpframe.jobs.publish.repair`).
+
+SIGINT (Ctrl-C) and SIGTERM are handled alike for the whole job (in the main thread;
+:mod:`dpframe.core.interrupts`): the job stops, gives back what its reservation had not
+drawn (what was drawn stays spent), removes its staging folder and raises
+:class:`~dpframe.errors.ReleaseInterrupted`, whose message says what the job spent (per
+release, in all, and what the ledger has left) and what it published. A ledger write or
+the publish itself (steps 1 to 5 of :mod:`dpframe.jobs.publish`) is never cut: an
+interrupt arriving inside takes effect when it is done.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,9 +60,10 @@ from typing import Any
 import polars as pl
 import polars.selectors as cs
 
-from dpframe.core.accountant import Accountant, LedgerEntry, ledger_exists
+from dpframe.core.accountant import RESERVATION_KEY, Accountant, LedgerEntry, ledger_exists
 from dpframe.core.budget import exact_sum
 from dpframe.core.executor import execute
+from dpframe.core.interrupts import deferred, handling, ledger_line
 from dpframe.core.outputs import Read
 from dpframe.engines import engine_for
 from dpframe.engines.protocol import is_spark_frame
@@ -62,6 +72,7 @@ from dpframe.errors import (
     DPFrameError,
     InvalidParameterError,
     LedgerIntegrityError,
+    ReleaseInterrupted,
 )
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for
@@ -70,12 +81,14 @@ from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,
     check_output_folder,
+    current_run,
     ledger_problems,
     new_staging,
     publish,
     published_run,
     published_runs,
     record_entry,
+    refresh_copy,
     repair,
     run_folder,
 )
@@ -133,6 +146,100 @@ class JobResult:
     def report(self) -> Path | None:
         """The run's ``report.html`` (through the output folder's top-level link)."""
         return None if self.folder is None else self.folder / REPORT
+
+
+@dataclass
+class _Spending:
+    """What a running job has reserved, drawn and published: what it says if it stops."""
+
+    accountant: Accountant | None = None
+    #: the id of the job's reservation, once held
+    reservation: str | None = None
+    #: each drawn release's ledger entries, in the order drawn
+    drawn: dict[str, tuple[LedgerEntry, ...]] = field(default_factory=dict)
+    #: the release being drawn (its entries may be in the ledger before they are here)
+    drawing: str | None = None
+    out: Path | None = None
+    run: str | None = None
+
+    def charged(self) -> tuple[LedgerEntry, ...]:
+        """The job's ledger entries: read from the ledger (every entry drawn from the
+        job's reservation, even one whose write was cut from its caller), else those the
+        job was given back."""
+        known = tuple(e for entries in self.drawn.values() for e in entries)
+        if self.accountant is None or self.reservation is None:
+            return known
+        try:
+            return tuple(
+                e
+                for e in self.accountant.ledger
+                if e.details.get(RESERVATION_KEY) == self.reservation
+            )
+        except Exception:  # the ledger cannot be read now: what the job knows
+            return known
+
+    def current(self) -> str | None:
+        """The run ``out/current`` names now (None: none, or it cannot be read)."""
+        if self.out is None:
+            return None
+        try:
+            return current_run(self.out)
+        except Exception:
+            return None
+
+    def still_held(self) -> bool:
+        """Whether the job's reservation is still open (its give-back failed)."""
+        if self.accountant is None or self.reservation is None:
+            return False
+        try:
+            return any(r.id == self.reservation for r in self.accountant.reservations)
+        except Exception:  # cannot be read: not claimed given back
+            return True
+
+    def interrupted(self, exc: BaseException) -> ReleaseInterrupted:
+        """The error that says what the job spent and published when ``exc`` stopped it."""
+        signum = exc.signum if isinstance(exc, ReleaseInterrupted) else signal.SIGINT
+        name = ReleaseInterrupted(signum=signum).signal_name
+        charged = self.charged()
+        current = self.current()
+        published = self.run if self.run is not None and current == self.run else None
+        if self.still_held():
+            back = (
+                f"its reservation {self.reservation} could not be given back: `dpframe ledger "
+                "cancel` gives it back (or the next job on this host, once this one has ended)"
+            )
+        else:
+            back = "what it had reserved and not drawn was given back"
+        if not charged:
+            spent = "nothing spent: this job charged no budget" + (
+                f" ({back})" if self.reservation else ""
+            )
+        else:
+            ids = {e.id: n for n, entries in self.drawn.items() for e in entries}
+            per: dict[str, list[LedgerEntry]] = {}
+            for e in charged:
+                per.setdefault(ids.get(e.id, self.drawing or "?"), []).append(e)
+            each = ", ".join(
+                f"{n} {float(exact_sum(e.epsilon for e in es)):g}" for n, es in per.items()
+            )
+            delta = float(exact_sum(e.delta for e in charged))
+            spent = (
+                f"this job spent epsilon {float(exact_sum(e.epsilon for e in charged)):g}"
+                + (f" and delta {delta:g}" if delta else "")
+                + f" ({each}), which stays spent"
+                + (f"; {back}" if self.reservation else "")
+            )
+        if published is not None:
+            shown = f"its run {published} was published in {self.out} before the interrupt"
+        elif self.out is None:
+            shown = "nothing was published"
+        else:
+            shows = f"run {current}" if current else "no run"
+            shown = f"nothing was published ({self.out} shows {shows})"
+        message = f"the release job was interrupted by {name}: {spent}; {shown}."
+        if self.accountant is not None:
+            message += " " + ledger_line(self.accountant)
+        return ReleaseInterrupted(message, signum=signum, charged=charged, published=published)
 
 
 def _written_counts(engine: Any, path: Path, columns: list[str]) -> dict[str, pl.DataFrame]:
@@ -319,7 +426,31 @@ def run(
     CheckFailedError
         If a released table fails its expectations (nothing is published; the staged
         outputs stay under ``<output>/.failed-<run>/``).
+    ReleaseInterrupted
+        On SIGINT (Ctrl-C) or SIGTERM, handled alike while the job runs (in the main
+        thread), or a ``KeyboardInterrupt``: every reservation not drawn was given back,
+        what was drawn stays spent, nothing half-published; the message says what the
+        job spent (per release, in all, what the ledger has left) and what it published.
     """
+    spending = _Spending()
+    with handling():
+        try:
+            return _run(spec, spending, engine, spark, progress, data_docs, risk, risk_title)
+        except KeyboardInterrupt as exc:
+            raise spending.interrupted(exc) from exc
+
+
+def _run(
+    spec: Spec,
+    spending: _Spending,
+    engine: str | None,
+    spark: Any,
+    progress: bool,
+    data_docs: bool,
+    risk: pl.DataFrame | None,
+    risk_title: str | None,
+) -> JobResult:
+    """:func:`run`, telling ``spending`` what it reserves, draws and publishes."""
     if engine is None:
         engine = "spark" if is_spark_frame(spec.frame) else "polars"
     if engine not in ("polars", "spark"):
@@ -338,10 +469,13 @@ def run(
     _check_outputs(spec, frame, out, run_id, data_docs)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     repair(out)  # what killed jobs left; refuses an out/current that is not ours
-    staging = new_staging(out, run_id)
+    spending.out, spending.run = out, run_id
+    staging = out / f".staging-{run_id}"
     result = JobResult(the_plan, folder=out, run=run_id)
     try:
-        acct = _open_ledger(spec, out)
+        with deferred():  # made whole (and removed below) even if interrupted
+            staging = new_staging(out, run_id)
+        acct = spending.accountant = _open_ledger(spec, out)
         releases, ctx = build_all(spec, frame, accountant=acct)
         eng = engine_for(frame)
         names = [r.name for r in spec.release]
@@ -360,10 +494,14 @@ def run(
             staged = []
             with contextlib.ExitStack() as held:
                 with bar.step("reserving the plan's budget"):
-                    held.enter_context(acct.reserve(charges, note=f"job {run_id}"))
+                    reservation = acct.reserve(charges, note=f"job {run_id}")
+                    spending.reservation = held.enter_context(reservation).id
                 for r, group in zip(spec.release, steps, strict=True):
                     with bar.step(f"drawing {r.name}"):
+                        spending.drawing = r.name
                         execution = execute(group, acct, note=f"job {run_id}")
+                        spending.drawn[r.name] = execution.entries
+                        spending.drawing = None
                     entries = execution.entries
                     result.entries.extend(entries)
                     rel = releases[r.name]
@@ -417,7 +555,7 @@ def run(
                 )
     except BaseException as exc:  # nothing published; a failed check moved staging aside
         shutil.rmtree(staging, ignore_errors=True)
-        exc.charged = tuple(result.entries)  # type: ignore[attr-defined]  # this job's spend
+        exc.charged = spending.charged()  # type: ignore[attr-defined]  # this job's spend
         raise
     return result
 
@@ -493,6 +631,7 @@ def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> 
         save_check(res, run_dir, data_docs=data_docs)
     if spec is not None and read_report_data(run_dir) is not None:
         _rewrite_report(spec, out, run_dir, results)
+    refresh_copy(out, run_dir)  # a dereferenced copy: its top-level copies read the same
     return results
 
 
@@ -527,6 +666,7 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     for res in results:
         save_check(res, folder, data_docs=data_docs)
     _rewrite_report(spec, out, folder, results)
+    refresh_copy(out, folder)  # a dereferenced copy: its top-level copies read the same
     if folder != out:
         if data_docs:
             record_entry(out, folder, "data_docs")

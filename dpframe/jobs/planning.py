@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.accountant import Accountant, ledger_exists
-from dpframe.core.budget import exact, exact_sum
+from dpframe.core.budget import exact, exact_sum, shown
 from dpframe.core.neighbours import MEANING, OTHER
 from dpframe.core.postgres import redact
 from dpframe.engines import engine_for
@@ -120,7 +120,8 @@ class JobPlan:
             what = f"budget epsilon={self.budget_epsilon:g}"
         return (
             f"{what} (ledger {self.ledger}): spent {self.spent_before:g} before, this plan "
-            f"spends {self._amount:g}, {self.spent_after:g} after, {self.remaining_after:g} "
+            f"spends {self._amount:g}, {self.spent_after:g} after, "
+            f"{shown(self.remaining_after, self._budget)} "
             f"left -- {verdict}"
         )
 

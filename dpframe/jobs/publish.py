@@ -25,9 +25,12 @@ its process and host). :func:`publish` then
    still reading the previous run keeps its files).
 
 A job killed anywhere in there leaves the previous run published (killed before 2) or
-this one (after 2). :func:`repair`, at the start of every run, finishes what a killed
-job left: it removes the staging and run folders of dead jobs, completes steps 3 to 6
-for the current run and puts back a folder an older dpframe's publish had moved aside.
+this one (after 2). An interrupt (SIGINT, SIGTERM) arriving during steps 1 to 5 takes
+effect once they are done (:func:`dpframe.core.interrupts.deferred`): the job stops with
+its run published and linked, never with a run half-moved. :func:`repair`, at the start
+of every run, finishes what a killed job left: it removes the staging and run folders of
+dead jobs, completes steps 3 to 6 for the current run and puts back a folder an older
+dpframe's publish had moved aside.
 Publishing and repairing hold a lock on the output folder (``flock``, released by the
 system if the process dies), so two jobs never interleave these steps.
 
@@ -58,7 +61,8 @@ from pathlib import Path
 from typing import Any
 
 from dpframe.core.budget import exact_sum
-from dpframe.core.files import atomic_write_text
+from dpframe.core.files import atomic_file, atomic_write_text
+from dpframe.core.interrupts import deferred
 from dpframe.core.outputs import Read, ReadIndex, guard_output
 from dpframe.core.processes import is_gone, this_process
 from dpframe.errors import DPFrameError, InvalidParameterError
@@ -78,6 +82,7 @@ __all__ = [
     "abandoned",
     "check_output_folder",
     "claim",
+    "copied_run",
     "created_by_dpframe",
     "ledger_problems",
     "new_staging",
@@ -85,6 +90,7 @@ __all__ = [
     "published_run",
     "published_runs",
     "record_entry",
+    "refresh_copy",
     "repair",
     "run_folder",
 ]
@@ -366,12 +372,51 @@ def _prune(out: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def copied_run(out: Path) -> Path | None:
+    """``out/current`` if ``out`` is a dereferenced copy of an output folder (``cp -rL``,
+    rsync without ``-l``, an object store): a real folder holding a dpframe run manifest
+    where dpframe keeps its link. None otherwise. Only readers accept it: nothing is
+    ever published into a copy."""
+    current = out / CURRENT
+    if current.is_symlink() or not (current / MANIFEST).is_file():
+        return None
+    try:
+        _read_manifest(current)
+    except (FileNotFoundError, DPFrameError):
+        return None
+    return Path(os.path.realpath(current))
+
+
 def run_folder(out: Path) -> Path:
     """The folder holding the published run of ``out``, resolved once: ``out/current``'s
-    target, or ``out`` itself if an older dpframe published there (no ``current``)."""
+    target (or, in a dereferenced copy, the folder ``out/current``), or ``out`` itself if
+    an older dpframe published there (no ``current``)."""
+    copied = copied_run(out)
+    if copied is not None:
+        return copied
     if current_run(out) is None:
         return out
     return Path(os.path.realpath(out / CURRENT))
+
+
+def refresh_copy(out: Path, folder: Path) -> None:
+    """In a dereferenced copy, replace each top-level copy of an entry of the run
+    ``folder`` (``out/current``) with the entry as it is now (after a check rewrote its
+    suite, result or report), so the copy reads the same at both names."""
+    if copied_run(out) != folder:
+        return
+    for name in _read_manifest(folder)["files"]:
+        top, entry = out / name, folder / name
+        if top.is_symlink() or not top.exists() or not entry.exists():
+            continue
+        if entry.is_dir():
+            tmp = out / f"{_OLD}{uuid.uuid4().hex[:12]}"
+            shutil.copytree(entry, tmp)
+            shutil.rmtree(top)
+            os.replace(tmp, top)
+        else:
+            with atomic_file(top) as tmp:
+                shutil.copyfile(entry, tmp)
 
 
 # -- publish and repair ----------------------------------------------------------------------
@@ -414,30 +459,38 @@ def publish(
                 **(anchor or {}),
             },
         }
+        with deferred():  # SIGINT, SIGTERM: after step 5 (the run whole and linked)
+            try:
+                atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+                runs.mkdir(exist_ok=True)
+                os.replace(staging, folder)  # 1. the whole run, still owned
+                _point(out / CURRENT, f"{RUNS}/{run}")  # 2. the commit
+            except OSError as exc:
+                if current_run(out) != run:
+                    shutil.rmtree(folder, ignore_errors=True)
+                raise DPFrameError(
+                    f"publishing into {out} failed ({exc}); nothing of this run was published: "
+                    f"{out / CURRENT} still names run {previous or '(none)'}"
+                ) from exc
+            try:
+                _link_entries(out, files)  # 3.
+                _drop_stale_links(out)  # 4.
+                (folder / OWNER).unlink(missing_ok=True)  # 5.
+            except OSError as exc:  # published already: the next run finishes this
+                _tidying_failed(out, run, exc)
         try:
-            atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
-            runs.mkdir(exist_ok=True)
-            os.replace(staging, folder)  # 1. the whole run, still owned
-            _point(out / CURRENT, f"{RUNS}/{run}")  # 2. the commit
-        except OSError as exc:
-            if current_run(out) != run:
-                shutil.rmtree(folder, ignore_errors=True)
-            raise DPFrameError(
-                f"publishing into {out} failed ({exc}); nothing of this run was published: "
-                f"{out / CURRENT} still names run {previous or '(none)'}"
-            ) from exc
-        try:
-            _link_entries(out, files)  # 3.
-            _drop_stale_links(out)  # 4.
-            (folder / OWNER).unlink(missing_ok=True)  # 5.
             _prune(out)  # 6.
-        except OSError as exc:  # published already: the next run finishes this
-            warnings.warn(
-                f"run {run} is published ({out / CURRENT}), but tidying {out} failed ({exc}); "
-                "the next run in this folder finishes it",
-                stacklevel=2,
-            )
+        except OSError as exc:
+            _tidying_failed(out, run, exc)
     return folder
+
+
+def _tidying_failed(out: Path, run: str, exc: OSError) -> None:
+    warnings.warn(
+        f"run {run} is published ({out / CURRENT}), but tidying {out} failed ({exc}); "
+        "the next run in this folder finishes it",
+        stacklevel=3,
+    )
 
 
 def repair(out: Path) -> None:
@@ -495,7 +548,9 @@ def record_entry(out: Path, folder: Path, name: str) -> None:
         if name not in manifest["files"]:
             manifest["files"] = sorted([*manifest["files"], name])
             atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
-        if current_run(out) == folder.name:
+        if copied_run(out) == folder:  # a copy has no links: refresh its top-level copy
+            refresh_copy(out, folder)
+        elif current_run(out) == folder.name:
             _link_entries(out, [name])
 
 
@@ -557,7 +612,9 @@ def published_run(folder: str | os.PathLike[str]) -> PublishedRun:
     """
     out = Path(folder)
     for _ in range(5):
-        if current_run(out) is not None:
+        if (copied := copied_run(out)) is not None:  # a dereferenced copy: read, not written
+            resolved = copied
+        elif current_run(out) is not None:
             resolved = Path(os.path.realpath(out / CURRENT))
         elif (out / MANIFEST).is_file():
             resolved = Path(os.path.realpath(out))

@@ -161,7 +161,21 @@ def _released(release: Any, table: Any) -> Any:
 
 
 def expectations(release: Any, table: Any = None, *, name: str | None = None) -> list[dict]:
-    """The expectations ``release``'s table must meet (plain data, no Great Expectations)."""
+    """The expectations ``release``'s table must meet (plain data, no Great Expectations).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+    >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = people.dp.group_by("region", margins=regions).agg(
+    ...         dpframe.agg.count(epsilon=0.5)
+    ...     )
+    ...     _ = release.collect()
+    >>> dpframe.expectations(release)[0]["type"]
+    'expect_table_columns_to_match_set'
+    """
     spec, kwargs = spec_of(release, name=name)
     return expectations_for(spec, _released(release, table), **kwargs)
 
@@ -179,6 +193,19 @@ def check(release: Any, table: Any = None, *, name: str | None = None) -> CheckR
         path it wrote (its file, or a Spark folder).
     name : str, optional
         The name the suite and its messages use (default: the release's kind and id).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+    >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = people.dp.group_by("region", margins=regions).agg(
+    ...         dpframe.agg.count(epsilon=0.5)
+    ...     )
+    ...     _ = release.collect()
+    >>> dpframe.check(release).success
+    True
     """
     spec, kwargs = spec_of(release, name=name)
     frame = _released(release, table)

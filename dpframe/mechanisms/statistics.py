@@ -379,6 +379,13 @@ def plan_statistic(
     person ``unit`` every sensitivity scales by its bounds (:mod:`dpframe.core.units`),
     and public sizes are refused: the bounding drops rows, so the groups released are
     not the ones whose sizes are public.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> plan = dpframe.agg.plan_statistic(dpframe.agg.count(epsilon=0.5), "add_remove")
+    >>> plan.mechanism, plan.scale, plan.charges[0].epsilon
+    ('laplace', 2.0, 0.5)
     """
     if not isinstance(stat, Statistic):
         raise InvalidParameterError(

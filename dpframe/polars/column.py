@@ -90,6 +90,15 @@ class ColumnRelease(RunnerRelease):
 
     Not built directly: use :func:`laplace`, :func:`truncated_laplace` or the ``.dp``
     namespace.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> with acct:
+    ...     noisy = pl.col("m").dp.laplace(epsilon=0.5, sensitivity=0.1, composition="parallel")
+    >>> [type(r).__name__ for r in dpframe.pending_releases(acct)]  # built, not yet run
+    ['ColumnRelease']
     """
 
     def __init__(
@@ -549,7 +558,20 @@ def truncated_laplace(
 
 
 def pending_releases(accountant: Accountant | None = None) -> Iterator[ColumnRelease]:
-    """Column releases built (for ``accountant``, if given) but not yet materialised."""
+    """Column releases built (for ``accountant``, if given) but not yet materialised.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> with acct:
+    ...     noisy = pl.col("m").dp.laplace(epsilon=0.5, sensitivity=0.1, composition="parallel")
+    >>> len(list(dpframe.pending_releases(acct)))
+    1
+    >>> _ = pl.DataFrame({"m": [1.0, 2.0]}).with_columns(noisy)  # run: charged, not pending
+    >>> len(list(dpframe.pending_releases(acct))), acct.spent.epsilon
+    (0, 0.5)
+    """
     if accountant is not None and not isinstance(accountant, Accountant):
         raise InvalidParameterError(
             f"accountant must be an Accountant (or None for all), got {type(accountant).__name__}"

@@ -52,6 +52,19 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
     ``collect()`` returns a frame with a ``column`` key and one Float64 column per
     variable; the kernel's :class:`~dpframe.mechanisms.covariance.CovarianceResult`
     (values before and after repair, scales, degenerate pairs) is then ``result``.
+
+    Examples
+    --------
+    >>> import numpy as np, polars as pl, dpframe
+    >>> rng = np.random.default_rng(0)
+    >>> df = pl.DataFrame({"x": rng.uniform(0, 1, 200), "y": rng.uniform(0, 2, 200)})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = dpframe.covariance_matrix(
+    ...         df, ["x", "y"], [(0, 1), (0, 2)], epsilon=1.0, n=200
+    ...     )
+    ...     table = release.collect()
+    >>> table["column"].to_list(), release.collect() is table  # collected once
+    (['x', 'y'], True)
     """
 
     kind = "covariance matrix"
@@ -202,6 +215,18 @@ class ProportionsRelease(Release[pl.DataFrame]):
     ``collect()`` returns a frame with the categories (in declared order) and
     ``proportion``; the kernel's
     :class:`~dpframe.mechanisms.proportions.ProportionsResult` is then ``result``.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> df = pl.DataFrame({"vote": ["a", "b", "b", "c"] * 25})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = dpframe.proportions(
+    ...         df, "vote", categories=["a", "b", "c"], epsilon=1.0, n=100
+    ...     )
+    ...     table = release.collect()
+    >>> table.columns, round(table["proportion"].sum(), 9)
+    (['vote', 'proportion'], 1.0)
     """
 
     kind = "proportions"

@@ -76,7 +76,19 @@ def _unit(unit: Any, max_rows: Any, max_groups: Any, accountant: Any) -> Privacy
 
 
 class GroupBy:
-    """A grouping over public keys, waiting for :meth:`agg` (see :func:`group_by`)."""
+    """A grouping over public keys, waiting for :meth:`agg` (see :func:`group_by`).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+    >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     grouping = people.dp.group_by("region", margins=regions)  # a GroupBy
+    ...     release = grouping.agg(dpframe.agg.count(epsilon=0.5))
+    >>> type(grouping).__name__, type(release).__name__
+    ('GroupBy', 'GroupedRelease')
+    """
 
     def __init__(
         self,
@@ -138,7 +150,20 @@ class GroupBy:
         self.seed = seed
 
     def agg(self, *statistics: Statistic | list[Statistic]) -> GroupedRelease:
-        """Declare the noisy statistics (from ``dpframe.agg``); nothing runs yet."""
+        """Declare the noisy statistics (from ``dpframe.agg``); nothing runs yet.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["North", "South"], "income": [3e4, 5e4]})
+        >>> with dpframe.Accountant(epsilon=1.0) as acct:
+        ...     release = people.dp.group_by("region", margins=people.select("region")).agg(
+        ...         dpframe.agg.count(epsilon=0.5),
+        ...         dpframe.agg.mean("income", lower=0, upper=2e5, epsilon=0.5),
+        ...     )
+        >>> release.epsilon, acct.spent.epsilon  # declared, nothing spent yet
+        (1.0, 0.0)
+        """
         stats = [s for group in statistics for s in (group if isinstance(group, list) else [group])]
         if not stats:
             raise InvalidParameterError(
@@ -169,7 +194,22 @@ class GroupBy:
 
 
 class GroupedRelease(Release[pl.DataFrame]):
-    """A grouped release: summarize it for free, collect it once (charged once)."""
+    """A grouped release: summarize it for free, collect it once (charged once).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+    >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     release = people.dp.group_by("region", margins=regions).agg(
+    ...         dpframe.agg.count(epsilon=0.5)
+    ...     )
+    ...     plan = release.summarize()  # mechanism, scale, 95% error: nothing spent
+    ...     table = release.collect()  # charged once, then noised
+    >>> plan["mechanism"].to_list(), table.columns, acct.spent.epsilon
+    (['laplace'], ['region', 'count'], 0.5)
+    """
 
     kind = "grouped release"
     person_level = True
@@ -220,7 +260,19 @@ class GroupedRelease(Release[pl.DataFrame]):
         return list(self._make_plans(neighbours))
 
     def summarize(self) -> Summary:
-        """As :meth:`Release.summarize`; the ``note`` also says what ``nulls=`` does."""
+        """As :meth:`Release.summarize`; the ``note`` also says what ``nulls=`` does.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["North", "South"], "income": [3e4, None]})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     release = people.dp.group_by(
+        ...         "region", margins=people.select("region"), nulls={"income": 0.0}
+        ...     ).agg(dpframe.agg.sum("income", lower=0, upper=2e5, epsilon=0.5))
+        >>> release.summarize()["statistic"].to_list()
+        ['income_sum']
+        """
         frame = super().summarize()
         said = self.grouping.missing.note
         if said is None:

@@ -72,7 +72,19 @@ PROVENANCE_VERSION = 1
 
 @dataclass(frozen=True)
 class Provenance:
-    """What a released Parquet file says about how it was made."""
+    """What a released Parquet file says about how it was made.
+
+    Examples
+    --------
+    >>> import os, tempfile, polars as pl, dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> _ = acct.spend(0.5, mechanism="laplace", columns=["x"])
+    >>> path = os.path.join(tempfile.mkdtemp(), "release.parquet")
+    >>> _ = dpframe.write_parquet(pl.DataFrame({"x": [1.5]}), path, ledger=acct)
+    >>> frame, provenance = dpframe.read_parquet(path)
+    >>> provenance.epsilon, [e.mechanism for e in provenance.entries]
+    (0.5, ['laplace'])
+    """
 
     entries: tuple[LedgerEntry, ...]
     spec: dict[str, Any] | None
@@ -86,11 +98,33 @@ class Provenance:
 
     @property
     def epsilon(self) -> float:
-        """Total epsilon of the releases recorded in the file."""
+        """Total epsilon of the releases recorded in the file.
+
+        Examples
+        --------
+        >>> import os, tempfile, polars as pl, dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> _ = acct.spend(0.25, mechanism="laplace", columns=["x"])
+        >>> path = os.path.join(tempfile.mkdtemp(), "release.parquet")
+        >>> _ = dpframe.write_parquet(pl.DataFrame({"x": [1.5]}), path, ledger=acct)
+        >>> dpframe.read_provenance(path).epsilon
+        0.25
+        """
         return float(exact_sum(e.epsilon for e in self.entries))
 
     def ledger_frame(self) -> pl.DataFrame:
-        """The recorded entries as a polars DataFrame (see :func:`ledger_frame`)."""
+        """The recorded entries as a polars DataFrame (see :func:`ledger_frame`).
+
+        Examples
+        --------
+        >>> import os, tempfile, polars as pl, dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> _ = acct.spend(0.25, mechanism="laplace", columns=["x"])
+        >>> path = os.path.join(tempfile.mkdtemp(), "release.parquet")
+        >>> _ = dpframe.write_parquet(pl.DataFrame({"x": [1.5]}), path, ledger=acct)
+        >>> dpframe.read_provenance(path).ledger_frame().select("mechanism", "epsilon").row(0)
+        ('laplace', 0.25)
+        """
         return ledger_frame(self)
 
     def __repr__(self) -> str:
@@ -302,6 +336,16 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance:
     """The provenance stored in a Parquet file written by :func:`write_parquet`.
 
     Raises :class:`~dpframe.errors.InvalidParameterError` if the file has none.
+
+    Examples
+    --------
+    >>> import os, tempfile, polars as pl, dpframe
+    >>> acct = dpframe.Accountant(epsilon=1.0)
+    >>> _ = acct.spend(0.5, mechanism="laplace", columns=["x"])
+    >>> path = os.path.join(tempfile.mkdtemp(), "release.parquet")
+    >>> _ = dpframe.write_parquet(pl.DataFrame({"x": [1.5]}), path, ledger=acct)
+    >>> dpframe.read_provenance(path).ledger_frame().select("mechanism", "epsilon").row(0)
+    ('laplace', 0.5)
     """
     if not isinstance(path, str | os.PathLike) or not str(path):
         raise InvalidParameterError(

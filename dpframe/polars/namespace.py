@@ -63,7 +63,21 @@ class ExprDP:
         accountant: Accountant | None = None,
         seed: int | RandomSource | None = None,
     ) -> pl.Expr:
-        """Laplace release of this column of statistics; see :func:`dpframe.laplace`."""
+        """Laplace release of this column of statistics; see :func:`dpframe.laplace`.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> means = pl.DataFrame({"mean": [6.48, 5.71]})
+        >>> with dpframe.Accountant(epsilon=1.0) as acct:
+        ...     noisy = means.with_columns(
+        ...         pl.col("mean").dp.laplace(
+        ...             epsilon=0.5, sensitivity=0.002, composition="sequential"
+        ...         )
+        ...     )
+        >>> noisy.columns, acct.spent.epsilon
+        (['mean'], 0.5)
+        """
         return laplace(
             self._expr,
             epsilon=epsilon,
@@ -88,7 +102,19 @@ class ExprDP:
         seed: int | RandomSource | None = None,
     ) -> pl.Expr:
         """Discrete Gaussian release of this column of statistics, charged ``rho``
-        (zCDP); see :func:`dpframe.gaussian`."""
+        (zCDP); see :func:`dpframe.gaussian`.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> counts = pl.DataFrame({"visits": [120.0, 87.0]})
+        >>> with dpframe.Accountant(rho=0.5, delta=1e-6) as acct:
+        ...     noisy = counts.with_columns(
+        ...         pl.col("visits").dp.gaussian(sensitivity=1.0, rho=0.1, composition="parallel")
+        ...     )
+        >>> noisy.height, round(acct.spent.rho, 12)
+        (2, 0.1)
+        """
         return gaussian(
             self._expr,
             sensitivity=sensitivity,
@@ -116,7 +142,21 @@ class ExprDP:
         accountant: Accountant | None = None,
         seed: int | RandomSource | None = None,
     ) -> pl.Expr:
-        """Bounded release of this column; see :func:`dpframe.truncated_laplace`."""
+        """Bounded release of this column; see :func:`dpframe.truncated_laplace`.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> shares = pl.DataFrame({"share": [0.02, 0.5, 0.97]})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     noisy = shares.with_columns(
+        ...         pl.col("share").dp.truncated_laplace(
+        ...             1.0, 0.0, 1.0, 0.01, composition="parallel", public_groups=True
+        ...         )
+        ...     )
+        >>> bool(noisy["share"].is_between(0, 1).all())  # released within the bounds
+        True
+        """
         return truncated_laplace(
             self._expr,
             epsilon,
@@ -150,6 +190,17 @@ class ExprDP:
 
         A row-wise release: run the query with :func:`dpframe.collect`,
         :func:`dpframe.sink_parquet`, ``lf.dpf.collect()`` or ``df.dpf.with_columns()``.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.LazyFrame({"tenure": ["own", "rent", "rent", "other"]})
+        >>> with dpframe.Accountant(epsilon=1.0) as acct:
+        ...     out = people.with_columns(
+        ...         pl.col("tenure").dp.pram(1.0, categories=["own", "rent", "other"])
+        ...     ).dp.collect()
+        >>> set(out["tenure"]) <= {"own", "rent", "other"}, acct.spent.epsilon
+        (True, 1.0)
         """
         return apply(
             self._expr,
@@ -183,6 +234,16 @@ class ExprDP:
         """Per-cell DR-HA in ``group_by(qids).agg(...)``; see :func:`dpframe.risk.frame.drha_expr`.
 
         An assessment of the confidential data: spends no budget, not for publication.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> df = pl.DataFrame({"age": ["<40"] * 3 + ["50+"] * 2, "y": ["a", "a", "a", "a", "b"]})
+        >>> risk = df.group_by("age", maintain_order=True).agg(
+        ...     pl.col("y").dp.drha(epsilon=1.0, levels=["a", "b"]).alias("risk")
+        ... )
+        >>> risk["risk"].round(4).to_list()
+        [0.6681, 0.4226]
         """
         from dpframe.risk.frame import drha_expr  # scipy: loaded on first use
 
@@ -221,7 +282,20 @@ class _FrameDP:
         nonnegative: bool = True,
         nulls: str | Mapping[str, float | str] = "refuse",
     ) -> GroupBy:
-        """Grouped release over public keys; see :func:`dpframe.group_by`."""
+        """Grouped release over public keys; see :func:`dpframe.group_by`.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.LazyFrame({"region": ["North", "South", "North"]})
+        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     table = people.dp.group_by("region", margins=regions).agg(
+        ...         dpframe.agg.count(epsilon=0.5)
+        ...     ).collect()
+        >>> sorted(table["region"])  # every public key, also one with no record
+        ['Islands', 'North', 'South']
+        """
         return group_by(
             self._frame,
             keys,
@@ -240,11 +314,35 @@ class _FrameDP:
     def covariance_matrix(
         self, columns: Sequence[str], bounds: Sequence[tuple[float, float]], **kwargs: Any
     ) -> CovarianceMatrixRelease:
-        """Covariance-matrix release; see :func:`dpframe.covariance_matrix`."""
+        """Covariance-matrix release; see :func:`dpframe.covariance_matrix`.
+
+        Examples
+        --------
+        >>> import numpy as np, polars as pl, dpframe
+        >>> rng = np.random.default_rng(0)
+        >>> df = pl.DataFrame({"x": rng.uniform(-3, 3, 500), "y": rng.uniform(-4, 4, 500)})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     table = df.dp.covariance_matrix(["x", "y"], [(-3, 3), (-4, 4)], epsilon=1.0, n=500)
+        ...     table = table.collect()
+        >>> table.columns
+        ['column', 'x', 'y']
+        """
         return covariance_matrix(self._frame, columns, bounds, **kwargs)
 
     def proportions(self, column: str, **kwargs: Any) -> ProportionsRelease:
-        """Proportion-vector release; see :func:`dpframe.proportions`."""
+        """Proportion-vector release; see :func:`dpframe.proportions`.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> df = pl.DataFrame({"vote": ["a", "b", "b", "c"] * 50})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     table = df.dp.proportions(
+        ...         "vote", categories=["a", "b", "c", "d"], epsilon=1.0, n=200
+        ...     ).collect()
+        >>> round(table["proportion"].sum(), 9)
+        1.0
+        """
         return proportions(self._frame, column, **kwargs)
 
     def drha(
@@ -258,6 +356,15 @@ class _FrameDP:
         """DR-HA table for an ε (or ρ, ``rho=``) grid; see :func:`dpframe.risk.frame.drha`.
 
         An assessment of the confidential data: spends no budget, not for publication.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> df = pl.DataFrame({"age": ["<40"] * 3 + ["50+"] * 2, "y": ["a", "a", "b", "b", "b"]})
+        >>> table = df.dp.drha(qids=["age"], sensitive="y", epsilon=[0.1, 100.0], levels=["a", "b"],
+        ...                    weighted=False)
+        >>> table.select("epsilon", "risk").rows()[1]
+        (100.0, 0.5)
         """
         from dpframe.risk.frame import drha  # scipy: loaded on first use
 
@@ -266,7 +373,18 @@ class _FrameDP:
     def write_parquet(
         self, path: str | os.PathLike[str], *, ledger: Any, spec: dict[str, Any] | None = None
     ) -> Path:
-        """Atomic Parquet write with provenance; see :func:`dpframe.write_parquet`."""
+        """Atomic Parquet write with provenance; see :func:`dpframe.write_parquet`.
+
+        Examples
+        --------
+        >>> import os, tempfile, polars as pl, dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> _ = acct.spend(0.5, mechanism="laplace", columns=["x"])
+        >>> path = os.path.join(tempfile.mkdtemp(), "release.parquet")
+        >>> _ = pl.DataFrame({"x": [1.5]}).dp.write_parquet(path, ledger=acct)
+        >>> dpframe.read_provenance(path).epsilon
+        0.5
+        """
         return write_parquet(self._frame, path, ledger=ledger, spec=spec)
 
 
@@ -280,13 +398,34 @@ class DataFrameDP(_FrameDP):
 
         The frame's other columns leave too, so each must be released or named in
         ``public=`` (published as it is).
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"id": [1, 2, 3], "c": ["a", "b", "a"]})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     out = people.dp.with_columns(
+        ...         pl.col("c").dp.pram(1.0, categories=["a", "b"]), public=["id"]
+        ...     )
+        >>> out.columns
+        ['id', 'c']
         """
         return collect(self._frame.lazy().with_columns(*exprs, **named), public=public)
 
     def select(
         self, *exprs: Any, public: Sequence[str] | None = None, **named: Any
     ) -> pl.DataFrame:
-        """``df.select(...)`` run by :func:`dpframe.collect` (for ``.dp.pram``)."""
+        """``df.select(...)`` run by :func:`dpframe.collect` (for ``.dp.pram``).
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"c": ["a", "b", "a"]})
+        >>> with dpframe.Accountant(epsilon=1.0) as acct:
+        ...     out = people.dp.select(pl.col("c").dp.pram(1.0, categories=["a", "b"]))
+        >>> out.height, acct.spent.epsilon
+        (3, 1.0)
+        """
         return collect(self._frame.lazy().select(*exprs, **named), public=public)
 
 
@@ -296,7 +435,19 @@ class LazyFrameDP(_FrameDP):
     def collect(
         self, *, public: Sequence[str] | None = None, **collect_kwargs: Any
     ) -> pl.DataFrame:
-        """Run the query, charging its releases once; see :func:`dpframe.collect`."""
+        """Run the query, charging its releases once; see :func:`dpframe.collect`.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> with dpframe.Accountant(epsilon=1.0) as acct:  # the release is built inside
+        ...     query = pl.LazyFrame({"c": [1, 2, 2]}).select(
+        ...         pl.col("c").dp.pram(1.0, categories=[1, 2])
+        ...     )
+        ...     out = query.dp.collect()
+        >>> out.height, acct.spent.epsilon
+        (3, 1.0)
+        """
         return collect(self._frame, public=public, **collect_kwargs)
 
     def sink_parquet(
@@ -307,7 +458,20 @@ class LazyFrameDP(_FrameDP):
         spec: dict[str, Any] | None = None,
         compression: Compression = "zstd",
     ) -> Path:
-        """Stream to Parquet with provenance; see :func:`dpframe.sink_parquet`."""
+        """Stream to Parquet with provenance; see :func:`dpframe.sink_parquet`.
+
+        Examples
+        --------
+        >>> import os, tempfile, polars as pl, dpframe
+        >>> path = os.path.join(tempfile.mkdtemp(), "released.parquet")
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     query = pl.LazyFrame({"x": [0, 1, 2, 1]}).select(
+        ...         pl.col("x").dp.pram(0.5, categories=[0, 1, 2])
+        ...     )
+        ...     _ = query.dp.sink_parquet(path)
+        >>> dpframe.read_provenance(path).epsilon
+        0.5
+        """
         return sink_parquet(self._frame, path, public=public, spec=spec, compression=compression)
 
 

@@ -424,7 +424,12 @@ def apply(
         estimable=estimable,
         design=design,
     )
-    out = expr.map_batches(release, return_dtype=pl.dtype_of(expr), is_elementwise=release.row_wise)
+    # A seeded release is reproducible only if its draws meet the rows in one order: the
+    # streaming engine calls a row-wise function once per morsel, in whatever order its
+    # threads take them, so a seeded run takes the whole column in one call (its memory is
+    # the column's; an unseeded, publishable run streams).
+    streams = release.row_wise and not release.random.seeded
+    out = expr.map_batches(release, return_dtype=pl.dtype_of(expr), is_elementwise=streams)
     return out.alias(column) if column else out
 
 

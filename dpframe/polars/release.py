@@ -197,6 +197,18 @@ class Release(Generic[ResultT]):
     A subclass gives :meth:`plans` (from parameters), :meth:`_exact_inputs` (the engine's
     exact inputs, one per plan, checked) and :meth:`_finish` (the released result from
     the drawn outputs).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+    >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = people.dp.group_by("region", margins=regions).agg(
+    ...         dpframe.agg.count(epsilon=0.5)
+    ...     )
+    >>> isinstance(release, dpframe.Release)
+    True
     """
 
     #: what the release is, in messages and the ledger's note
@@ -244,7 +256,20 @@ class Release(Generic[ResultT]):
 
     @property
     def neighbours(self) -> str:
-        """The accountant's neighbour relation (without one: as planned, or substitute)."""
+        """The accountant's neighbour relation (without one: as planned, or substitute).
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> release = people.dp.group_by("region", margins=regions, accountant=acct).agg(
+        ...     dpframe.agg.count(epsilon=0.5)
+        ... )
+        >>> release.neighbours
+        'substitute'
+        """
         if self.accountant is not None:
             return self.accountant.neighbours
         return self._neighbours or "substitute"
@@ -280,6 +305,22 @@ class Release(Generic[ResultT]):
         bounds), ``neighbours`` the relation it is calibrated for, ``error95_other`` each
         statistic's 95% error under the other relation (null where the release cannot be
         made under it; ``other`` says why).
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> release = people.dp.group_by("region", margins=regions, accountant=acct).agg(
+        ...     dpframe.agg.count(epsilon=0.5)
+        ... )
+        >>> release.summarize().select("statistic", "mechanism", "epsilon").row(0)
+        ('count', 'laplace', 0.5)
+        >>> release.summarize().select("neighbours", "error95", "error95_other").row(0)
+        ('substitute', 12.0, 6.0)
+        >>> acct.spent.epsilon  # nothing spent
+        0.0
         """
         return summary_frame(
             self.id[:8],
@@ -300,7 +341,20 @@ class Release(Generic[ResultT]):
 
     @property
     def epsilon(self) -> float:
-        """Total epsilon the release charges (its statistics compose sequentially)."""
+        """Total epsilon the release charges (its statistics compose sequentially).
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> release = people.dp.group_by("region", margins=regions, accountant=acct).agg(
+        ...     dpframe.agg.count(epsilon=0.5)
+        ... )
+        >>> release.epsilon
+        0.5
+        """
         return float(exact_sum(c.epsilon for p in self._plans_of() for c in p.charges))
 
     def prepare(self) -> list[Step]:
@@ -331,7 +385,21 @@ class Release(Generic[ResultT]):
         return result
 
     def collect(self) -> ResultT:
-        """Run the release: one atomic charge, then noise. Collected again: the same result."""
+        """Run the release: one atomic charge, then noise. Collected again: the same result.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> release = people.dp.group_by("region", margins=regions, accountant=acct).agg(
+        ...     dpframe.agg.count(epsilon=0.5)
+        ... )
+        >>> table = release.collect()
+        >>> release.collect() is table, acct.spent.epsilon  # charged once
+        (True, 0.5)
+        """
 
         def make() -> ResultT:
             steps = self.prepare()
@@ -345,7 +413,23 @@ class Release(Generic[ResultT]):
 
     @property
     def materialised(self) -> bool:
-        """True once the release has been charged and its noise drawn."""
+        """True once the release has been charged and its noise drawn.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+        >>> acct = dpframe.Accountant(epsilon=1.0)
+        >>> release = people.dp.group_by("region", margins=regions, accountant=acct).agg(
+        ...     dpframe.agg.count(epsilon=0.5)
+        ... )
+        >>> release.materialised
+        False
+        >>> _ = release.collect()
+        >>> release.materialised
+        True
+        """
         return self._once.done
 
     def _repr_html_(self) -> str:

@@ -49,7 +49,7 @@ import polars as pl
 
 from dpframe.core.accountant import Accountant, Charge, LedgerEntry
 from dpframe.core.constraints import Compression
-from dpframe.core.executor import Execution, Step, execute
+from dpframe.core.executor import Execution, Step, drawing, execute
 from dpframe.errors import (
     BudgetExceededError,
     InvalidParameterError,
@@ -500,7 +500,7 @@ def collect(
     _check_collect_arguments(collect_kwargs)
     prepared = prepare(frame, public=public)
     charge(prepared)
-    with armed(prepared):
+    with drawing(prepared.run.accountant, prepared.run.entries), armed(prepared):
         out: pl.DataFrame = prepared.lf.collect(**collect_kwargs)
         return out
 
@@ -538,6 +538,6 @@ def sink(
     """
     prepared = prepare(frame, public=public)
     charge(prepared)
-    with armed(prepared) as r:
+    with drawing(prepared.run.accountant, prepared.run.entries), armed(prepared) as r:
         prepared.lf.sink_parquet(path, metadata=metadata(r), compression=compression)
     return r

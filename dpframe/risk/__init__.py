@@ -20,6 +20,15 @@ Layout (pure numpy kernels; polars adapters in :mod:`dpframe.risk.frame`):
   (:func:`simulate`);
 * :mod:`dpframe.risk.choose` -- the largest ε whose DR-HA stays under a target, and
   the utility (TVD of low-order marginals) it leaves.
+
+Examples
+--------
+>>> import polars as pl
+>>> from dpframe import risk
+>>> df = pl.DataFrame({"age": ["<40"] * 3 + ["50+"] * 2, "y": ["a", "a", "b", "b", "b"]})
+>>> table = risk.drha(df, ["age"], "y", epsilon=[0.1, 100.0], levels=["a", "b"], weighted=False)
+>>> table.select("epsilon", "risk").rows()[1]  # almost no noise: 1 of the 2 cells is homogeneous
+(100.0, 0.5)
 """
 
 from dpframe.risk import choose, frame, measures, montecarlo, noise, priors

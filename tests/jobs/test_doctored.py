@@ -234,3 +234,24 @@ def test_a_published_folder_is_checked_on_its_own(published, tmp_path):
             shutil.move(kept, path)
         assert res.exit_code == 3, f"{what}: {res.output}"
         assert release in res.output and all(w in res.output for w in words), res.output
+
+
+def test_a_dereferenced_copy_is_checked_on_its_own(published, tmp_path):
+    """`cp -rL released/ copy` (rsync without -l, an object store) turns `current` into a
+    folder and every top-level link into a file: the copy is checked as the original is
+    (old: "current is not dpframe's link"), a doctored table in it still fails, and the
+    results the check writes read the same at both names of the copy."""
+    folder, _ = published
+    copy = tmp_path / "copy"
+    shutil.copytree(folder / "released", copy, symlinks=False)
+    assert not (copy / "current").is_symlink() and (copy / "current").is_dir()
+    res = CliRunner().invoke(app, ["check", str(copy)])
+    assert res.exit_code == 0, res.output
+    release, what, change, _ = FOLDER_CASES[0]
+    top = copy / f"{release}.validation.json"
+    inner = copy / "current" / f"{release}.validation.json"
+    assert not top.is_symlink() and top.read_bytes() == inner.read_bytes()
+    _rewrite(copy / "current" / f"{release}.parquet", change)
+    res = CliRunner().invoke(app, ["check", str(copy)])
+    assert res.exit_code == 3, f"{what}: {res.output}"
+    assert top.read_bytes() == inner.read_bytes() and b'"success": false' in top.read_bytes()

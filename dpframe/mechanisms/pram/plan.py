@@ -166,6 +166,20 @@ def design_from_record(d: Mapping[str, Any]) -> PramDesign:
     alone. The record's ``epsilon_actual`` is *not* read: the design's epsilon is
     derived again from ``q`` and ``bits``; nor is its ``estimable``: that is derived
     from ``q`` too (:attr:`PramDesign.estimable`).
+
+    Examples
+    --------
+    >>> import os, tempfile, polars as pl, dpframe
+    >>> path = os.path.join(tempfile.mkdtemp(), "released.parquet")
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     query = pl.LazyFrame({"x": [0, 1, 2, 1]}).select(
+    ...         pl.col("x").dp.pram(0.5, categories=[0, 1, 2])
+    ...     )
+    ...     _ = dpframe.sink_parquet(query, path)
+    >>> entry = dpframe.read_provenance(path).entries[0]
+    >>> design = dpframe.pram.design_from_dict(entry.details["design"])  # the file alone
+    >>> design.matrix.shape
+    (3, 3)
     """
     try:
         q = np.asarray(d["q"], dtype=np.float64)
