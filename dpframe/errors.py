@@ -87,7 +87,15 @@ class BudgetExceededError(DPFrameError):
 
 
 class LedgerMismatchError(DPFrameError):
-    """A ledger file was opened with another budget or neighbour relation than it was made with."""
+    """A ledger file was opened with another budget or neighbour relation than it was made with.
+
+    When one setting differs, ``key`` names it (``"epsilon"``, ``"rho"``, ...), with the
+    ledger's ``recorded`` value and the ``asked`` one; otherwise they are ``None``.
+    """
+
+    key: str | None = None
+    recorded: object = None
+    asked: object = None
 
 
 class LedgerIntegrityError(LedgerMismatchError):

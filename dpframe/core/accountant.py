@@ -52,10 +52,11 @@ from dpframe.core.chain import anchor, anchor_problem
 from dpframe.core.constraints import (
     ACCOUNTINGS,
     NEIGHBOURS,
+    PRIVACY_MAX,
     check_choice,
     check_delta,
     check_epsilon,
-    check_positive,
+    check_privacy_amount,
     check_real,
 )
 from dpframe.core.legacy import JSONLedger
@@ -198,8 +199,14 @@ class Accountant:
                         "epsilon: accounting='zcdp' needs epsilon=... and delta=... (or rho=...)"
                     )
                 rho = zcdp.rho_for(check_epsilon(epsilon), self._delta)
-            self._rho: float | None = check_positive("rho", rho)
+            self._rho: float | None = check_privacy_amount("rho", rho)
             self._epsilon = zcdp.epsilon_of_rho(self._rho, self._delta)
+            if self._epsilon > PRIVACY_MAX:
+                raise InvalidParameterError(
+                    f"rho: a zCDP budget of rho={self._rho!r} implies epsilon="
+                    f"{self._epsilon!r} at delta={self._delta!r}, above dpframe's largest "
+                    f"privacy amount {PRIVACY_MAX:g}; pass a smaller rho"
+                )
         else:
             if epsilon is None:
                 raise InvalidParameterError(
@@ -352,13 +359,24 @@ class Accountant:
             "rho": terms.get("rho"),
             "unit": None if person == "record" else person,
         }
+        if header.get("rho") is not None and terms.get("accounting") == "zcdp":
+            if epsilon is not None and terms.get("rho") is None:
+                # epsilon and delta name the zCDP budget they imply: the ledger's rho
+                from dpframe.core import zcdp
+
+                d = header["delta"] if delta is None else check_delta(delta)
+                implied = zcdp.rho_for(check_epsilon(epsilon), d) if d > 0 else epsilon
+                if implied != header["rho"]:
+                    err = ledger_mismatch(store.where, "epsilon", header["epsilon"], epsilon)
+                    err.args = (
+                        f"{err.args[0]} (the ledger holds rho={header['rho']!r}, which is "
+                        f"epsilon={header['epsilon']!r} at delta={header['delta']!r}; "
+                        f"epsilon={epsilon!r} with accounting='zcdp' means rho={implied!r})",
+                    )
+                    raise err
         for key, value in asked.items():
             if value is not None and value != header.get(key):
-                raise LedgerMismatchError(
-                    f"ledger {store.where} was created with {key}={header.get(key)!r}, but "
-                    f"opened with {key}={value!r}; open it with the same {key} (or {key}=None "
-                    "to take the ledger's), or start a new ledger file"
-                )
+                raise ledger_mismatch(store.where, key, header.get(key), value)
         zcdp_ledger = header.get("rho") is not None
         opened_pure = epsilon is not None and terms.get("accounting") != "zcdp"
         if zcdp_ledger and opened_pure and terms.get("rho") is None:
@@ -973,6 +991,19 @@ class Accountant:
             f"plan must be a Budget, a Charge, a plan with charges or a sequence of them, got "
             f"{type(plan).__name__}"
         )
+
+
+def ledger_mismatch(where: str, key: str, recorded: Any, asked: Any) -> LedgerMismatchError:
+    """The refusal of a ledger opened with another ``key`` than it records; the error
+    carries ``key``, ``recorded`` and ``asked``, so that an entry point other than Python
+    (the release spec) can say what to change in its own terms."""
+    err = LedgerMismatchError(
+        f"ledger {where} was created with {key}={recorded!r}, but opened with "
+        f"{key}={asked!r}; open it with the same {key} (or {key}=None to take the "
+        "ledger's), or start a new ledger file"
+    )
+    err.key, err.recorded, err.asked = key, recorded, asked
+    return err
 
 
 def _rounded_rho(rho: Fraction) -> float:

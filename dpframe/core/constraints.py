@@ -46,6 +46,8 @@ __all__ = [
     "PARAMETERS",
     "PRAM_DESIGNS",
     "PRIOR_KINDS",
+    "PRIVACY_MAX",
+    "PRIVACY_MIN",
     "REPAIRS",
     "RESERVED_PREFIX",
     "STRATEGIES",
@@ -63,6 +65,7 @@ __all__ = [
     "check_number_array",
     "check_open_bounds",
     "check_positive",
+    "check_privacy_amount",
     "check_real",
 ]
 
@@ -148,16 +151,52 @@ def check_positive(name: str, value: Any) -> float:
     return x
 
 
+#: The range of every privacy amount -- an epsilon or a rho, of a budget (in memory or in
+#: a ledger) or of a charge or release -- and of a delta other than 0. Below
+#: ``PRIVACY_MIN`` a float is subnormal or nearly so (it loses its digits, and ``1 / x``
+#: overflows); above ``PRIVACY_MAX`` a ledger cannot record it (the SQLite and PostgreSQL
+#: schemas check ``<= 1e300``), and no release means anything there anyway.
+PRIVACY_MIN = 1e-300
+PRIVACY_MAX = 1e300
+
+
+def check_privacy_amount(name: str, value: Any) -> float:
+    """An epsilon or a rho: a finite number in [:data:`PRIVACY_MIN`, :data:`PRIVACY_MAX`].
+
+    Examples
+    --------
+    >>> check_privacy_amount("rho", 0.5)
+    0.5
+    >>> check_privacy_amount("epsilon", 1e-320)
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.InvalidParameterError: epsilon must be between 1e-300 and 1e+300, got 1e-320; ...
+    """
+    x = check_positive(name, value)
+    if not PRIVACY_MIN <= x <= PRIVACY_MAX:
+        raise InvalidParameterError(
+            f"{name} must be between {PRIVACY_MIN:g} and {PRIVACY_MAX:g}, got {x!r}; "
+            f"pass {name} in that range (dpframe's range of a privacy amount, for budgets "
+            "and releases alike)"
+        )
+    return x
+
+
 def check_epsilon(value: Any, name: str = "epsilon") -> float:
-    """A privacy parameter epsilon: finite and > 0."""
-    return check_positive(name, value)
+    """A privacy parameter epsilon: finite, in [:data:`PRIVACY_MIN`, :data:`PRIVACY_MAX`]."""
+    return check_privacy_amount(name, value)
 
 
 def check_delta(value: Any, name: str = "delta") -> float:
-    """A privacy parameter delta in [0, 1)."""
+    """A privacy parameter delta in [0, 1): 0, or at least :data:`PRIVACY_MIN`."""
     x = check_real(name, value)
     if not 0.0 <= x < 1.0:
         raise InvalidParameterError(f"{name} must be in [0, 1), got {x!r}")
+    if 0.0 < x < PRIVACY_MIN:
+        raise InvalidParameterError(
+            f"{name} must be 0 or at least {PRIVACY_MIN:g}, got {x!r}; pass delta=0 or a "
+            f"delta in [{PRIVACY_MIN:g}, 1)"
+        )
     return x
 
 
@@ -359,7 +398,9 @@ def _nulls(name: str, value: Any) -> str | dict[str, float | str]:
 
 PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
     {
-        "epsilon": Constraint("a finite number > 0", lambda n, v: check_epsilon(v, n)),
+        "epsilon": Constraint(
+            f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", lambda n, v: check_epsilon(v, n)
+        ),
         "delta": Constraint("a number in [0, 1)", lambda n, v: check_delta(v, n)),
         "sensitivity": Constraint("a finite number > 0", check_positive),
         "scale": Constraint("a finite number > 0", check_positive),
@@ -368,7 +409,7 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "seed": Constraint("None (secure) or an int >= 0", _seed),
         "max_rows": _integer(1, "a person keeps at least one row per group"),
         "max_groups": _integer(1, "a person keeps at least one group"),
-        "rho": Constraint("a finite number > 0", check_positive),
+        "rho": Constraint(f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", check_privacy_amount),
         "sigma": Constraint("a finite number > 0", check_positive),
         "mechanism": _options(NOISES),
         "neighbours": _options(NEIGHBOURS),
