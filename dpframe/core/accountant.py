@@ -359,35 +359,42 @@ class Accountant:
             "rho": terms.get("rho"),
             "unit": None if person == "record" else person,
         }
-        if header.get("rho") is not None and terms.get("accounting") == "zcdp":
-            if epsilon is not None and terms.get("rho") is None:
-                # epsilon and delta name the zCDP budget they imply: the ledger's rho
-                from dpframe.core import zcdp
+        zcdp_asked = terms.get("accounting") == "zcdp" and terms.get("rho") is None
+        if header.get("rho") is not None and zcdp_asked and epsilon is not None:
+            # epsilon and delta name the zCDP budget they imply: it must be the ledger's rho
+            from dpframe.core import zcdp
 
-                d = header["delta"] if delta is None else check_delta(delta)
-                implied = zcdp.rho_for(check_epsilon(epsilon), d) if d > 0 else epsilon
-                if implied != header["rho"]:
-                    err = ledger_mismatch(store.where, "epsilon", header["epsilon"], epsilon)
-                    err.args = (
-                        f"{err.args[0]} (the ledger holds rho={header['rho']!r}, which is "
-                        f"epsilon={header['epsilon']!r} at delta={header['delta']!r}; "
-                        f"epsilon={epsilon!r} with accounting='zcdp' means rho={implied!r})",
-                    )
-                    raise err
+            d = header["delta"] if delta is None else check_delta(delta)
+            implied = zcdp.rho_for(check_epsilon(epsilon), d) if d > 0 else epsilon
+            if implied != header["rho"]:
+                err = ledger_mismatch(store.where, "epsilon", header["epsilon"], epsilon)
+                err.args = (
+                    f"{err.args[0]} (the ledger holds rho={header['rho']!r}, which is "
+                    f"epsilon={header['epsilon']!r} at delta={header['delta']!r}; "
+                    f"epsilon={epsilon!r} with accounting='zcdp' means rho={implied!r})",
+                )
+                err.key, err.recorded, err.asked = "rho", header["rho"], implied
+                raise err
         for key, value in asked.items():
             if value is not None and value != header.get(key):
                 raise ledger_mismatch(store.where, key, header.get(key), value)
         zcdp_ledger = header.get("rho") is not None
         opened_pure = epsilon is not None and terms.get("accounting") != "zcdp"
         if zcdp_ledger and opened_pure and terms.get("rho") is None:
-            raise LedgerMismatchError(
+            err = LedgerMismatchError(
                 f"ledger {store.where} holds a zCDP budget (rho={header['rho']!r}); open "
                 "it with rho=None (or its rho), not epsilon=..."
             )
+            err.key, err.recorded, err.asked = "rho", header["rho"], None
+            raise err
         if header.get("rho") is None and terms.get("accounting") == "zcdp":
-            raise LedgerMismatchError(
-                f"ledger {store.where} holds an (epsilon, delta) budget, not a zCDP one"
+            err = LedgerMismatchError(
+                f"ledger {store.where} holds an (epsilon, delta) budget "
+                f"(epsilon={header['epsilon']!r}), not a zCDP one; open it without "
+                "accounting='zcdp'"
             )
+            err.key, err.recorded, err.asked = "accounting", "pure", "zcdp"
+            raise err
         acct = cls(
             None if header.get("rho") is not None else header["epsilon"],
             header["delta"],

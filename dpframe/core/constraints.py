@@ -40,6 +40,7 @@ __all__ = [
     "COMPOSITIONS",
     "COMPRESSIONS",
     "DIAGONALS",
+    "INT64_MAX",
     "METHODS",
     "NEIGHBOURS",
     "NOISES",
@@ -62,6 +63,7 @@ __all__ = [
     "check_epsilon",
     "check_int",
     "check_key_name",
+    "check_key_names",
     "check_number_array",
     "check_open_bounds",
     "check_positive",
@@ -299,6 +301,28 @@ def check_key_name(name: Any, what: str = "keys") -> str:
     return name
 
 
+def check_key_names(keys: Any, what: str = "keys") -> list[str]:
+    """Group keys' column names: each as :func:`check_key_name` takes it, none twice.
+
+    Examples
+    --------
+    >>> check_key_names(["region", "year"])
+    ['region', 'year']
+    """
+    names = [check_key_name(k, what) for k in keys]
+    repeated = sorted({k for k in names if names.count(k) > 1})
+    if repeated:
+        raise InvalidParameterError(
+            f"{what} names column(s) {repeated} more than once; list each key column once"
+        )
+    return names
+
+
+#: The largest integer a key, a category or a public size may hold: dpframe's kernels
+#: and polars' joins work on 64-bit signed integers.
+INT64_MAX = 2**63 - 1
+
+
 # -- categories -----
 
 
@@ -332,6 +356,12 @@ def check_categories(categories: Any) -> tuple[Any, ...] | None:
         )
     if kinds == {"int"}:
         cats = tuple(int(c) for c in cats)
+        wide = [c for c in cats if not -INT64_MAX - 1 <= c <= INT64_MAX]
+        if wide:
+            raise InvalidParameterError(
+                f"categories must be 64-bit integers (between -2**63 and 2**63 - 1); "
+                f"{wide[:3]} lie outside: recode the column (e.g. to strings or small codes)"
+            )
     if len(set(cats)) != len(cats):
         dup = sorted({c for c in cats if cats.count(c) > 1})[:5]
         raise InvalidParameterError(f"categories must be distinct; repeated: {dup}")

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from dpframe.core.constraints import RESERVED_PREFIX
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.core.values import missing_id_error, refuse_missing_ids
@@ -73,6 +74,8 @@ __all__ = [
 _N = "__bound_n"
 _I = "__bound_i"
 _POS = "__bound_pos"
+#: integer dtypes wider than a kernel's 64-bit codes
+_WIDE_INTEGERS = tuple(getattr(pl, n) for n in ("Int128", "UInt128") if hasattr(pl, n))
 #: Above this many picks per segment, a segmented sort beats k rounds of minima.
 _ROUNDS = 8
 
@@ -92,6 +95,12 @@ def check_unit(schema: pl.Schema, unit: PrivacyUnit, keys: Sequence[str]) -> Non
         raise InvalidParameterError(
             f"unit: the person column {person!r} is also a group key; a person's groups "
             "must be other columns (drop it from the keys)"
+        )
+    if person.startswith(RESERVED_PREFIX):
+        raise InvalidParameterError(
+            f"unit: the person column {person!r} has a name dpframe keeps for its own "
+            f"columns (starting with {RESERVED_PREFIX!r}, as {_N!r}); rename it, e.g. "
+            f"frame.rename({{{person!r}: 'person_id'}}) and unit='person_id'"
         )
     check_key_dtype(schema[person], person, "unit: the person column")
 
@@ -357,6 +366,8 @@ def _codes(column: pl.Series) -> pl.Series:
         column = column.to_physical()
     if isinstance(dtype, pl.UInt64):
         return column.reinterpret(signed=True)  # the same 64 bits: still one code a value
+    if dtype in _WIDE_INTEGERS:  # 128 bits: the values' rank, in the values' own order
+        return (column.rank("dense") - 1).cast(pl.Int64)
     return column.cast(pl.Int64)
 
 

@@ -246,7 +246,7 @@ def _open_ledger(spec: Spec, out: Path) -> Accountant:
             "runs record); to start a new budget, publish into a new output.folder. Nothing "
             "was charged."
         )
-    acct = Accountant.open(target, **spec.privacy.ledger_terms())
+    acct = spec.privacy.open_ledger(target)
     problems = ledger_problems(runs, acct)
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)

@@ -108,7 +108,7 @@ def ledger_state(spec: Spec) -> tuple[float, Path | str]:
     shown = redact(path) if isinstance(path, str) else path  # never a password in a message
     if not ledger_exists(path):  # plan writes nothing: a missing ledger has spent nothing
         return 0.0, shown
-    acct = Accountant.open(path, **spec.privacy.ledger_terms())
+    acct = spec.privacy.open_ledger(path)
     if acct.rho is not None:
         return float(exact(acct.spent.rho) + exact(acct.reserved.rho)), shown
     return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon)), shown

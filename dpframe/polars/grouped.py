@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpframe.core.constraints import UNKNOWN_KEYS, check, check_choice, check_key_name
+from dpframe.core.constraints import (
+    INT64_MAX,
+    UNKNOWN_KEYS,
+    check,
+    check_choice,
+    check_key_names,
+)
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.missing import check_nulls
 from dpframe.core.units import PrivacyUnit, as_unit
@@ -61,6 +67,11 @@ def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> 
     if not col.dtype.is_integer() or col.null_count() or (col < 0).any():
         raise InvalidParameterError(
             f"sizes column {sizes!r} must hold non-negative integers with no nulls"
+        )
+    if col.len() and int(col.max()) > INT64_MAX:  # type: ignore[arg-type]
+        raise InvalidParameterError(
+            f"sizes column {sizes!r} holds a size above 2**63 - 1 ({col.max()}); a public "
+            "group size must be a 64-bit integer: correct the margins' sizes"
         )
     return col.cast(pl.Int64).to_numpy()
 
@@ -108,7 +119,7 @@ class GroupBy:
             raise InvalidParameterError(
                 f"keys must be a column name or a list of them, got {keys!r}"
             )
-        self.keys = [check_key_name(k) for k in keys]
+        self.keys = check_key_names(keys)
         if margins is None:
             raise MissingMarginsError(
                 "margins: a grouped release needs the public frame of all group keys "
