@@ -9,6 +9,8 @@ __all__ = [
     "BudgetExceededError",
     "ChecksUnavailableError",
     "DPFrameError",
+    "EpsilonAtEdgeWarning",
+    "EpsilonNotFoundError",
     "InvalidDataError",
     "InvalidParameterError",
     "LedgerIntegrityError",
@@ -32,6 +34,11 @@ class DPFrameError(Exception):
 
 class InvalidParameterError(DPFrameError, ValueError):
     """A parameter has a bad value or type (the message names it and the fix)."""
+
+
+class EpsilonNotFoundError(InvalidParameterError):
+    """:func:`dpframe.risk.choose_epsilon` found no ε on its grid whose risk meets the
+    target (the message gives the smallest risk reached and how to change the question)."""
 
 
 class LineageError(InvalidParameterError):
@@ -144,6 +151,13 @@ class ChecksUnavailableError(DPFrameError):
 
 class UnsafeSeedWarning(UserWarning):
     """A seeded (reproducible) random source is in use: its output is not safe to publish."""
+
+
+class EpsilonAtEdgeWarning(UserWarning):
+    """:func:`dpframe.risk.choose_epsilon` chose an ε the risk target does not bound: the
+    top of its grid (the risk meets the target up to there, so the grid chose, not the
+    risk), or the top of a stretch above ε where the risk exceeds the target (smaller ε
+    leave *more* risk)."""
 
 
 class NamespaceConflictWarning(UserWarning):
