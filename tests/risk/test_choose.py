@@ -408,7 +408,7 @@ def test_a_choice_inside_the_grid_from_the_bottom_does_not_warn():
 
 
 def test_no_epsilon_meeting_the_target_is_its_own_error():
-    with pytest.raises(EpsilonNotFoundError, match="target_risk=0.01 is below every value"):
+    with pytest.raises(EpsilonNotFoundError, match=r"target_risk=0\.01 is below every value"):
         choose_epsilon(np.array([[4, 0], [0, 2]]), 0.01)
 
 
