@@ -492,7 +492,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         randomized = sorted({s["column"] for s in specs} & set(self.keep))
         if twice or randomized:
             raise InvalidParameterError(
-                f"keep names {twice or randomized} "
+                f"keep (a spec's public) names {twice or randomized} "
                 + ("more than once" if twice else "which this release randomizes")
                 + "; list each other column to publish as it is once, and not a randomized one"
             )
