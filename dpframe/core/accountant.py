@@ -47,6 +47,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from dpframe.core.advice import advise
 from dpframe.core.budget import charge_for, exact
 from dpframe.core.chain import anchor, anchor_problem
 from dpframe.core.constraints import (
@@ -320,9 +321,14 @@ class Accountant:
             )
         if not p.exists():
             if epsilon is None and rho is None:
+                new = f"epsilon: ledger {p} does not exist yet, so its total budget is needed; "
                 raise InvalidParameterError(
-                    f"epsilon: ledger {p} does not exist yet, so its total budget is "
-                    "needed; pass epsilon=... (or rho=... for a zCDP budget)"
+                    advise(
+                        python=new + "pass epsilon=... (or rho=... for a zCDP budget)",
+                        spec=new + "set privacy.budget.epsilon (or rho for a zCDP budget)",
+                        cli=f"ledger {p} does not exist; check the path (this command reads "
+                        "an existing ledger, it never creates one)",
+                    )
                 )
             if p.suffix.lower() == ".json":
                 raise InvalidParameterError(
@@ -678,9 +684,13 @@ class Accountant:
             raise InvalidParameterError(
                 f"charges: a {charge.mechanism} release is rho-zCDP (rho={charge.rho:g}), not "
                 f"pure epsilon-DP, and this accountant holds an (epsilon, delta) budget; open a "
-                "zCDP budget for it: dpframe.Accountant(rho=..., delta=...) or "
-                "Accountant(epsilon=..., delta=..., accounting='zcdp') (in a spec: "
-                '[privacy] rho = ... or accounting = "zcdp"). Nothing was charged.'
+                "zCDP budget for it: "
+                + advise(
+                    python="dpframe.Accountant(rho=..., delta=...) or "
+                    "Accountant(epsilon=..., delta=..., accounting='zcdp')",
+                    spec='in the spec, privacy.budget.rho = ... or accounting = "zcdp"',
+                )
+                + ". Nothing was charged."
             )
         person = self._unit.person
         if person is not None and charge.unit != person:

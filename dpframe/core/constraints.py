@@ -31,6 +31,7 @@ from numbers import Integral, Real
 from types import MappingProxyType
 from typing import Any, Literal
 
+from dpframe.core.advice import advise
 from dpframe.core.missing import check_nulls
 from dpframe.errors import InvalidParameterError
 
@@ -293,10 +294,13 @@ def check_key_name(name: Any, what: str = "keys") -> str:
     if not isinstance(name, str) or not name:
         raise InvalidParameterError(f"{what} must be column names, got {name!r}")
     if name.startswith(RESERVED_PREFIX) or ":" in name:
+        rename = advise(
+            python=f"rename it, e.g. frame.rename({{{name!r}: 'key'}}) and the same in the margins",
+            spec="rename the column in the input file, in the margins and in the spec",
+        )
         raise InvalidParameterError(
             f"{what}: column {name!r} has a name dpframe keeps for its own columns (starting "
-            f"with {RESERVED_PREFIX!r} or holding ':'); rename it, e.g. "
-            f"frame.rename({{{name!r}: 'key'}}) and the same in the margins"
+            f"with {RESERVED_PREFIX!r} or holding ':'); {rename}"
         )
     return name
 

@@ -30,27 +30,35 @@ dpframe.errors.InvalidParameterError: accountant: PRAM protects the values of re
 
 from __future__ import annotations
 
+from dpframe.core.advice import advise
 from dpframe.core.constraints import NEIGHBOURS, check_choice
 from dpframe.errors import InvalidParameterError
 
 __all__ = ["REASONS", "groups_changed", "require_substitute"]
 
-#: Why a release needs substitute neighbours, by kind.
+#: Why a release needs substitute neighbours, by kind (the fix follows, in the words of
+#: the entry point: :func:`_fix`).
 REASONS = {
     "public sizes": (
         "group sizes cannot be public under neighbours='add_remove' (a neighbouring dataset "
-        "has one record more or less); drop the public sizes or use an accountant with "
-        "neighbours='substitute'."
+        "has one record more or less); drop the public sizes or {fix}."
     ),
     "dataset size": (
         "this release needs the dataset size n to be public, which it is not under "
-        "neighbours='add_remove'; use an accountant with neighbours='substitute'."
+        "neighbours='add_remove'; {fix}."
     ),
     "pram": (
         "PRAM protects the values of records, not their presence: it is not differentially "
-        "private under add/remove neighbours. Use an accountant with neighbours='substitute'."
+        "private under add/remove neighbours. {Fix}."
     ),
 }
+
+
+def _fix() -> str:
+    return advise(
+        python="use an accountant with neighbours='substitute'",
+        spec='set privacy.neighbours = "substitute" in the spec',
+    )
 
 
 def require_substitute(neighbours: str, why: str, *, argument: str) -> None:
@@ -60,7 +68,9 @@ def require_substitute(neighbours: str, why: str, *, argument: str) -> None:
     """
     check_choice("neighbours", neighbours, NEIGHBOURS)
     if neighbours != "substitute":
-        raise InvalidParameterError(f"{argument}: {REASONS[why]}")
+        fix = _fix()
+        reason = REASONS[why].format(fix=fix, Fix=fix[:1].upper() + fix[1:])
+        raise InvalidParameterError(f"{argument}: {reason}")
 
 
 def groups_changed(neighbours: str, public_groups: bool) -> int:

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from dpframe.core.advice import advise
 from dpframe.core.constraints import RESERVED_PREFIX
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
@@ -97,10 +98,14 @@ def check_unit(schema: pl.Schema, unit: PrivacyUnit, keys: Sequence[str]) -> Non
             "must be other columns (drop it from the keys)"
         )
     if person.startswith(RESERVED_PREFIX):
+        rename = advise(
+            python=f"rename it, e.g. frame.rename({{{person!r}: 'person_id'}}) and "
+            "unit='person_id'",
+            spec="rename the column in the input file and set unit to its new name",
+        )
         raise InvalidParameterError(
             f"unit: the person column {person!r} has a name dpframe keeps for its own "
-            f"columns (starting with {RESERVED_PREFIX!r}, as {_N!r}); rename it, e.g. "
-            f"frame.rename({{{person!r}: 'person_id'}}) and unit='person_id'"
+            f"columns (starting with {RESERVED_PREFIX!r}, as {_N!r}); {rename}"
         )
     check_key_dtype(schema[person], person, "unit: the person column")
 

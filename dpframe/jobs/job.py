@@ -52,6 +52,7 @@ import polars as pl
 import polars.selectors as cs
 
 from dpframe.core.accountant import Accountant, LedgerEntry, ledger_exists
+from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact_sum
 from dpframe.core.executor import execute
 from dpframe.core.outputs import Read
@@ -282,6 +283,7 @@ def _check_outputs(spec: Spec, frame: Any, out: Path, run_id: str, data_docs: bo
     )
 
 
+@spec_entry
 def run(
     spec: Spec,
     *,
@@ -446,6 +448,7 @@ def _check_file(
     return check_release(r, pl.read_parquet(path))
 
 
+@spec_entry
 def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> list[Any]:
     """Validate a published output folder on its own: no spec file, no input.
 
@@ -496,6 +499,7 @@ def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> 
     return results
 
 
+@spec_entry
 def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     """Validate the published outputs of ``spec`` again (the ``dpframe check`` command).
 

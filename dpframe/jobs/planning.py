@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.accountant import Accountant, ledger_exists
+from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact, exact_sum
 from dpframe.core.postgres import redact
 from dpframe.engines import engine_for
@@ -154,6 +155,7 @@ def build_all(
     return {r.name: build(ctx, r) for r in spec.release}, ctx
 
 
+@spec_entry
 def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
     """Resolve a spec into the releases it will make, without spending or drawing noise.
 

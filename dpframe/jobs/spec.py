@@ -59,6 +59,7 @@ from pydantic import (
     model_validator,
 )
 
+from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact, exact_sum
 from dpframe.core.constraints import check_key_names, spec_field
 from dpframe.core.missing import check_nulls
@@ -255,7 +256,7 @@ class MarginSpec(_Model):
                 if len(set(map(repr, v))) != len(v):
                     raise ValueError(f"values.{k} has repeated keys")
         if self.sizes is not None and self.path is None:
-            raise ValueError("sizes= names a column of the margins file (path=)")
+            raise ValueError("sizes names a column of the margins file (path = ...)")
         return self
 
 
@@ -730,6 +731,7 @@ def _format_errors(exc: ValidationError, source: str, data: Any = None) -> str:
     return "\n".join(lines)
 
 
+@spec_entry
 def parse_spec(
     data: dict[str, Any], *, base: Path | None = None, frame: Any = None, source: str = ""
 ) -> Spec:
@@ -742,6 +744,7 @@ def parse_spec(
         raise SpecError(_format_errors(exc, source or "(dict)", data)) from None
 
 
+@spec_entry
 def load_spec(path: str | Path, *, frame: Any = None) -> Spec:
     """Read and validate a TOML release spec; relative paths start from its folder.
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dpframe.core.advice import advise
 from dpframe.core.constraints import (
     INT64_MAX,
     UNKNOWN_KEYS,
@@ -168,7 +169,11 @@ class GroupBy:
         clash = sorted({n for n in names if names.count(n) > 1 or n in self.keys})
         if clash:
             raise InvalidParameterError(
-                f"output columns {clash} repeat or clash with keys; pass name="
+                f"output columns {clash} repeat or clash with keys; "
+                + advise(
+                    python="pass name= to the statistic",
+                    spec="give the statistic its own name = ... in the spec",
+                )
             )
         return GroupedRelease(self, stats)
 

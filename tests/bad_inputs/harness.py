@@ -16,6 +16,10 @@ Classes (the first that applies; only ``pass`` passes):
     exited with a code other than 1 or 2)
 ``no-name``
     a DPFrameError whose message names none of ``case.names``
+``python-advice``
+    a refusal from a release spec or the ``dpframe`` command whose advice is a Python
+    argument (``x=None``, ``pass x=...``, ``frame.rename(...)``, ...) that a spec or a
+    command line cannot take (issue 32: the entry point chooses the words)
 ``silent-accept``
     it returned (the CLI: exit code 0)
 ``timeout``
@@ -605,6 +609,19 @@ def changed(before: dict, after: dict, ledgers: tuple[str, ...] = ()) -> list[st
     )
 
 
+#: advice only Python can take, refused in a spec's or a command's messages
+PYTHON_ONLY = re.compile(
+    r"\w=None\b|\bpass \w+=|use an accountant with|\bframe\.rename\(|\bpl\.col\("
+    r"|dpframe\.Accountant\(|\(nulls=",
+    re.IGNORECASE,
+)
+
+
+def python_advice(case: Case, message: str) -> bool:
+    """A spec's or a command's refusal advising a Python argument."""
+    return case.surface in ("4-spec", "5-cli") and bool(PYTHON_ONLY.search(message))
+
+
 def names_ok(case: Case, message: str) -> bool:
     m = message.lower()
     return any(n.lower() in m for n in case.names)
@@ -738,6 +755,8 @@ def _run_py(case: Case, ctx: Ctx, before: dict, spend_before: dict) -> Outcome:
         cls = "wrong-exception"
     elif not names_ok(case, message):
         cls = "no-name"
+    elif python_advice(case, message):
+        cls = "python-advice"
     else:
         cls = "pass"
     return Outcome(cls, type_name, message, wrote, spent, tb if cls != "pass" else "")
@@ -760,5 +779,11 @@ def _finish_cli(case: Case, ctx: Ctx, before: dict, spend_before: dict, res: CLI
     if res.rc not in (1, 2):  # 3: a check failed; 4: "any other failure": not an input error
         kind = f"exit {res.rc} (not an input-error code)"
         return Outcome(side or "wrong-exception", kind, message, wrote, spent, detail)
-    cls = side or ("pass" if names_ok(case, message) else "no-name")
+    cls = side or (
+        "no-name"
+        if not names_ok(case, message)
+        else "python-advice"
+        if python_advice(case, message)
+        else "pass"
+    )
     return Outcome(cls, f"exit {res.rc}", message, wrote, spent, detail if cls != "pass" else "")
