@@ -20,7 +20,7 @@ The maths of each statistic is :mod:`dpframe.mechanisms.statistics` (``dpframe.a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -69,9 +69,10 @@ def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> 
         raise InvalidParameterError(
             f"sizes column {sizes!r} must hold non-negative integers with no nulls"
         )
-    if col.len() and int(col.max()) > INT64_MAX:  # type: ignore[arg-type]
+    largest = int(cast(int, col.max())) if col.len() else 0
+    if largest > INT64_MAX:
         raise InvalidParameterError(
-            f"sizes column {sizes!r} holds a size above 2**63 - 1 ({col.max()}); a public "
+            f"sizes column {sizes!r} holds a size above 2**63 - 1 ({largest}); a public "
             "group size must be a 64-bit integer: correct the margins' sizes"
         )
     return col.cast(pl.Int64).to_numpy()

@@ -22,9 +22,8 @@ def test_python_is_the_default_and_an_entry_holds_only_inside():
             assert advise(python="p", spec="s") == "s"  # a command takes the spec's names
         assert current_entry() == "spec"
     assert advise(python="p", spec="s", cli="c") == "p"
-    with pytest.raises(ValueError, match="entry"):
-        with entry("java"):  # type: ignore[arg-type]
-            pass
+    with pytest.raises(ValueError, match="entry"), entry("java"):  # type: ignore[arg-type]
+        pass
 
 
 def test_spec_entry_advises_in_the_spec_words_even_when_it_raises():
