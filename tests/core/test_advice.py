@@ -31,7 +31,7 @@ def test_spec_entry_advises_in_the_spec_words_even_when_it_raises():
     def refuse() -> None:
         require_substitute("add_remove", "pram", argument="release 'micro'")
 
-    with pytest.raises(InvalidParameterError, match='privacy.neighbours = "substitute"'):
+    with pytest.raises(InvalidParameterError, match=r'privacy\.neighbours = "substitute"'):
         refuse()
     with pytest.raises(InvalidParameterError, match="Use an accountant with"):
         require_substitute("add_remove", "pram", argument="release 'micro'")
