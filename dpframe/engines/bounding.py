@@ -58,7 +58,7 @@ from dpframe.core.constraints import RESERVED_PREFIX
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.core.values import missing_id_error, refuse_missing_ids
-from dpframe.engines.driver import ROWS, check_key_dtype, missing_count
+from dpframe.engines.driver import ROWS, WIDE_INTEGERS, check_key_dtype, missing_count
 from dpframe.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -75,8 +75,6 @@ __all__ = [
 _N = "__bound_n"
 _I = "__bound_i"
 _POS = "__bound_pos"
-#: integer dtypes wider than a kernel's 64-bit codes
-_WIDE_INTEGERS = tuple(getattr(pl, n) for n in ("Int128", "UInt128") if hasattr(pl, n))
 #: Above this many picks per segment, a segmented sort beats k rounds of minima.
 _ROUNDS = 8
 
@@ -371,7 +369,7 @@ def _codes(column: pl.Series) -> pl.Series:
         column = column.to_physical()
     if isinstance(dtype, pl.UInt64):
         return column.reinterpret(signed=True)  # the same 64 bits: still one code a value
-    if dtype in _WIDE_INTEGERS:  # 128 bits: the values' rank, in the values' own order
+    if dtype in WIDE_INTEGERS:  # 128 bits: the values' rank, in the values' own order
         return (column.rank("dense") - 1).cast(pl.Int64)
     return column.cast(pl.Int64)
 

@@ -293,10 +293,20 @@ def finish_grouped(
     )
 
 
+#: integer dtypes wider than 64 bits (numpy and the kernels stop at 64)
+WIDE_INTEGERS = tuple(getattr(pl, n) for n in ("Int128", "UInt128") if hasattr(pl, n))
+
+
 def check_categories_fit(dtype: pl.DataType, categories: Sequence[Any], column: str) -> None:
     """Refuse declared categories that the column's dtype cannot hold (or mismatched kinds)."""
     cats = list(categories)
     strings = all(isinstance(c, str) for c in cats)
+    if dtype in WIDE_INTEGERS:
+        raise InvalidDataError(
+            f"column {column!r} has dtype {dtype}, wider than the 64-bit integers a "
+            "categorical release randomizes or counts; cast it to Int64 (or String) first "
+            "(nothing was charged)"
+        )
     if dtype.is_integer():
         if strings:
             raise InvalidDataError(

@@ -4480,6 +4480,22 @@ add(
     props(column="code", categories=[0, 2**70]),
     "categories",
 )
+WIDE = PEOPLE.with_columns(pl.col("code").cast(pl.Int128))
+add(P, ".dp.pram on an Int128 column", pram(col="code", frame=WIDE, categories=[0, 1, 2]), "code")
+add(
+    P,
+    "pram.release on an Int128 column",
+    lambda ctx: dpframe.pram.release(
+        WIDE, [{"column": "code", "epsilon": 0.5, "categories": [0, 1, 2]}], accountant=ctx.acct
+    ).write("out.parquet"),
+    "code",
+)
+add(
+    A,
+    "proportions on an Int128 column",
+    props(column="code", frame=WIDE, categories=[0, 1, 2]),
+    "code",
+)
 add(
     P,
     "pram.release keep= a randomized column",
