@@ -4570,6 +4570,12 @@ spec_case(
     setp("release.0.statistics", [{"stat": "count", "epsilon": 1e-320}]),
     "epsilon",
 )
+spec_case(
+    "pram categories = [0, 2**70] (beyond int64)",
+    setp("release.0.columns", [{"column": "code", "epsilon": 0.5, "categories": [0, 2**70]}]),
+    "categories",
+    kinds=("pram",),
+)
 spec_both("by = ['region', 'region']", setp("release.0.by", ["region", "region"]), "by")
 spec_case("unknown_keys = 'dropp'", setp("release.0.unknown_keys", "dropp"), "unknown_keys")
 spec_case(
