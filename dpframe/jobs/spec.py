@@ -370,7 +370,10 @@ class GroupedSpec(_Release):
     @field_validator("by")
     @classmethod
     def _distinct_keys(cls, v: list[str]) -> list[str]:
-        return check_key_names(v, "by")
+        try:
+            return check_key_names(v, "by")
+        except InvalidParameterError as exc:  # the error's place already says "by"
+            raise ValueError(str(exc).removeprefix("by: ")) from None
 
     def epsilon_total(self) -> Fraction:
         return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
