@@ -51,6 +51,7 @@ def _version(show: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -63,6 +64,10 @@ def _main(
     ] = False,
 ) -> None:
     """Differentially private releases with polars."""
+    from dpframe.core.advice import entry
+
+    # errors advise options and spec fields, not Python arguments (until the command ends)
+    ctx.with_resource(entry("cli"))
 
 
 def _cell(value: object) -> str:

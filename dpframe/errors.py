@@ -13,6 +13,8 @@ __all__ = [
     "BudgetExceededError",
     "ChecksUnavailableError",
     "DPFrameError",
+    "EpsilonAtEdgeWarning",
+    "EpsilonNotFoundError",
     "InvalidDataError",
     "InvalidParameterError",
     "LedgerIntegrityError",
@@ -57,6 +59,11 @@ class InvalidParameterError(DPFrameError, ValueError):
     ...     print("epsilon" in str(exc), isinstance(exc, ValueError))
     True True
     """
+
+
+class EpsilonNotFoundError(InvalidParameterError):
+    """:func:`dpframe.risk.choose_epsilon` found no ε on its grid whose risk meets the
+    target (the message gives the smallest risk reached and how to change the question)."""
 
 
 class LineageError(InvalidParameterError):
@@ -158,6 +165,9 @@ class BudgetExceededError(DPFrameError):
 class LedgerMismatchError(DPFrameError):
     """A ledger file was opened with another budget or neighbour relation than it was made with.
 
+    When one setting differs, ``key`` names it (``"epsilon"``, ``"rho"``, ...), with the
+    ledger's ``recorded`` value and the ``asked`` one; otherwise they are ``None``.
+
     Examples
     --------
     >>> import os, tempfile, dpframe
@@ -169,6 +179,10 @@ class LedgerMismatchError(DPFrameError):
     ...     print("refused: the ledger was made with epsilon=1.0")
     refused: the ledger was made with epsilon=1.0
     """
+
+    key: str | None = None
+    recorded: object = None
+    asked: object = None
 
 
 class LedgerIntegrityError(LedgerMismatchError):
@@ -351,6 +365,13 @@ class UnsafeSeedWarning(UserWarning):
     >>> any(w.category is dpframe.UnsafeSeedWarning for w in caught)
     True
     """
+
+
+class EpsilonAtEdgeWarning(UserWarning):
+    """:func:`dpframe.risk.choose_epsilon` chose an ε the risk target does not bound: the
+    top of its grid (the risk meets the target up to there, so the grid chose, not the
+    risk), or the top of a stretch above ε where the risk exceeds the target (smaller ε
+    leave *more* risk)."""
 
 
 class NamespaceConflictWarning(UserWarning):

@@ -114,7 +114,7 @@ def test_ledger_verify_against_an_output_folder_reads_every_run(tmp_path):
     [
         ("plain.parquet", lambda p: pl.DataFrame({"a": [1]}).write_parquet(p), "no dpframe"),
         ("fake.parquet", lambda p: p.write_text("x"), "cannot be read"),
-        ("garbage.db", lambda p: p.write_bytes(b"garbage" * 10), "not valid JSON"),
+        ("garbage.db", lambda p: p.write_bytes(b"garbage" * 10), "or is corrupt"),
         ("list.json", lambda p: p.write_text("[1]"), "not a dpframe ledger"),
         ("adir", lambda p: p.mkdir(), "is a folder"),
         ("missing.db", lambda p: None, "does not exist"),

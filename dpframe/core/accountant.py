@@ -47,15 +47,17 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from dpframe.core.advice import advise
 from dpframe.core.budget import charge_for, exact
 from dpframe.core.chain import anchor, anchor_problem
 from dpframe.core.constraints import (
     ACCOUNTINGS,
     NEIGHBOURS,
+    PRIVACY_MAX,
     check_choice,
     check_delta,
     check_epsilon,
-    check_positive,
+    check_privacy_amount,
     check_real,
 )
 from dpframe.core.interrupts import deferred
@@ -215,8 +217,14 @@ class Accountant:
                         "epsilon: accounting='zcdp' needs epsilon=... and delta=... (or rho=...)"
                     )
                 rho = zcdp.rho_for(check_epsilon(epsilon), self._delta)
-            self._rho: float | None = check_positive("rho", rho)
+            self._rho: float | None = check_privacy_amount("rho", rho)
             self._epsilon = zcdp.epsilon_of_rho(self._rho, self._delta)
+            if self._epsilon > PRIVACY_MAX:
+                raise InvalidParameterError(
+                    f"rho: a zCDP budget of rho={self._rho!r} implies epsilon="
+                    f"{self._epsilon!r} at delta={self._delta!r}, above dpframe's largest "
+                    f"privacy amount {PRIVACY_MAX:g}; pass a smaller rho"
+                )
         else:
             if epsilon is None:
                 raise InvalidParameterError(
@@ -339,9 +347,14 @@ class Accountant:
             )
         if not p.exists():
             if epsilon is None and rho is None:
+                new = f"epsilon: ledger {p} does not exist yet, so its total budget is needed; "
                 raise InvalidParameterError(
-                    f"epsilon: ledger {p} does not exist yet, so its total budget is "
-                    "needed; pass epsilon=... (or rho=... for a zCDP budget)"
+                    advise(
+                        python=new + "pass epsilon=... (or rho=... for a zCDP budget)",
+                        spec=new + "set privacy.budget.epsilon (or rho for a zCDP budget)",
+                        cli=f"ledger {p} does not exist; check the path (this command reads "
+                        "an existing ledger, it never creates one)",
+                    )
                 )
             if p.suffix.lower() == ".json":
                 raise InvalidParameterError(
@@ -378,24 +391,42 @@ class Accountant:
             "rho": terms.get("rho"),
             "unit": None if person == "record" else person,
         }
+        zcdp_asked = terms.get("accounting") == "zcdp" and terms.get("rho") is None
+        if header.get("rho") is not None and zcdp_asked and epsilon is not None:
+            # epsilon and delta name the zCDP budget they imply: it must be the ledger's rho
+            from dpframe.core import zcdp
+
+            d = header["delta"] if delta is None else check_delta(delta)
+            implied = zcdp.rho_for(check_epsilon(epsilon), d) if d > 0 else epsilon
+            if implied != header["rho"]:
+                err = ledger_mismatch(store.where, "epsilon", header["epsilon"], epsilon)
+                err.args = (
+                    f"{err.args[0]} (the ledger holds rho={header['rho']!r}, which is "
+                    f"epsilon={header['epsilon']!r} at delta={header['delta']!r}; "
+                    f"epsilon={epsilon!r} with accounting='zcdp' means rho={implied!r})",
+                )
+                err.key, err.recorded, err.asked = "rho", header["rho"], implied
+                raise err
         for key, value in asked.items():
             if value is not None and value != header.get(key):
-                raise LedgerMismatchError(
-                    f"ledger {store.where} was created with {key}={header.get(key)!r}, but "
-                    f"opened with {key}={value!r}; open it with the same {key} (or {key}=None "
-                    "to take the ledger's), or start a new ledger file"
-                )
+                raise ledger_mismatch(store.where, key, header.get(key), value)
         zcdp_ledger = header.get("rho") is not None
         opened_pure = epsilon is not None and terms.get("accounting") != "zcdp"
         if zcdp_ledger and opened_pure and terms.get("rho") is None:
-            raise LedgerMismatchError(
+            err = LedgerMismatchError(
                 f"ledger {store.where} holds a zCDP budget (rho={header['rho']!r}); open "
                 "it with rho=None (or its rho), not epsilon=..."
             )
+            err.key, err.recorded, err.asked = "rho", header["rho"], None
+            raise err
         if header.get("rho") is None and terms.get("accounting") == "zcdp":
-            raise LedgerMismatchError(
-                f"ledger {store.where} holds an (epsilon, delta) budget, not a zCDP one"
+            err = LedgerMismatchError(
+                f"ledger {store.where} holds an (epsilon, delta) budget "
+                f"(epsilon={header['epsilon']!r}), not a zCDP one; open it without "
+                "accounting='zcdp'"
             )
+            err.key, err.recorded, err.asked = "accounting", "pure", "zcdp"
+            raise err
         acct = cls(
             None if header.get("rho") is not None else header["epsilon"],
             header["delta"],
@@ -825,9 +856,13 @@ class Accountant:
             raise InvalidParameterError(
                 f"charges: a {charge.mechanism} release is rho-zCDP (rho={charge.rho:g}), not "
                 f"pure epsilon-DP, and this accountant holds an (epsilon, delta) budget; open a "
-                "zCDP budget for it: dpframe.Accountant(rho=..., delta=...) or "
-                "Accountant(epsilon=..., delta=..., accounting='zcdp') (in a spec: "
-                '[privacy] rho = ... or accounting = "zcdp"). Nothing was charged.'
+                "zCDP budget for it: "
+                + advise(
+                    python="dpframe.Accountant(rho=..., delta=...) or "
+                    "Accountant(epsilon=..., delta=..., accounting='zcdp')",
+                    spec='in the spec, privacy.budget.rho = ... or accounting = "zcdp"',
+                )
+                + ". Nothing was charged."
             )
         person = self._unit.person
         if person is not None and charge.unit != person:
@@ -1206,6 +1241,19 @@ class Accountant:
             f"plan must be a Budget, a Charge, a plan with charges or a sequence of them, got "
             f"{type(plan).__name__}"
         )
+
+
+def ledger_mismatch(where: str, key: str, recorded: Any, asked: Any) -> LedgerMismatchError:
+    """The refusal of a ledger opened with another ``key`` than it records; the error
+    carries ``key``, ``recorded`` and ``asked``, so that an entry point other than Python
+    (the release spec) can say what to change in its own terms."""
+    err = LedgerMismatchError(
+        f"ledger {where} was created with {key}={recorded!r}, but opened with "
+        f"{key}={asked!r}; open it with the same {key} (or {key}=None to take the "
+        "ledger's), or start a new ledger file"
+    )
+    err.key, err.recorded, err.asked = key, recorded, asked
+    return err
 
 
 def _rounded_rho(rho: Fraction) -> float:

@@ -31,6 +31,7 @@ from numbers import Integral, Real
 from types import MappingProxyType
 from typing import Any, Literal
 
+from dpframe.core.advice import advise
 from dpframe.core.missing import check_nulls
 from dpframe.errors import InvalidParameterError
 
@@ -40,12 +41,15 @@ __all__ = [
     "COMPOSITIONS",
     "COMPRESSIONS",
     "DIAGONALS",
+    "INT64_MAX",
     "METHODS",
     "NEIGHBOURS",
     "NOISES",
     "PARAMETERS",
     "PRAM_DESIGNS",
     "PRIOR_KINDS",
+    "PRIVACY_MAX",
+    "PRIVACY_MIN",
     "REPAIRS",
     "RESERVED_PREFIX",
     "STRATEGIES",
@@ -60,9 +64,11 @@ __all__ = [
     "check_epsilon",
     "check_int",
     "check_key_name",
+    "check_key_names",
     "check_number_array",
     "check_open_bounds",
     "check_positive",
+    "check_privacy_amount",
     "check_real",
 ]
 
@@ -148,16 +154,52 @@ def check_positive(name: str, value: Any) -> float:
     return x
 
 
+#: The range of every privacy amount -- an epsilon or a rho, of a budget (in memory or in
+#: a ledger) or of a charge or release -- and of a delta other than 0. Below
+#: ``PRIVACY_MIN`` a float is subnormal or nearly so (it loses its digits, and ``1 / x``
+#: overflows); above ``PRIVACY_MAX`` a ledger cannot record it (the SQLite and PostgreSQL
+#: schemas check ``<= 1e300``), and no release means anything there anyway.
+PRIVACY_MIN = 1e-300
+PRIVACY_MAX = 1e300
+
+
+def check_privacy_amount(name: str, value: Any) -> float:
+    """An epsilon or a rho: a finite number in [:data:`PRIVACY_MIN`, :data:`PRIVACY_MAX`].
+
+    Examples
+    --------
+    >>> check_privacy_amount("rho", 0.5)
+    0.5
+    >>> check_privacy_amount("epsilon", 1e-320)
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.InvalidParameterError: epsilon must be between 1e-300 and 1e+300, got 1e-320; ...
+    """
+    x = check_positive(name, value)
+    if not PRIVACY_MIN <= x <= PRIVACY_MAX:
+        raise InvalidParameterError(
+            f"{name} must be between {PRIVACY_MIN:g} and {PRIVACY_MAX:g}, got {x!r}; "
+            f"pass {name} in that range (dpframe's range of a privacy amount, for budgets "
+            "and releases alike)"
+        )
+    return x
+
+
 def check_epsilon(value: Any, name: str = "epsilon") -> float:
-    """A privacy parameter epsilon: finite and > 0."""
-    return check_positive(name, value)
+    """A privacy parameter epsilon: finite, in [:data:`PRIVACY_MIN`, :data:`PRIVACY_MAX`]."""
+    return check_privacy_amount(name, value)
 
 
 def check_delta(value: Any, name: str = "delta") -> float:
-    """A privacy parameter delta in [0, 1)."""
+    """A privacy parameter delta in [0, 1): 0, or at least :data:`PRIVACY_MIN`."""
     x = check_real(name, value)
     if not 0.0 <= x < 1.0:
         raise InvalidParameterError(f"{name} must be in [0, 1), got {x!r}")
+    if 0.0 < x < PRIVACY_MIN:
+        raise InvalidParameterError(
+            f"{name} must be 0 or at least {PRIVACY_MIN:g}, got {x!r}; pass delta=0 or a "
+            f"delta in [{PRIVACY_MIN:g}, 1)"
+        )
     return x
 
 
@@ -252,12 +294,37 @@ def check_key_name(name: Any, what: str = "keys") -> str:
     if not isinstance(name, str) or not name:
         raise InvalidParameterError(f"{what} must be column names, got {name!r}")
     if name.startswith(RESERVED_PREFIX) or ":" in name:
+        rename = advise(
+            python=f"rename it, e.g. frame.rename({{{name!r}: 'key'}}) and the same in the margins",
+            spec="rename the column in the input file, in the margins and in the spec",
+        )
         raise InvalidParameterError(
             f"{what}: column {name!r} has a name dpframe keeps for its own columns (starting "
-            f"with {RESERVED_PREFIX!r} or holding ':'); rename it, e.g. "
-            f"frame.rename({{{name!r}: 'key'}}) and the same in the margins"
+            f"with {RESERVED_PREFIX!r} or holding ':'); {rename}"
         )
     return name
+
+
+def check_key_names(keys: Any, what: str = "keys") -> list[str]:
+    """Group keys' column names: each as :func:`check_key_name` takes it, none twice.
+
+    Examples
+    --------
+    >>> check_key_names(["region", "year"])
+    ['region', 'year']
+    """
+    names = [check_key_name(k, what) for k in keys]
+    repeated = sorted({k for k in names if names.count(k) > 1})
+    if repeated:
+        raise InvalidParameterError(
+            f"{what} names column(s) {repeated} more than once; list each key column once"
+        )
+    return names
+
+
+#: The largest integer a key, a category or a public size may hold: dpframe's kernels
+#: and polars' joins work on 64-bit signed integers.
+INT64_MAX = 2**63 - 1
 
 
 # -- categories -----
@@ -293,6 +360,12 @@ def check_categories(categories: Any) -> tuple[Any, ...] | None:
         )
     if kinds == {"int"}:
         cats = tuple(int(c) for c in cats)
+        wide = [c for c in cats if not -INT64_MAX - 1 <= c <= INT64_MAX]
+        if wide:
+            raise InvalidParameterError(
+                f"categories must be 64-bit integers (between -2**63 and 2**63 - 1); "
+                f"{wide[:3]} lie outside: recode the column (e.g. to strings or small codes)"
+            )
     if len(set(cats)) != len(cats):
         dup = sorted({c for c in cats if cats.count(c) > 1})[:5]
         raise InvalidParameterError(f"categories must be distinct; repeated: {dup}")
@@ -359,7 +432,9 @@ def _nulls(name: str, value: Any) -> str | dict[str, float | str]:
 
 PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
     {
-        "epsilon": Constraint("a finite number > 0", lambda n, v: check_epsilon(v, n)),
+        "epsilon": Constraint(
+            f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", lambda n, v: check_epsilon(v, n)
+        ),
         "delta": Constraint("a number in [0, 1)", lambda n, v: check_delta(v, n)),
         "sensitivity": Constraint("a finite number > 0", check_positive),
         "scale": Constraint("a finite number > 0", check_positive),
@@ -368,7 +443,7 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "seed": Constraint("None (secure) or an int >= 0", _seed),
         "max_rows": _integer(1, "a person keeps at least one row per group"),
         "max_groups": _integer(1, "a person keeps at least one group"),
-        "rho": Constraint("a finite number > 0", check_positive),
+        "rho": Constraint(f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", check_privacy_amount),
         "sigma": Constraint("a finite number > 0", check_positive),
         "mechanism": _options(NOISES),
         "neighbours": _options(NEIGHBOURS),

@@ -53,9 +53,13 @@ class JSONLedger:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise LedgerMismatchError(
-                f"ledger file {path} is not valid JSON ({exc}); restore it from backup "
-                "rather than deleting it: the budget it records has been spent"
+            raise LedgerIntegrityError(
+                f"ledger file {path} is not a dpframe ledger, or is corrupt: it is neither a "
+                "SQLite database (its first bytes are not SQLite's header) nor the JSON "
+                f"ledger of an older dpframe ({type(exc).__name__}: {exc}). If it is your "
+                "ledger, restore it from a backup rather than deleting it: the budget it "
+                "records has been spent. Otherwise check the path (a new ledger is made at "
+                "a path where no file exists yet). Nothing was charged."
             ) from None
         if not isinstance(doc, dict) or doc.get("format") != LEDGER_FORMAT:
             raise LedgerMismatchError(

@@ -30,6 +30,7 @@ dpframe.errors.InvalidParameterError: accountant: PRAM protects the values of re
 
 from __future__ import annotations
 
+from dpframe.core.advice import advise
 from dpframe.core.constraints import NEIGHBOURS, check_choice
 from dpframe.errors import InvalidParameterError
 
@@ -43,20 +44,20 @@ __all__ = [
     "short_reason",
 ]
 
-#: Why a release needs substitute neighbours, by kind.
+#: Why a release needs substitute neighbours, by kind (the fix follows, in the words of
+#: the entry point: :func:`_fix`).
 REASONS = {
     "public sizes": (
         "group sizes cannot be public under neighbours='add_remove' (a neighbouring dataset "
-        "has one record more or less); drop the public sizes or use an accountant with "
-        "neighbours='substitute'."
+        "has one record more or less); drop the public sizes or {fix}."
     ),
     "dataset size": (
         "this release needs the dataset size n to be public, which it is not under "
-        "neighbours='add_remove'; use an accountant with neighbours='substitute'."
+        "neighbours='add_remove'; {fix}."
     ),
     "pram": (
         "PRAM protects the values of records, not their presence: it is not differentially "
-        "private under add/remove neighbours. Use an accountant with neighbours='substitute'."
+        "private under add/remove neighbours. {Fix}."
     ),
 }
 
@@ -87,7 +88,15 @@ def short_reason(message: str) -> str | None:
     >>> short_reason("neighbours: " + REASONS["pram"])
     'PRAM protects values, not presence'
     """
-    return next((SHORT[k] for k, v in REASONS.items() if v in message), None)
+    # a reason's words up to its fix (which the entry point words: :func:`_fix`)
+    return next((SHORT[k] for k, v in REASONS.items() if v.split("{")[0] in message), None)
+
+
+def _fix() -> str:
+    return advise(
+        python="use an accountant with neighbours='substitute'",
+        spec='set privacy.neighbours = "substitute" in the spec',
+    )
 
 
 def require_substitute(neighbours: str, why: str, *, argument: str) -> None:
@@ -97,7 +106,9 @@ def require_substitute(neighbours: str, why: str, *, argument: str) -> None:
     """
     check_choice("neighbours", neighbours, NEIGHBOURS)
     if neighbours != "substitute":
-        raise InvalidParameterError(f"{argument}: {REASONS[why]}")
+        fix = _fix()
+        reason = REASONS[why].format(fix=fix, Fix=fix[:1].upper() + fix[1:])
+        raise InvalidParameterError(f"{argument}: {reason}")
 
 
 def groups_changed(neighbours: str, public_groups: bool) -> int:

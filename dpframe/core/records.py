@@ -21,7 +21,7 @@ from dpframe.core.constraints import (
     check_choice,
     check_delta,
     check_epsilon,
-    check_positive,
+    check_privacy_amount,
     check_real,
 )
 from dpframe.errors import InvalidParameterError, LedgerIntegrityError
@@ -93,7 +93,7 @@ class Charge:
         if self.rho is None:
             check_epsilon(self.epsilon)
         else:
-            check_positive("rho", self.rho)
+            check_privacy_amount("rho", self.rho)
             if self.epsilon != 0 or self.delta != 0:
                 raise InvalidParameterError(
                     f"a zCDP charge (rho={self.rho!r}) has epsilon=0 and delta=0, got "

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from dpframe.core.advice import advise
 from dpframe.errors import InvalidDataError
 
 if TYPE_CHECKING:
@@ -63,10 +64,14 @@ def refuse_bad_values(counts: Mapping[str, int]) -> None:
     listed = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
     first = next(iter(bad))
     one = len(bad) == 1
+    drop, fill = advise(
+        python=f"nulls='drop'|nulls={{{first!r}: ...}}",
+        spec=f'nulls = "drop" on the release|nulls = {{ {first} = ... }}',
+    ).split("|")
     raise InvalidDataError(
         f"{'column' if one else 'columns'} {listed} {'has' if one else 'have'} {BAD_VALUES} "
         f"value(s). A grouped release can drop the records with a null or NaN "
-        f"(nulls='drop') or fill them (nulls={{{first!r}: ...}}); otherwise fill or drop "
+        f"({drop}) or fill them ({fill}); otherwise fill or drop "
         "them before the release. Infinities are always refused (nothing was charged)"
     )
 

@@ -53,10 +53,12 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from dpframe.core.advice import advise
+from dpframe.core.constraints import RESERVED_PREFIX
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.core.values import missing_id_error, refuse_missing_ids
-from dpframe.engines.driver import ROWS, check_key_dtype, missing_count
+from dpframe.engines.driver import ROWS, WIDE_INTEGERS, check_key_dtype, missing_count
 from dpframe.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -92,6 +94,16 @@ def check_unit(schema: pl.Schema, unit: PrivacyUnit, keys: Sequence[str]) -> Non
         raise InvalidParameterError(
             f"unit: the person column {person!r} is also a group key; a person's groups "
             "must be other columns (drop it from the keys)"
+        )
+    if person.startswith(RESERVED_PREFIX):
+        rename = advise(
+            python=f"rename it, e.g. frame.rename({{{person!r}: 'person_id'}}) and "
+            "unit='person_id'",
+            spec="rename the column in the input file and set unit to its new name",
+        )
+        raise InvalidParameterError(
+            f"unit: the person column {person!r} has a name dpframe keeps for its own "
+            f"columns (starting with {RESERVED_PREFIX!r}, as {_N!r}); {rename}"
         )
     check_key_dtype(schema[person], person, "unit: the person column")
 
@@ -357,6 +369,8 @@ def _codes(column: pl.Series) -> pl.Series:
         column = column.to_physical()
     if isinstance(dtype, pl.UInt64):
         return column.reinterpret(signed=True)  # the same 64 bits: still one code a value
+    if dtype in WIDE_INTEGERS:  # 128 bits: the values' rank, in the values' own order
+        return (column.rank("dense") - 1).cast(pl.Int64)
     return column.cast(pl.Int64)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import polars as pl
 
+from dpframe.core.advice import advise
 from dpframe.core.missing import MissingValues
 from dpframe.core.values import refuse_bad_values
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -70,14 +71,22 @@ def check_sources(schema: pl.Schema, sources: Sequence[tuple[str, str]], what: s
     for column, need in sources:
         dtype = schema[column]
         if need == "boolean" and dtype != pl.Boolean:
+            example = advise(
+                python=f"e.g. pl.col({column!r}) == value",
+                spec="make it a Boolean column of the input file",
+            )
             raise InvalidDataError(
-                f"column {column!r} has dtype {dtype}; {what} needs a Boolean column (e.g. "
-                f"pl.col({column!r}) == value); nothing was charged"
+                f"column {column!r} has dtype {dtype}; {what} needs a Boolean column "
+                f"({example}); nothing was charged"
             )
         if need == "numeric" and not dtype.is_numeric():
+            cast = advise(
+                python=f"cast it with pl.col({column!r}).cast(pl.Float64)",
+                spec="store it as numbers in the input file",
+            )
             raise InvalidDataError(
-                f"column {column!r} has dtype {dtype}; {what} needs a numeric column (cast it "
-                f"with pl.col({column!r}).cast(pl.Float64)); nothing was charged"
+                f"column {column!r} has dtype {dtype}; {what} needs a numeric column "
+                f"({cast}); nothing was charged"
             )
 
 
@@ -259,7 +268,11 @@ def finish_grouped(
         raise InvalidDataError(
             f"{unknown[ROWS].sum()} record(s) in {unknown.height} group(s) have keys "
             f"({', '.join(keys)}) that are not in margins; add those groups to margins or "
-            "pass unknown_keys='drop' (nothing was charged)"
+            + advise(
+                python="pass unknown_keys='drop'",
+                spec='set unknown_keys = "drop" on the release in the spec',
+            )
+            + " (nothing was charged)"
         )
     names = [p.name for p in parts]
     joined = margins.select(keys).join(
@@ -280,10 +293,20 @@ def finish_grouped(
     )
 
 
+#: integer dtypes wider than 64 bits (numpy and the kernels stop at 64)
+WIDE_INTEGERS = tuple(getattr(pl, n) for n in ("Int128", "UInt128") if hasattr(pl, n))
+
+
 def check_categories_fit(dtype: pl.DataType, categories: Sequence[Any], column: str) -> None:
     """Refuse declared categories that the column's dtype cannot hold (or mismatched kinds)."""
     cats = list(categories)
     strings = all(isinstance(c, str) for c in cats)
+    if dtype in WIDE_INTEGERS:
+        raise InvalidDataError(
+            f"column {column!r} has dtype {dtype}, wider than the 64-bit integers a "
+            "categorical release randomizes or counts; cast it to Int64 (or String) first "
+            "(nothing was charged)"
+        )
     if dtype.is_integer():
         if strings:
             raise InvalidDataError(

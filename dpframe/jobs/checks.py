@@ -622,7 +622,7 @@ def _plan_pram(
     lf = frame.lazy()
     schema = lf.collect_schema()
     plan = _Suite()
-    declared = [c.column for c in spec.columns] + list(keep)
+    declared = [c.column for c in spec.columns] + [*spec.public, *keep]
     # exactly the declared columns (and those the release was told to keep as they are):
     # a column PRAM did not randomize must not leave
     plan.add_table(

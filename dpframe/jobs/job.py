@@ -61,6 +61,7 @@ import polars as pl
 import polars.selectors as cs
 
 from dpframe.core.accountant import RESERVATION_KEY, Accountant, LedgerEntry, ledger_exists
+from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact_sum
 from dpframe.core.executor import execute
 from dpframe.core.interrupts import deferred, handling, ledger_line
@@ -353,7 +354,7 @@ def _open_ledger(spec: Spec, out: Path) -> Accountant:
             "runs record); to start a new budget, publish into a new output.folder. Nothing "
             "was charged."
         )
-    acct = Accountant.open(target, **spec.privacy.ledger_terms())
+    acct = spec.privacy.open_ledger(target)
     problems = ledger_problems(runs, acct)
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
@@ -389,6 +390,7 @@ def _check_outputs(spec: Spec, frame: Any, out: Path, run_id: str, data_docs: bo
     )
 
 
+@spec_entry
 def run(
     spec: Spec,
     *,
@@ -584,6 +586,7 @@ def _check_file(
     return check_release(r, pl.read_parquet(path))
 
 
+@spec_entry
 def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> list[Any]:
     """Validate a published output folder on its own: no spec file, no input.
 
@@ -635,6 +638,7 @@ def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> 
     return results
 
 
+@spec_entry
 def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     """Validate the published outputs of ``spec`` again (the ``dpframe check`` command).
 

@@ -150,6 +150,7 @@ def _build_grouped(ctx: Context, r: GroupedSpec) -> Release:
         r.by,
         margins=margins,
         sizes=ctx.spec.margins[r.margins].sizes,
+        unknown_keys=r.unknown_keys,
         accountant=ctx.accountant,
         seed=ctx.source(r),
         neighbours=ctx.spec.privacy.neighbours,
@@ -171,6 +172,7 @@ def _build_pram(ctx: Context, r: PramSpec) -> Release:
     return MicrodataRelease(
         ctx.frame,
         columns,
+        keep=r.public,
         accountant=ctx.accountant,
         seed=ctx.source(r),
         neighbours=ctx.spec.privacy.neighbours,

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.accountant import Accountant, ledger_exists
+from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact, exact_sum, shown
 from dpframe.core.neighbours import MEANING, OTHER
 from dpframe.core.postgres import redact
@@ -133,7 +134,7 @@ def ledger_state(spec: Spec) -> tuple[float, Path | str]:
     shown = redact(path) if isinstance(path, str) else path  # never a password in a message
     if not ledger_exists(path):  # plan writes nothing: a missing ledger has spent nothing
         return 0.0, shown
-    acct = Accountant.open(path, **spec.privacy.ledger_terms())
+    acct = spec.privacy.open_ledger(path)
     if acct.rho is not None:
         return float(exact(acct.spent.rho) + exact(acct.reserved.rho)), shown
     return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon)), shown
@@ -179,6 +180,7 @@ def build_all(
     return {r.name: build(ctx, r) for r in spec.release}, ctx
 
 
+@spec_entry
 def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
     """Resolve a spec into the releases it will make, without spending or drawing noise.
 

@@ -59,15 +59,16 @@ from pydantic import (
     model_validator,
 )
 
+from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact, exact_sum
-from dpframe.core.constraints import spec_field
+from dpframe.core.constraints import check_key_names, spec_field
 from dpframe.core.missing import check_nulls
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.outputs import Read, read_conflict
-from dpframe.core.postgres import is_postgres_url
+from dpframe.core.postgres import is_postgres_url, redact
 from dpframe.core.units import BOUNDS, missing_bounds
 from dpframe.engines.protocol import is_spark_frame
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidParameterError, LedgerMismatchError
 
 __all__ = [
     "CovarianceSpec",
@@ -168,6 +169,53 @@ class PrivacySpec(_Model):
             )
         return self
 
+    def open_ledger(self, target: Path | str) -> Any:
+        """:meth:`dpframe.Accountant.open` with this spec's terms; a ledger made with other
+        terms is refused in the spec's words (which field to change), not Python's."""
+        from dpframe.core.accountant import Accountant
+
+        try:
+            return Accountant.open(target, **self.ledger_terms())
+        except LedgerMismatchError as exc:
+            if exc.key is None or type(exc) is not LedgerMismatchError:
+                raise
+            raise self._mismatch(exc, target) from None
+
+    def _mismatch(self, exc: LedgerMismatchError, target: Path | str) -> LedgerMismatchError:
+        where = redact(target) if isinstance(target, str) else target
+        key, recorded = exc.key, exc.recorded
+        if key == "accounting":  # a pure ledger, a zCDP spec
+            fix = (
+                "remove privacy.budget.rho and privacy.budget.accounting and set "
+                f"privacy.budget.epsilon = {self._ledger_epsilon(target)!r}"
+            )
+            said = "an (epsilon, delta) budget, but the spec asks for a zCDP one"
+        elif key == "rho":
+            fix = f"set privacy.budget.rho = {recorded!r} (in place of epsilon)"
+            said = f"a zCDP budget of rho={recorded!r}, but the spec asks for " + (
+                "an (epsilon, delta) budget"
+                if exc.asked is None
+                else f"rho={exc.asked!r} (its epsilon with accounting = 'zcdp')"
+            )
+        else:
+            field = f"privacy.budget.{key}" if key in ("epsilon", "delta") else f"privacy.{key}"
+            shown = "record" if key == "unit" and recorded is None else recorded
+            fix = f"set {field} = {shown!r}"
+            said = f"{key}={shown!r}, but the spec has {field} = {exc.asked!r}"
+        err = LedgerMismatchError(
+            f"privacy.ledger: ledger {where} was created with {said}. To charge this ledger, "
+            f"{fix} in the spec; for a new budget, point privacy.ledger at a new ledger file. "
+            "Nothing was charged."
+        )
+        err.key, err.recorded, err.asked = exc.key, exc.recorded, exc.asked
+        return err
+
+    @staticmethod
+    def _ledger_epsilon(target: Path | str) -> Any:
+        from dpframe.core.accountant import Accountant
+
+        return Accountant.open(target).epsilon
+
     def ledger_terms(self) -> dict[str, Any]:
         """The budget, relation and unit, as :meth:`dpframe.Accountant.open` takes them."""
         b = self.budget
@@ -209,7 +257,7 @@ class MarginSpec(_Model):
                 if len(set(map(repr, v))) != len(v):
                     raise ValueError(f"values.{k} has repeated keys")
         if self.sizes is not None and self.path is None:
-            raise ValueError("sizes= names a column of the margins file (path=)")
+            raise ValueError("sizes names a column of the margins file (path = ...)")
         return self
 
 
@@ -293,6 +341,11 @@ class GroupedSpec(_Release):
     kind: Literal["grouped"]
     by: list[str] = Field(min_length=1)
     margins: str
+    unknown_keys: Annotated[str, BeforeValidator(spec_field("unknown_keys"))] = Field(
+        "error",
+        description="records whose keys are not in the margins: 'error' (refused, before "
+        "anything is charged) or 'drop' (left out, as group_by(unknown_keys='drop'))",
+    )
     statistics: list[StatisticSpec] = Field(min_length=1)
     unit: str | None = Field(
         None,
@@ -314,6 +367,14 @@ class GroupedSpec(_Release):
         description="records with a null or NaN in a key or a statistic's column: "
         "'refuse', 'drop' (refused with public sizes), or {column = fill value}",
     )
+
+    @field_validator("by")
+    @classmethod
+    def _distinct_keys(cls, v: list[str]) -> list[str]:
+        try:
+            return check_key_names(v, "by")
+        except InvalidParameterError as exc:  # the error's place already says "by"
+            raise ValueError(str(exc).removeprefix("by: ")) from None
 
     def epsilon_total(self) -> Fraction:
         return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
@@ -352,6 +413,11 @@ class PramSpec(_Release):
         "is refused; default: the spec's [privacy] unit",
     )
     max_rows: Annotated[int | None, BeforeValidator(spec_field("max_rows", optional=True))] = None
+    public: list[str] = Field(
+        default_factory=list,
+        description="other columns of the input published beside the randomized ones, as "
+        "they are (dpframe.pram.release(keep=...)): public by your choice",
+    )
 
     @field_validator("columns")
     @classmethod
@@ -679,6 +745,7 @@ def _format_errors(exc: ValidationError, source: str, data: Any = None) -> str:
     return "\n".join(lines)
 
 
+@spec_entry
 def parse_spec(
     data: dict[str, Any], *, base: Path | None = None, frame: Any = None, source: str = ""
 ) -> Spec:
@@ -691,6 +758,7 @@ def parse_spec(
         raise SpecError(_format_errors(exc, source or "(dict)", data)) from None
 
 
+@spec_entry
 def load_spec(path: str | Path, *, frame: Any = None) -> Spec:
     """Read and validate a TOML release spec; relative paths start from its folder.
 

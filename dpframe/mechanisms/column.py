@@ -45,6 +45,7 @@ from dpframe.core.constraints import (
     check_epsilon,
     check_int,
     check_positive,
+    check_privacy_amount,
 )
 from dpframe.core.executor import summary_row
 from dpframe.core.neighbours import groups_changed
@@ -357,7 +358,7 @@ def plan_gaussian_column(
         )
     cal = calibrate_gaussian(
         delta * float(np.sqrt(touched)),
-        rho=None if rho is None else check_positive("rho", rho),
+        rho=None if rho is None else check_privacy_amount("rho", rho),
         sigma=None if sigma is None else check_positive("sigma", sigma),
         granularity=granularity,
         changed=touched,

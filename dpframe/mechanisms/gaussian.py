@@ -50,7 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpframe.core.budget import exact
-from dpframe.core.constraints import check_int, check_positive, check_real
+from dpframe.core.constraints import check_int, check_positive, check_privacy_amount, check_real
 from dpframe.core.frozen import frozen_array
 from dpframe.core.grid import check_granularity, default_granularity
 from dpframe.core.randomness import secure_generator
@@ -543,15 +543,18 @@ def calibrate_gaussian(
     units_sq = units_exact * units_exact
     units = sens / g + (0.0 if values_on_grid else math.sqrt(c))
     if rho is not None:
-        r = check_positive("rho", rho)
+        r = check_privacy_amount("rho", rho)
         sigma2 = _dyadic_up(units_sq / (2 * exact(r)))
     else:
         s = check_positive("sigma", sigma)
         sigma2 = _dyadic_up(Fraction(s) ** 2 / Fraction(g) ** 2)
-    if math.isqrt(sigma2.numerator // sigma2.denominator) + 1 > _MAX_T:
+    steps = math.isqrt(sigma2.numerator // sigma2.denominator)  # an int: never overflows
+    if steps + 1 > _MAX_T:
+        what = "sigma" if rho is None else "rho"
         raise InvalidParameterError(
-            f"the noise is {math.sqrt(sigma2):g} grid steps at granularity={g!r}, above "
-            f"the sampler's 2**31; pass a coarser granularity (e.g. {g * 2**12!r})"
+            f"{what}: the noise is about {steps:.3g} grid steps at granularity={g!r}, above "
+            f"the sampler's 2**31; pass a smaller sigma (a larger rho) or a coarser "
+            f"granularity (e.g. {g * 2**12!r})"
         )
     loss = units_sq / (2 * sigma2)
     charged = float(r) if rho is not None else _float_up(loss)

@@ -158,6 +158,11 @@ def calibrate_laplace(
         )
     # eps' = floor(eps * 2**k) / 2**k with the largest k keeping D * 2**k <= 2**31.
     k = 31 - units.bit_length()
+    if eps > _MAX_INT / 2**k:  # checked first: eps * 2**k may overflow a float
+        raise InvalidParameterError(
+            f"epsilon={eps!r} is too large (at most {2**31 / 2**k:g} at this sensitivity "
+            "and granularity); pass a smaller epsilon"
+        )
     numerator = math.floor(eps * 2**k)
     if numerator < 1:
         raise InvalidParameterError(
@@ -165,7 +170,10 @@ def calibrate_laplace(
             "use a coarser granularity"
         )
     if numerator > _MAX_INT:
-        raise InvalidParameterError(f"epsilon={eps!r} is too large (at most {2**31 / 2**k:g})")
+        raise InvalidParameterError(
+            f"epsilon={eps!r} is too large (at most {2**31 / 2**k:g} at this sensitivity "
+            "and granularity); pass a smaller epsilon"
+        )
     return LaplaceCalibration(
         epsilon=eps,
         epsilon_used=Fraction(numerator, 2**k),

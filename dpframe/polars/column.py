@@ -230,8 +230,15 @@ class ColumnRelease(RunnerRelease):
     # -- evaluation (called by polars) ------------------------------------------------
 
     def _inputs(self, series: pl.Series) -> tuple[str, np.ndarray, dict[str, np.ndarray]]:
-        if series.dtype == pl.Struct:  # the statistic and its per-row parameters
+        if series.dtype == pl.Struct and self.row_params:  # the statistic and its parameters
             fields = series.struct.unnest()
+            missing = [k for k in ("value", *self.row_params) if k not in fields.columns]
+            if missing:
+                raise InvalidDataError(
+                    f"column {self.column or series.name!r}: a struct of a statistic and its "
+                    f"per-row parameters lacks the field(s) {missing}; release a numeric "
+                    "column (nothing was charged)"
+                )
             value, params = fields["value"], {k: fields[k] for k in self.row_params}
         else:
             value, params = series, {}

@@ -20,12 +20,19 @@ The maths of each statistic is :mod:`dpframe.mechanisms.statistics` (``dpframe.a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
 
-from dpframe.core.constraints import UNKNOWN_KEYS, check, check_choice, check_key_name
+from dpframe.core.advice import advise
+from dpframe.core.constraints import (
+    INT64_MAX,
+    UNKNOWN_KEYS,
+    check,
+    check_choice,
+    check_key_names,
+)
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.missing import check_nulls
 from dpframe.core.units import PrivacyUnit
@@ -61,6 +68,12 @@ def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> 
     if not col.dtype.is_integer() or col.null_count() or (col < 0).any():
         raise InvalidParameterError(
             f"sizes column {sizes!r} must hold non-negative integers with no nulls"
+        )
+    largest = int(cast(int, col.max())) if col.len() else 0
+    if largest > INT64_MAX:
+        raise InvalidParameterError(
+            f"sizes column {sizes!r} holds a size above 2**63 - 1 ({largest}); a public "
+            "group size must be a 64-bit integer: correct the margins' sizes"
         )
     return col.cast(pl.Int64).to_numpy()
 
@@ -117,7 +130,7 @@ class GroupBy:
             raise InvalidParameterError(
                 f"keys must be a column name or a list of them, got {keys!r}"
             )
-        self.keys = [check_key_name(k) for k in keys]
+        self.keys = check_key_names(keys)
         if margins is None:
             raise MissingMarginsError(
                 "margins: a grouped release needs the public frame of all group keys "
@@ -179,7 +192,11 @@ class GroupBy:
         clash = sorted({n for n in names if names.count(n) > 1 or n in self.keys})
         if clash:
             raise InvalidParameterError(
-                f"output columns {clash} repeat or clash with keys; pass name="
+                f"output columns {clash} repeat or clash with keys; "
+                + advise(
+                    python="pass name= to the statistic",
+                    spec="give the statistic its own name = ... in the spec",
+                )
             )
         return GroupedRelease(self, stats)
 

@@ -28,6 +28,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
+from dpframe.core.advice import advise
 from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import Compression, check
 from dpframe.core.files import atomic_file, check_output_path
@@ -529,8 +530,12 @@ def copy_provenance(
     if existing and not same and not overwrite:
         raise InvalidParameterError(
             f"destination: {destination} already carries another dpframe provenance "
-            f"({_describe_provenance(dst)}); pass overwrite=True (dpframe provenance copy "
-            "--overwrite) to replace it with source's"
+            f"({_describe_provenance(dst)}); "
+            + advise(
+                python="pass overwrite=True",
+                spec="pass --overwrite",  # no spec copies provenance: the command's words
+            )
+            + " to replace it with source's"
         )
     _check_same_release(src, dst, source, destination, src_footer, dst_footer)
     if same:

@@ -494,6 +494,14 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         if not isinstance(keep, Sequence) or not all(isinstance(c, str) for c in keep):
             raise InvalidParameterError(f"keep must be a list of column names, got {keep!r}")
         self.keep = list(keep)
+        twice = sorted({c for c in self.keep if self.keep.count(c) > 1})
+        randomized = sorted({s["column"] for s in specs} & set(self.keep))
+        if twice or randomized:
+            raise InvalidParameterError(
+                f"keep (a spec's public) names {twice or randomized} "
+                + ("more than once" if twice else "which this release randomizes")
+                + "; list each other column to publish as it is once, and not a randomized one"
+            )
         missing = [c for c in [*(s["column"] for s in specs), *self.keep] if c not in schema]
         if missing:
             raise InvalidParameterError(

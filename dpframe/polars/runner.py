@@ -351,6 +351,26 @@ def _check_lazy(frame: Any, name: str = "frame") -> pl.LazyFrame:
     return frame
 
 
+def _unresolved(exc: Exception) -> InvalidParameterError:
+    """The refusal of a query polars cannot resolve (a missing column, a clash)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return InvalidParameterError(
+        f"frame: polars cannot resolve the query ({type(exc).__name__}: {first}); fix the "
+        "query (e.g. the column names it uses). Nothing was read or charged."
+    )
+
+
+#: polars' errors of a query that does not resolve (found from its plan, reading nothing)
+_UNRESOLVED = (
+    pl.exceptions.ColumnNotFoundError,
+    pl.exceptions.SchemaError,
+    pl.exceptions.SchemaFieldNotFoundError,
+    pl.exceptions.StructFieldNotFoundError,
+    pl.exceptions.DuplicateError,
+    pl.exceptions.InvalidOperationError,
+)
+
+
 def _check_public(public: Any, columns: Sequence[str]) -> tuple[str, ...]:
     if public is None:
         return ()
@@ -372,8 +392,11 @@ def prepare(frame: Any, *, public: Sequence[str] | None = None) -> Prepared:
     declared ``public``.
     """
     lf = _check_lazy(frame)
-    found = inspect_plan(lf, public)
-    names = lf.collect_schema().names()
+    try:  # the plan and the schema only: nothing is read yet
+        found = inspect_plan(lf, public)
+        names = lf.collect_schema().names()
+    except _UNRESOLVED as exc:
+        raise _unresolved(exc) from None
     pub = _check_public(public, names)
     _check_budget_first(found)
     released = [c for c in names if c not in pub]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,7 @@ import numpy.typing as npt
 import polars as pl
 
 from dpframe.core.constraints import check_choice, check_real
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import EpsilonAtEdgeWarning, EpsilonNotFoundError, InvalidParameterError
 from dpframe.risk.measures import ASSESSMENT, SCENARIO8, _check_counts
 from dpframe.risk.montecarlo import _CHUNK_ELEMENTS, _check_reps, _check_rng
 from dpframe.risk.noise import MECHANISMS, ZCDP, epsilon_grid, noise_scale, sample_noise
@@ -448,7 +449,7 @@ def choose_rho(
     target_risk: float,
     *,
     rhos: npt.ArrayLike | None = None,
-    sensitivity: float = 1.0,
+    sensitivity: float | None = None,
     **options: Any,
 ) -> EpsilonChoice:
     """The largest ρ (zCDP) whose average DR-HA under the discrete Gaussian stays <=
@@ -457,7 +458,8 @@ def choose_rho(
     ``rhos`` is the grid (default ``numpy.logspace(-3, 2, 201)``); the answer is the
     result's ``rho`` (also in ``epsilon``, the field's generic name). ``sensitivity`` is
     the table's l2 sensitivity (``table_sensitivity("discrete_gaussian", neighbours)``,
-    e.g. √2 under substitute). Other options as in :func:`choose_epsilon`.
+    e.g. √2 under substitute), or give ``neighbours=`` (or ``accountant=``) for it, as
+    in :func:`choose_epsilon`; other options as there.
 
     Examples
     --------
@@ -488,7 +490,9 @@ def choose_epsilon(
     *,
     mechanism: str = "laplace",
     delta: float | None = None,
-    sensitivity: float = 1.0,
+    sensitivity: float | None = None,
+    neighbours: str | None = None,
+    accountant: Any = None,
     measure: str = "local",
     weighted: bool = False,
     epsilons: npt.ArrayLike | None = None,
@@ -514,8 +518,13 @@ def choose_epsilon(
         from ``table``.
     target_risk : float
         In [0, 1].
-    mechanism, delta, sensitivity
+    mechanism, delta
         As in :func:`dpframe.risk.noise.noise_scale`.
+    sensitivity, neighbours, accountant
+        The table's sensitivity, by the rule of :func:`dpframe.risk.frame.drha`: given,
+        or derived from ``neighbours=`` (``"substitute"``: 2 for Laplace, √2 for the
+        Gaussians; ``"add_remove"``: 1), or from the accountant's relation; default 1,
+        as in the paper. The same relation gives the same sensitivity as ``drha``.
     measure : str, default "local"
         Any measure of :func:`dpframe.risk.measures.cell_risk`.
     weighted : bool, default False
@@ -546,10 +555,19 @@ def choose_epsilon(
 
     Raises
     ------
-    InvalidParameterError
+    EpsilonNotFoundError
         If the target is below every risk on the grid (the message gives the smallest
         achievable risk and the limit as ε → 0, e.g. ``2^-K`` for an all-homogeneous
-        table), or for bad input.
+        table).
+    InvalidParameterError
+        For bad input.
+
+    Warns
+    -----
+    EpsilonAtEdgeWarning
+        If the chosen ε is not bounded by the risk target: the top of the grid (the
+        target holds up to there), or the top of a feasible stretch that starts above
+        the bottom of the grid (smaller ε leave more risk). The note says the same.
 
     Examples
     --------
@@ -579,6 +597,9 @@ def choose_epsilon(
                 "max_tvd needs table= (the frequency table whose marginals are released)"
             )
     grid = _grid(epsilons, mechanism)
+    from dpframe.risk.frame import _sensitivity
+
+    sensitivity = _sensitivity(mechanism, sensitivity, neighbours, accountant)  # drha's rule
     noise_scale(mechanism, grid, delta, sensitivity)  # validates the grid for the mechanism
 
     cells = None
@@ -660,7 +681,7 @@ def choose_epsilon(
             )
         else:
             msg += ". Raise the target, or change the mechanism or the table (coarser cells)"
-        raise InvalidParameterError(msg)
+        raise EpsilonNotFoundError(msg)
 
     refined_monotone = True
     intervals: list[tuple[float, float]] = []
@@ -718,6 +739,25 @@ def choose_epsilon(
             "those ε are not recommended by this rule."
         )
     risk_at = float(risk(np.array([eps_choice]))[0])
+    edge = []
+    if j0 == grid.size - 1:
+        edge.append(
+            f"ε = {_fmt(eps_choice)} is the top of the grid: the risk meets the target up "
+            "to there, so the grid chose this ε, not the risk; extend epsilons= upwards to "
+            "find where the target stops holding, or choose ε by utility or policy"
+        )
+    if not chosen_from_below:
+        edge.append(
+            f"the risk at the bottom of the grid ({r[0]:.4g} at ε={_fmt(grid[0])}) exceeds "
+            f"the target: ε below {_fmt(lo_c)} leave MORE risk, so this ε is not the top of "
+            "a stretch of safe ε from 0"
+        )
+    if edge:
+        warnings.warn(
+            f"choose_epsilon: {'; and '.join(edge)}. Read the result's note and curve.",
+            EpsilonAtEdgeWarning,
+            stacklevel=2,
+        )
 
     eps_util: float | None = None
     interval: tuple[float, float] | None = (lo_c, eps_choice)

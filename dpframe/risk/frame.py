@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dpframe.core.advice import advise
 from dpframe.core.constraints import check_choice
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.risk.measures import ASSESSMENT
@@ -63,7 +64,9 @@ def _levels_of(frame_schema: pl.Schema, sensitive: str, levels: Any) -> tuple[An
         lv = tuple(dtype.categories.to_list())
     else:
         raise InvalidParameterError(
-            f"{sensitive!r} has dtype {dtype}: pass levels=[...] (every possible value of the "
+            f"{sensitive!r} has dtype {dtype}: "
+            + advise(python="pass levels=[...]", spec="give levels", cli="pass --levels a,b,...")
+            + " (every possible value of the "
             "sensitive attribute) or use an Enum. dpframe does not take K from the data: "
             "which levels occur is itself confidential, and an unused level still matters"
         )

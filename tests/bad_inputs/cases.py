@@ -4353,4 +4353,302 @@ cmd("bogus", names=("bogus",))
 cmd("plan", "--help-me", names=("help-me",))
 
 
+# =======================================================================================
+# 6. issue 32: the raw errors of the first day on real data, on every surface
+# =======================================================================================
+
+# -- a privacy amount out of dpframe's range [1e-300, 1e300], and a release's own limits
+add(
+    A,
+    "agg.count epsilon=1e300 (budget 1e300)",
+    grouped(count(epsilon=1e300)),
+    "epsilon",
+    acct="huge",
+)
+add(
+    A,
+    "agg.mean epsilon=1e300 (budget 1e300)",
+    grouped(amean(epsilon=1e300)),
+    "epsilon",
+    acct="huge",
+)
+add(A, ".dp.laplace epsilon=1e300 (budget 1e300)", lap(epsilon=1e300), "epsilon", acct="huge")
+add(A, ".dp.gaussian sigma=1e300", gauss(rho=None, sigma=1e300), "sigma", acct="zcdp")
+add(
+    A,
+    "agg.count gaussian sigma=1e300",
+    grouped(count(epsilon=None, mechanism="gaussian", sigma=1e300)),
+    "sigma",
+    acct="zcdp",
+)
+add(A, ".dp.gaussian rho=1e300 (above the range)", gauss(rho=1.5e300), "rho", acct="zcdp")
+add(A, "agg.count epsilon=1e-320 (subnormal)", grouped(count(epsilon=1e-320)), "epsilon")
+add(A, ".dp.laplace epsilon=1e-320 (subnormal)", lap(epsilon=1e-320), "epsilon")
+add(ACC, "Accountant(epsilon=1.5e300)", acct_new(epsilon=1.5e300), "epsilon", acct=None)
+add(ACC, "Accountant(rho=1e300, delta=1e-6)", acct_new(rho=1e300, delta=1e-6), "rho", acct=None)
+add(ACC, "Accountant(epsilon=1e-320)", acct_new(epsilon=1e-320), "epsilon", acct=None)
+add(
+    ACC,
+    "Accountant(epsilon=1, delta=1e-320)",
+    acct_new(epsilon=1.0, delta=1e-320),
+    "delta",
+    acct=None,
+)
+add(ACC, "Accountant.open(epsilon=1.5e300)", op("new.db", epsilon=1.5e300), "epsilon", acct=None)
+add(
+    ACC,
+    "Accountant.open(rho=1e300, delta=1e-6)",
+    op("new.db", epsilon=None, rho=1e300, delta=1e-6),
+    "rho",
+    acct=None,
+)
+add(ACC, "acct.spend(1e-320) (subnormal)", spend(1e-320), "epsilon")
+add(ACC, "acct.spend(0.5, delta=1e-320) (subnormal)", spend(0.5, 1e-320), "delta", acct="zcdp")
+
+
+def _opened_spend(amount):
+    def setup(ctx):
+        dpframe.Accountant.open(ctx.tmp / "l.db", epsilon=1.0)
+        ctx.ledgers.append(ctx.tmp / "l.db")
+
+    def fn(ctx):
+        return dpframe.Accountant.open(ctx.tmp / "l.db").spend(amount, mechanism="laplace")
+
+    return fn, setup
+
+
+fn_, setup_ = _opened_spend(1e-320)
+add(ACC, "Accountant.open(...).spend(1e-320)", fn_, "epsilon", acct=None, setup=setup_)
+
+
+# -- a ledger whose first bytes are overwritten; a zCDP ledger reopened with an epsilon
+def _overwritten(ctx):
+    path = ctx.tmp / "ledger.db"
+    dpframe.Accountant.open(path, epsilon=2.0).spend(0.5, mechanism="laplace")
+    raw = bytearray(path.read_bytes())
+    raw[:16] = b"overwritten!!!!!"
+    path.write_bytes(bytes(raw))
+
+
+add(
+    ACC,
+    "Accountant.open(a SQLite ledger whose first bytes are overwritten)",
+    lambda ctx: dpframe.Accountant.open(ctx.tmp / "ledger.db", epsilon=2.0),
+    ("not a dpframe ledger, or is corrupt",),
+    acct=None,
+    setup=_overwritten,
+)
+add(
+    C,
+    "dpframe ledger show (a SQLite ledger whose first bytes are overwritten)",
+    lambda ctx: cli(ctx, "ledger", "show", "ledger.db"),
+    ("not a dpframe ledger, or is corrupt",),
+    acct=None,
+    kind="cli",
+    setup=_overwritten,
+)
+
+
+def _zcdp_ledger(ctx):
+    dpframe.Accountant.open(ctx.tmp / "z.db", rho=0.5, delta=1e-6)
+    ctx.ledgers.append(ctx.tmp / "z.db")
+
+
+add(
+    ACC,
+    "Accountant.open(zCDP ledger rho=0.5, epsilon=5.0, delta=1e-6, accounting='zcdp')",
+    lambda ctx: dpframe.Accountant.open(
+        ctx.tmp / "z.db", epsilon=5.0, delta=1e-6, accounting="zcdp"
+    ),
+    ("epsilon",),
+    acct=None,
+    setup=_zcdp_ledger,
+)
+
+# -- keys: named twice, wider than 64 bits; public sizes above 2**63; dpframe's own names
+add(A, "group_by keys=['region', 'region']", grouped(keys=["region", "region"]), "keys")
+add(
+    A,
+    "group_by sizes= a UInt64 column holding 2**63",
+    grouped(
+        amean(),
+        margins=REGIONS.with_columns(pl.Series("n", [2**63, 1, 1, 1], dtype=pl.UInt64)),
+        sizes="n",
+    ),
+    "sizes",
+)
+for pid_name in ("__bound_n", "__bound_i"):
+    add(
+        A,
+        f"group_by with the person column named {pid_name!r} (float keys)",
+        grouped(
+            frame=PEOPLE.with_columns(pl.col("score").alias("fkey"), pl.col("pid").alias(pid_name)),
+            keys="fkey",
+            margins=pl.DataFrame({"fkey": [1.0, 2.0, 3.0, 4.0]}),
+            unit=pid_name,
+            max_rows=2,
+            max_groups=1,
+        ),
+        ("unit", pid_name),
+    )
+add(
+    P,
+    ".dp.pram categories=[0, 2**70] (beyond int64)",
+    pram(col="code", categories=[0, 2**70]),
+    "categories",
+)
+add(
+    P,
+    "pram.release categories=[0, 2**70] (beyond int64)",
+    lambda ctx: dpframe.pram.release(
+        PEOPLE, [{"column": "code", "epsilon": 0.5, "categories": [0, 2**70]}], accountant=ctx.acct
+    ).write("out.parquet"),
+    "categories",
+)
+add(
+    A,
+    "proportions categories=[0, 2**70] (beyond int64)",
+    props(column="code", categories=[0, 2**70]),
+    "categories",
+)
+WIDE = PEOPLE.with_columns(pl.col("code").cast(pl.Int128))
+add(P, ".dp.pram on an Int128 column", pram(col="code", frame=WIDE, categories=[0, 1, 2]), "code")
+add(
+    P,
+    "pram.release on an Int128 column",
+    lambda ctx: dpframe.pram.release(
+        WIDE, [{"column": "code", "epsilon": 0.5, "categories": [0, 1, 2]}], accountant=ctx.acct
+    ).write("out.parquet"),
+    "code",
+)
+add(
+    A,
+    "proportions on an Int128 column",
+    props(column="code", frame=WIDE, categories=[0, 1, 2]),
+    "code",
+)
+add(
+    P,
+    "pram.release keep= a randomized column",
+    lambda ctx: dpframe.pram.release(
+        PEOPLE,
+        [{"column": "tenure", "epsilon": 0.5, "categories": TENURE}],
+        keep=["tenure"],
+        accountant=ctx.acct,
+    ).write("out.parquet"),
+    ("keep", "tenure"),
+)
+
+
+# -- a struct without its fields; a missing column through dpframe.collect
+add(
+    A,
+    ".dp.laplace on a struct column without a 'value' field",
+    lap_on(pl.DataFrame({"m": [{"a": 1.0}, {"a": 2.0}]})),
+    "m",
+)
+
+
+def _collected(make, frame):
+    def fn(ctx):
+        with ctx.acct:
+            e = make()
+            return dpframe.collect(frame.lazy().with_columns(e))
+
+    return fn
+
+
+add(
+    A,
+    "dpframe.collect(.dp.laplace on a missing column)",
+    _collected(
+        lambda: pl.col("zz").dp.laplace(epsilon=0.5, sensitivity=0.1, composition="parallel"),
+        STATS,
+    ),
+    "zz",
+)
+add(
+    A,
+    "dpframe.collect(.dp.laplace on a struct column without a 'value' field)",
+    _collected(
+        lambda: pl.col("m").dp.laplace(epsilon=0.5, sensitivity=0.1, composition="parallel"),
+        pl.DataFrame({"m": [{"a": 1.0}, {"a": 2.0}]}),
+    ),
+    "m",
+)
+add(P, "dpframe.collect(.dp.pram on a missing column)", pram(col="nope"), "nope")
+
+
+# -- the spec: the same inputs, in-process and through the command
+HUGE = setp(
+    "privacy.budget.epsilon", 1e300, "release.0.statistics", [{"stat": "count", "epsilon": 1e300}]
+)
+spec_both("count epsilon = 1e300 (budget 1e300)", HUGE, "epsilon")
+spec_case(
+    "count epsilon = 1e300 (budget 10, the ledger's)",
+    setp("release.0.statistics", [{"stat": "count", "epsilon": 1e300}]),
+    "epsilon",
+    mode="cli-release",
+)
+spec_case("privacy.budget.epsilon = 1.5e300", setp("privacy.budget.epsilon", 1.5e300), "epsilon")
+spec_case(
+    "privacy.budget.rho = 1e300",
+    setp("privacy.budget", {"rho": 1e300, "delta": 1e-6}),
+    "rho",
+)
+spec_case(
+    "count epsilon = 1e-320 (subnormal)",
+    setp("release.0.statistics", [{"stat": "count", "epsilon": 1e-320}]),
+    "epsilon",
+)
+spec_case(
+    "pram categories = [0, 2**70] (beyond int64)",
+    setp("release.0.columns", [{"column": "code", "epsilon": 0.5, "categories": [0, 2**70]}]),
+    "categories",
+    kinds=("pram",),
+)
+spec_both("by = ['region', 'region']", setp("release.0.by", ["region", "region"]), "by")
+spec_case("unknown_keys = 'dropp'", setp("release.0.unknown_keys", "dropp"), "unknown_keys")
+spec_case(
+    "pram public = a randomized column",
+    setp("release.0.public", ["region"]),
+    ("public", "region"),
+    kinds=("pram",),
+)
+spec_case(
+    "pram public = a column not in the input",
+    setp("release.0.public", ["nope"]),
+    "nope",
+    kinds=("pram",),
+)
+spec_case(
+    "unit = '__bound_n' (dpframe's own name)",
+    setp("privacy.unit", "__bound_n", "privacy.max_rows", 2, "privacy.max_groups", 1),
+    ("unit", "__bound_n"),
+    data=PEOPLE.with_columns(pl.col("pid").alias("__bound_n")),
+)
+spec_case(
+    "margins sizes: a UInt64 column holding 2**63",
+    both(
+        setp("margins.reg", {"path": "m.parquet", "sizes": "n"}),
+        setp(
+            "release.0.statistics",
+            [{"stat": "mean", "column": "income", "lower": 0, "upper": 100, "epsilon": 0.5}],
+        ),
+    ),
+    "sizes",
+    extra=lambda t: REGIONS.with_columns(
+        pl.Series("n", [2**63, 1, 1, 1], dtype=pl.UInt64)
+    ).write_parquet(t / "m.parquet"),
+)
+for mode in ("plan", "cli-plan"):
+    spec_case(
+        "ledger made with epsilon=2, spec epsilon = 10 (says which spec field to change)",
+        None,
+        ("privacy.budget.epsilon",),
+        mode=mode,
+        extra=lambda t: dpframe.Accountant.open(t / "ledger.db", epsilon=2.0),
+    )
+
+
 __all__ = ["CASES"]

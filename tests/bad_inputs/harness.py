@@ -16,6 +16,10 @@ Classes (the first that applies; only ``pass`` passes):
     exited with a code other than 1 or 2)
 ``no-name``
     a DPFrameError whose message names none of ``case.names``
+``python-advice``
+    a refusal from a release spec or the ``dpframe`` command whose advice is a Python
+    argument (``x=None``, ``pass x=...``, ``frame.rename(...)``, ...) that a spec or a
+    command line cannot take (issue 32: the entry point chooses the words)
 ``silent-accept``
     it returned (the CLI: exit code 0)
 ``timeout``
@@ -539,6 +543,8 @@ def make_accountant(kind: str | None) -> Any:
         return dpframe.Accountant(epsilon=10.0)
     if kind == "big":
         return dpframe.Accountant(epsilon=1000.0)
+    if kind == "huge":  # the largest budget there is: a release's own limits must refuse
+        return dpframe.Accountant(epsilon=1e300)
     if kind == "zcdp":
         return dpframe.Accountant(rho=1.0, delta=1e-6)
     if kind == "add_remove":
@@ -601,6 +607,19 @@ def changed(before: dict, after: dict, ledgers: tuple[str, ...] = ()) -> list[st
         for p, v in after.items()
         if before.get(p) != v and not re.search(r"-(wal|shm)$", p) and p not in ledgers
     )
+
+
+#: advice only Python can take, refused in a spec's or a command's messages
+PYTHON_ONLY = re.compile(
+    r"\w=None\b|\bpass \w+=|use an accountant with|\bframe\.rename\(|\bpl\.col\("
+    r"|dpframe\.Accountant\(|\(nulls=",
+    re.IGNORECASE,
+)
+
+
+def python_advice(case: Case, message: str) -> bool:
+    """A spec's or a command's refusal advising a Python argument."""
+    return case.surface in ("4-spec", "5-cli") and bool(PYTHON_ONLY.search(message))
 
 
 def names_ok(case: Case, message: str) -> bool:
@@ -736,6 +755,8 @@ def _run_py(case: Case, ctx: Ctx, before: dict, spend_before: dict) -> Outcome:
         cls = "wrong-exception"
     elif not names_ok(case, message):
         cls = "no-name"
+    elif python_advice(case, message):
+        cls = "python-advice"
     else:
         cls = "pass"
     return Outcome(cls, type_name, message, wrote, spent, tb if cls != "pass" else "")
@@ -758,5 +779,11 @@ def _finish_cli(case: Case, ctx: Ctx, before: dict, spend_before: dict, res: CLI
     if res.rc not in (1, 2):  # 3: a check failed; 4: "any other failure": not an input error
         kind = f"exit {res.rc} (not an input-error code)"
         return Outcome(side or "wrong-exception", kind, message, wrote, spent, detail)
-    cls = side or ("pass" if names_ok(case, message) else "no-name")
+    cls = side or (
+        "no-name"
+        if not names_ok(case, message)
+        else "python-advice"
+        if python_advice(case, message)
+        else "pass"
+    )
     return Outcome(cls, f"exit {res.rc}", message, wrote, spent, detail if cls != "pass" else "")

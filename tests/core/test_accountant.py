@@ -148,7 +148,7 @@ def test_persistent_ledger_needs_epsilon_when_new(tmp_path):
 def test_corrupt_ledger_is_refused(tmp_path):
     path = tmp_path / "ledger.json"
     path.write_text("{not json")
-    with pytest.raises(LedgerMismatchError, match="not valid JSON"):
+    with pytest.raises(LedgerMismatchError, match="not a dpframe ledger, or is corrupt"):
         Accountant.open(path, epsilon=1.0)
     other = tmp_path / "ledger.db"
     other.write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)

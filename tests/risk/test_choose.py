@@ -7,7 +7,12 @@ import polars as pl
 import pytest
 from scipy import integrate, stats
 
-from dpframe.errors import DPFrameError, InvalidParameterError
+from dpframe.errors import (
+    DPFrameError,
+    EpsilonAtEdgeWarning,
+    EpsilonNotFoundError,
+    InvalidParameterError,
+)
 from dpframe.risk.choose import DEFAULT_EPSILONS, EpsilonChoice, choose_epsilon, marginal_tvd
 from dpframe.risk.measures import cell_risk
 
@@ -87,7 +92,8 @@ def test_infeasible_target_reports_the_minimum(n_levels):
 
 def test_target_above_the_curve():
     counts = all_homogeneous()
-    ch = choose_epsilon(counts, 1.0)
+    with pytest.warns(EpsilonAtEdgeWarning, match="top of the grid"):
+        ch = choose_epsilon(counts, 1.0)
     assert ch.epsilon == DEFAULT_EPSILONS[-1]
     assert ch.feasible_intervals == [(DEFAULT_EPSILONS[0], DEFAULT_EPSILONS[-1])]
     assert "every ε on the grid meets it" in ch.note
@@ -127,7 +133,8 @@ def test_non_monotone_hump_keeps_the_lower_interval():
 
 def test_non_monotone_dip_not_reaching_the_bottom():
     target = 0.3  # below the risk at ε = 0.001 (0.375); met only around the dip
-    ch = choose_epsilon(DIP, target)
+    with pytest.warns(EpsilonAtEdgeWarning, match="MORE risk"):
+        ch = choose_epsilon(DIP, target)
     assert len(ch.feasible_intervals) == 1
     lo, hi = ch.feasible_intervals[0]
     assert DEFAULT_EPSILONS[0] < lo < hi == ch.epsilon
@@ -137,6 +144,7 @@ def test_non_monotone_dip_not_reaching_the_bottom():
     assert ch.interval == (lo, hi)
 
 
+@pytest.mark.filterwarnings("ignore::dpframe.errors.EpsilonAtEdgeWarning")
 def test_other_measures_and_scenario8():
     counts = np.array([[3, 0], [1, 2], [0, 5], [4, 4]])
     a = choose_epsilon(counts, 0.4, measure="expected")
@@ -376,3 +384,68 @@ def test_bankruptcy_subset_choice():
     assert r[-1] == pytest.approx(54 / 78, abs=1e-3)
     assert r[0] == pytest.approx(0.165, abs=0.005)
     assert ch.interval is not None and ch.interval[0] == ch.epsilon_min_utility
+
+
+def test_a_risk_falling_as_epsilon_grows_warns_loudly_at_the_top_of_the_grid():
+    """Issue 32: the risk of heterogeneous cells falls as ε grows, so a low target is met
+    only near the top of the grid: the answer is the grid's edge, not a risk-limited ε."""
+    counts = np.array([[5, 5], [3, 4], [6, 2], [2, 7]])
+    with pytest.warns(EpsilonAtEdgeWarning) as caught:
+        ch = choose_epsilon(counts, 0.05)
+    message = str(caught[0].message)
+    assert "top of the grid" in message and "MORE risk" in message
+    assert ch.epsilon == DEFAULT_EPSILONS[-1] and not ch.monotone
+    assert ch.curve["risk"][0] > 0.05  # the bottom of the grid does not meet the target
+
+
+def test_a_choice_inside_the_grid_from_the_bottom_does_not_warn():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EpsilonAtEdgeWarning)
+        ch = choose_epsilon(np.array([[4, 0], [0, 2], [7, 0], [1, 0]]), 0.5)
+    assert DEFAULT_EPSILONS[0] < ch.epsilon < DEFAULT_EPSILONS[-1]
+
+
+def test_no_epsilon_meeting_the_target_is_its_own_error():
+    with pytest.raises(EpsilonNotFoundError, match=r"target_risk=0\.01 is below every value"):
+        choose_epsilon(np.array([[4, 0], [0, 2]]), 0.01)
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "discrete_gaussian"])
+@pytest.mark.parametrize("neighbours", ["substitute", "add_remove"])
+def test_choose_epsilon_takes_the_sensitivity_of_drha_for_a_neighbour_relation(
+    mechanism, neighbours
+):
+    """One rule: the same neighbour relation gives choose_epsilon and drha the same
+    sensitivity (table_sensitivity), so the same risk curve; and the same default (1)."""
+    from dpframe.risk.frame import drha
+    from dpframe.risk.noise import table_sensitivity
+
+    frame = pl.DataFrame({"q": ["a", "a", "b", "c", "c", "c"], "y": ["u", "v", "u", "u", "v", "v"]})
+    counts = np.array([[1, 1], [1, 0], [1, 2]])
+    grid = [0.1, 0.5, 1.0, 5.0]
+    param = "rho" if mechanism == "discrete_gaussian" else "epsilon"
+    kw = {"mechanism": mechanism, "epsilons": grid, "target_risk": 1.0}
+    with pytest.warns(EpsilonAtEdgeWarning):
+        by_relation = choose_epsilon(counts, neighbours=neighbours, **kw)
+        by_number = choose_epsilon(
+            counts, sensitivity=table_sensitivity(mechanism, neighbours), **kw
+        )
+        default = choose_epsilon(counts, **kw)
+    assert by_relation.curve.equals(by_number.curve)
+    for relation, chosen in ((neighbours, by_relation), (None, default)):
+        table = drha(
+            frame,
+            ["q"],
+            "y",
+            levels=["u", "v"],
+            mechanism=mechanism,
+            measure="local",
+            weighted=False,
+            neighbours=relation,
+            **{param: grid},
+        )
+        assert np.allclose(table.sort(param)["risk"].to_numpy(), chosen.curve["risk"].to_numpy())
+    with pytest.raises(InvalidParameterError, match="neighbours= sets the sensitivity"):
+        choose_epsilon(counts, 0.5, sensitivity=1.0, neighbours=neighbours)
