@@ -59,6 +59,12 @@ class _State:
         self.deferring = 0  # nesting of deferred() inside it
         self.pending: int | None = None  # a signal that arrived while deferring
         self.raised = False  # the job's one interrupt was raised: ignore later signals
+        self.closing = False  # handling() is putting the handlers back: note, never raise
+        self.late: list[int] = []  # signals noted while closing (sent on, once put back)
+
+    def reset(self) -> None:
+        self.depth, self.deferring, self.pending, self.raised = 0, 0, None, False
+        self.closing, self.late = False, []
 
 
 _STATE = _State()
@@ -75,7 +81,37 @@ def _installable() -> dict[int, Any] | None:
     return None if any(h is None for h in previous.values()) else previous
 
 
+def _put_back(previous: dict[int, Any]) -> None:
+    """Install ``previous`` again, every one of them: a handler already put back may run
+    (and raise) on the way -- its exception is raised once all are back, never leaving
+    one of ours installed for good."""
+    todo = list(previous.items())
+    error: BaseException | None = None
+    while todo:
+        try:
+            while todo:
+                signal.signal(*todo[0])
+                todo.pop(0)
+        except BaseException as exc:  # raised by a handler put back: all of them first
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+def _resend(signals: list[int]) -> None:
+    """Send each of ``signals`` again, in order, to the handlers installed now: each is
+    sent even if an earlier one's handler raises (Ctrl-C, then a scheduler's SIGTERM)."""
+    if signals:
+        try:
+            signal.raise_signal(signals[0])
+        finally:
+            _resend(signals[1:])
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _STATE.closing:  # the handlers are being put back: sent on to them after
+        _STATE.late.append(signum)
+        return
     if _STATE.raised:  # the job is cleaning up after its interrupt: let it finish
         return
     if _STATE.deferring:
@@ -104,15 +140,22 @@ def handling() -> Iterator[None]:
     if previous is None:
         yield
         return
-    for s in SIGNALS:
-        signal.signal(s, _on_signal)
-    _STATE.depth, _STATE.deferring, _STATE.pending, _STATE.raised = 1, 0, None, False
-    try:
+    _STATE.reset()
+    _STATE.depth = 1
+    try:  # a signal at any moment from here on: the handlers are put back below
+        for s in SIGNALS:
+            signal.signal(s, _on_signal)
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-        _STATE.depth, _STATE.deferring, _STATE.pending, _STATE.raised = 0, 0, None, False
+        _STATE.closing = True  # a signal now is noted, not raised (_on_signal)
+        try:
+            _put_back(previous)
+        finally:
+            # a signal that came as the handlers were put back: to them, unless the job
+            # was interrupted already (a later signal is ignored while it stops)
+            late = [] if _STATE.raised else list(dict.fromkeys(_STATE.late))
+            _STATE.reset()
+            _resend(late)
 
 
 @contextlib.contextmanager
@@ -142,15 +185,15 @@ def deferred() -> Iterator[None]:
     def note(signum: int, frame: FrameType | None) -> None:
         caught.append(signum)
 
-    for s in SIGNALS:
-        signal.signal(s, note)
-    try:
+    try:  # a signal at any moment from here on: the handlers are put back below
+        for s in SIGNALS:
+            signal.signal(s, note)
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-        if caught:  # delivered now to the handler it was meant for
-            signal.raise_signal(caught[0])
+        try:
+            _put_back(previous)  # `note` notes until its signal's handler is back
+        finally:  # each signal (once) delivered now to the handler it was meant for
+            _resend(list(dict.fromkeys(caught)))
 
 
 def ledger_line(accountant: Any) -> str:

@@ -377,6 +377,68 @@ def test_a_job_handles_sigterm_like_ctrl_c_and_restores_the_handlers():
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
+def _signal_as_sigint_is_put_back(monkeypatch, signum: int) -> None:
+    """``signum`` arrives right after SIGINT's handler is put back (and before SIGTERM's)."""
+    real, armed = signal.signal, [True]
+
+    def hooked(s, handler):
+        previous = real(s, handler)
+        if armed[0] and s == signal.SIGINT and handler is signal.default_int_handler:
+            armed[0] = False
+            signal.raise_signal(signum)
+        return previous
+
+    monkeypatch.setattr(signal, "signal", hooked)
+
+
+@pytest.mark.parametrize("section", ["handling", "deferred"])
+def test_a_signal_as_the_handlers_are_put_back_reaches_them(monkeypatch, section):
+    """A SIGTERM (or Ctrl-C) arriving between the restores of the two handlers at the end
+    of a job (or of a ledger write outside one) goes to the handler put back, and every
+    handler is put back. Old: it raised inside the restore, leaving dpframe's handler
+    installed for SIGTERM for good: a finished job said "interrupted", and the process
+    ignored every later SIGTERM (in a job) or swallowed it (after a ledger write)."""
+    from dpframe.core import interrupts
+
+    got: list[int] = []
+    signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    try:
+        block = handling if section == "handling" else deferred
+        _signal_as_sigint_is_put_back(monkeypatch, signal.SIGTERM)
+        with block():
+            pass  # the job, or the write, finished
+        monkeypatch.undo()
+        assert got == [signal.SIGTERM]  # delivered to the handler it was meant for
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) not in (interrupts._on_signal, None)
+        assert interrupts._STATE.depth == 0 and not interrupts._STATE.raised
+        _signal_as_sigint_is_put_back(monkeypatch, signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt) as caught, block():
+            pass
+        monkeypatch.undo()
+        assert type(caught.value) is KeyboardInterrupt  # Python's, not an interrupted job's
+        signal.raise_signal(signal.SIGTERM)
+        assert got == [signal.SIGTERM] * 2  # the handler is back: SIGTERM is not lost
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_each_signal_inside_a_ledger_write_is_delivered_after_it():
+    """Outside a job, Ctrl-C then SIGTERM inside one ledger write: each goes, in order, to
+    its handler once the write is done. Old: only the first was sent again; the SIGTERM
+    was lost."""
+    got: list[int] = []
+    signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    try:
+        with pytest.raises(KeyboardInterrupt), deferred():
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGTERM)
+            got.append(0)  # the write goes on to its end
+        assert got == [0, signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def test_ctrl_c_as_a_python_release_draws_keeps_its_charge_and_says_it(tmp_path, monkeypatch):
     """A ``KeyboardInterrupt`` as a release object draws its noise, inside the caller's
     reservation: the error says what the charge spent (it stays spent: noise may have been
