@@ -33,3 +33,11 @@ def fresh(name: str) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(base, target, symlinks=True)
     return target
+
+
+def new_job(name: str, budget: float = 20.0) -> Path:
+    """A folder with the survey and a spec (nothing published yet); the spec's path."""
+    target = Path("/tmp/atk") / name
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    return write_spec(target, rows=5_000, budget=budget)

@@ -204,6 +204,9 @@ class _Spending:
         charged = self.charged()
         current = self.current()
         published = self.run if self.run is not None and current == self.run else None
+        if self.still_held():  # the interrupt came as the block ended, before its give-back
+            with contextlib.suppress(Exception):  # (later signals are ignored now)
+                self.accountant.cancel(self.reservation, force=True)  # type: ignore[union-attr]
         if self.still_held():
             back = (
                 f"its reservation {self.reservation} could not be given back: `dpframe ledger "

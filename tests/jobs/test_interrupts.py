@@ -289,6 +289,32 @@ def test_keyboardinterrupt_in_a_draw_gives_back_the_reservation(tmp_path, monkey
     assert not (tmp_path / "released" / "current").exists()
 
 
+def test_an_interrupt_as_the_reservation_block_ends_still_gives_it_back(tmp_path, monkeypatch):
+    """SIGTERM as the job's reservation block ends, before the give-back's ledger write
+    begins (its deferred section not yet entered): the job gives the reservation back on
+    its way out. Old: it stayed held ("could not be given back: dpframe ledger cancel")."""
+    spec = write_spec(tmp_path, rows=300, budget=10.0)
+    from dpframe.core.accountant import Accountant
+
+    transact, fired = Accountant._transact, []
+
+    def signalled(self, decide):
+        if decide.__name__ == "<lambda>" and not fired:  # reserve()'s give-back
+            fired.append(True)
+            signal.raise_signal(signal.SIGTERM)
+        return transact(self, decide)
+
+    monkeypatch.setattr(Accountant, "_transact", signalled)
+    with pytest.raises(ReleaseInterrupted) as caught:
+        run(load_spec(spec), progress=False)
+    monkeypatch.undo()
+    assert fired and caught.value.exit_code == 143
+    acct = dpframe.Accountant.open(tmp_path / "ledger.db")
+    assert acct.reservations == ()
+    assert acct.spent.epsilon == pytest.approx(_drawn(4))
+    assert "was given back" in str(caught.value) and "ledger cancel" not in str(caught.value)
+
+
 class _Interrupting:
     """A random source interrupted (Ctrl-C) as the noise is about to be drawn."""
 
