@@ -1009,9 +1009,15 @@ class Accountant:
             total[1] = state.entries[-1].hash if state.entries else ""
             return changes
 
-        with deferred(), self._lock:
-            recorded = self._store.transact(checked)
-            self._seen = (total[0], recorded[-1].hash if recorded else total[1])
+        recorded: list[LedgerEntry] = []
+        try:
+            with deferred(), self._lock:
+                recorded = self._store.transact(checked)
+                self._seen = (total[0], recorded[-1].hash if recorded else total[1])
+        except KeyboardInterrupt as exc:  # sent again as the write ended: it was made
+            if recorded:  # the caller says what it charged (dpframe.core.executor)
+                exc.recorded = tuple(recorded)  # type: ignore[attr-defined]
+            raise
         return recorded
 
     def _check_history(self, entries: Sequence[LedgerEntry]) -> None:

@@ -494,6 +494,34 @@ def test_ctrl_c_as_a_python_release_draws_keeps_its_charge_and_says_it(tmp_path,
     assert caught.value.exit_code == 130
 
 
+def test_ctrl_c_as_a_python_release_charge_is_written_says_it(tmp_path, monkeypatch):
+    """Ctrl-C as a Python release's charge is written (its deferred ledger write sends it
+    again to Python's handler once the write is done): the error says what the charge
+    spent. Old: a bare ``KeyboardInterrupt`` from the charge, before the draw, saying
+    nothing of the epsilon it had spent."""
+    import polars as pl
+
+    from dpframe.core.stores import DatabaseStore
+
+    stats = pl.DataFrame({"mean_age": [41.2, 38.9, 45.0]})
+    acct = dpframe.Accountant.open(tmp_path / "ledger.db", epsilon=1.0)
+    transact = DatabaseStore.transact
+
+    def signalled(self, decide):
+        recorded = transact(self, decide)  # committed...
+        signal.raise_signal(signal.SIGINT)  # ...and Ctrl-C before the write returns
+        return recorded
+
+    monkeypatch.setattr(DatabaseStore, "transact", signalled)
+    with pytest.raises(ReleaseInterrupted) as caught, acct:
+        stats.with_columns(
+            dpframe.laplace("mean_age", epsilon=0.5, sensitivity=0.1, composition="parallel")
+        )
+    monkeypatch.undo()
+    assert acct.spent.epsilon == pytest.approx(0.5)
+    assert "after its charge: epsilon 0.5 stays spent" in str(caught.value)
+
+
 def test_a_reservation_that_cannot_be_given_back_is_not_said_given_back(tmp_path, monkeypatch):
     """Interrupted, and the ledger refuses the give-back (unavailable): the message says
     the reservation is still held and how to give it back, not that it was."""
