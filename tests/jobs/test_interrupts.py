@@ -522,6 +522,24 @@ def test_ctrl_c_as_a_python_release_charge_is_written_says_it(tmp_path, monkeypa
     assert "after its charge: epsilon 0.5 stays spent" in str(caught.value)
 
 
+def test_an_eager_release_interrupted_after_its_charge_keeps_what_it_charged(monkeypatch):
+    """An eager ``with_columns`` release interrupted as it draws: polars re-raises the
+    error as ``type(exc)(message)``; it still holds the ledger entries it charged. Old:
+    ``charged`` was None ("nothing spent") though the message said epsilon 0.5 was."""
+    import polars as pl
+
+    from dpframe.core.randomness import RandomSource
+
+    stats = pl.DataFrame({"mean_age": [41.2, 38.9, 45.0]})
+    monkeypatch.setattr(RandomSource, "generator", _Interrupting.generator)
+    with pytest.raises(ReleaseInterrupted) as caught, dpframe.Accountant(epsilon=1.0) as acct:
+        stats.with_columns(
+            dpframe.laplace("mean_age", epsilon=0.5, sensitivity=0.1, composition="parallel")
+        )
+    assert "This error occurred" in str(caught.value)  # polars' copy of the error
+    assert [e.id for e in caught.value.charged] == [e.id for e in acct.ledger]
+
+
 def test_a_reservation_that_cannot_be_given_back_is_not_said_given_back(tmp_path, monkeypatch):
     """Interrupted, and the ledger refuses the give-back (unavailable): the message says
     the reservation is still held and how to give it back, not that it was."""
