@@ -4,7 +4,8 @@ Two context managers, both active only in the main thread (where Python runs sig
 handlers; elsewhere they do nothing):
 
 * :func:`handling` -- for the duration of a release job (``dpframe release``,
-  :func:`dpframe.jobs.run`): SIGINT (Ctrl-C) and SIGTERM both raise
+  :func:`dpframe.jobs.run`): SIGINT (Ctrl-C) and SIGTERM (either, unless the process
+  ignores it: ``SIG_IGN`` stays) both raise
   :class:`~dpframe.errors.ReleaseInterrupted`, so a scheduler's ``kill`` is handled like
   Ctrl-C. Only the first signal raises: a second one while the job cleans up (gives back
   its reservation, removes its staging folder, says what it spent) is ignored, so it
@@ -144,7 +145,8 @@ def handling() -> Iterator[None]:
     _STATE.depth = 1
     try:  # a signal at any moment from here on: the handlers are put back below
         for s in SIGNALS:
-            signal.signal(s, _on_signal)
+            if previous[s] is not signal.SIG_IGN:  # one the caller ignores stays ignored
+                signal.signal(s, _on_signal)
         yield
     finally:
         _STATE.closing = True  # a signal now is noted, not raised (_on_signal)
@@ -187,7 +189,8 @@ def deferred() -> Iterator[None]:
 
     try:  # a signal at any moment from here on: the handlers are put back below
         for s in SIGNALS:
-            signal.signal(s, note)
+            if previous[s] is not signal.SIG_IGN:
+                signal.signal(s, note)
         yield
     finally:
         try:

@@ -449,6 +449,25 @@ def test_a_signal_as_the_handlers_are_put_back_reaches_them(monkeypatch, section
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def test_a_signal_the_process_ignores_stays_ignored_in_a_job():
+    """A job started with SIGINT ignored (a background job of a script, a wrapper's
+    SIG_IGN) is not stopped by a Ctrl-C. Old: handling() installed its handler over
+    SIG_IGN, and the Ctrl-C the caller meant to ignore stopped the job."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        done = []
+        with handling(), deferred():
+            signal.raise_signal(signal.SIGINT)
+            done.append("written")
+        with handling():
+            signal.raise_signal(signal.SIGINT)
+            done.append("went on")
+        assert done == ["written", "went on"]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def test_each_signal_inside_a_ledger_write_is_delivered_after_it():
     """Outside a job, Ctrl-C then SIGTERM inside one ledger write: each goes, in order, to
     its handler once the write is done. Old: only the first was sent again; the SIGTERM
