@@ -896,6 +896,8 @@ class Accountant:
                 try:
                     self._transact(lambda state: Changes(give_back=[r.id]))
                 except Exception as exc:  # the block's own error matters more
+                    if getattr(exc, "ledger_written", False):
+                        raise  # given back; a signal's handler raised it after the write
                     warnings.warn(
                         f"reservation {r.id} could not be given back ({exc}); it stays held "
                         "until `dpframe ledger cancel` (or, once this process has ended, "
@@ -1010,13 +1012,18 @@ class Accountant:
             return changes
 
         recorded: list[LedgerEntry] = []
+        written = False
         try:
             with deferred(), self._lock:
                 recorded = self._store.transact(checked)
+                written = True
                 self._seen = (total[0], recorded[-1].hash if recorded else total[1])
-        except KeyboardInterrupt as exc:  # sent again as the write ended: it was made
-            if recorded:  # the caller says what it charged (dpframe.core.executor)
-                exc.recorded = tuple(recorded)  # type: ignore[attr-defined]
+        except BaseException as exc:
+            if written:  # raised as the write ended (a signal sent again): it was made
+                with contextlib.suppress(Exception):  # the caller tells a failed write
+                    exc.ledger_written = True  # type: ignore[attr-defined]
+                if recorded and isinstance(exc, KeyboardInterrupt):
+                    exc.recorded = tuple(recorded)  # type: ignore[attr-defined]
             raise
         return recorded
 
