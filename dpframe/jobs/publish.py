@@ -439,7 +439,7 @@ def refresh_copy(out: Path, folder: Path) -> None:
             continue  # a link: not what a dereferenced copy holds, and never written through
         if entry.is_dir():
             tmp = out / f"{_OLD}{uuid.uuid4().hex[:12]}"
-            shutil.copytree(entry, tmp)
+            shutil.copytree(entry, tmp, symlinks=True)  # a link is copied, never read through
             shutil.rmtree(top)
             os.replace(tmp, top)
         else:

@@ -314,3 +314,28 @@ def test_a_copy_holds_no_table_the_check_does_not_read(published, tmp_path):
             assert res.exit_code == 0, res.output
             top, inner = copy / name, copy / "current" / name
             assert top.read_bytes() == inner.read_bytes()
+
+
+def test_a_check_of_a_copy_never_reads_through_a_link_in_it(published, tmp_path):
+    """A copy's table folder (a Spark table) holding a link to a file elsewhere: the
+    check refreshes the copy's top-level table with the link, not the file's content.
+    Old: copytree followed the link and copied the file (a secret readable by whoever
+    runs the check) into the copy."""
+    folder, _ = published
+    copy = tmp_path / "copy"
+    shutil.copytree(folder / "released", copy, symlinks=False)
+    if not (copy / "current" / "microdata.parquet").is_file():
+        pytest.skip("this run has no microdata table")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret\n")
+    meta = pl.read_parquet_metadata(copy / "current" / "microdata.parquet")["dpframe"]
+    for table in (copy / "current" / "microdata.parquet", copy / "microdata.parquet"):
+        data = table.read_bytes()
+        table.unlink()
+        table.mkdir()
+        (table / "part-0.parquet").write_bytes(data)
+        (table / "_dpframe.json").write_text(json.dumps({"dpframe": json.loads(meta)}))
+    (copy / "current" / "microdata.parquet" / "leak").symlink_to(secret)
+    res = CliRunner().invoke(app, ["check", str(copy)])
+    assert res.exit_code == 0, res.output
+    assert (copy / "microdata.parquet" / "leak").is_symlink()
