@@ -187,7 +187,11 @@ def deferred() -> Iterator[None]:
     def note(signum: int, frame: FrameType | None) -> None:
         caught.append(signum)
 
+    wakeup = -1
     try:  # a signal at any moment from here on: the handlers are put back below
+        # a wakeup fd (asyncio's add_signal_handler) is told of a signal as it arrives,
+        # and again when it is sent again: held off too, so it hears of it once
+        wakeup = signal.set_wakeup_fd(-1)
         for s in SIGNALS:
             if previous[s] is not signal.SIG_IGN:
                 signal.signal(s, note)
@@ -196,6 +200,8 @@ def deferred() -> Iterator[None]:
         try:
             _put_back(previous)  # `note` notes until its signal's handler is back
         finally:  # each signal (once) delivered now to the handler it was meant for
+            if wakeup != -1:
+                signal.set_wakeup_fd(wakeup)
             _resend(list(dict.fromkeys(caught)))
 
 

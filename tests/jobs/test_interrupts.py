@@ -468,6 +468,24 @@ def test_a_signal_the_process_ignores_stays_ignored_in_a_job():
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def test_a_signal_inside_a_ledger_write_reaches_an_asyncio_handler_once():
+    """An asyncio program (``loop.add_signal_handler``) writing the ledger: one SIGTERM
+    during the write runs its callback once. Old: twice -- the wakeup fd heard of it as it
+    arrived and again when deferred() sent it again."""
+    import asyncio
+
+    async def main() -> list[int]:
+        got: list[int] = []
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, got.append, 15)
+        with deferred():
+            signal.raise_signal(signal.SIGTERM)
+        await asyncio.sleep(0.1)
+        return got
+
+    assert asyncio.run(main()) == [15]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 def test_each_signal_inside_a_ledger_write_is_delivered_after_it():
     """Outside a job, Ctrl-C then SIGTERM inside one ledger write: each goes, in order, to
     its handler once the write is done. Old: only the first was sent again; the SIGTERM
