@@ -88,11 +88,12 @@ def _put_back(previous: dict[int, Any]) -> None:
     one of ours installed for good."""
     todo = list(previous.items())
     error: BaseException | None = None
-    while todo:
+    for _ in range(100):  # each try that fails is a signal handled (or a lasting error)
         try:
             while todo:
                 signal.signal(*todo[0])
                 todo.pop(0)
+            break
         except BaseException as exc:  # raised by a handler put back: all of them first
             error = error or exc
     if error is not None:
