@@ -150,7 +150,11 @@ def abandoned(folder: Path) -> bool:
     except FileNotFoundError:  # killed between creating and claiming it (or claiming now)
         try:
             old = time.time() - folder.stat().st_mtime > UNCLAIMED_AFTER
-            return old and not any(folder.iterdir())
+            # a staging folder is renamed into place claimed (new_staging): one with no
+            # owner was made again by a write that outlived its stopped job (Spark's
+            # executors, writing on after an interrupt removed the folder)
+            made_again = folder.name.startswith(".staging-")
+            return old and (made_again or not any(folder.iterdir()))
         except FileNotFoundError:
             return False
     except (OSError, ValueError):  # unreadable: not ours to judge

@@ -427,6 +427,7 @@ def test_a_signal_as_the_handlers_are_put_back_reaches_them(monkeypatch, section
     from dpframe.core import interrupts
 
     got: list[int] = []
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own
     signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
     try:
         block = handling if section == "handling" else deferred
@@ -447,13 +448,14 @@ def test_a_signal_as_the_handlers_are_put_back_reaches_them(monkeypatch, section
         assert got == [signal.SIGTERM] * 2  # the handler is back: SIGTERM is not lost
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, before)
 
 
 def test_a_signal_the_process_ignores_stays_ignored_in_a_job():
     """A job started with SIGINT ignored (a background job of a script, a wrapper's
     SIG_IGN) is not stopped by a Ctrl-C. Old: handling() installed its handler over
     SIG_IGN, and the Ctrl-C the caller meant to ignore stopped the job."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         done = []
         with handling(), deferred():
@@ -465,7 +467,7 @@ def test_a_signal_the_process_ignores_stays_ignored_in_a_job():
         assert done == ["written", "went on"]
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, before)
 
 
 def test_a_signal_inside_a_ledger_write_reaches_an_asyncio_handler_once():
