@@ -142,9 +142,9 @@ def handling() -> Iterator[None]:
     if previous is None:
         yield
         return
-    _STATE.reset()
-    _STATE.depth = 1
     try:  # a signal at any moment from here on: the handlers are put back below
+        _STATE.reset()
+        _STATE.depth = 1
         for s in SIGNALS:
             if previous[s] is not signal.SIG_IGN:  # one the caller ignores stays ignored
                 signal.signal(s, _on_signal)
