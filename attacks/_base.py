@@ -6,7 +6,7 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # PYTHONPATH picks dpframe
 
 from tests.jobs.conftest import write_spec
 
