@@ -254,6 +254,11 @@ class ReleaseReuseError(DPFrameError):
     """
 
 
+#: the last ReleaseInterrupted made (in any thread: polars may run a query's Python in
+#: its own): [message, signum, charged, published]
+_LAST_INTERRUPT: list[Any] = []
+
+
 class ReleaseInterrupted(KeyboardInterrupt):
     """A release job was stopped by SIGINT (Ctrl-C) or SIGTERM, or a release by a
     ``KeyboardInterrupt`` after its charge.
@@ -283,11 +288,19 @@ class ReleaseInterrupted(KeyboardInterrupt):
         charged: Sequence[Any] | None = None,
         published: str | None = None,
     ) -> None:
+        last = _LAST_INTERRUPT[:]
+        if (
+            last
+            and message.startswith(last[0] + "\n")
+            and (signum, charged, published) == (signal.SIGINT, None, None)
+        ):  # polars re-raising one from inside a query as type(exc)(message): the same
+            signum, charged, published = last[1:]
         self.signum = int(signum)
         #: the job's ledger entries (``None``: the job had not begun, nothing was spent)
         self.charged = None if charged is None else tuple(charged)
         self.published = published
         super().__init__(message or f"interrupted by {self.signal_name}")
+        _LAST_INTERRUPT[:] = [str(self), self.signum, self.charged, self.published]
 
     @property
     def signal_name(self) -> str:

@@ -966,6 +966,8 @@ class Accountant:
                 try:
                     self._transact(lambda state: Changes(give_back=[r.id]))
                 except Exception as exc:  # the block's own error matters more
+                    if getattr(exc, "ledger_written", False):
+                        raise  # given back; a signal's handler raised it after the write
                     warnings.warn(
                         f"reservation {r.id} could not be given back ({exc}); it stays held "
                         "until `dpframe ledger cancel` (or, once this process has ended, "
@@ -1079,9 +1081,20 @@ class Accountant:
             total[1] = state.entries[-1].hash if state.entries else ""
             return changes
 
-        with deferred(), self._lock:
-            recorded = self._store.transact(checked)
-            self._seen = (total[0], recorded[-1].hash if recorded else total[1])
+        recorded: list[LedgerEntry] = []
+        written = False
+        try:
+            with deferred(), self._lock:
+                recorded = self._store.transact(checked)
+                written = True
+                self._seen = (total[0], recorded[-1].hash if recorded else total[1])
+        except BaseException as exc:
+            if written:  # raised as the write ended (a signal sent again): it was made
+                with contextlib.suppress(Exception):  # the caller tells a failed write
+                    exc.ledger_written = True  # type: ignore[attr-defined]
+                if recorded and isinstance(exc, KeyboardInterrupt):
+                    exc.recorded = tuple(recorded)  # type: ignore[attr-defined]
+            raise
         return recorded
 
     def _check_history(self, entries: Sequence[LedgerEntry]) -> None:

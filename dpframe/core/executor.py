@@ -223,9 +223,15 @@ def execute(steps: Sequence[Step], accountant: Accountant | None, *, note: str =
         for c in s.plan.charges
     ]
     counts = tuple(len(s.plan.charges) for s in steps)
-    entries = acct.spend_all(charges, note=note) if charges else ()
-    with drawing(acct, entries):
+    entries: Sequence[LedgerEntry] = ()
+    try:
+        entries = acct.spend_all(charges, note=note) if charges else ()
         outputs = tuple(s.plan.draw(s.exact, s.source.generator()) for s in steps)
+    except KeyboardInterrupt as exc:  # an interrupt as the charge was written, or after
+        made = tuple(entries) or tuple(getattr(exc, "recorded", ()))
+        if not made or getattr(exc, "charged", None) is not None:
+            raise  # nothing charged, or said already
+        raise _interrupted(exc, acct, made) from exc
     return Execution(outputs, tuple(entries), counts)
 
 

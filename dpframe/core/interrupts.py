@@ -4,7 +4,8 @@ Two context managers, both active only in the main thread (where Python runs sig
 handlers; elsewhere they do nothing):
 
 * :func:`handling` -- for the duration of a release job (``dpframe release``,
-  :func:`dpframe.jobs.run`): SIGINT (Ctrl-C) and SIGTERM both raise
+  :func:`dpframe.jobs.run`): SIGINT (Ctrl-C) and SIGTERM (either, unless the process
+  ignores it: ``SIG_IGN`` stays) both raise
   :class:`~dpframe.errors.ReleaseInterrupted`, so a scheduler's ``kill`` is handled like
   Ctrl-C. Only the first signal raises: a second one while the job cleans up (gives back
   its reservation, removes its staging folder, says what it spent) is ignored, so it
@@ -59,6 +60,12 @@ class _State:
         self.deferring = 0  # nesting of deferred() inside it
         self.pending: int | None = None  # a signal that arrived while deferring
         self.raised = False  # the job's one interrupt was raised: ignore later signals
+        self.closing = False  # handling() is putting the handlers back: note, never raise
+        self.late: list[int] = []  # signals noted while closing (sent on, once put back)
+
+    def reset(self) -> None:
+        self.depth, self.deferring, self.pending, self.raised = 0, 0, None, False
+        self.closing, self.late = False, []
 
 
 _STATE = _State()
@@ -75,7 +82,38 @@ def _installable() -> dict[int, Any] | None:
     return None if any(h is None for h in previous.values()) else previous
 
 
+def _put_back(previous: dict[int, Any]) -> None:
+    """Install ``previous`` again, every one of them: a handler already put back may run
+    (and raise) on the way -- its exception is raised once all are back, never leaving
+    one of ours installed for good."""
+    todo = list(previous.items())
+    error: BaseException | None = None
+    for _ in range(100):  # each try that fails is a signal handled (or a lasting error)
+        try:
+            while todo:
+                signal.signal(*todo[0])
+                todo.pop(0)
+            break
+        except BaseException as exc:  # raised by a handler put back: all of them first
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+def _resend(signals: list[int]) -> None:
+    """Send each of ``signals`` again, in order, to the handlers installed now: each is
+    sent even if an earlier one's handler raises (Ctrl-C, then a scheduler's SIGTERM)."""
+    if signals:
+        try:
+            signal.raise_signal(signals[0])
+        finally:
+            _resend(signals[1:])
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _STATE.closing:  # the handlers are being put back: sent on to them after
+        _STATE.late.append(signum)
+        return
     if _STATE.raised:  # the job is cleaning up after its interrupt: let it finish
         return
     if _STATE.deferring:
@@ -104,15 +142,23 @@ def handling() -> Iterator[None]:
     if previous is None:
         yield
         return
-    for s in SIGNALS:
-        signal.signal(s, _on_signal)
-    _STATE.depth, _STATE.deferring, _STATE.pending, _STATE.raised = 1, 0, None, False
-    try:
+    try:  # a signal at any moment from here on: the handlers are put back below
+        _STATE.reset()
+        _STATE.depth = 1
+        for s in SIGNALS:
+            if previous[s] is not signal.SIG_IGN:  # one the caller ignores stays ignored
+                signal.signal(s, _on_signal)
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-        _STATE.depth, _STATE.deferring, _STATE.pending, _STATE.raised = 0, 0, None, False
+        _STATE.closing = True  # a signal now is noted, not raised (_on_signal)
+        try:
+            _put_back(previous)
+        finally:
+            # a signal that came as the handlers were put back: to them, unless the job
+            # was interrupted already (a later signal is ignored while it stops)
+            late = [] if _STATE.raised else list(dict.fromkeys(_STATE.late))
+            _STATE.reset()
+            _resend(late)
 
 
 @contextlib.contextmanager
@@ -142,15 +188,22 @@ def deferred() -> Iterator[None]:
     def note(signum: int, frame: FrameType | None) -> None:
         caught.append(signum)
 
-    for s in SIGNALS:
-        signal.signal(s, note)
-    try:
+    wakeup = -1
+    try:  # a signal at any moment from here on: the handlers are put back below
+        # a wakeup fd (asyncio's add_signal_handler) is told of a signal as it arrives,
+        # and again when it is sent again: held off too, so it hears of it once
+        wakeup = signal.set_wakeup_fd(-1)
+        for s in SIGNALS:
+            if previous[s] is not signal.SIG_IGN:
+                signal.signal(s, note)
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-        if caught:  # delivered now to the handler it was meant for
-            signal.raise_signal(caught[0])
+        try:
+            _put_back(previous)  # `note` notes until its signal's handler is back
+        finally:  # each signal (once) delivered now to the handler it was meant for
+            if wakeup != -1:
+                signal.set_wakeup_fd(wakeup)
+            _resend(list(dict.fromkeys(caught)))
 
 
 def ledger_line(accountant: Any) -> str:

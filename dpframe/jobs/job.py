@@ -92,6 +92,7 @@ from dpframe.jobs.publish import (
     refresh_copy,
     repair,
     run_folder,
+    unchecked_tables,
 )
 from dpframe.jobs.report import (
     REPORT,
@@ -204,6 +205,9 @@ class _Spending:
         charged = self.charged()
         current = self.current()
         published = self.run if self.run is not None and current == self.run else None
+        if self.still_held():  # the interrupt came as the block ended, before its give-back
+            with contextlib.suppress(Exception):  # (later signals are ignored now)
+                self.accountant.cancel(self.reservation, force=True)  # type: ignore[union-attr]
         if self.still_held():
             back = (
                 f"its reservation {self.reservation} could not be given back: `dpframe ledger "
@@ -597,6 +601,7 @@ def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> 
     out = Path(folder).absolute()
     run_dir = run_folder(out)
     published = published_run(run_dir)
+    _refuse_unchecked(out, run_dir)
     results = []
     spec = None
     for name, file in sorted(published.releases.items()):
@@ -638,6 +643,19 @@ def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> 
     return results
 
 
+def _refuse_unchecked(out: Path, folder: Path) -> None:
+    """Refuse to check a run (or a copy of it) holding a table the check would not read
+    (:func:`~dpframe.jobs.publish.unchecked_tables`): it would pass unread."""
+    problems = unchecked_tables(out, folder)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise DPFrameError(
+            f"{out} holds tables that are not its published run's releases, so checking the "
+            f"run would not vouch for them:\n{lines}\nNothing was checked; copy the output "
+            "folder again from where it was published."
+        )
+
+
 @spec_entry
 def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     """Validate the published outputs of ``spec`` again (the ``dpframe check`` command).
@@ -651,6 +669,7 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     """
     out = spec.resolve(spec.output.folder).absolute()
     folder = run_folder(out)  # resolved once
+    _refuse_unchecked(out, folder)
     results = []
     for r in spec.release:
         path = folder / f"{r.name}.parquet"

@@ -93,6 +93,7 @@ __all__ = [
     "refresh_copy",
     "repair",
     "run_folder",
+    "unchecked_tables",
 ]
 
 #: the folder of an output folder that holds the runs
@@ -149,7 +150,11 @@ def abandoned(folder: Path) -> bool:
     except FileNotFoundError:  # killed between creating and claiming it (or claiming now)
         try:
             old = time.time() - folder.stat().st_mtime > UNCLAIMED_AFTER
-            return old and not any(folder.iterdir())
+            # a staging folder is renamed into place claimed (new_staging): one with no
+            # owner was made again by a write that outlived its stopped job (Spark's
+            # executors, writing on after an interrupt removed the folder)
+            made_again = folder.name.startswith(".staging-")
+            return old and (made_again or not any(folder.iterdir()))
         except FileNotFoundError:
             return False
     except (OSError, ValueError):  # unreadable: not ours to judge
@@ -236,7 +241,31 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
         raise DPFrameError(
             f"{path} has manifest version {doc.get('version')!r}; this dpframe reads {VERSION}"
         )
+    files, releases = doc.get("files"), doc.get("releases")
+    names = [*files] if isinstance(files, list) else None
+    if isinstance(releases, dict):
+        names = None if names is None else [*names, *releases, *releases.values()]
+    else:
+        names = None
+    bad = None if names is None else [n for n in names if not _plain_name(n)]
+    if names is None or bad:
+        what = "its files and releases are not lists of names" if names is None else bad
+        raise DPFrameError(
+            f"{path} is not a dpframe run manifest: {what} (every entry a name in the run's "
+            "folder, no path)"
+        )
     return doc
+
+
+def _plain_name(name: Any) -> bool:
+    """Whether ``name`` names an entry of a run's folder: one path component, no link out
+    of it (a manifest's ``files`` and ``releases``: a crafted one must not reach a path
+    outside the run or its output folder)."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..", CURRENT, RUNS, OWNER, MANIFEST)
+        and not any(c in name for c in ("/", "\\", "\0"))
+    )
 
 
 def _point(link: Path, text: str) -> None:
@@ -381,8 +410,8 @@ def copied_run(out: Path) -> Path | None:
     if current.is_symlink() or not (current / MANIFEST).is_file():
         return None
     try:
-        _read_manifest(current)
-    except (FileNotFoundError, DPFrameError):
+        _read_manifest(current)  # a manifest that is not a run's raises: said as it is
+    except FileNotFoundError:
         return None
     return Path(os.path.realpath(current))
 
@@ -405,18 +434,38 @@ def refresh_copy(out: Path, folder: Path) -> None:
     suite, result or report), so the copy reads the same at both names."""
     if copied_run(out) != folder:
         return
-    for name in _read_manifest(folder)["files"]:
+    manifest = _read_manifest(folder)  # plain names: entries of the run's folder
+    # every release's table too, listed in "files" or not: the copy's top-level table is
+    # then the one checked
+    for name in sorted({*manifest["files"], *manifest["releases"].values()}):
         top, entry = out / name, folder / name
-        if top.is_symlink() or not top.exists() or not entry.exists():
-            continue
+        if top.is_symlink() or entry.is_symlink() or not top.exists() or not entry.exists():
+            continue  # a link: not what a dereferenced copy holds, and never written through
         if entry.is_dir():
             tmp = out / f"{_OLD}{uuid.uuid4().hex[:12]}"
-            shutil.copytree(entry, tmp)
+            shutil.copytree(entry, tmp, symlinks=True)  # a link is copied, never read through
             shutil.rmtree(top)
             os.replace(tmp, top)
         else:
             with atomic_file(top) as tmp:
                 shutil.copyfile(entry, tmp)
+
+
+def unchecked_tables(out: Path, folder: Path) -> list[str]:
+    """The tables a check of the run ``folder`` (published in ``out``) would not read,
+    one line each: a table in the run, or at the top level of a dereferenced copy, that
+    the run's manifest names as no release's. ``[]``: none."""
+    try:
+        named = set(_read_manifest(folder)["releases"].values())
+    except FileNotFoundError:  # an older dpframe's layout: no manifest, no copies
+        return []
+    places = [folder, *([out] if copied_run(out) == folder else [])]
+    return [
+        f"{p} is a table that no release of the run's manifest names"
+        for place in places
+        for p in sorted(place.iterdir())
+        if p.name.endswith(".parquet") and p.name not in named
+    ]
 
 
 # -- publish and repair ----------------------------------------------------------------------

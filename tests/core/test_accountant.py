@@ -294,6 +294,46 @@ def test_an_interrupt_after_the_reserve_commit_leaves_the_hold_forever(tmp_path)
     assert Accountant.open(tmp_path / "ledger.db").reservations == ()  # before: 0.8 held
 
 
+def test_a_signal_handlers_error_after_the_give_back_is_raised_not_swallowed(tmp_path):
+    """A program's own SIGTERM handler raising an Exception (a graceful shutdown), the
+    SIGTERM arriving as a reservation is given back: the ledger write finishes, then the
+    handler's exception comes out of the block. Old: reserve() took it for a failed
+    give-back -- warned "could not be given back" (it was) and swallowed the exception,
+    so the program went on as if no SIGTERM had come."""
+    import signal
+    import warnings
+
+    class ShutdownError(Exception):
+        pass
+
+    def on_term(signum, frame):
+        raise ShutdownError
+
+    acct = Accountant.open(tmp_path / "ledger.db", epsilon=1.0)
+    real = acct._store.transact
+
+    def signalled(decide):
+        def deciding(state):
+            changes = decide(state)
+            if changes.give_back and not changes.reserve:
+                signal.raise_signal(signal.SIGTERM)  # during the give-back
+            return changes
+
+        return real(deciding)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    acct._store.transact = signalled
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "could not be given back"
+            with pytest.raises(ShutdownError), acct.reserve(dpframe.Budget(0.5)):
+                acct.spend(0.1, mechanism="laplace")
+    finally:
+        acct._store.transact = real
+        signal.signal(signal.SIGTERM, previous)
+    assert acct.reservations == () and acct.spent.epsilon == pytest.approx(0.1)
+
+
 def test_a_plan_that_fits_exactly_is_reserved_and_remaining_never_goes_negative():
     """Found in review: ``reserve`` checks the exact sum of the plan but stores the least
     float not below it; when the sum has more digits than a float's repr (0.9 +

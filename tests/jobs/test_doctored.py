@@ -255,3 +255,87 @@ def test_a_dereferenced_copy_is_checked_on_its_own(published, tmp_path):
     res = CliRunner().invoke(app, ["check", str(copy)])
     assert res.exit_code == 3, f"{what}: {res.output}"
     assert top.read_bytes() == inner.read_bytes() and b'"success": false' in top.read_bytes()
+
+
+def test_a_crafted_copy_is_never_written_outside(published, tmp_path):
+    """A copy's manifest naming entries out of the run ("../victim", or a name under a
+    link the copy holds) is refused (old: `dpframe check` replaced the victims beside the
+    copy with the copy's own files, deleting a victim folder): nothing outside is touched."""
+    folder, _ = published
+    copy = tmp_path / "copy"
+    shutil.copytree(folder / "released", copy, symlinks=False)
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "precious.txt").write_text("precious\n")
+    (tmp_path / "victim.txt").write_text("precious\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "config").write_text("precious\n")
+    (copy / "victim").mkdir()
+    (copy / "victim" / "planted.txt").write_text("attacker\n")
+    (copy / "victim.txt").write_text("attacker\n")
+    (copy / "sub").symlink_to(tmp_path / "elsewhere")
+    (copy / "current" / "sub").mkdir()
+    (copy / "current" / "sub" / "config").write_text("attacker\n")
+    manifest = copy / "current" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["files"] += ["../victim", "../victim.txt", "sub/config"]
+    manifest.write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["check", str(copy)])
+    assert res.exit_code == 2 and "not a dpframe run manifest" in res.output, res.output
+    assert "../victim" in res.output
+    assert sorted(p.name for p in (tmp_path / "victim").iterdir()) == ["precious.txt"]
+    assert (tmp_path / "victim.txt").read_text() == "precious\n"
+    assert (tmp_path / "elsewhere" / "config").read_text() == "precious\n"
+
+
+def test_a_copy_holds_no_table_the_check_does_not_read(published, tmp_path):
+    """In a dereferenced copy, a top-level table left out of the manifest's "files" is
+    replaced by the run's table the check read (old: the check passed, the top-level
+    table -- here the raw input -- stayed); a table no release names is refused (old: the
+    check passed without reading it)."""
+    folder, spec = published
+    raw = pl.read_parquet(next(spec.parent.glob("*.parquet")))
+    for drop_release in (False, True):
+        copy = tmp_path / f"copy{int(drop_release)}"
+        shutil.copytree(folder / "released", copy, symlinks=False)
+        manifest = copy / "current" / "manifest.json"
+        doc = json.loads(manifest.read_text())
+        name = doc["releases"][sorted(doc["releases"])[0]]
+        raw.write_parquet(copy / name)
+        doc["files"].remove(name)
+        if drop_release:
+            raw.write_parquet(copy / "current" / name)
+            doc["releases"] = {k: v for k, v in doc["releases"].items() if v != name}
+        manifest.write_text(json.dumps(doc))
+        res = CliRunner().invoke(app, ["check", str(copy)])
+        if drop_release:
+            assert res.exit_code == 2 and "no release of the run's manifest names" in res.output
+            assert str(copy / "current" / name) in res.output and str(copy / name) in res.output
+        else:
+            assert res.exit_code == 0, res.output
+            top, inner = copy / name, copy / "current" / name
+            assert top.read_bytes() == inner.read_bytes()
+
+
+def test_a_check_of_a_copy_never_reads_through_a_link_in_it(published, tmp_path):
+    """A copy's table folder (a Spark table) holding a link to a file elsewhere: the
+    check refreshes the copy's top-level table with the link, not the file's content.
+    Old: copytree followed the link and copied the file (a secret readable by whoever
+    runs the check) into the copy."""
+    folder, _ = published
+    copy = tmp_path / "copy"
+    shutil.copytree(folder / "released", copy, symlinks=False)
+    if not (copy / "current" / "microdata.parquet").is_file():
+        pytest.skip("this run has no microdata table")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret\n")
+    meta = pl.read_parquet_metadata(copy / "current" / "microdata.parquet")["dpframe"]
+    for table in (copy / "current" / "microdata.parquet", copy / "microdata.parquet"):
+        data = table.read_bytes()
+        table.unlink()
+        table.mkdir()
+        (table / "part-0.parquet").write_bytes(data)
+        (table / "_dpframe.json").write_text(json.dumps({"dpframe": json.loads(meta)}))
+    (copy / "current" / "microdata.parquet" / "leak").symlink_to(secret)
+    res = CliRunner().invoke(app, ["check", str(copy)])
+    assert res.exit_code == 0, res.output
+    assert (copy / "microdata.parquet" / "leak").is_symlink()

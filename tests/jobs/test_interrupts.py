@@ -289,6 +289,32 @@ def test_keyboardinterrupt_in_a_draw_gives_back_the_reservation(tmp_path, monkey
     assert not (tmp_path / "released" / "current").exists()
 
 
+def test_an_interrupt_as_the_reservation_block_ends_still_gives_it_back(tmp_path, monkeypatch):
+    """SIGTERM as the job's reservation block ends, before the give-back's ledger write
+    begins (its deferred section not yet entered): the job gives the reservation back on
+    its way out. Old: it stayed held ("could not be given back: dpframe ledger cancel")."""
+    spec = write_spec(tmp_path, rows=300, budget=10.0)
+    from dpframe.core.accountant import Accountant
+
+    transact, fired = Accountant._transact, []
+
+    def signalled(self, decide):
+        if decide.__name__ == "<lambda>" and not fired:  # reserve()'s give-back
+            fired.append(True)
+            signal.raise_signal(signal.SIGTERM)
+        return transact(self, decide)
+
+    monkeypatch.setattr(Accountant, "_transact", signalled)
+    with pytest.raises(ReleaseInterrupted) as caught:
+        run(load_spec(spec), progress=False)
+    monkeypatch.undo()
+    assert fired and caught.value.exit_code == 143
+    acct = dpframe.Accountant.open(tmp_path / "ledger.db")
+    assert acct.reservations == ()
+    assert acct.spent.epsilon == pytest.approx(_drawn(4))
+    assert "was given back" in str(caught.value) and "ledger cancel" not in str(caught.value)
+
+
 class _Interrupting:
     """A random source interrupted (Ctrl-C) as the noise is about to be drawn."""
 
@@ -377,6 +403,107 @@ def test_a_job_handles_sigterm_like_ctrl_c_and_restores_the_handlers():
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
+def _signal_as_sigint_is_put_back(monkeypatch, signum: int) -> None:
+    """``signum`` arrives right after SIGINT's handler is put back (and before SIGTERM's)."""
+    real, armed = signal.signal, [True]
+
+    def hooked(s, handler):
+        previous = real(s, handler)
+        if armed[0] and s == signal.SIGINT and handler is signal.default_int_handler:
+            armed[0] = False
+            signal.raise_signal(signum)
+        return previous
+
+    monkeypatch.setattr(signal, "signal", hooked)
+
+
+@pytest.mark.parametrize("section", ["handling", "deferred"])
+def test_a_signal_as_the_handlers_are_put_back_reaches_them(monkeypatch, section):
+    """A SIGTERM (or Ctrl-C) arriving between the restores of the two handlers at the end
+    of a job (or of a ledger write outside one) goes to the handler put back, and every
+    handler is put back. Old: it raised inside the restore, leaving dpframe's handler
+    installed for SIGTERM for good: a finished job said "interrupted", and the process
+    ignored every later SIGTERM (in a job) or swallowed it (after a ledger write)."""
+    from dpframe.core import interrupts
+
+    got: list[int] = []
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own
+    signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    try:
+        block = handling if section == "handling" else deferred
+        _signal_as_sigint_is_put_back(monkeypatch, signal.SIGTERM)
+        with block():
+            pass  # the job, or the write, finished
+        monkeypatch.undo()
+        assert got == [signal.SIGTERM]  # delivered to the handler it was meant for
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) not in (interrupts._on_signal, None)
+        assert interrupts._STATE.depth == 0 and not interrupts._STATE.raised
+        _signal_as_sigint_is_put_back(monkeypatch, signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt) as caught, block():
+            pass
+        monkeypatch.undo()
+        assert type(caught.value) is KeyboardInterrupt  # Python's, not an interrupted job's
+        signal.raise_signal(signal.SIGTERM)
+        assert got == [signal.SIGTERM] * 2  # the handler is back: SIGTERM is not lost
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_signal_the_process_ignores_stays_ignored_in_a_job():
+    """A job started with SIGINT ignored (a background job of a script, a wrapper's
+    SIG_IGN) is not stopped by a Ctrl-C. Old: handling() installed its handler over
+    SIG_IGN, and the Ctrl-C the caller meant to ignore stopped the job."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        done = []
+        with handling(), deferred():
+            signal.raise_signal(signal.SIGINT)
+            done.append("written")
+        with handling():
+            signal.raise_signal(signal.SIGINT)
+            done.append("went on")
+        assert done == ["written", "went on"]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_signal_inside_a_ledger_write_reaches_an_asyncio_handler_once():
+    """An asyncio program (``loop.add_signal_handler``) writing the ledger: one SIGTERM
+    during the write runs its callback once. Old: twice -- the wakeup fd heard of it as it
+    arrived and again when deferred() sent it again."""
+    import asyncio
+
+    async def main() -> list[int]:
+        got: list[int] = []
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, got.append, 15)
+        with deferred():
+            signal.raise_signal(signal.SIGTERM)
+        await asyncio.sleep(0.1)
+        return got
+
+    assert asyncio.run(main()) == [15]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_each_signal_inside_a_ledger_write_is_delivered_after_it():
+    """Outside a job, Ctrl-C then SIGTERM inside one ledger write: each goes, in order, to
+    its handler once the write is done. Old: only the first was sent again; the SIGTERM
+    was lost."""
+    got: list[int] = []
+    signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    try:
+        with pytest.raises(KeyboardInterrupt), deferred():
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGTERM)
+            got.append(0)  # the write goes on to its end
+        assert got == [0, signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def test_ctrl_c_as_a_python_release_draws_keeps_its_charge_and_says_it(tmp_path, monkeypatch):
     """A ``KeyboardInterrupt`` as a release object draws its noise, inside the caller's
     reservation: the error says what the charge spent (it stays spent: noise may have been
@@ -404,6 +531,52 @@ def test_ctrl_c_as_a_python_release_draws_keeps_its_charge_and_says_it(tmp_path,
     said = str(caught.value)  # said inside the reservation, which held 0.3 more then
     assert "remaining 1 (open reservations hold epsilon 0.3 more)." in said
     assert caught.value.exit_code == 130
+
+
+def test_ctrl_c_as_a_python_release_charge_is_written_says_it(tmp_path, monkeypatch):
+    """Ctrl-C as a Python release's charge is written (its deferred ledger write sends it
+    again to Python's handler once the write is done): the error says what the charge
+    spent. Old: a bare ``KeyboardInterrupt`` from the charge, before the draw, saying
+    nothing of the epsilon it had spent."""
+    import polars as pl
+
+    from dpframe.core.stores import DatabaseStore
+
+    stats = pl.DataFrame({"mean_age": [41.2, 38.9, 45.0]})
+    acct = dpframe.Accountant.open(tmp_path / "ledger.db", epsilon=1.0)
+    transact = DatabaseStore.transact
+
+    def signalled(self, decide):
+        recorded = transact(self, decide)  # committed...
+        signal.raise_signal(signal.SIGINT)  # ...and Ctrl-C before the write returns
+        return recorded
+
+    monkeypatch.setattr(DatabaseStore, "transact", signalled)
+    with pytest.raises(ReleaseInterrupted) as caught, acct:
+        stats.with_columns(
+            dpframe.laplace("mean_age", epsilon=0.5, sensitivity=0.1, composition="parallel")
+        )
+    monkeypatch.undo()
+    assert acct.spent.epsilon == pytest.approx(0.5)
+    assert "after its charge: epsilon 0.5 stays spent" in str(caught.value)
+
+
+def test_an_eager_release_interrupted_after_its_charge_keeps_what_it_charged(monkeypatch):
+    """An eager ``with_columns`` release interrupted as it draws: polars re-raises the
+    error as ``type(exc)(message)``; it still holds the ledger entries it charged. Old:
+    ``charged`` was None ("nothing spent") though the message said epsilon 0.5 was."""
+    import polars as pl
+
+    from dpframe.core.randomness import RandomSource
+
+    stats = pl.DataFrame({"mean_age": [41.2, 38.9, 45.0]})
+    monkeypatch.setattr(RandomSource, "generator", _Interrupting.generator)
+    with pytest.raises(ReleaseInterrupted) as caught, dpframe.Accountant(epsilon=1.0) as acct:
+        stats.with_columns(
+            dpframe.laplace("mean_age", epsilon=0.5, sensitivity=0.1, composition="parallel")
+        )
+    assert "This error occurred" in str(caught.value)  # polars' copy of the error
+    assert [e.id for e in caught.value.charged] == [e.id for e in acct.ledger]
 
 
 def test_a_reservation_that_cannot_be_given_back_is_not_said_given_back(tmp_path, monkeypatch):

@@ -437,6 +437,25 @@ def test_a_run_removes_what_killed_runs_left(tmp_path):
     assert not (out / ".runs" / result.run / ".owner").exists()
 
 
+def test_a_staging_folder_a_stopped_write_made_again_is_removed(tmp_path):
+    """An interrupted Spark job removes its staging folder while the executors still
+    write into it: they make ``.staging-<run>/microdata.parquet/_temporary/...`` again,
+    with no owner (seen with SIGTERM during a PRAM write). Old: not empty, so never taken
+    for a dead job's, it stayed -- charged microdata -- for good; now, a minute on, the
+    next run removes it (a staging folder is always claimed before it has that name)."""
+    from dpframe.jobs.publish import repair
+
+    out = tmp_path / "released"
+    part = out / ".staging-0123abcd" / "microdata.parquet" / "_temporary" / "0"
+    part.mkdir(parents=True)
+    (part / "part-00000.snappy.parquet").write_bytes(b"randomized rows")
+    (out / ".staging-fresh" / "x").mkdir(parents=True)  # made again just now: kept a while
+    old = time.time() - 120
+    os.utime(out / ".staging-0123abcd", (old, old))
+    repair(out)
+    assert sorted(p.name for p in out.iterdir()) == [".staging-fresh"]
+
+
 def _dpframe_table(path: Path) -> None:
     """A table an older dpframe published: a Parquet file carrying dpframe's provenance."""
     acct = dpframe.Accountant(epsilon=1.0)
