@@ -265,7 +265,9 @@ class PolarsEngine:
         schema = self.schema()
         exprs = [
             pl.col(a.column).map_batches(
-                randomizer(a, source, counts=i == 0),
+                # each column its own source, made here in column order: what a column
+                # draws does not depend on the order polars runs the columns in
+                randomizer(a, source.spawn(), counts=i == 0),
                 return_dtype=schema[a.column],
                 # seeded: one call on the whole column, so the draws meet the rows in one
                 # order (morsels reach a row-wise function in any order); unseeded streams
