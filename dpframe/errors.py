@@ -63,7 +63,19 @@ class InvalidParameterError(DPFrameError, ValueError):
 
 class EpsilonNotFoundError(InvalidParameterError):
     """:func:`dpframe.risk.choose_epsilon` found no ε on its grid whose risk meets the
-    target (the message gives the smallest risk reached and how to change the question)."""
+    target (the message gives the smallest risk reached and how to change the question).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpframe.errors import EpsilonNotFoundError
+    >>> from dpframe.risk import choose_epsilon
+    >>> try:
+    ...     choose_epsilon(np.array([[5, 0], [0, 3]]), 0.0)  # no risk at all: no epsilon
+    ... except EpsilonNotFoundError:
+    ...     print("refused")
+    refused
+    """
 
 
 class LineageError(InvalidParameterError):
@@ -384,7 +396,20 @@ class EpsilonAtEdgeWarning(UserWarning):
     """:func:`dpframe.risk.choose_epsilon` chose an ε the risk target does not bound: the
     top of its grid (the risk meets the target up to there, so the grid chose, not the
     risk), or the top of a stretch above ε where the risk exceeds the target (smaller ε
-    leave *more* risk)."""
+    leave *more* risk).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from dpframe.errors import EpsilonAtEdgeWarning
+    >>> from dpframe.risk import choose_epsilon
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     choice = choose_epsilon(np.array([[5, 0], [0, 3]]), 1.0)  # any risk will do
+    >>> choice.epsilon, seen[0].category is EpsilonAtEdgeWarning
+    (100.0, True)
+    """
 
 
 class NamespaceConflictWarning(UserWarning):
