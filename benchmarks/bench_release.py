@@ -254,16 +254,20 @@ def steps_table(folder: Path, spec: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="2e6 rows")
+    ap.add_argument("--quick", action="store_true", help="3e5 rows, one run of each path")
     ap.add_argument("--rows", type=int, default=None, help="rows (default 5e7)")
-    ap.add_argument("--repeats", type=int, default=2, help="runs of each path (default 2)")
+    ap.add_argument(
+        "--repeats", type=int, default=None, help="runs of each path (default 2; --quick 1)"
+    )
     ap.add_argument(
         "--row-group-size", type=int, default=1_000_000, help="rows per Parquet row group"
     )
     ap.add_argument("--no-steps", action="store_true", help="skip the per-step breakdown")
     ap.add_argument("--steps-runs", type=int, default=1, help="per-step breakdowns to run")
     args = ap.parse_args()
-    rows = args.rows or (2_000_000 if args.quick else 50_000_000)
+    rows = args.rows or (300_000 if args.quick else 50_000_000)
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 2
 
     import numpy as np
     import polars as pl
