@@ -302,6 +302,9 @@ class PolarsEngine:
     def written_frame(self, path: Any) -> pl.LazyFrame:
         return pl.scan_parquet(path)
 
+    def cancel_work(self) -> None:
+        """Nothing to stop: polars' work ends with the call that ran it."""
+
     def written_counts(self, path: Any, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         return PolarsEngine(pl.scan_parquet(path)).category_counts(columns)
 

@@ -137,6 +137,11 @@ class Engine(Protocol):
         """Each written column's count per value, counted by the engine (for the checks)."""
         ...
 
+    def cancel_work(self) -> None:
+        """Stop the work the engine still runs for this process (an interrupted job:
+        Spark's running jobs are cancelled; polars runs nothing once the call returned)."""
+        ...
+
 
 def is_spark_frame(obj: Any) -> bool:
     """True for a ``pyspark.sql.DataFrame`` (classic or Connect), without importing pyspark."""

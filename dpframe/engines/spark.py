@@ -25,6 +25,7 @@ proportions need them declared (never taken from data).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -463,6 +464,17 @@ class SparkEngine:
         uri = Path(path).as_uri() if isinstance(path, Path) else str(path)
         written = self.frame.sparkSession.read.parquet(uri)
         return SparkEngine(written).category_counts(columns)
+
+    def cancel_work(self) -> None:
+        """Cancel the Spark jobs still running (what PySpark's own Ctrl-C handler does,
+        which a dpframe job replaces while it runs): an interrupted job's executors stop
+        writing. Best effort -- a write that outlives it is removed by the next run's
+        repair."""
+        try:
+            self.frame.sparkSession.sparkContext.cancelAllJobs()
+        except Exception:  # Spark Connect (no SparkContext), or the session is gone
+            with contextlib.suppress(Exception):
+                self.frame.sparkSession.interruptAll()
 
 
 def _check_written_persons(written: Any, unit: PrivacyUnit, after: str) -> None:

@@ -163,6 +163,8 @@ class _Spending:
     drawing: str | None = None
     out: Path | None = None
     run: str | None = None
+    #: the engine running the job (told to stop its work if the job is interrupted)
+    engine: Any = None
 
     def charged(self) -> tuple[LedgerEntry, ...]:
         """The job's ledger entries: read from the ledger (every entry drawn from the
@@ -443,6 +445,8 @@ def run(
         try:
             return _run(spec, spending, engine, spark, progress, data_docs, risk, risk_title)
         except KeyboardInterrupt as exc:
+            if spending.engine is not None:
+                spending.engine.cancel_work()  # Spark: its running jobs stop writing
             raise spending.interrupted(exc) from exc
 
 
@@ -483,7 +487,7 @@ def _run(
             staging = new_staging(out, run_id)
         acct = spending.accountant = _open_ledger(spec, out)
         releases, ctx = build_all(spec, frame, accountant=acct)
-        eng = engine_for(frame)
+        eng = spending.engine = engine_for(frame)
         names = [r.name for r in spec.release]
         rowwise = {r.name for r in spec.release if kind_of(r).rowwise}
         # per release: read and check, draw, write, check; then reserve, report, publish

@@ -708,3 +708,30 @@ def test_nan_person_ids_are_refused_on_spark_as_on_polars(spark, tmp_path):
     with pytest.raises(InvalidDataError, match="person column 'pid' holds nulls, NaN"):
         rel.write(str(tmp_path / "out"))
     assert acct.ledger == () and not (tmp_path / "out").exists()
+
+
+def test_an_interrupted_job_cancels_the_spark_jobs_still_running(spark):
+    """A dpframe job replaces PySpark's Ctrl-C handler (which cancels running jobs) while
+    it runs; on an interrupt the job asks the engine to stop its work: a Spark job still
+    running (here one that would take minutes) is cancelled, not left writing."""
+    import threading
+    import time
+
+    from dpframe.engines.spark import SparkEngine
+
+    failed: list[BaseException] = []
+
+    def long_job() -> None:
+        slow = spark.range(0, 2_000, numPartitions=2).rdd.map(lambda x: time.sleep(0.5) or x)
+        try:
+            slow.count()  # 500 s of sleeping on 2 cores if nothing cancels it
+        except Exception as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=long_job)
+    worker.start()
+    while not spark.sparkContext.statusTracker().getActiveJobsIds():
+        time.sleep(0.05)
+    SparkEngine(spark.range(1)).cancel_work()
+    worker.join(timeout=60)
+    assert not worker.is_alive() and failed and "cancel" in str(failed[0]).lower()

@@ -26,6 +26,7 @@ import pytest
 import dpframe
 from dpframe.core.accountant import RESERVATION_KEY
 from dpframe.core.interrupts import deferred, handling
+from dpframe.engines.polars import PolarsEngine
 from dpframe.errors import ReleaseInterrupted
 from dpframe.jobs import load_spec, run
 
@@ -277,8 +278,11 @@ def test_keyboardinterrupt_in_a_draw_gives_back_the_reservation(tmp_path, monkey
         return execute(steps, acct, note=note)
 
     monkeypatch.setattr(job, "execute", interrupted)
+    stopped = []  # the engine is told to stop its work (Spark: cancel its running jobs)
+    monkeypatch.setattr(PolarsEngine, "cancel_work", lambda self: stopped.append(self))
     with pytest.raises(ReleaseInterrupted) as caught:
         run(load_spec(spec), progress=False)
+    assert len(stopped) == 1
     acct = dpframe.Accountant.open(tmp_path / "ledger.db")
     assert acct.reservations == ()
     assert acct.spent.epsilon == pytest.approx(_drawn(3))
