@@ -12,7 +12,10 @@ The rules, each defined once here:
   reference is the sensitivity (or the bounds' width, if smaller): the grid costs at
   most ``1/1024`` of the noise scale (:func:`default_granularity`);
 * ``g <= MAX_GRANULARITY``, so that no output ``g * (m + Z)``, ``|m + Z| < 2**63``, can
-  overflow to infinity (a sensitivity of ``1e308`` is refused, not released as ``inf``).
+  overflow to infinity (a sensitivity of ``1e308`` is refused, not released as ``inf``);
+* a statistic is released as its grid index ``m = round(s / g)``: finite, ``|m| < 2**62``,
+  and exactly on the grid where the caller promised it (:func:`grid_indices`, shared by
+  the Laplace and Gaussian mechanisms).
 
 Examples
 --------
@@ -26,14 +29,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from dpframe.core.constraints import check_positive
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidDataError, InvalidParameterError
 
 __all__ = [
     "GRID_STEPS",
     "MAX_GRANULARITY",
     "check_granularity",
     "default_granularity",
+    "grid_indices",
     "is_power_of_two",
     "pow2_floor",
 ]
@@ -87,3 +94,32 @@ def default_granularity(reference: float, name: str = "sensitivity") -> float:
     if g == 0.0 or not math.isfinite(g):
         raise InvalidParameterError(f"{name}={ref!r} is too small for a float grid")
     return g
+
+
+def grid_indices(values: npt.ArrayLike, granularity: float, on_grid: bool) -> np.ndarray:
+    """The grid indices ``round(values / granularity)`` of statistics to release (int64).
+
+    Call before charging: raises :class:`~dpframe.errors.InvalidDataError` on NaN,
+    infinities, values too large for the grid (``|index| >= 2**62``), or values off the
+    grid when ``on_grid`` (``values_on_grid=True``) was promised.
+
+    Examples
+    --------
+    >>> grid_indices([1.0, 1.26], 0.5, on_grid=False)
+    array([2, 3])
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(x).all():
+        raise InvalidDataError("values must be finite (no NaN or infinity) to be released")
+    scaled = x / granularity
+    grid = np.rint(scaled)
+    if np.abs(grid).max(initial=0.0) >= 2.0**62:
+        raise InvalidDataError(
+            f"values up to {np.abs(x).max():g} are too large for granularity {granularity!r}; "
+            "pass a coarser granularity"
+        )
+    if on_grid and not np.array_equal(grid, scaled):
+        raise InvalidDataError(
+            f"values are not multiples of granularity {granularity!r}, but values_on_grid=True"
+        )
+    return grid.astype(np.int64)

@@ -52,9 +52,9 @@ import numpy.typing as npt
 from dpframe.core.budget import exact
 from dpframe.core.constraints import check_int, check_positive, check_privacy_amount, check_real
 from dpframe.core.frozen import frozen_array
-from dpframe.core.grid import check_granularity, default_granularity
+from dpframe.core.grid import check_granularity, default_granularity, grid_indices
 from dpframe.core.randomness import secure_generator
-from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.discrete import sample_discrete_laplace
 
 __all__ = [
@@ -582,22 +582,7 @@ def check_gaussian_values(values: npt.ArrayLike, calibration: GaussianCalibratio
     >>> check_gaussian_values([1.0, 1.26], cal)
     array([2, 3])
     """
-    x = np.asarray(values, dtype=np.float64)
-    if not np.isfinite(x).all():
-        raise InvalidDataError("values must be finite (no NaN or infinity) to be released")
-    g = calibration.granularity
-    scaled = x / g
-    grid = np.rint(scaled)
-    if np.abs(grid).max(initial=0.0) >= 2.0**62:
-        raise InvalidDataError(
-            f"values up to {np.abs(x).max():g} are too large for granularity {g!r}; "
-            "pass a coarser granularity"
-        )
-    if calibration.values_on_grid and not np.array_equal(grid, scaled):
-        raise InvalidDataError(
-            f"values are not multiples of granularity {g!r}, but values_on_grid=True"
-        )
-    return grid.astype(np.int64)
+    return grid_indices(values, calibration.granularity, calibration.values_on_grid)
 
 
 def release_gaussian(

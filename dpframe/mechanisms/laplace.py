@@ -35,8 +35,8 @@ from dpframe.core.accountant import Charge
 from dpframe.core.budget import charge_for
 from dpframe.core.constraints import COMPOSITIONS, check_choice, check_epsilon, check_positive
 from dpframe.core.executor import summary_row
-from dpframe.core.grid import check_granularity, default_granularity
-from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.core.grid import check_granularity, default_granularity, grid_indices
+from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.discrete import (
     discrete_laplace_quantile_abs,
     sample_discrete_laplace,
@@ -190,22 +190,7 @@ def check_values(values: np.ndarray, calibration: LaplaceCalibration) -> np.ndar
     Call before charging: it raises :class:`InvalidDataError` on NaN, infinities, values
     too large for the grid, or off-grid values when ``values_on_grid`` was promised.
     """
-    x = np.asarray(values, dtype=np.float64)
-    if not np.isfinite(x).all():
-        raise InvalidDataError("values must be finite (no NaN or infinity) to be released")
-    g = calibration.granularity
-    scaled = x / g
-    grid = np.rint(scaled)
-    if np.abs(grid).max(initial=0.0) >= 2.0**62:
-        raise InvalidDataError(
-            f"values up to {np.abs(x).max():g} are too large for granularity {g!r}; "
-            "pass a coarser granularity"
-        )
-    if calibration.values_on_grid and not np.array_equal(grid, scaled):
-        raise InvalidDataError(
-            f"values are not multiples of granularity {g!r}, but values_on_grid=True"
-        )
-    return grid.astype(np.int64)
+    return grid_indices(values, calibration.granularity, calibration.values_on_grid)
 
 
 def release_laplace(
