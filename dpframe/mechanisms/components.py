@@ -39,6 +39,7 @@ import numpy as np
 
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import charge_for, exact_sum
+from dpframe.core.executor import summary_row
 from dpframe.core.frozen import frozen_array
 from dpframe.core.grid import check_granularity, default_granularity
 from dpframe.core.randomness import secure_generator
@@ -56,6 +57,7 @@ __all__ = [
     "frozen",
     "ledger_charges",
     "plan_components",
+    "summary_rows",
     "total",
 ]
 
@@ -144,6 +146,28 @@ class StatisticCharge:
 
 def ledger_charges(charges: Sequence[StatisticCharge]) -> list[Charge]:
     return [c.to_charge() for c in charges]
+
+
+def summary_rows(
+    charges: Sequence[StatisticCharge], groups: Sequence[ComponentGroup]
+) -> list[dict[str, Any]]:
+    """One summary row per statistic: its charge, and the 95 % error of its group's noise
+    at the group's widest public bounds (none where the group has no noise scale)."""
+    rows = []
+    for f, group in zip(charges, groups, strict=True):
+        widest = group.calibrate(group.lower, group.upper)
+        rows.append(
+            summary_row(
+                f.name,
+                f.to_charge().mechanism,
+                f.epsilon_charged,
+                sensitivity=f.sensitivity,
+                scale=f.scale,
+                error95=None if widest is None or f.scale is None else widest.error(0.95),
+                note=f.note,
+            )
+        )
+    return rows
 
 
 def total(values: Sequence[float]) -> float:

@@ -31,7 +31,6 @@ from dpframe.core.constraints import (
     check_epsilon,
     check_int,
 )
-from dpframe.core.executor import summary_row
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.components import (
     ComponentGroup,
@@ -42,6 +41,7 @@ from dpframe.mechanisms.components import (
     frozen,
     ledger_charges,
     plan_components,
+    summary_rows,
     total,
 )
 
@@ -380,22 +380,7 @@ class CovarianceMatrixPlan:
         return total([c.epsilon_charged for c in self.facts])
 
     def summary(self) -> list[dict[str, Any]]:
-        rows = []
-        for (j, k), f in zip(self.pairs, self.facts, strict=True):
-            g = self.groups[j, k]
-            widest = g.calibrate(g.lower, g.upper)
-            rows.append(
-                summary_row(
-                    f.name,
-                    f.to_charge().mechanism,
-                    f.epsilon_charged,
-                    sensitivity=f.sensitivity,
-                    scale=f.scale,
-                    error95=None if widest is None or f.scale is None else widest.error(0.95),
-                    note=f.note,
-                )
-            )
-        return rows
+        return summary_rows(self.facts, [self.groups[j, k] for j, k in self.pairs])
 
     def check(self, cov: Any) -> None:
         """Refuse an exact matrix that is not ``p x p``, finite and symmetric."""

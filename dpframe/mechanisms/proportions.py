@@ -31,7 +31,6 @@ from dpframe.core.constraints import (
     check_epsilon,
     check_int,
 )
-from dpframe.core.executor import summary_row
 from dpframe.core.grid import check_granularity
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.components import (
@@ -43,6 +42,7 @@ from dpframe.mechanisms.components import (
     frozen,
     ledger_charges,
     plan_components,
+    summary_rows,
     total,
 )
 
@@ -357,21 +357,7 @@ class ProportionsPlan:
         return total([c.epsilon_charged for c in self.facts])
 
     def summary(self) -> list[dict[str, Any]]:
-        rows = []
-        for group, f in zip(self.groups, self.facts, strict=True):
-            widest = group.calibrate(group.lower, group.upper)
-            rows.append(
-                summary_row(
-                    f.name,
-                    f.to_charge().mechanism,
-                    f.epsilon_charged,
-                    sensitivity=f.sensitivity,
-                    scale=f.scale,
-                    error95=None if widest is None or f.scale is None else widest.error(0.95),
-                    note=f.note,
-                )
-            )
-        return rows
+        return summary_rows(self.facts, self.groups)
 
     def check(self, p: Any) -> None:
         """Refuse exact proportions that are not ``K`` values in [0, 1] summing to 1."""
