@@ -3,31 +3,28 @@
 With a person identifier (:class:`dpframe.core.units.PrivacyUnit`) each person keeps at
 most ``max_groups`` groups -- distinct values of the release's group keys -- and at most
 ``max_rows`` rows in each kept group; without group keys, at most ``max_rows`` rows in
-all. Both choices are **uniformly random** and drawn from the secure source
-(:class:`~dpframe.core.randomness.RandomSource`), independently per person, so a
-person's kept rows depend only on their own rows and fresh randomness -- never on the
-file order. Nothing about how many rows were dropped is returned or logged.
+all. Which ones is the rule of :mod:`dpframe.engines.bounding_rule` (keyed pseudo-random
+pair priorities, a uniform choice of rows, the key drawn from the release's secure
+source), which this module, the compiled kernel and the Spark engine all execute: a
+person's kept rows depend only on their own rows and the key -- never on the file order.
+Nothing about how many rows were dropped is returned or logged.
 
-The algorithm is shuffle-free (no sort of the records, no random permutation of them):
+The polars-only path is shuffle-free (no sort of the records, no random permutation of
+them):
 
 1. one hash aggregation of the records to ``(person, keys)`` pairs with each pair's
    number of rows ``n`` (and, in :func:`bounded_grouped_parts`, its exact sums);
-2. the pairs gathered per person (a second hash aggregation, over the pairs), and in
-   each person's segment a uniformly random ``max_groups``-subset picked by
-   *segmented minima*: the pairs get a random permutation from the secure source as
-   priorities (all distinct: no ties) and the ``k`` smallest of each segment are found
-   with ``k`` rounds of ``numpy.minimum.reduceat`` (a bottom-k reservoir; a segmented
-   sort only for large ``k``);
-3. in a kept pair with ``n > max_rows`` (rare in person data), a uniformly random
-   ``max_rows``-subset of its row *positions* is drawn the same way, and only the rows
-   of such pairs are read again and numbered (``int_range().over``). A subset of
-   positions drawn independently of the rows is a uniform subset of the rows whatever
-   their order.
+2. the pairs' codes and priorities, and each person's kept pairs
+   (:func:`~dpframe.engines.bounding_rule.kept_pairs`);
+3. in a kept pair with ``n > max_rows`` (rare in person data), the rule's
+   ``max_rows`` row *positions*, and only the rows of such pairs are read again and
+   numbered in the input's order (``int_range().over``).
 
 :func:`bounded_frame` returns the kept records lazily (the choices are drawn once, when
 it is called, so every evaluation of the result sees the same rows for a frame with a
 stable row order); :func:`bounded_grouped_parts` is the fast path of a grouped release
-of counts and sums: it never goes back to the rows except for oversized pairs.
+of counts and sums: the compiled kernel where the codes are the values' integers, else
+the pairs by polars; it never goes back to the rows except for oversized pairs.
 
 Examples
 --------
@@ -47,7 +44,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -58,7 +54,15 @@ from dpframe.core.constraints import RESERVED_PREFIX
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.core.values import missing_id_error, refuse_missing_ids
-from dpframe.engines.driver import ROWS, WIDE_INTEGERS, check_key_dtype, missing_count
+from dpframe.engines.bounding_rule import (
+    codes,
+    encodable,
+    kept_pairs,
+    kept_positions,
+    rule_key,
+    segment_sample,
+)
+from dpframe.engines.driver import ROWS, check_key_dtype, missing_count
 from dpframe.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -73,10 +77,10 @@ __all__ = [
 ]
 
 _N = "__bound_n"
-_I = "__bound_i"
 _POS = "__bound_pos"
-#: Above this many picks per segment, a segmented sort beats k rounds of minima.
-_ROUNDS = 8
+_ROW = "__bound_row"
+_PC = "__bound_pc"
+_GC = "__bound_gc"
 
 
 def check_unit(schema: pl.Schema, unit: PrivacyUnit, keys: Sequence[str]) -> None:
@@ -112,53 +116,6 @@ def check_unit(schema: pl.Schema, unit: PrivacyUnit, keys: Sequence[str]) -> Non
 null_person_error = missing_id_error
 
 
-def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random ``k``-subset of each contiguous segment (all of a shorter one).
-
-    ``lens`` are the segments' lengths (each at least 1); returns a boolean mask over
-    ``lens.sum()`` items. The items get a uniformly random permutation as priorities (all
-    distinct: no tie to break, so the choice is exactly uniform and never depends on the
-    items' order) and the ``k`` smallest of each segment are kept: ``k`` rounds of
-    segmented minima (sort-free), or one segmented sort for large ``k``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> mask = segment_sample(np.array([3, 1, 5]), 2, np.random.default_rng(0))
-    >>> [int(m.sum()) for m in np.split(mask, [3, 4])]
-    [2, 1, 2]
-    """
-    import numpy as np
-
-    lens = np.asarray(lens, dtype=np.int64)
-    total = int(lens.sum())
-    keep = np.ones(total, dtype=bool)
-    big = lens > k
-    if not big.any():
-        return keep
-    seg = np.repeat(np.arange(lens.size), lens)
-    on = big[seg]  # items of segments that need a choice
-    idx = np.flatnonzero(on)
-    blens = lens[big]
-    v = rng.permutation(idx.size)
-    starts = np.concatenate(([0], np.cumsum(blens)[:-1]))
-    chosen = np.zeros(idx.size, dtype=bool)
-    if k <= _ROUNDS:
-        w = v.copy()
-        for _ in range(k):
-            hit = w == np.repeat(np.minimum.reduceat(w, starts), blens)
-            chosen |= hit
-            w[hit] = idx.size  # above every priority
-        keep[idx] = chosen
-        return keep
-    bseg = np.repeat(np.arange(blens.size), blens)
-    order = np.lexsort((v, bseg))
-    rank = np.arange(idx.size) - np.repeat(starts, blens)
-    chosen[order[rank < k]] = True
-    keep[idx] = chosen
-    return keep
-
-
 def _pairs(
     frame: pl.LazyFrame, person: str, keys: list[str], aggs: Sequence[pl.Expr]
 ) -> pl.DataFrame:
@@ -172,36 +129,27 @@ def _pairs(
 
 
 def _choose_groups(
-    pairs: pl.DataFrame, person: str, keys: list[str], k: int, rng: np.random.Generator
+    pairs: pl.DataFrame, person: str, keys: list[str], k: int, key: tuple[int, int]
 ) -> pl.DataFrame:
-    """The pairs a person keeps: a uniformly random ``k``-subset of each person's pairs."""
+    """The pairs each person keeps (the rule's :func:`~.bounding_rule.kept_pairs`), with
+    their person and group codes (``__bound_pc``, ``__bound_gc``)."""
+    pc, gc = codes(pairs, person, keys, int(pairs[_N].sum()))
+    pairs = pairs.with_columns(pc.alias(_PC), gc.alias(_GC))
     if not keys:
         return pairs
-    import numpy as np
-
-    per = (
-        pairs.lazy()
-        .with_row_index(_I)
-        .group_by(person)
-        .agg(pl.col(_I))
-        .collect(engine="streaming")[_I]
-    )
-    lens = per.list.len().to_numpy()
-    if int(lens.max(initial=0)) <= k:
-        return pairs
-    flat = per.explode().to_numpy()
-    keep = segment_sample(lens, k, rng)
-    return pairs[np.sort(flat[keep])]
+    return pairs.filter(kept_pairs(pc.to_numpy(), gc.to_numpy(), key, k))
 
 
 def _kept_positions(
     big: pl.DataFrame, person: str, keys: list[str], r: int, rng: np.random.Generator
 ) -> pl.DataFrame:
-    """For pairs with more than ``r`` rows: a uniformly random ``r``-subset of positions."""
+    """For the kept pairs with more than ``r`` rows: the rule's positions kept
+    (:func:`~.bounding_rule.kept_positions`, the pairs in code order)."""
     import numpy as np
 
+    big = big.sort(_PC, _GC)
     lens = big[_N].to_numpy().astype(np.int64)
-    keep = segment_sample(lens, r, rng)
+    keep = kept_positions(lens, r, rng)
     starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
     pos = np.arange(int(lens.sum())) - np.repeat(starts, lens)
     rows = np.repeat(np.arange(big.height), lens)[keep]
@@ -209,16 +157,24 @@ def _kept_positions(
 
 
 def _oversized_rows(
-    frame: pl.LazyFrame, person: str, keys: list[str], big: pl.DataFrame, r: int, rng
+    frame: pl.LazyFrame,
+    person: str,
+    keys: list[str],
+    big: pl.DataFrame,
+    r: int,
+    rng: np.random.Generator,
 ) -> pl.LazyFrame:
-    """The kept rows of pairs with more than ``r`` rows, lazily (only they are numbered)."""
+    """The kept rows of pairs with more than ``r`` rows, lazily: only they are numbered,
+    each by its position among its pair's rows in the input's order."""
     on = [person, *keys]
     positions = _kept_positions(big, person, keys, r, rng)
+    position = pl.int_range(pl.len(), dtype=pl.Int64).over(on, order_by=_ROW)
     return (
-        frame.join(big.lazy().select(on), on=on, how="semi", nulls_equal=True)
-        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(on).alias(_POS))
+        frame.with_row_index(_ROW)
+        .join(big.lazy().select(on), on=on, how="semi", nulls_equal=True)
+        .with_columns(position.alias(_POS))
         .join(positions.lazy(), on=[*on, _POS], how="semi", nulls_equal=True)
-        .drop(_POS)
+        .drop(_ROW, _POS)
     )
 
 
@@ -261,8 +217,9 @@ def bounded_frame(
     check_unit(frame.collect_schema(), unit, keys)
     person, r = unit.person, unit.max_rows
     rng = (source or RandomSource()).generator()
+    key = rule_key(rng)
     every = _pairs(frame, person, keys, [])
-    pairs = _choose_groups(every, person, keys, unit.max_groups, rng)
+    pairs = _choose_groups(every, person, keys, unit.max_groups, key)
     on = [person, *keys]
     small = pairs.filter(pl.col(_N) <= r)
     big = pairs.filter(pl.col(_N) > r)
@@ -337,74 +294,9 @@ def bounded_grouped_parts(
     schema = frame.collect_schema()
     check_unit(schema, unit, keys)
     rng = (source or RandomSource()).generator()
-    if kernel and all(_encodable(schema[c]) for c in [unit.person, *keys]):
+    if kernel and all(encodable(schema[c]) for c in [unit.person, *keys]):
         return _kernel_parts(frame, unit, keys, values, counts, bads, rng)
     return _polars_parts(frame, unit, keys, values, counts, bads, rng)
-
-
-def _encodable(dtype: pl.DataType) -> bool:
-    """Whether a column's values have exact integer codes (its physical integers)."""
-    return (
-        dtype.is_integer()
-        or dtype.is_temporal()
-        or isinstance(dtype, pl.Boolean | pl.String | pl.Categorical | pl.Enum)
-    )
-
-
-def _codes(column: pl.Series) -> pl.Series:
-    """A column's integer codes as Int64 (null stays null): equal values, equal codes, and
-    the codes in an order of the values fixed before the data is seen -- the values' own
-    order (strings and categoricals lexically), an enum's declared order -- so that the
-    kernel's tie-break (by group code, probability ``2**-32`` a comparison) never depends
-    on what else is in the data."""
-    dtype = column.dtype
-    if isinstance(dtype, pl.String | pl.Categorical):
-        cats = column.cast(pl.Categorical) if isinstance(dtype, pl.String) else column
-        seen = cats.drop_nulls().unique()
-        rank = seen.cast(pl.String).rank("ordinal").cast(pl.Int64) - 1
-        return cats.to_physical().replace_strict(
-            seen.to_physical(), rank, default=None, return_dtype=pl.Int64
-        )
-    if isinstance(dtype, pl.Enum) or dtype.is_temporal():
-        column = column.to_physical()
-    if isinstance(dtype, pl.UInt64):
-        return column.reinterpret(signed=True)  # the same 64 bits: still one code a value
-    if dtype in WIDE_INTEGERS:  # 128 bits: the values' rank, in the values' own order
-        return (column.rank("dense") - 1).cast(pl.Int64)
-    return column.cast(pl.Int64)
-
-
-def _group_codes(codes: list[pl.Series], rows: int) -> pl.Series:
-    """One code a group: a key's own codes (one key without nulls), else the keys' codes
-    in mixed radix (a null its own code), in the keys' lexicographic order; null where
-    the codes would not fit in 62 bits (the caller then ranks the rows' keys)."""
-    if not codes:
-        return pl.repeat(0, rows, dtype=pl.Int64, eager=True).alias("g")
-    if len(codes) == 1 and not codes[0].null_count():
-        return codes[0].alias("g")
-    widths = []
-    for c in codes:
-        lo = c.min() or 0
-        hi = c.max() if c.null_count() < c.len() else lo - 1
-        widths.append((lo, hi - lo + 1 + (1 if c.null_count() else 0)))
-    if math.prod(max(w, 1) for _, w in widths) >= 1 << 62:  # would overflow
-        frame = pl.DataFrame([c.alias(f"k{j}") for j, c in enumerate(codes)])
-        ranks = frame.select(pl.struct(pl.all()).rank("dense", descending=False))
-        return (ranks.to_series().cast(pl.Int64) - 1).alias("g")
-    gid = pl.repeat(0, rows, dtype=pl.Int64, eager=True)
-    for c, (lo, width) in zip(codes, widths, strict=True):
-        gid = gid * width + (c - lo).fill_null(width - 1)
-    return gid.alias("g")
-
-
-def _dense(
-    codes: pl.Series, span: tuple[int, int], limit: int
-) -> tuple[pl.Series, tuple[int, int]]:
-    """Codes spanning ``limit`` integers or more compressed to dense ranks (same order)."""
-    if span[1] - span[0] < limit:
-        return codes, span
-    codes = codes.rank("dense").cast(pl.Int64) - 1
-    return codes, (0, int(codes.max() or 0))
 
 
 def _kernel_parts(
@@ -416,7 +308,8 @@ def _kernel_parts(
     bads: dict[str, pl.Expr],
     rng: np.random.Generator,
 ) -> pl.DataFrame:
-    """:func:`bounded_grouped_parts` by the compiled kernel (see its docstring)."""
+    """:func:`bounded_grouped_parts` by the compiled kernel (see its docstring); the
+    rule's key is ``rng``'s first draw (after the fallback to the polars path)."""
     import numpy as np
 
     from dpframe.engines import bounding_kernel as bk
@@ -434,15 +327,12 @@ def _kernel_parts(
     df = both["keys"].struct.unnest()
     parts = both.drop("keys")
     refuse_missing_ids(person, missing_count(df[person]))
-    pid = _codes(df[person])
-    gid = _group_codes([_codes(df[c]) for c in keys], df.height)
-    limit = max(1 << 20, 4 * df.height)  # sparser codes: dense ranks
+    pid, gid = codes(df, person, keys, df.height)
     p_range = bk.value_range([x.to_numpy() for x in pid.get_chunks()])
     g_range = bk.value_range([x.to_numpy() for x in gid.get_chunks()])
-    pid, p_range = _dense(pid, p_range, min(limit, 1 << bk.PERSON_BITS))
-    gid, g_range = _dense(gid, g_range, min(limit, 1 << bk.GROUP_BITS))
     if g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:  # more than 2**26 groups
         return _polars_parts(frame, unit, keys, values, counts, bads, rng)
+    key = rule_key(rng)
     work = pl.DataFrame([pid.alias("p"), gid, *[parts[f"v{j}"] for j in range(len(names))]])
     if len({tuple(len(x) for x in work[c].get_chunks()) for c in work.columns}) > 1:
         work = work.rechunk()
@@ -451,21 +341,20 @@ def _kernel_parts(
         [chunks[f"v{j}"][i] for j in range(len(names))] if names else np.empty((0, len(p)))
         for i, p in enumerate(chunks["p"])
     ]
-    key = tuple(int(w) for w in rng.integers(0, 2**64, size=2, dtype=np.uint64))
     kept, sums, group_row, marks = bk.bounded_sums(
         chunks["p"], chunks["g"], vals, key, unit.max_groups, unit.max_rows, p_range, g_range
     )
     del chunks, vals
     big = np.flatnonzero(marks == bk.OVERSIZED)
     del marks
-    if big.size:  # pairs with more than max_rows rows: a uniform max_rows-subset of each
+    if big.size:  # pairs with more than max_rows rows: the rule's rows of each
         pids = work["p"].gather(big).to_numpy()
         gids = work["g"].gather(big).to_numpy() - g_range[0]
         order = np.lexsort((gids, pids))
         big, pids, gids = big[order], pids[order], gids[order]
         pair = np.concatenate(([True], (pids[1:] != pids[:-1]) | (gids[1:] != gids[:-1])))
         lens_ = np.diff(np.flatnonzero(np.concatenate((pair, [True]))))
-        chosen = segment_sample(lens_, unit.max_rows, rng)
+        chosen = kept_positions(lens_, unit.max_rows, rng)
         take, g = big[chosen], gids[chosen]
         np.add.at(kept, g, 1)
         for j in range(len(names)):
@@ -500,15 +389,18 @@ def _polars_parts(
     bads: dict[str, pl.Expr],
     rng: np.random.Generator,
 ) -> pl.DataFrame:
-    """:func:`bounded_grouped_parts` by polars: pairs aggregated, then chosen."""
+    """:func:`bounded_grouped_parts` by polars: pairs aggregated, then chosen (the rule's
+    key: ``rng``'s first draw)."""
+    key = rule_key(rng)
     person, r = unit.person, unit.max_rows
     exprs = {n: e.sum() for n, e in values.items()}
     bad_sums = [e.sum().alias(b) for b, e in bads.items()]
     pairs = _pairs(frame, person, keys, [*[e.alias(n) for n, e in exprs.items()], *bad_sums])
     totals = {b: int(pairs[b].sum() or 0) for b in bads}
-    kept = _choose_groups(pairs.drop(list(bads)), person, keys, unit.max_groups, rng)
+    kept = _choose_groups(pairs.drop(list(bads)), person, keys, unit.max_groups, key)
     on = [person, *keys]
     big = kept.filter(pl.col(_N) > r)
+    kept = kept.drop(_PC, _GC)
     if big.height:
         rows = _oversized_rows(frame, person, keys, big, r, rng)
         fixed = rows.group_by(on).agg(e.alias(n) for n, e in exprs.items())

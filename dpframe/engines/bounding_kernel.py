@@ -1,21 +1,19 @@
 """Compiled kernels of person-level bounding: each person's kept rows in a few linear passes.
 
 The polars engine's fast path for a person-level grouped release
-(:func:`dpframe.engines.bounding.bounded_grouped_parts`) runs on integer codes: ``pc``, a
-person code per row (spanning fewer than ``2**PERSON_BITS`` integers), and ``gc``, a
-group code per row (spanning fewer than ``2**GROUP_BITS``). Nothing here sorts the
-records or shuffles them:
+(:func:`dpframe.engines.bounding.bounded_grouped_parts`) executes the rule of
+:mod:`dpframe.engines.bounding_rule` (the same kept rows as the polars-only path and
+Spark for the same key) on its integer codes: ``pc``, a person code per row (spanning
+fewer than ``2**PERSON_BITS`` integers), and ``gc``, a group code per row (spanning fewer
+than ``2**GROUP_BITS``). Nothing here sorts the records or shuffles them:
 
 1. **Pair priorities** (in the partition, parallel): every row gets a 64-bit priority,
-   the same for every row of a ``(person, group)`` pair: 32 random bits -- the top bits
-   of SipHash-1-3 of the pair's codes (:func:`pair_hash`), a keyed pseudo-random
-   function (the one CPython and Rust hash with) under a 128-bit key drawn from the
-   release's secure source -- then the person's place in its bucket, then the group
-   code. The codes in the low bits make two pairs of a person never tie (the cap below
-   is exact, always). The random bits are 32 whatever the data, and a tie of them
-   (probability ``2**-32`` a comparison) is broken by the group code, whose order the
-   caller fixes before seeing the data (:func:`dpframe.engines.bounding._codes`: the
-   values' own order), so the tie-break never depends on other persons' data.
+   the same for every row of a ``(person, group)`` pair: the rule's 32 random bits (the
+   top bits of SipHash-1-3 of the pair's codes under the release's key; this module's
+   compiled copy, :func:`pair_hash`, is held bit-equal to the rule's reference by the
+   tests), then the person's place in its bucket, then the group code. Within a person
+   the priorities order the pairs as the rule does: by the random bits, then the group
+   code (two pairs of a person never tie: the cap below is exact, always).
 2. **Partition by person** (a counting scatter by ``pc >> shift``, in runs of the input
    pieces): each bucket holds every record of at most ``2**shift`` persons, so the
    per-person state of a bucket fits in the CPU's L2 cache. A record is its priority and
@@ -26,24 +24,10 @@ records or shuffles them:
    kept pair with at most ``max_rows`` rows is added to its group. A kept pair with more
    rows is **oversized**: a second pass over that bucket (only then) marks its records
    :data:`OVERSIZED`, the marks are put back on their rows by replaying the scatter over
-   the runs that hold one, and the caller adds a uniform ``max_rows``-subset of them,
-   drawn by :func:`dpframe.engines.bounding.segment_sample` from the secure source.
+   the runs that hold one, and the caller keeps the rows the rule's
+   :func:`~dpframe.engines.bounding_rule.kept_positions` chooses.
 
-Why the sensitivities hold. A person's kept groups are a function of their own rows and
-of the priorities of their own pairs, never of the file order, and in each kept group
-they keep ``min(rows, max_rows)`` rows. Where the codes are the values themselves
-(integer persons and one integer key), the priorities are a function of the pair and the
-key alone, so for *every* key adding, removing or replacing one person leaves everyone
-else's kept groups and row counts as they were. *Which* rows of an oversized pair are
-kept is a fresh uniform draw from the secure source: the rows themselves may differ from
-one run to another, but their joint law is the same on neighbouring datasets (the two
-runs can be coupled to keep the same rows). Where a code is a rank among the values
-present (strings, categoricals, several keys, sparse codes), it depends on which other
-values are present; but distinct pairs get distinct codes, and a pseudo-random function
-under a fresh secret key gives distinct inputs independent uniform priorities whatever
-the inputs are, so everyone else's kept groups and row counts have the same joint law on
-neighbouring datasets -- which is all the sensitivity argument needs. The randomness
-also makes the choice uniform, so that what bounding drops is dropped evenly.
+Why this bounds sensitivities: see :mod:`dpframe.engines.bounding_rule`.
 
 numba compiles the kernels on first use (a few seconds, cached on disk afterwards);
 ``import dpframe`` does not import this module (the polars engine imports it on the
@@ -70,6 +54,8 @@ import numba as nb
 import numpy as np
 from numba.typed import List
 
+from dpframe.engines.bounding_rule import GROUP_BITS, PERSON_BITS
+
 __all__ = [
     "DROPPED",
     "GROUP_BITS",
@@ -89,12 +75,10 @@ KEPT = 1
 OVERSIZED = 2
 #: Random bits of a priority (the same whatever the data: see the module docstring).
 _RANDOM_BITS = 32
-#: Group codes must span fewer than ``2**GROUP_BITS`` integers (a priority holds the
-#: random bits, the person's place in its bucket, at least 64 a bucket, and the code).
-GROUP_BITS = 26
-#: Person codes must span fewer than ``2**PERSON_BITS`` integers (the buckets' counts stay
-#: small; compress sparser codes to ranks first).
-PERSON_BITS = 28
+# Group codes must span fewer than ``2**GROUP_BITS`` integers (a priority holds the
+# random bits, the person's place in its bucket, at least 64 a bucket, and the code);
+# person codes fewer than ``2**PERSON_BITS`` (the buckets' counts stay small). The rule's
+# codes (:func:`dpframe.engines.bounding_rule.codes`) are ranked to fit.
 #: Bytes of per-person state a bucket may use (it stays in the CPU's L2 cache).
 _STATE_BYTES = 1 << 19
 
@@ -126,8 +110,9 @@ def _sipround(v0, v1, v2, v3):
 
 
 @nb.njit(inline="always")
-def _sip13(k0, k1, m0, m1):
-    # SipHash-1-3 of the 16-byte message m0 || m1 (little-endian words)
+def _sip13(k0, k1, m0, m1, nwords):
+    # SipHash-1-3 of the message of ``nwords`` (1 or 2) little-endian 64-bit words m0, m1:
+    # the kernel's copy of :func:`dpframe.engines.bounding_rule.pair_hash`'s function
     v0 = k0 ^ np.uint64(0x736F6D6570736575)
     v1 = k1 ^ np.uint64(0x646F72616E646F6D)
     v2 = k0 ^ np.uint64(0x6C7967656E657261)
@@ -135,31 +120,11 @@ def _sip13(k0, k1, m0, m1):
     v3 ^= m0
     v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     v0 ^= m0
-    v3 ^= m1
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0 ^= m1
-    last = np.uint64(16) << np.uint64(56)
-    v3 ^= last
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0 ^= last
-    v2 ^= np.uint64(0xFF)
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    return v0 ^ v1 ^ v2 ^ v3
-
-
-@nb.njit(inline="always")
-def _sip13_8(k0, k1, m0):
-    # SipHash-1-3 of the 8-byte message m0 (a little-endian word): one round fewer
-    v0 = k0 ^ np.uint64(0x736F6D6570736575)
-    v1 = k1 ^ np.uint64(0x646F72616E646F6D)
-    v2 = k0 ^ np.uint64(0x6C7967656E657261)
-    v3 = k1 ^ np.uint64(0x7465646279746573)
-    v3 ^= m0
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0 ^= m0
-    last = np.uint64(8) << np.uint64(56)
+    if nwords == 2:
+        v3 ^= m1
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+        v0 ^= m1
+    last = np.uint64(8 * nwords) << np.uint64(56)
     v3 ^= last
     v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     v0 ^= last
@@ -176,8 +141,8 @@ def _pair_hash(k0, k1, p, g):
     # fit in 32 bits, else 16 (two 64-bit words); the length is hashed, so the two
     # encodings never meet and each pair has its own message
     if p >= 0 and g >= 0 and p < 4294967296 and g < 4294967296:
-        return _sip13_8(k0, k1, np.uint64(p) | (np.uint64(g) << np.uint64(32)))
-    return _sip13(k0, k1, np.uint64(p), np.uint64(g))
+        return _sip13(k0, k1, np.uint64(p) | (np.uint64(g) << np.uint64(32)), np.uint64(0), 1)
+    return _sip13(k0, k1, np.uint64(p), np.uint64(g), 2)
 
 
 @nb.njit(cache=True)
@@ -236,7 +201,7 @@ def _partition(pids, gids, vals, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits
     off[nbuckets] = at
     starts = pos.copy()
     low = (np.int64(1) << shift) - 1
-    top = np.uint64(shift + gbits)
+    top = np.uint64(64 - _RANDOM_BITS)  # the rule's priority: the hash's top 32 bits
     ug = np.uint64(gbits)
     row0 = np.zeros(nruns + 1, dtype=np.int64)
     for u in range(nruns):
@@ -265,8 +230,9 @@ def _partition(pids, gids, vals, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits
                     continue
                 if group_row[g] < 0:  # any row of the group (its keys' values)
                     group_row[g] = row + i
-                # the priority: 32 random bits (SipHash of the codes), the person's place
-                # in its bucket, the group code (two pairs of a person never tie)
+                # the priority: the rule's 32 random bits (the top of SipHash of the
+                # codes), the person's place in its bucket, the group code (the rule's
+                # tie-break: two pairs of a person never tie)
                 h = _pair_hash(k0, k1, p, gid[i])
                 qk[t] = ((h >> top) << top) | (np.uint64((p - p0) & low) << ug) | np.uint64(g)
             for v in range(m):
@@ -408,11 +374,9 @@ def _unpartition(pids, ranges, p0, shift, starts, marked, tmarks, need, marks):
 
 
 def pair_hash(key: tuple[int, int], person: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """The SipHash-1-3 of each pair of codes under the 128-bit key ``(k0, k1)``: the
-    pseudo-random function of the pair priorities (exposed to be checked against a
-    reference implementation). The message is 8 bytes -- the person's code, then the
-    group's, as 32-bit little-endian words -- when both lie in ``[0, 2**32)``, else 16
-    bytes (two 64-bit words, two's complement).
+    """The kernel's compiled SipHash-1-3 of each pair of codes under the 128-bit key
+    ``(k0, k1)``, exposed to be held bit-equal to the rule's reference,
+    :func:`dpframe.engines.bounding_rule.pair_hash` (the same messages).
 
     Examples
     --------

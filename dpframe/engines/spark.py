@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -201,61 +202,179 @@ def _remove_path(spark: Any, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _with_priority(sdf: Any, name: str) -> Any:
-    """``sdf`` with a uniform ``[0, 1)`` column ``name`` drawn on the executors, each Arrow
-    batch from a generator keyed afresh from the executor's OS entropy (as PRAM's)."""
-    from pyspark.sql.types import DoubleType, StructField, StructType
+_ID, _PC, _GC, _N = "__bound_id", "__bound_pc", "__bound_gc", "__bound_n"
+_V, _R, _POS = "__bound_v", "__bound_r", "__bound_pos"
 
-    def draw(batches):  # runs on the executors
+
+def _raw_code(column: str, dtype: pl.DataType) -> Any:
+    """A column's code where the rule takes the value's own integer (integers, booleans,
+    dates, timestamps: their polars physical value), else None (the values are ranked)."""
+    from pyspark.sql import functions as sf
+
+    col = sf.col(column)
+    if dtype.is_integer() or isinstance(dtype, pl.Boolean):
+        return col.cast("long")
+    if isinstance(dtype, pl.Date):
+        return sf.unix_date(col).cast("long")
+    if isinstance(dtype, pl.Datetime):  # Spark's timestamps reach polars in microseconds
+        return sf.unix_micros(col)
+    return None
+
+
+def _with_rank(rows: Any, columns: list[str], name: str) -> Any:
+    """``rows`` with ``name``: the dense rank (from 0) of each row's values of ``columns``
+    among those present, in their order (nulls first, as polars ranks a struct), a
+    single null value staying null. The distinct values are ranked in one partition."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as sf
+
+    values = rows.select(*columns).distinct()
+    if len(columns) == 1:
+        values = values.where(sf.col(columns[0]).isNotNull())
+    rank = sf.dense_rank().over(Window.orderBy(*[sf.col(c).asc_nulls_first() for c in columns]))
+    ranked = values.withColumn(name, (rank - 1).cast("long"))
+    cond = [rows[c].eqNullSafe(ranked[c]) for c in columns]
+    return rows.join(ranked, on=cond, how="left").select(rows["*"], ranked[name])
+
+
+def _with_codes(rows: Any, schema: pl.Schema, person: str, keys: list[str]) -> Any:
+    """``rows`` with the rule's person and group codes (``__bound_pc``, ``__bound_gc``),
+    equal to :func:`dpframe.engines.bounding_rule.codes` on the same records: a few
+    aggregation passes, and the ranked columns' distinct values sorted in one partition."""
+    from pyspark.sql import functions as sf
+
+    from dpframe.engines.bounding_rule import GROUP_BITS, PERSON_BITS
+
+    names = [f"__bound_k{j}" for j in range(len(keys))]
+    raw = {c: _raw_code(c, schema[c]) for c in [person, *keys]}
+    spans = [
+        (sf.max(e) - sf.min(e)).alias(c) for c, e in raw.items() if e is not None and c == person
+    ]
+    first = rows.agg(sf.count(sf.lit(1)).alias("__rows"), *spans).first()
+    limit = max(1 << 20, 4 * int(first["__rows"]))
+    span = first[person] if raw[person] is not None else None
+    if raw[person] is None or (span is not None and span >= min(limit, 1 << PERSON_BITS)):
+        rows = _with_rank(rows, [person], _PC)
+    else:
+        rows = rows.withColumn(_PC, raw[person])
+    for c, name in zip(keys, names, strict=True):
+        e = raw[c]
+        rows = _with_rank(rows, [c], name) if e is None else rows.withColumn(name, e)
+    if not keys:
+        return rows.withColumn(_GC, sf.lit(0).cast("long"))
+    per = [e for k in names for e in (sf.min(k), sf.max(k), sf.count(sf.col(k)))]
+    stats = rows.agg(*per, sf.count(sf.lit(1))).first()
+    n = int(stats[-1])
+    widths = []
+    for j in range(len(names)):
+        lo, hi, present = stats[3 * j] or 0, stats[3 * j + 1], int(stats[3 * j + 2])
+        hi = hi if present else lo - 1
+        widths.append((lo, hi - lo + 1 + (1 if present < n else 0)))
+    if len(keys) == 1 and int(stats[2]) == n:  # one key without nulls: its own codes
+        rows = rows.withColumn(_GC, sf.col(names[0]))
+    elif math.prod(max(w, 1) for _, w in widths) >= 1 << 62:  # would overflow: ranks
+        rows = _with_rank(rows, names, _GC)
+    else:  # mixed radix, a null its own code
+        gc = sf.lit(0).cast("long")
+        for k, (lo, width) in zip(names, widths, strict=True):
+            gc = gc * sf.lit(width) + sf.coalesce(sf.col(k) - sf.lit(lo), sf.lit(width - 1))
+        rows = rows.withColumn(_GC, gc.cast("long"))
+    lo, hi = rows.agg(sf.min(_GC), sf.max(_GC)).first()
+    if lo is not None and hi - lo >= min(limit, 1 << GROUP_BITS):
+        rows = _with_rank(rows.withColumnRenamed(_GC, "__bound_g0"), ["__bound_g0"], _GC)
+    return rows.drop(*names, "__bound_g0")
+
+
+def _with_priority(pairs: Any, key: tuple[int, int]) -> Any:
+    """``pairs`` with each pair's priority (``__bound_v``): the rule's own numpy
+    function (:func:`dpframe.engines.bounding_rule.pair_priority`) on the executors'
+    Arrow batches of codes, under the release's key (sent with the task)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    def priority(batches):  # runs on the executors
         import pyarrow as pa
 
+        from dpframe.engines.bounding_rule import pair_priority
+
         for batch in batches:
-            u = RandomSource().generator().random(batch.num_rows)
+            pc = batch.column(_PC).to_numpy(zero_copy_only=False)
+            gc = batch.column(_GC).to_numpy(zero_copy_only=False)
+            v = pair_priority(key, pc, gc).astype("int64")
             yield pa.RecordBatch.from_arrays(
-                [*batch.columns, pa.array(u, type=pa.float64())],
-                names=[*batch.schema.names, name],
+                [*batch.columns, pa.array(v, type=pa.int64())],
+                names=[*batch.schema.names, _V],
             )
 
-    schema = StructType([*sdf.schema.fields, StructField(name, DoubleType(), False)])
-    return sdf.mapInArrow(draw, schema)
+    schema = StructType([*pairs.schema.fields, StructField(_V, LongType(), False)])
+    return pairs.mapInArrow(priority, schema)
 
 
-def bounded_spark(sdf: Any, unit: PrivacyUnit, keys: Sequence[str]) -> Any:
+def bounded_spark(
+    sdf: Any, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
+) -> Any:
     """The rows each person keeps, as a Spark DataFrame with the input's columns.
 
-    The same rule as :func:`dpframe.engines.bounding.bounded_frame`: the pairs
-    ``(person, keys)`` get a uniform priority each (``mapInArrow``, secure, keyed on the
-    executors) and each person keeps the ``max_groups`` smallest (``row_number()`` over a
-    window partitioned by person); the rows of the kept pairs get a uniform priority each
-    and each pair keeps the ``max_rows`` smallest. Nothing reaches the driver but whether
-    the person column holds a null, a NaN or an infinity (refused: NaN is no person).
-    Lazy: each action draws the choices afresh.
+    The rule of :mod:`dpframe.engines.bounding_rule`, as the polars engine executes it
+    (the same rows for the same key): the key is drawn on the driver from ``source``
+    (default: secure); the rule's codes are computed in Spark; each ``(person, keys)``
+    pair's priority by the rule's numpy function in ``mapInArrow``; each person keeps
+    the ``max_groups`` first by ``(priority, group code)`` (``row_number()`` over a
+    window partitioned by person). The kept pairs with more than ``max_rows`` rows (their
+    codes and sizes) come to the driver, which draws their kept positions with the rule;
+    the rows of those pairs are numbered in input order (``monotonically_increasing_id``)
+    and joined to them. Besides those, nothing reaches the driver but the number of rows,
+    codes' ranges and whether the person column holds a null, a NaN or an infinity
+    (refused: NaN is no person). The choices are made when this is called: every action
+    on the result sees the same rows (for an input with a stable order).
     """
     keys = list(keys)
     check_unit(schema_frame(sdf).collect_schema(), unit, keys)
     _bad_totals(sdf, unit.person, [])
-    return _bounded_rows(sdf, unit, keys)
+    return _bounded_rows(sdf, unit, keys, source)
 
 
-def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str]) -> Any:
+def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str], source: RandomSource | None) -> Any:
     """:func:`bounded_spark` after its checks."""
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
-    person = unit.person
+    from dpframe.engines.bounding_rule import kept_positions, rule_key
+
+    rng = (source or RandomSource()).generator()
+    key = rule_key(rng)
+    person, r = cast(str, unit.person), unit.max_rows
     columns = list(sdf.columns)
-    on = [person, *keys]
-    rows = sdf
+    schema = schema_frame(sdf).collect_schema()
+    rows = _with_codes(sdf.withColumn(_ID, sf.monotonically_increasing_id()), schema, person, keys)
+    on = [_PC, _GC]
+    pairs = rows.groupBy(*on).agg(sf.count(sf.lit(1)).alias(_N))
     if keys:
-        pairs = _with_priority(sdf.select(*on).distinct(), "__bound_v")
-        rank = sf.row_number().over(Window.partitionBy(person).orderBy("__bound_v"))
-        chosen = pairs.withColumn("__bound_r", rank).filter(sf.col("__bound_r") <= unit.max_groups)
-        chosen = chosen.select(*[sf.col(c).alias(f"__bound_k{i}") for i, c in enumerate(on)])
-        cond = [sdf[c].eqNullSafe(chosen[f"__bound_k{i}"]) for i, c in enumerate(on)]
-        rows = sdf.join(chosen, on=cond, how="left_semi")
-    rank = sf.row_number().over(Window.partitionBy(*on).orderBy("__bound_u"))
-    kept = _with_priority(rows, "__bound_u").withColumn("__bound_r", rank)
-    return kept.filter(sf.col("__bound_r") <= unit.max_rows).select(*columns)
+        rank = sf.row_number().over(Window.partitionBy(_PC).orderBy(_V, _GC))
+        pairs = _with_priority(pairs, key).withColumn(_R, rank)
+        pairs = pairs.filter(sf.col(_R) <= unit.max_groups)
+    big = pl.from_arrow(pairs.filter(sf.col(_N) > r).select(*on, _N).toArrow())
+    small = pairs.filter(sf.col(_N) <= r).select(*on)
+    kept = rows.join(small, on=on, how="left_semi")
+    if big.height:
+        big = cast(pl.DataFrame, big).sort(on)
+        lens = big[_N].to_numpy().astype("int64")
+        chosen = pl.Series(kept_positions(lens, r, rng))
+        positions = pl.DataFrame(
+            {
+                _PC: big[_PC].to_numpy().repeat(lens),
+                _GC: big[_GC].to_numpy().repeat(lens),
+                _POS: pl.int_ranges(0, big[_N].cast(pl.Int64), eager=True).explode(),
+            }
+        ).filter(chosen)
+        spark = sdf.sparkSession
+        wanted = spark.createDataFrame(positions.to_arrow())
+        position = sf.row_number().over(Window.partitionBy(*on).orderBy(_ID)) - 1
+        oversized = rows.join(
+            spark.createDataFrame(big.select(on).to_arrow()), on=on, how="left_semi"
+        )
+        oversized = oversized.withColumn(_POS, position.cast("long"))
+        kept = kept.unionByName(oversized.join(wanted, on=[*on, _POS], how="left_semi").drop(_POS))
+    return kept.select(*columns)
 
 
 class SparkEngine:
@@ -288,11 +407,11 @@ class SparkEngine:
     def bounded(
         self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
     ) -> SparkEngine:
-        """The rows each person keeps (:func:`bounded_spark`); ``self`` for a record unit.
-        ``source`` is ignored: the executors always key from their own OS entropy."""
+        """The rows each person keeps (:func:`bounded_spark`: the rule's key drawn from
+        ``source``, default secure); ``self`` for a record unit."""
         if unit.is_record:
             return self
-        return SparkEngine(bounded_spark(self.frame, unit, keys))
+        return SparkEngine(bounded_spark(self.frame, unit, keys, source))
 
     def bounded_grouped_parts(
         self,
@@ -310,7 +429,7 @@ class SparkEngine:
         keys = list(keys)
         check_unit(self.schema(), unit, keys)
         totals = _bad_totals(self.frame, unit.person, sources)
-        kept = SparkEngine(_bounded_rows(self.frame, unit, keys))
+        kept = SparkEngine(_bounded_rows(self.frame, unit, keys, source))
         out = kept.grouped_parts(keys, parts, [])
         first = pl.int_range(pl.len()) == 0
         return out.with_columns(
