@@ -340,10 +340,10 @@ def _group_codes(codes: list[pl.Series], rows: int) -> pl.Series:
         return pl.repeat(0, rows, dtype=pl.Int64, eager=True).alias("g")
     if len(codes) == 1 and not codes[0].null_count():
         return codes[0].alias("g")
-    widths = []
-    for c in codes:
-        lo = c.min() or 0
-        hi = c.max() if c.null_count() < c.len() else lo - 1
+    widths: list[tuple[int, int]] = []
+    for c in codes:  # Int64 codes: their least and greatest are ints (None if all null)
+        lo = int(c.min() or 0)  # type: ignore[arg-type]
+        hi = int(c.max()) if c.null_count() < c.len() else lo - 1  # type: ignore[arg-type]
         widths.append((lo, hi - lo + 1 + (1 if c.null_count() else 0)))
     if math.prod(max(w, 1) for _, w in widths) >= 1 << 62:  # would overflow
         frame = pl.DataFrame([c.alias(f"k{j}") for j, c in enumerate(codes)])
