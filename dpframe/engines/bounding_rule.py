@@ -81,6 +81,8 @@ PERSON_BITS = 28
 #: Above this many picks per segment, a segmented sort beats k rounds of minima.
 _ROUNDS = 8
 _U64 = 0xFFFFFFFFFFFFFFFF
+#: Codes hashed at a time by the numpy reference (its temporaries stay in the cache).
+_BLOCK = 1 << 14
 
 
 # ---------------------------------------------------------------------------- the key
@@ -160,11 +162,17 @@ def pair_hash(key: tuple[int, int], person: np.ndarray, group: np.ndarray) -> np
     """
     p = np.ascontiguousarray(person, dtype=np.int64)
     g = np.ascontiguousarray(group, dtype=np.int64)
-    short = (p >= 0) & (p < 2**32) & (g >= 0) & (g < 2**32)
-    pu, gu = p.view(np.uint64), g.view(np.uint64)
     out = np.empty(p.shape, dtype=np.uint64)
-    out[short] = _siphash13(key, [pu[short] | (gu[short] << np.uint64(32))])
-    out[~short] = _siphash13(key, [pu[~short], gu[~short]])
+    for lo in range(0, p.size, _BLOCK):  # blocks that stay in the CPU cache
+        pb, gb = p[lo : lo + _BLOCK], g[lo : lo + _BLOCK]
+        short = (pb >= 0) & (pb < 2**32) & (gb >= 0) & (gb < 2**32)
+        pu, gu = pb.view(np.uint64), gb.view(np.uint64)
+        block = out[lo : lo + _BLOCK]
+        if short.all():
+            block[:] = _siphash13(key, [pu | (gu << np.uint64(32))])
+            continue
+        block[short] = _siphash13(key, [pu[short] | (gu[short] << np.uint64(32))])
+        block[~short] = _siphash13(key, [pu[~short], gu[~short]])
     return out
 
 
@@ -263,7 +271,7 @@ def kept_pairs(
     keep = np.ones(person.size, dtype=bool)
     if person.size == 0:
         return keep
-    order = np.argsort(person, kind="stable")
+    order = np.argsort(person)  # persons contiguous (the order within: irrelevant)
     ps = person[order]
     lens = np.diff(np.flatnonzero(np.concatenate(([True], ps[1:] != ps[:-1], [True]))))
     if int(lens.max()) <= max_groups:

@@ -18,6 +18,7 @@ from scipy import stats
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.engines import bounding_kernel as bk
+from dpframe.engines import bounding_rule as rule
 from dpframe.engines.bounding import bounded_grouped_parts
 
 P_MIN = 1e-4  # a law test fails only if its p-value is below this
@@ -32,7 +33,8 @@ def _seeded(seed: int) -> RandomSource:
 
 def test_pair_hash_is_siphash13_as_cpython_computes_it():
     """CPython hashes bytes with SipHash-1-3; with PYTHONHASHSEED=0 its key is zero. Both
-    message lengths: 8 bytes (codes in [0, 2**32)) and 16 (any other codes)."""
+    message lengths: 8 bytes (codes in [0, 2**32)) and 16 (any other codes); the kernel's
+    compiled copy and the rule's reference alike."""
     rng = np.random.default_rng(0)
     p = np.concatenate([rng.integers(0, 2**32, 30), rng.integers(-(2**63), 2**63, 30)])
     g = np.concatenate([rng.integers(0, 2**32, 30), rng.integers(0, 2**40, 30)])
@@ -62,6 +64,8 @@ def test_pair_hash_is_siphash13_as_cpython_computes_it():
     ref = [int(v) for v in out[1:]]
     # CPython maps a hash of -1 to -2; no such value among these
     assert [int(h) for h in ours] == ref
+    # and the rule's numpy reference (which Spark runs) is the same SipHash
+    assert [int(h) for h in rule.pair_hash((0, 0), p, g)] == ref
 
 
 def _data(n=30_000, people=2_000, groups=25, seed=0):
