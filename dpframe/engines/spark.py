@@ -320,11 +320,13 @@ def bounded_spark(
     pair's priority by the rule's numpy function in ``mapInArrow``; each person keeps
     the ``max_groups`` first by ``(priority, group code)`` (``row_number()`` over a
     window partitioned by person). The kept pairs with more than ``max_rows`` rows (their
-    codes and sizes) come to the driver, which draws their kept positions with the rule;
-    the rows of those pairs are numbered in input order (``monotonically_increasing_id``)
-    and joined to them. Besides those, nothing reaches the driver but the number of rows,
-    codes' ranges and whether the person column holds a null, a NaN or an infinity
-    (refused: NaN is no person). The choices are made when this is called: every action
+    codes and sizes) come to the driver, which draws their kept positions with the rule.
+    The kept pairs' rows are numbered in input order (``monotonically_increasing_id``)
+    and kept by their numbers (below ``max_rows``, or the drawn positions), so the caps
+    hold within the evaluation that keeps them, even if the input changed between reads.
+    Besides those, nothing reaches the driver but the number of rows, the codes' ranges
+    and whether the person column holds a null, a NaN or an infinity (refused: NaN is no
+    person). The choices are made when this is called: every action
     on the result sees the same rows (for an input with a stable order).
     """
     keys = list(keys)
@@ -352,28 +354,26 @@ def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str], source: RandomSo
         rank = sf.row_number().over(Window.partitionBy(_PC).orderBy(_V, _GC))
         pairs = _with_priority(pairs, key).withColumn(_R, rank)
         pairs = pairs.filter(sf.col(_R) <= unit.max_groups)
-    big = pl.from_arrow(pairs.filter(sf.col(_N) > r).select(*on, _N).toArrow())
-    small = pairs.filter(sf.col(_N) <= r).select(*on)
-    kept = rows.join(small, on=on, how="left_semi")
+    big = cast(pl.DataFrame, pl.from_arrow(pairs.filter(sf.col(_N) > r).select(*on, _N).toArrow()))
+    # every kept row numbered in its pair, in input order; the cap is applied to these
+    # numbers in the same evaluation (it holds even if the input changed since the count)
+    position = sf.row_number().over(Window.partitionBy(*on).orderBy(_ID)) - 1
+    flagged = pairs.select(*on, (sf.col(_N) > r).alias("__bound_big"))
+    numbered = rows.join(flagged, on=on).withColumn(_POS, position.cast("long"))
+    kept = numbered.filter(~sf.col("__bound_big") & (sf.col(_POS) < r))
     if big.height:
-        big = cast(pl.DataFrame, big).sort(on)
+        big = big.sort(on)
         lens = big[_N].to_numpy().astype("int64")
-        chosen = pl.Series(kept_positions(lens, r, rng))
         positions = pl.DataFrame(
             {
                 _PC: big[_PC].to_numpy().repeat(lens),
                 _GC: big[_GC].to_numpy().repeat(lens),
                 _POS: pl.int_ranges(0, big[_N].cast(pl.Int64), eager=True).explode(),
             }
-        ).filter(chosen)
-        spark = sdf.sparkSession
-        wanted = spark.createDataFrame(positions.to_arrow())
-        position = sf.row_number().over(Window.partitionBy(*on).orderBy(_ID)) - 1
-        oversized = rows.join(
-            spark.createDataFrame(big.select(on).to_arrow()), on=on, how="left_semi"
-        )
-        oversized = oversized.withColumn(_POS, position.cast("long"))
-        kept = kept.unionByName(oversized.join(wanted, on=[*on, _POS], how="left_semi").drop(_POS))
+        ).filter(pl.Series(kept_positions(lens, r, rng)))
+        wanted = sdf.sparkSession.createDataFrame(positions.to_arrow())
+        oversized = numbered.filter(sf.col("__bound_big"))
+        kept = kept.unionByName(oversized.join(wanted, on=[*on, _POS], how="left_semi"))
     return kept.select(*columns)
 
 

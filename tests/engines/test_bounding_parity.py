@@ -168,3 +168,26 @@ def test_the_kernels_hash_is_the_rules_bit_for_bit():
     for _ in range(5):
         key = (int(rng.integers(0, 2**63)) * 2 + 1, int(rng.integers(0, 2**63)))
         assert np.array_equal(bk.pair_hash(key, p, g), rule.pair_hash(key, p, g))
+
+
+@pytest.mark.slow
+def test_spark_caps_hold_on_an_input_that_changes_between_reads(spark):
+    """Spark reads its input again at every evaluation (and the bounding's plan reads it
+    twice: to count the pairs and to keep their rows). An input that differs between
+    reads (here a random half of the records) must still give at most ``max_rows`` rows a
+    pair and ``max_groups`` groups a person: the cap is applied where the rows are kept."""
+    import os
+
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import BooleanType
+
+    from dpframe.engines.spark import SparkEngine
+
+    people = 300
+    frame = _frame(np.repeat(np.arange(people), 8), np.tile(np.repeat([0, 1], 4), people), "int")
+    coin = sf.udf(lambda: os.urandom(1)[0] < 128, BooleanType()).asNondeterministic()
+    sdf = spark.createDataFrame(frame.to_arrow()).filter(coin())
+    unit = _unit(2, 1)
+    out = pl.from_arrow(SparkEngine(sdf).bounded(unit, ["g"], _source()).frame.toArrow())
+    assert out.group_by("pid", "g").len()["len"].max() <= 2  # type: ignore[union-attr]
+    assert out.group_by("pid").agg(pl.col("g").n_unique())["g"].max() <= 1  # type: ignore[union-attr]
