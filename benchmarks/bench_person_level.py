@@ -15,7 +15,7 @@ groups) in a Parquet file scanned lazily, this script times, alternately (best o
   pass per cache-sized bucket keeping each person's smallest priorities with their rows
   and sums -- no sort, no shuffle); what a person-level grouped release runs;
 * polars:  the same parts by polars alone (``bounded_grouped_parts(..., kernel=False)``:
-  the pairs aggregated, then a uniform choice by segmented minima) -- the path for keys
+  the pairs aggregated, then the same rule's choice by segmented minima) -- the path for keys
   without integer codes (floats);
 * generic: ``PolarsEngine(lf).bounded(unit, ["g"]).grouped_parts(["g"], parts, ["x"])``
   -- the bounded rows, lazily, under the ordinary aggregation;

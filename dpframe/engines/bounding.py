@@ -60,7 +60,6 @@ from dpframe.engines.bounding_rule import (
     kept_pairs,
     kept_positions,
     rule_key,
-    segment_sample,
 )
 from dpframe.engines.driver import ROWS, check_key_dtype, missing_count
 from dpframe.errors import InvalidParameterError
@@ -73,7 +72,6 @@ __all__ = [
     "bounded_grouped_parts",
     "check_unit",
     "null_person_error",
-    "segment_sample",
 ]
 
 _N = "__bound_n"

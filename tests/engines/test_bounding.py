@@ -9,7 +9,8 @@ from scipy import stats
 
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
-from dpframe.engines.bounding import bounded_frame, segment_sample
+from dpframe.engines.bounding import bounded_frame
+from dpframe.engines.bounding_rule import segment_sample
 from dpframe.engines.polars import PolarsEngine
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.statistics import count
