@@ -506,9 +506,9 @@ def release_covariance_matrix(
         ``"exact"``: each statistic is exactly ``epsilon_jk``-DP. ``"paper"``: the
         paper's ``lambda = Delta / epsilon_jk``; truncation is then charged its true
         (larger) loss, at the widest possible bounds.
-    neighbours : {"substitute", "add_remove"}
+    neighbours : {"substitute", "add_remove"}, default "substitute"
         Neighbour relation (the sensitivities are the same under both).
-    repair : {None, "higham", "clip"}
+    repair : {None, "higham", "clip"}, default None
         Make the released matrix positive semi-definite: the correlation matrix
         implied by ``S*`` is replaced by its nearest correlation matrix
         (:func:`nearest_correlation`) or eigenvalue-clipped

@@ -446,7 +446,7 @@ def release_proportions(
     calibration : {"exact", "paper"}, default "exact"
         ``"paper"``: the scale ``2 / (n epsilon_level)`` (the paper's rule with the
         corrected sensitivity); truncation is then charged its true loss.
-    neighbours : {"substitute", "add_remove"}
+    neighbours : {"substitute", "add_remove"}, default "substitute"
     order : int or sequence of int, optional
         ``"all_but_one"``: the category computed last (an int; the paper: ``0``, its
         ``p_1``) or the full order of sanitization. ``"universal_histogram"``: the
