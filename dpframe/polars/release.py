@@ -261,14 +261,12 @@ class Release(Generic[ResultT]):
         Examples
         --------
         >>> import polars as pl, dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0, neighbours="add_remove")
         >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
-        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
-        >>> acct = dpframe.Accountant(epsilon=1.0)
-        >>> release = people.dp.group_by("region", margins=regions, accountant=acct).agg(
-        ...     dpframe.agg.count(epsilon=0.5)
-        ... )
-        >>> release.neighbours
-        'substitute'
+        >>> regions = pl.DataFrame({"region": ["North", "South"]})
+        >>> grouping = dpframe.group_by(people, "region", margins=regions, accountant=acct)
+        >>> grouping.agg(dpframe.agg.count(epsilon=0.5)).neighbours
+        'add_remove'
         """
         if self.accountant is not None:
             return self.accountant.neighbours
@@ -346,14 +344,11 @@ class Release(Generic[ResultT]):
         Examples
         --------
         >>> import polars as pl, dpframe
-        >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
-        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
-        >>> acct = dpframe.Accountant(epsilon=1.0)
-        >>> release = people.dp.group_by("region", margins=regions, accountant=acct).agg(
-        ...     dpframe.agg.count(epsilon=0.5)
-        ... )
-        >>> release.epsilon
-        0.5
+        >>> votes = pl.DataFrame({"vote": ["a", "b", "b", "c"] * 50})
+        >>> release = dpframe.proportions(votes, "vote", categories=["a", "b", "c"],
+        ...                               epsilon=0.8, n=200)
+        >>> release.epsilon  # declared: nothing read, nothing spent
+        0.8
         """
         return float(exact_sum(c.epsilon for p in self._plans_of() for c in p.charges))
 
