@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 import dpframe
 from dpframe.errors import InvalidParameterError
-from dpframe.jobs.selfcheck import check, expectations
+from dpframe.jobs.checks import check, expectations
 
 REGIONS = ["N", "S", "E"]
 
@@ -105,3 +106,53 @@ def test_a_pram_release_checks_its_own_file(survey, tmp_path):
     short = tmp_path / "short.parquet"
     pl.read_parquet(out).slice(5).write_parquet(short)
     assert "row count" in _failed(check(rel, short))
+
+
+def test_a_release_s_suite_needs_only_its_spec_entry_its_facts_and_its_table(survey, tmp_path):
+    """The declaration is the release object's: its spec entry and facts, as a file's
+    provenance records them (JSON), rebuild the same suite with no input data; a PRAM
+    release's categories come back from its verified ledger entries."""
+    acct = dpframe.Accountant(epsilon=5.0)
+    margins = pl.DataFrame({"region": [*REGIONS, "W"]})
+    rel = dpframe.group_by(survey, "region", margins=margins, accountant=acct).agg(
+        dpframe.agg.count(epsilon=0.5),
+        dpframe.agg.sum("x", lower=0, upper=10, epsilon=0.5, name="x_total"),
+    )
+    table = rel.collect()
+    entry, facts = rel.to_spec(name="by_region"), rel.facts()
+    assert entry["kind"] == "grouped" and entry["by"] == ["region"]
+    assert facts == {"margins": {"region": [*REGIONS, "W"]}, "sizes": None}
+    assert rel.output_types() == {"count": "Int64", "x_total": "Float64"}
+    recorded = json.loads(json.dumps(facts))  # as a file records them
+    again = type(rel).suite(json.loads(json.dumps(entry)), recorded, table)
+    assert again.expectations == rel.expectations(table, facts).expectations
+    assert again.release == "by_region" and again.kind == "grouped"
+    # the sum's lower bound is 0: its release is clamped, and its suite expects >= 0
+    (low,) = [
+        e["kwargs"]["min_value"]
+        for e in again.expectations
+        if e["table"] == "main"
+        and e["kwargs"].get("column") == "x_total"
+        and "min_value" in e["kwargs"]
+    ]
+    assert low == 0.0
+
+    micro = dpframe.pram.release(
+        survey.lazy(),
+        [{"column": "region", "epsilon": 1.0, "categories": REGIONS}],
+        accountant=acct,
+    )
+    path = tmp_path / "micro.parquet"
+    micro.write(path)
+    prov = dpframe.read_provenance(path)
+    entry = micro.to_spec(name="micro")
+    entry["columns"][0]["categories"] = None  # left to the ledger's record
+    facts = type(micro).read_facts(prov.facts, prov.entries)
+    assert facts == {"input_rows": survey.height, "categories": {"region": REGIONS}}
+    suite = type(micro).suite(entry, facts, pl.scan_parquet(path))
+    (cats,) = [
+        e["kwargs"]["value_set"]
+        for e in suite.expectations
+        if e["type"] == "expect_column_values_to_be_in_set" and e["table"] == "values.region"
+    ]
+    assert cats == REGIONS
