@@ -79,7 +79,6 @@ __all__ = [
     "StatisticPlan",
     "count",
     "cov",
-    "is_nonnegative",
     "mean",
     "plan_statistic",
     "proportion",

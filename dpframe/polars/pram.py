@@ -113,7 +113,6 @@ __all__ = [
     "global_design",
     "krr",
     "mutual_information",
-    "pram_suite",
     "project_simplex",
     "randomize",
     "release",
