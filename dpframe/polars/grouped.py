@@ -658,6 +658,21 @@ def grouped_output_types(arguments: Mapping[str, Any]) -> dict[str, str]:
 _MIN_SIZE = {"mean": 1, "proportion": 1, "var": 2, "cov_var": 2, "cov": 2}
 
 
+def _recorded_keys(margins: pl.DataFrame, schema: pl.Schema, keys: list[str]) -> pl.DataFrame:
+    """Recorded margins with their keys in the released table's dtypes (a date or time is
+    recorded as text, :meth:`GroupedRelease.facts`; a value that does not fit is null)."""
+    casts = []
+    for k in keys:
+        if k not in schema or k not in margins.columns:
+            continue
+        target = schema[k]
+        if target.is_temporal() and margins.schema[k] == pl.String:
+            casts.append(pl.col(k).str.strptime(target, strict=False))  # type: ignore[arg-type]
+        else:
+            casts.append(pl.col(k).cast(target, strict=False))
+    return margins.with_columns(casts)
+
+
 def _public_margins(
     arguments: Mapping[str, Any], facts: Mapping[str, Any], schema: pl.Schema
 ) -> tuple[pl.DataFrame, str | None]:
@@ -671,12 +686,7 @@ def _public_margins(
             f"{arguments.get('margins')!r}) to check its keys and row count"
         )
     if isinstance(margins, Mapping):  # as a published file records them
-        margins = pl.DataFrame(dict(margins))
-        margins = margins.with_columns(
-            pl.col(k).cast(schema[k], strict=False)
-            for k in arguments["by"]
-            if k in schema and k in margins.columns
-        )
+        margins = _recorded_keys(pl.DataFrame(dict(margins)), schema, arguments["by"])
     if not isinstance(margins, pl.DataFrame):
         raise InvalidParameterError(
             f"margins must be a polars DataFrame, got {type(margins).__name__}"

@@ -11,7 +11,7 @@ import pytest
 
 import dpframe
 from dpframe.errors import InvalidParameterError
-from dpframe.jobs.checks import check, expectations
+from dpframe.jobs.checks import check, check_release, expectations
 
 REGIONS = ["N", "S", "E"]
 
@@ -156,3 +156,60 @@ def test_a_release_s_suite_needs_only_its_spec_entry_its_facts_and_its_table(sur
         if e["type"] == "expect_column_values_to_be_in_set" and e["table"] == "values.region"
     ]
     assert cats == REGIONS
+
+
+def test_a_grouped_release_by_dates_is_checked_from_its_recorded_keys(tmp_path):
+    """The keys a file records (dates and times as text) are read back in the released
+    dtypes: the job's check and a later check of the published folder both pass, and a
+    key outside them fails."""
+    import datetime as dt
+
+    from dpframe.jobs import check_folder, parse_spec, run
+
+    days = [dt.date(2024, 1, d) for d in (1, 2, 3)]
+    when = pl.datetime_range(
+        dt.datetime(2024, 1, 1, 9),
+        dt.datetime(2024, 1, 1, 11),
+        "1h",
+        time_zone="Europe/Paris",
+        eager=True,
+    ).to_list()
+    rng = np.random.default_rng(3)
+    frame = pl.DataFrame(
+        {
+            "day": pl.Series(days).gather(rng.integers(0, 3, 500)),
+            "at": pl.Series(when).gather(rng.integers(0, 3, 500)),
+        }
+    )
+    frame.write_parquet(tmp_path / "input.parquet")
+    pl.DataFrame({"day": days}).join(pl.DataFrame({"at": when}), how="cross").write_parquet(
+        tmp_path / "keys.parquet"
+    )
+    spec = parse_spec(
+        {
+            "version": 1,
+            "input": {"path": str(tmp_path / "input.parquet")},
+            "privacy": {"budget": {"epsilon": 1.0}, "ledger": str(tmp_path / "l.db")},
+            "output": {"folder": str(tmp_path / "out")},
+            "margins": {"keys": {"path": str(tmp_path / "keys.parquet")}},
+            "release": [
+                {
+                    "name": "by_day",
+                    "kind": "grouped",
+                    "by": ["day", "at"],
+                    "margins": "keys",
+                    "statistics": [{"stat": "count", "epsilon": 0.5}],
+                }
+            ],
+        }
+    )
+    result = run(spec, progress=False)
+    assert [c.success for c in result.checks] == [True]
+    assert [c.success for c in check_folder(tmp_path / "out")] == [True]
+    path = tmp_path / "out" / "by_day.parquet"
+    prov = dpframe.read_provenance(path)
+    assert prov.facts["margins"]["day"][:1] == ["2024-01-01"]
+    rel = result.releases["by_day"]
+    moved = pl.read_parquet(path).with_columns(pl.col("day").dt.offset_by("1y"))
+    suite = type(rel).suite(prov.spec["release"][0], prov.facts, moved)
+    assert "not among the margins' keys" in _failed(check_release(suite))
