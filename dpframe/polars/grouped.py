@@ -930,6 +930,69 @@ def _expect_sizes(
     )
 
 
+def _expect_statistics(
+    suite: Suite,
+    arguments: Mapping[str, Any],
+    outputs: list[tuple[str, str, Any]],
+    sizes: str | None,
+    where: dict[str, Any],
+) -> dict[str, int]:
+    """Every statistic finite, in its bounds and not null (a correlation in [-1, 1] and
+    undefined where a variance is 0); returns, with public sizes, the columns a null is
+    allowed in and the smallest size a group needs to have a value there."""
+    nullable: dict[str, int] = {}
+    for col, role, s in outputs:
+        if role == "corr":
+            # a correlation is undefined (null/NaN) where a released variance is 0
+            pass
+        elif sizes is not None and role in _MIN_SIZE:
+            nullable[col] = _MIN_SIZE[role]  # checked against the public sizes below
+        else:
+            suite.expect("expect_column_values_to_not_be_null", "main", column=col, meta=where)
+        lo, hi = _bounds(arguments, col, role, s)
+        if role == "corr":
+            suite.expect(
+                "expect_column_values_to_be_between",
+                "main",
+                column=col,
+                min_value=-1.0 - RTOL,
+                max_value=1.0 + RTOL,
+                meta={**where, "rule": "outside [-1, 1]"},
+            )
+        else:
+            expect_finite_between(suite, "main", col, lo, hi, where)
+    return nullable
+
+
+def _expect_each_key_once(
+    suite: Suite, frame: pl.DataFrame, keys: list[str], public: pl.DataFrame
+) -> None:
+    """Every public key released exactly once."""
+    have_keys = all(k in frame.schema for k in keys)
+    if have_keys:
+        counts = frame.group_by(keys).agg(pl.len().alias("rows"))
+        key_table = public.join(counts, on=keys, how="left", nulls_equal=True).with_columns(
+            pl.col("rows").fill_null(0)
+        )
+    else:
+        key_table = public.with_columns(pl.lit(None, dtype=pl.UInt32).alias("rows"))
+    suite.add_table("keys", for_gx(key_table), keys)
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "keys",
+        column="rows",
+        min_value=1,
+        max_value=1,
+        meta={
+            "subject": "keys",
+            "noun": "public keys",
+            "rule": "not released exactly once",
+            "example": "{rows} rows",
+            "where": keys,
+        },
+    )
+
+
 def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
     """The suite of a grouped release's table: from its spec entry (keys and statistics)
     and the public facts its file records (``margins``, ``sizes``), with no input data.
@@ -983,56 +1046,13 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
             meta={**where, "rule": "not among the margins' keys"},
         )
 
-    nullable = {}
-    for col, role, s in outputs:
-        if role == "corr":
-            # a correlation is undefined (null/NaN) where a released variance is 0
-            pass
-        elif sizes is not None and role in _MIN_SIZE:
-            nullable[col] = _MIN_SIZE[role]  # checked against the public sizes below
-        else:
-            suite.expect("expect_column_values_to_not_be_null", "main", column=col, meta=where)
-        lo, hi = _bounds(arguments, col, role, s)
-        if role == "corr":
-            suite.expect(
-                "expect_column_values_to_be_between",
-                "main",
-                column=col,
-                min_value=-1.0 - RTOL,
-                max_value=1.0 + RTOL,
-                meta={**where, "rule": "outside [-1, 1]"},
-            )
-        else:
-            expect_finite_between(suite, "main", col, lo, hi, where)
+    nullable = _expect_statistics(suite, arguments, outputs, sizes, {"where": keys})
     types = grouped_output_types(arguments)
     expect_types(suite, frame, types, "types")
 
     _expect_integers(suite, frame, keys, outputs)
     _expect_correlations(suite, frame, keys, outputs)
-    # every public key exactly once
-    have_keys = all(k in schema for k in keys)
-    if have_keys:
-        counts = frame.group_by(keys).agg(pl.len().alias("rows"))
-        key_table = public.join(counts, on=keys, how="left", nulls_equal=True).with_columns(
-            pl.col("rows").fill_null(0)
-        )
-    else:
-        key_table = public.with_columns(pl.lit(None, dtype=pl.UInt32).alias("rows"))
-    suite.add_table("keys", for_gx(key_table), keys)
-    suite.expect(
-        "expect_column_values_to_be_between",
-        "keys",
-        column="rows",
-        min_value=1,
-        max_value=1,
-        meta={
-            "subject": "keys",
-            "noun": "public keys",
-            "rule": "not released exactly once",
-            "example": "{rows} rows",
-            "where": keys,
-        },
-    )
+    _expect_each_key_once(suite, frame, keys, public)
 
     _expect_cauchy_schwarz(suite, frame, keys, outputs)
     if sizes is not None:
