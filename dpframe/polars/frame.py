@@ -458,43 +458,8 @@ def covariance_output_types(columns: Sequence[str]) -> dict[str, str]:
     return {"column": "String", **{c: "Float64" for c in columns}}
 
 
-def covariance_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
-    """The suite of a covariance matrix's table: from its spec entry (columns, bounds,
-    ``n``) and the facts its file records (``input_rows``, the public size when the entry
-    gives no ``n``).
-
-    One row per variable, exactly the variables' columns (Float64), every cell finite and
-    not null, variances ``>= 0`` and at most ``n R**2 / (4 (n - 1))`` (``R**2 / 2`` when
-    the size is unknown), every covariance within Cauchy--Schwarz and the matrix symmetric
-    (both within a relative tolerance of :data:`RTOL`).
-    """
-    suite, lazy = start(arguments, table)
-    frame = lazy.collect() if isinstance(lazy, pl.LazyFrame) else lazy
-    cols = list(arguments["columns"])
-    suite.add_table("main", for_gx(frame), ["column"])
-    where = {"where": ["column"], "where_label": "row"}
-    suite.expect(
-        "expect_table_columns_to_match_set", "main", column_set=["column", *cols], exact_match=True
-    )
-    suite.expect(
-        "expect_table_row_count_to_equal",
-        "main",
-        value=len(cols),
-        meta={"expected": "one row per variable"},
-    )
-    suite.expect("expect_column_values_to_not_be_null", "main", column="column", meta=where)
-    suite.expect(
-        "expect_column_distinct_values_to_equal_set",
-        "main",
-        column="column",
-        value_set=cols,
-        meta={"expected": f"the variables {cols}"},
-    )
-    suite.expect("expect_column_values_to_be_unique", "main", column="column", meta=where)
-    for c in cols:
-        suite.expect("expect_column_values_to_not_be_null", "main", column=c, meta=where)
-
-    # the matrix by name (rows located by the "column" column, not by position)
+def _cells(frame: pl.DataFrame, cols: list[str]) -> dict[tuple[str, str], float | None]:
+    """The matrix by name (rows located by the "column" column, not by position)."""
     cell: dict[tuple[str, str], float | None] = {}
     if "column" in frame.columns:
         names = frame["column"].cast(pl.String).to_list()
@@ -504,48 +469,11 @@ def covariance_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], tab
                 if r is not None and j in frame.columns:
                     v = frame[j][r]
                     cell[i, j] = None if v is None else float(v)
-    for c in cols:  # every cell finite
-        expect_finite_between(suite, "main", c, None, None, where)
-    expect_types(suite, frame, covariance_output_types(cols), "types")
-    n = arguments.get("n")
-    if n is None:
-        n = input_rows(facts)
-    size = n if n is not None and n >= 2 else 2  # with n unknown: the largest over n >= 2
-    diag = pl.DataFrame(
-        {
-            "variable": cols,
-            "var": [cell.get((c, c)) for c in cols],
-            "upper": [variance_bound(lo, hi, size) for lo, hi in arguments["bounds"]],
-        },
-        schema={"variable": pl.String, "var": pl.Float64, "upper": pl.Float64},
-    ).with_columns((pl.col("var") - pl.col("upper") * (1 + RTOL)).alias("over"))
-    suite.add_table("diagonal", diag, ["variable", "var", "upper"])
-    vwhere = {"where": ["variable"], "where_label": "variable"}
-    suite.expect(
-        "expect_column_values_to_be_between",
-        "diagonal",
-        column="var",
-        min_value=0.0,
-        meta={**vwhere, "subject": "diagonal (variances)", "rule": "below 0"},
-    )
-    bound_rule = (
-        f"above n R^2 / (4 (n - 1)) with n = {n} (R = upper - lower)"
-        if n is not None and n >= 2
-        else "above R^2 / 2, the largest sample variance of values in their bounds"
-    )
-    suite.expect(
-        "expect_column_values_to_be_between",
-        "diagonal",
-        column="over",
-        max_value=0.0,
-        meta={
-            **vwhere,
-            "subject": "diagonal (variances)",
-            "rule": bound_rule,
-            "example": "{var} > {upper}",
-        },
-    )
+    return cell
 
+
+def _expect_pairs(suite: Suite, cols: list[str], cell: dict[tuple[str, str], float | None]) -> None:
+    """Every covariance within Cauchy--Schwarz, and the matrix symmetric."""
     rows = []
     for a, i in enumerate(cols):
         for j in cols[a + 1 :]:
@@ -609,4 +537,86 @@ def covariance_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], tab
             "example": "{pair}: {cov_ij} vs {cov_ji}",
         },
     )
+
+
+def covariance_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+    """The suite of a covariance matrix's table: from its spec entry (columns, bounds,
+    ``n``) and the facts its file records (``input_rows``, the public size when the entry
+    gives no ``n``).
+
+    One row per variable, exactly the variables' columns (Float64), every cell finite and
+    not null, variances ``>= 0`` and at most ``n R**2 / (4 (n - 1))`` (``R**2 / 2`` when
+    the size is unknown), every covariance within Cauchy--Schwarz and the matrix symmetric
+    (both within a relative tolerance of :data:`RTOL`).
+    """
+    suite, lazy = start(arguments, table)
+    frame = lazy.collect() if isinstance(lazy, pl.LazyFrame) else lazy
+    cols = list(arguments["columns"])
+    suite.add_table("main", for_gx(frame), ["column"])
+    where = {"where": ["column"], "where_label": "row"}
+    suite.expect(
+        "expect_table_columns_to_match_set", "main", column_set=["column", *cols], exact_match=True
+    )
+    suite.expect(
+        "expect_table_row_count_to_equal",
+        "main",
+        value=len(cols),
+        meta={"expected": "one row per variable"},
+    )
+    suite.expect("expect_column_values_to_not_be_null", "main", column="column", meta=where)
+    suite.expect(
+        "expect_column_distinct_values_to_equal_set",
+        "main",
+        column="column",
+        value_set=cols,
+        meta={"expected": f"the variables {cols}"},
+    )
+    suite.expect("expect_column_values_to_be_unique", "main", column="column", meta=where)
+    for c in cols:
+        suite.expect("expect_column_values_to_not_be_null", "main", column=c, meta=where)
+
+    cell = _cells(frame, cols)
+    for c in cols:  # every cell finite
+        expect_finite_between(suite, "main", c, None, None, where)
+    expect_types(suite, frame, covariance_output_types(cols), "types")
+    n = arguments.get("n")
+    if n is None:
+        n = input_rows(facts)
+    size = n if n is not None and n >= 2 else 2  # with n unknown: the largest over n >= 2
+    diag = pl.DataFrame(
+        {
+            "variable": cols,
+            "var": [cell.get((c, c)) for c in cols],
+            "upper": [variance_bound(lo, hi, size) for lo, hi in arguments["bounds"]],
+        },
+        schema={"variable": pl.String, "var": pl.Float64, "upper": pl.Float64},
+    ).with_columns((pl.col("var") - pl.col("upper") * (1 + RTOL)).alias("over"))
+    suite.add_table("diagonal", diag, ["variable", "var", "upper"])
+    vwhere = {"where": ["variable"], "where_label": "variable"}
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "diagonal",
+        column="var",
+        min_value=0.0,
+        meta={**vwhere, "subject": "diagonal (variances)", "rule": "below 0"},
+    )
+    bound_rule = (
+        f"above n R^2 / (4 (n - 1)) with n = {n} (R = upper - lower)"
+        if n is not None and n >= 2
+        else "above R^2 / 2, the largest sample variance of values in their bounds"
+    )
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "diagonal",
+        column="over",
+        max_value=0.0,
+        meta={
+            **vwhere,
+            "subject": "diagonal (variances)",
+            "rule": bound_rule,
+            "example": "{var} > {upper}",
+        },
+    )
+
+    _expect_pairs(suite, cols, cell)
     return suite
