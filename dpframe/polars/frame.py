@@ -312,8 +312,9 @@ class ProportionsRelease(Release[pl.DataFrame]):
         return [self.plan]
 
     def output_types(self) -> dict[str, str]:
-        """The released columns and their dtypes (the category's is the input column's)."""
-        return {self.column: str(self.dtype), "proportion": "Float64"}
+        """The released columns and their dtypes (the category column's is the input's if
+        an Enum or an integer)."""
+        return {self.column: str(self._categories().dtype), "proportion": "Float64"}
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "proportions"``, column, categories."""
@@ -337,13 +338,17 @@ class ProportionsRelease(Release[pl.DataFrame]):
         check_public_size(self.n, int(table["count"].sum()))
         return [table["count"].to_numpy() / self.n]
 
-    def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
-        self.result = outputs[0]
+    def _categories(self) -> pl.Series:
+        """The released category column: in the input's dtype if an Enum or an integer."""
         dtype = self.dtype
         cats = pl.Series(self.column, self.categories)
         if dtype is not None and (isinstance(dtype, pl.Enum) or dtype.is_integer()):
             cats = cats.cast(dtype)
-        return pl.DataFrame([cats]).with_columns(
+        return cats
+
+    def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
+        self.result = outputs[0]
+        return pl.DataFrame([self._categories()]).with_columns(
             pl.Series("proportion", self.result.values, dtype=pl.Float64)
         )
 

@@ -551,6 +551,12 @@ class MicrodataRelease(Release[list[ArmedPram]]):
     def columns(self) -> list[str]:
         return [p.column for p in self._plans]
 
+    def output_types(self) -> dict[str, str]:
+        """The released columns and their dtypes: each randomized column and each kept one
+        in its input dtype (from the public schema)."""
+        schema = self.engine.schema()
+        return {c: str(schema[c]) for c in [*self.columns, *self.keep]}
+
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "pram"``, its columns and categories, and
         the columns it carries through unchanged (``public``)."""

@@ -66,6 +66,7 @@ def test_a_covariance_matrix_checks_itself(survey):
         survey, ["x", "y"], [(0, 10), (0, 10)], epsilon=1.0, n=survey.height, accountant=acct
     )
     table = rel.collect()
+    assert rel.output_types() == {c: str(t) for c, t in table.schema.items()}
     assert check(rel).success
     doctored = table.with_columns(
         pl.when(pl.col("column") == "x").then(1e9).otherwise(pl.col("x")).alias("x")
@@ -79,6 +80,7 @@ def test_proportions_check_themselves(survey):
         survey, "vote", categories=["a", "b", "c"], epsilon=1.0, n=survey.height, accountant=acct
     )
     table = rel.collect()
+    assert rel.output_types() == {c: str(t) for c, t in table.schema.items()}
     assert check(rel).success
     assert "sum" in _failed(check(rel, table.with_columns(pl.col("proportion") * 2)))
 
@@ -144,6 +146,11 @@ def test_a_release_s_suite_needs_only_its_spec_entry_its_facts_and_its_table(sur
     )
     path = tmp_path / "micro.parquet"
     micro.write(path)
+    assert (
+        micro.output_types()
+        == {"region": "String"}
+        == {c: str(t) for c, t in pl.read_parquet_schema(path).items()}
+    )
     prov = dpframe.read_provenance(path)
     entry = micro.to_spec(name="micro")
     entry["columns"][0]["categories"] = None  # left to the ledger's record
