@@ -427,6 +427,8 @@ class GroupedRelease(Release[pl.DataFrame]):
             "margins": "margins",
             "statistics": [_statistic_entry(s) for s in self.statistics],
             "nonnegative": g.nonnegative,
+            "unknown_keys": g.unknown_keys,
+            **self.unit_entry(),
         }
 
     def facts(self) -> dict[str, Any]:

@@ -569,6 +569,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
             "kind": "pram",
             "columns": columns,
             "public": self.keep,
+            **self.unit_entry(groups=False),
         }
 
     def facts(self) -> dict[str, Any]:

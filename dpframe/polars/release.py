@@ -311,6 +311,15 @@ class Release(Generic[ResultT]):
             f"a {self.kind} has no release spec entry, so no suite to check it against"
         )
 
+    def unit_entry(self, *, groups: bool = True) -> dict[str, Any]:
+        """Its privacy unit as a spec entry states it: nothing for a record unit, else the
+        person column and its bounds (``max_groups`` only for a release with groups)."""
+        u = self.unit
+        if u.is_record:
+            return {}
+        entry = {"unit": u.person, "max_rows": u.max_rows}
+        return {**entry, "max_groups": u.max_groups} if groups else entry
+
     def spec_name(self, name: str | None = None) -> str:
         """The name its spec entry and suite use: ``name``, its own, or its kind and id."""
         return name or self.name or f"{self.kind.replace(' ', '_')}_{self.id[:8]}"

@@ -220,3 +220,35 @@ def test_a_grouped_release_by_dates_is_checked_from_its_recorded_keys(tmp_path):
     moved = pl.read_parquet(path).with_columns(pl.col("day").dt.offset_by("1y"))
     suite = type(rel).suite(prov.spec["release"][0], prov.facts, moved)
     assert "not among the margins' keys" in _failed(check_release(suite))
+
+
+def test_a_release_s_spec_entry_is_a_valid_entry_of_a_release_spec(survey):
+    """``to_spec()`` gives the release's arguments as the spec states them: each kind's
+    entry is valid for the spec model of its kind (a person unit included)."""
+    from dpframe.jobs.spec import CovarianceSpec, GroupedSpec, PramSpec, ProportionsSpec
+
+    models = {
+        "grouped": GroupedSpec,
+        "pram": PramSpec,
+        "proportions": ProportionsSpec,
+        "covariance": CovarianceSpec,
+    }
+    acct = dpframe.Accountant(epsilon=5.0)
+    people = survey.with_columns(pid=pl.int_range(pl.len()) // 2)
+    margins = pl.DataFrame({"region": REGIONS})
+    releases = [
+        dpframe.group_by(
+            people, "region", margins=margins, accountant=acct, unit="pid", max_rows=2, max_groups=1
+        ).agg(dpframe.agg.count(epsilon=0.5)),
+        dpframe.pram.release(
+            survey.lazy(), [{"column": "vote", "epsilon": 1.0, "categories": ["a", "b", "c"]}]
+        ),
+        dpframe.proportions(survey, "vote", categories=["a", "b", "c"], epsilon=1.0, n=3000),
+        dpframe.covariance_matrix(survey, ["x", "y"], [(0, 10), (0, 10)], epsilon=1.0, n=3000),
+    ]
+    for rel in releases:
+        entry = rel.to_spec(name="r")
+        model = models[entry["kind"]].model_validate(entry)
+        assert model.name == "r"
+    grouped = releases[0].to_spec()
+    assert (grouped["unit"], grouped["max_rows"], grouped["max_groups"]) == ("pid", 2, 1)
