@@ -169,8 +169,8 @@ KIND_BRANCHES_ALLOWED = {"dpframe.jobs.kinds", "dpframe.jobs.spec"}
 def test_the_jobs_never_branch_on_a_release_kind():
     """The release object is the declaration: jobs/ asks it (``facts``, ``suite``, ...)
     through the registry of kinds instead of testing which kind it is -- no
-    ``isinstance`` on a release or spec entry class, no comparison of a ``kind`` with a
-    kind's name (``r.kind == "pram"``, ``kind in ("grouped", ...)``)."""
+    ``isinstance`` (or ``case``) on a release or spec entry class, no comparison of a
+    ``kind`` with a kind's name (``r.kind == "pram"``, ``kind in ("grouped", ...)``)."""
     classes = _kind_classes()
     assert {"GroupedRelease", "MicrodataRelease", "GroupedSpec", "PramSpec"} <= classes
     found = []
@@ -189,6 +189,8 @@ def test_the_jobs_never_branch_on_a_release_kind():
                 named |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
                 if named & classes:
                     found.append(f"{mod}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.MatchClass) and ast.unparse(node.cls).split(".")[-1] in classes:
+                found.append(f"{mod}:{node.lineno}: case {ast.unparse(node)}")
             if isinstance(node, ast.Compare):
                 sides = [node.left, *node.comparators]
                 kinds = [
