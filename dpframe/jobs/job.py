@@ -21,8 +21,9 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
    folder with their ledger entries and the resolved spec in the Parquet metadata,
    PRAM'd microdata randomized and written by the engine. If the job fails, what it had
    not yet drawn is given back;
-5. **check the output** -- the Great Expectations suite of every release, built *from the
-   spec* (:mod:`dpframe.jobs.checks`);
+5. **check the output** -- every release's suite, declared by its kind from its spec entry
+   and the facts its file records (as a later ``dpframe check`` builds it), validated with
+   Great Expectations (:mod:`dpframe.jobs.checks`);
 6. **report** -- ``report.html`` (:mod:`dpframe.jobs.report`): the run, each release's
    plan rows and checks, and a DR-HA curve when ``risk=`` is given; one self-contained
    page that opens offline. It is written into the staging folder, so it is published
