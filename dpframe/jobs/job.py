@@ -53,6 +53,7 @@ import os
 import shutil
 import signal
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,17 +68,17 @@ from dpframe.core.executor import execute
 from dpframe.core.interrupts import deferred, handling, ledger_line
 from dpframe.core.outputs import Read
 from dpframe.engines import engine_for
-from dpframe.engines.protocol import is_spark_frame
 from dpframe.errors import (
     BudgetExceededError,
     DPFrameError,
+    InvalidDataError,
     InvalidParameterError,
     LedgerIntegrityError,
     ReleaseInterrupted,
 )
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for
-from dpframe.jobs.planning import JobPlan, build_all, input_frame, plan
+from dpframe.jobs.planning import Job, JobPlan, plan
 from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,
@@ -110,6 +111,7 @@ from dpframe.jobs.spec import (
     PramSpec,
     ProportionsSpec,
     Spec,
+    SpecError,
     parse_spec,
 )
 from dpframe.polars.io import frame_reads, read_provenance, write_parquet
@@ -283,7 +285,7 @@ def _stage(
     """Write one drawn release into ``staging``; what its check needs."""
     path = staging / f"{r.name}.parquet"
     if kind_of(r).rowwise:
-        target = path.as_uri() if eng.name == "spark" else path
+        target = eng.output_target(path)
         facts = {"input_rows": ctx.rows()}  # a PRAM release keeps every row
         rel.write_armed(finished, target, spec=spec.to_dict(), facts=facts)
         counts = _written_counts(eng, path, rel.columns)
@@ -295,7 +297,8 @@ def _stage(
         facts = {"input_rows": ctx.rows()}
     if isinstance(r, GroupedSpec):  # the public keys (and sizes) its checks need
         sizes = spec.margins[r.margins].sizes
-        public = margins_for(spec, r, ctx.schema).select(*r.by, *([sizes] if sizes else []))
+        margins = margins_for(spec, r, ctx.schema, ctx.margins.get(r.margins))
+        public = margins.select(*r.by, *([sizes] if sizes else []))
         public = public.with_columns(cs.temporal().cast(pl.String))
         facts = {"margins": public.to_dict(as_series=False), "sizes": sizes}
     write_parquet(
@@ -311,7 +314,7 @@ def _stage(
     extra = {}
     if isinstance(r, GroupedSpec):
         extra = {
-            "margins": margins_for(spec, r, ctx.schema),
+            "margins": margins_for(spec, r, ctx.schema, ctx.margins.get(r.margins)),
             "sizes": spec.margins[r.margins].sizes,
         }
     return _with_released_categories(r, rel), table, extra
@@ -336,8 +339,8 @@ def _with_recorded_categories(r: PramSpec, entries: Any) -> PramSpec:
     return r.model_copy(update={"columns": columns})
 
 
-def _open_ledger(spec: Spec, out: Path) -> Accountant:
-    """The spec's ledger, checked to hold everything the runs published in ``out`` were
+def _open_ledger(job: Job) -> Accountant:
+    """The job's ledger, checked to hold everything the runs published in ``out`` were
     charged (:func:`~dpframe.jobs.publish.ledger_problems`), before anything is reserved.
 
     Raises
@@ -347,7 +350,7 @@ def _open_ledger(spec: Spec, out: Path) -> Accountant:
         afresh), or the ledger is not the one they were charged to, or lacks any of their
         entries (deleted, swapped, truncated, or put back from an older copy).
     """
-    target = spec.ledger_target()
+    spec, out, target = job.spec, job.output, job.ledger
     runs = published_runs(out)
     where = redacted_ledger(target)
     if runs and not ledger_exists(target):
@@ -373,18 +376,19 @@ def _open_ledger(spec: Spec, out: Path) -> Accountant:
     return acct
 
 
-def _check_outputs(spec: Spec, frame: Any, out: Path, run_id: str, data_docs: bool) -> None:
+def _check_outputs(job: Job, run_id: str, data_docs: bool) -> None:
     """The output guard for a run (:func:`~dpframe.jobs.publish.check_output_folder`):
     nothing it writes may replace what it reads (the input, as scanned and as the spec
     names it, glob or folder; the margins files), its ledger, or a name dpframe did not
     create."""
-    reads = frame_reads(frame, "the input")
+    spec, out = job.spec, job.output
+    reads = frame_reads(job.frame, "the input")
     if spec.frame is None and spec.input.path is not None:
         reads.append(Read(os.fspath(spec.resolve(spec.input.path)), "input.path"))
     for name, m in spec.margins.items():
         if m.path is not None:
             reads.append(Read(os.fspath(spec.resolve(m.path)), f"margins.{name}.path"))
-    ledger = spec.ledger_target()
+    ledger = job.ledger
     names = [p.name for paths in spec.outputs().values() for p in paths]
     names += [REPORT, REPORT_DATA, *(["data_docs"] if data_docs else [])]
     check_output_folder(
@@ -400,6 +404,7 @@ def _check_outputs(spec: Spec, frame: Any, out: Path, run_id: str, data_docs: bo
 def run(
     spec: Spec,
     *,
+    plan: JobPlan | None = None,
     engine: str | None = None,
     spark: Any = None,
     progress: bool = True,
@@ -412,10 +417,16 @@ def run(
     Parameters
     ----------
     spec : Spec
+    plan : JobPlan, optional
+        The plan to run: ``dpframe.jobs.plan(spec)``, made from this very spec (its
+        releases are then not planned or built again; the ``dpframe release`` command
+        shows the plan, then runs it). Default: ``run`` plans the spec itself, once.
+        A plan runs once, on the engine it was made for.
     engine : {"polars", "spark"}, optional
         Where the records are read: ``"spark"`` reads ``input.path`` with Spark (or takes
         the spec's Spark DataFrame); the release itself runs on the driver either way.
-        Default: the engine of the spec's frame, else ``"polars"``.
+        Default: the engine of the spec's frame, else ``"polars"``. With ``plan=``, give
+        the engine to :func:`~dpframe.jobs.plan` instead.
     spark : pyspark.sql.SparkSession, optional
         Default :func:`dpframe.engines.spark.local_session`.
     progress, data_docs : bool
@@ -430,7 +441,9 @@ def run(
     BudgetExceededError
         If the plan overspends the ledger (nothing is spent or written).
     InvalidDataError, SpecError
-        Bad data or spec, found before anything is charged.
+        Bad data or spec, found before anything is charged; the input no longer has the
+        rows the plan counted; a ``plan`` of another spec, already run, or given with
+        ``engine=``/``spark=``.
     CheckFailedError
         If a released table fails its expectations (nothing is published; the staged
         outputs stay under ``<output>/.failed-<run>/``).
@@ -443,40 +456,80 @@ def run(
     spending = _Spending()
     with handling():
         try:
-            return _run(spec, spending, engine, spark, progress, data_docs, risk, risk_title)
+            check_risk(risk)  # before anything is spent
+            the_plan = _plan_to_run(spec, plan, engine, spark)
+            return _run(the_plan, spending, progress, data_docs, risk, risk_title)
         except KeyboardInterrupt as exc:
             if spending.engine is not None:
                 spending.engine.cancel_work()  # Spark: its running jobs stop writing
             raise spending.interrupted(exc) from exc
 
 
+def _plan_to_run(spec: Spec, given: JobPlan | None, engine: str | None, spark: Any) -> JobPlan:
+    """The plan ``run`` runs: ``given`` (refused unless it is this spec's, unrun), else
+    the spec planned now."""
+    if given is None:
+        return plan(spec, engine=engine, spark=spark)
+    if not isinstance(given, JobPlan):
+        raise InvalidParameterError(
+            f"plan must be a dpframe.jobs.JobPlan (from dpframe.jobs.plan), got "
+            f"{type(given).__name__}"
+        )
+    if given.job.spec is not spec:  # its ledger, output and releases are another spec's
+        raise SpecError(
+            "plan was made from another spec: run a plan with the spec it was made from "
+            "(dpframe.jobs.run(spec, plan=dpframe.jobs.plan(spec))); nothing was charged"
+        )
+    if engine is not None or spark is not None:
+        raise SpecError(
+            "plan= runs on the engine it was planned for: give engine= and spark= to "
+            "dpframe.jobs.plan instead; nothing was charged"
+        )
+    drawn = [name for name, rel in given.releases.items() if rel.materialised or rel.ledger]
+    if drawn:
+        raise SpecError(
+            f"plan: its release(s) {drawn} were drawn already (a plan runs once; a new "
+            "run is new releases): plan the spec again; nothing was charged"
+        )
+    return given
+
+
+def _same_rows(job: Job, releases: Mapping[str, Any]) -> None:
+    """Refuse, before any charge, a row-wise release that counted another number of input
+    rows than the job's count it records (the input changed since it was counted)."""
+    for r in job.spec.release:
+        if not kind_of(r).rowwise:
+            continue
+        seen, counted = releases[r.name].input_rows, job.rows()
+        if seen != counted:
+            raise InvalidDataError(
+                f"release {r.name!r}: the input has {seen} rows, but had {counted} when the "
+                "job counted them (it changed meanwhile); plan and run again on data that "
+                "does not change (nothing was charged)"
+            )
+
+
 def _run(
-    spec: Spec,
+    the_plan: JobPlan,
     spending: _Spending,
-    engine: str | None,
-    spark: Any,
     progress: bool,
     data_docs: bool,
     risk: pl.DataFrame | None,
     risk_title: str | None,
 ) -> JobResult:
-    """:func:`run`, telling ``spending`` what it reserves, draws and publishes."""
-    if engine is None:
-        engine = "spark" if is_spark_frame(spec.frame) else "polars"
-    if engine not in ("polars", "spark"):
-        raise DPFrameError(f"engine must be 'polars' or 'spark', got {engine!r}")
-    check_risk(risk)  # before anything is spent
-    frame = input_frame(spec, engine, spark)
-    the_plan = plan(spec, frame=frame)
+    """:func:`run` of ``the_plan``, telling ``spending`` what it reserves, draws and
+    publishes."""
+    job = the_plan.job
+    spec, releases, ctx = job.spec, the_plan.releases, job.context()
     if not the_plan.fits:
         raise BudgetExceededError(
             f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "
             "and nothing was written."
         )
     ensure_checks_available()  # GE itself (240 MB) is imported only when the checks run
-    out = spec.resolve(spec.output.folder).absolute()
+    out = job.output
     run_id = uuid.uuid4().hex[:12]
-    _check_outputs(spec, frame, out, run_id, data_docs)  # before anything is written
+    _check_outputs(job, run_id, data_docs)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     repair(out)  # what killed jobs left; refuses an out/current that is not ours
     spending.out, spending.run = out, run_id
@@ -485,9 +538,8 @@ def _run(
     try:
         with deferred():  # made whole (and removed below) even if interrupted
             staging = new_staging(out, run_id)
-        acct = spending.accountant = _open_ledger(spec, out)
-        releases, ctx = build_all(spec, frame, accountant=acct)
-        eng = spending.engine = engine_for(frame)
+        acct = spending.accountant = _open_ledger(job)
+        eng = spending.engine = job.engine
         names = [r.name for r in spec.release]
         rowwise = {r.name for r in spec.release if kind_of(r).rowwise}
         # per release: read and check, draw, write, check; then reserve, report, publish
@@ -497,6 +549,7 @@ def _run(
             for r in spec.release:  # 2. every data problem, before any charge
                 with bar.step(f"reading and checking {r.name}"):
                     steps.append(releases[r.name].prepare())
+            _same_rows(job, releases)
             # 3. the whole plan reserved at once (refused, spending nothing, if it does not
             # fit beside other jobs); each release then draws from it, and whatever was not
             # drawn when the job ends -- by success or failure -- is given back
@@ -517,7 +570,7 @@ def _run(
                     rel = releases[r.name]
                     finished = rel.finish(execution.outputs, entries)
                     result.releases[r.name] = rel
-                    rows = ctx.rows() if r.name in rowwise and eng.name == "polars" else None
+                    rows = ctx.rows() if r.name in rowwise and eng.streams_rows else None
                     with bar.step(f"writing {r.name}", rows=rows):
                         staged.append(_stage(spec, r, rel, finished, entries, staging, eng, ctx))
                     result.outputs[r.name] = out / f"{r.name}.parquet"
@@ -553,13 +606,13 @@ def _run(
                     f"(staged outputs kept in {kept}):\n{report}"
                 )
             # 7. the whole run at once (dpframe.jobs.publish)
-            releases = {r.name: f"{r.name}.parquet" for r in spec.release}
+            files = {r.name: f"{r.name}.parquet" for r in spec.release}
             with bar.step("publishing the run"):
                 publish(
                     staging,
                     out,
                     run=run_id,
-                    releases=releases,
+                    releases=files,
                     entries=result.entries,
                     anchor=acct.anchor(),
                 )

@@ -510,7 +510,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         self._plans: list[PramPlan | DPPriorPramPlan] = []
         for s in specs:
             name = s["column"]
-            if s.get("prior") == "dp" and self.engine.name == "spark":
+            if s.get("prior") == "dp" and not self.engine.offers_dp_prior:
                 raise InvalidParameterError(
                     f"column {name!r}: prior='dp' is not offered on Spark; release a DP prior "
                     "first with dpframe.pram.dp_prior(sdf, ...) and pass it as prior="
