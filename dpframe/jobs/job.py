@@ -494,6 +494,18 @@ def _plan_to_run(spec: Spec, given: JobPlan | None, engine: str | None, spark: A
     return given
 
 
+def _same_input(job: Job) -> None:
+    """Refuse, before any charge, an input whose files changed since the job was planned:
+    what was planned from them (the row count, the schema) would not be the data's."""
+    changed = job.changed_input()
+    if changed is not None:
+        raise InvalidDataError(
+            f"the input changed since the job was planned ({changed} was rewritten, added "
+            "or removed): plan and run again on data that does not change meanwhile "
+            "(nothing was charged)"
+        )
+
+
 def _same_rows(job: Job, releases: Mapping[str, Any]) -> None:
     """Refuse, before any charge, a row-wise release that counted another number of input
     rows than the job's count it records (the input changed since it was counted)."""
@@ -521,6 +533,7 @@ def _run(
     publishes."""
     job = the_plan.job
     spec, releases, ctx = job.spec, the_plan.releases, job.context()
+    _same_input(job)
     if not the_plan.fits:
         raise BudgetExceededError(
             f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "
@@ -549,6 +562,7 @@ def _run(
             for r in spec.release:  # 2. every data problem, before any charge
                 with bar.step(f"reading and checking {r.name}"):
                     steps.append(releases[r.name].prepare())
+            _same_input(job)  # as the releases read it
             _same_rows(job, releases)
             # 3. the whole plan reserved at once (refused, spending nothing, if it does not
             # fit beside other jobs); each release then draws from it, and whatever was not

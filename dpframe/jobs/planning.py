@@ -12,6 +12,7 @@ margins, the input's schema, and its row count where a release needs the dataset
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from dpframe.engines import Engine, input_engine
 from dpframe.errors import DPFrameError, InvalidParameterError
 from dpframe.jobs.kinds import Context, build
 from dpframe.jobs.spec import Spec, SpecError
+from dpframe.polars.io import frame_reads
 from dpframe.polars.release import Release
 
 __all__ = ["Job", "JobPlan", "RowCount", "build_releases", "plan", "resolve"]
@@ -194,6 +196,22 @@ class Job:
     seed: int | None
     #: the input's row count, counted at most once
     rows: RowCount
+    #: each file the input reads, with its size and modification time when resolved
+    #: (``None``: they cannot be listed; the run's output guard then refuses)
+    files: tuple[tuple[str, int, int], ...] | None
+
+    def changed_input(self) -> str | None:
+        """The first input file that is not as it was when the job was resolved (a lazy
+        input read after it was rewritten), or ``None``."""
+        if self.files is None:
+            return None
+        now = input_files(self.frame)
+        if now == self.files:
+            return None
+        before = dict((p, (size, mtime)) for p, size, mtime in self.files)
+        after = dict((p, (size, mtime)) for p, size, mtime in now or ())
+        changed = [p for p in sorted(before.keys() | after.keys()) if before.get(p) != after.get(p)]
+        return changed[0] if changed else "the input's files"
 
     def context(self, accountant: Any = None) -> Context:
         """What building the spec's releases reads (:mod:`dpframe.jobs.kinds`)."""
@@ -206,6 +224,24 @@ class Job:
             accountant=accountant,
             seed=self.seed,
         )
+
+
+def input_files(frame: Any) -> tuple[tuple[str, int, int], ...] | None:
+    """Each file ``frame`` reads (:func:`dpframe.polars.io.frame_reads`) with its size and
+    modification time in nanoseconds (``-1`` if it cannot be read); ``None`` if the files
+    cannot be listed."""
+    try:
+        reads = frame_reads(frame, "the input")
+    except InvalidParameterError:
+        return None
+    files = []
+    for path in sorted({r.path for r in reads}):
+        try:
+            st = os.stat(path)
+            files.append((path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            files.append((path, -1, -1))
+    return tuple(files)
 
 
 def resolve(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any = None) -> Job:
@@ -237,6 +273,7 @@ def resolve(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: 
         terms=MappingProxyType(spec.privacy.ledger_terms()),
         seed=spec.privacy.seed,
         rows=RowCount(eng),
+        files=input_files(eng.frame),
     )
 
 
