@@ -210,8 +210,9 @@ class _Spending:
         current = self.current()
         published = self.run if self.run is not None and current == self.run else None
         if self.still_held():  # the interrupt came as the block ended, before its give-back
+            assert self.accountant is not None and self.reservation is not None
             with contextlib.suppress(Exception):  # (later signals are ignored now)
-                self.accountant.cancel(self.reservation, force=True)  # type: ignore[union-attr]
+                self.accountant.cancel(self.reservation, force=True)
         if self.still_held():
             back = (
                 f"its reservation {self.reservation} could not be given back: `dpframe ledger "
@@ -363,7 +364,7 @@ def _open_ledger(job: Job) -> Accountant:
             "runs record); to start a new budget, publish into a new output.folder. Nothing "
             "was charged."
         )
-    acct = spec.privacy.open_ledger(target)
+    acct: Accountant = spec.privacy.open_ledger(target)
     problems = ledger_problems(runs, acct)
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
@@ -384,10 +385,10 @@ def _check_outputs(job: Job, run_id: str, data_docs: bool) -> None:
     spec, out = job.spec, job.output
     reads = frame_reads(job.frame, "the input")
     if spec.frame is None and spec.input.path is not None:
-        reads.append(Read(os.fspath(spec.resolve(spec.input.path)), "input.path"))
+        reads.append(Read(os.fspath(spec.resolve(spec.input.path)), "input.path"))  # type: ignore[arg-type]
     for name, m in spec.margins.items():
         if m.path is not None:
-            reads.append(Read(os.fspath(spec.resolve(m.path)), f"margins.{name}.path"))
+            reads.append(Read(os.fspath(spec.resolve(m.path)), f"margins.{name}.path"))  # type: ignore[arg-type]
     ledger = job.ledger
     names = [p.name for paths in spec.outputs().values() for p in paths]
     names += [REPORT, REPORT_DATA, *(["data_docs"] if data_docs else [])]

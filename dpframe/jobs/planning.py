@@ -77,7 +77,7 @@ class JobPlan:
     #: the spec resolved once (input, output, ledger, margins, budget, seed, engine)
     job: Job
     #: each release object, built once (what ``run(spec, plan=...)`` prepares and draws)
-    releases: Mapping[str, Release]
+    releases: Mapping[str, Release[Any]]
     #: on a zCDP budget: the budget's rho and what the plan costs in rho (``spent_before``
     #: is then in rho too); ``None`` on an (epsilon, delta) budget
     budget_rho: float | None = None
@@ -251,7 +251,7 @@ def resolve(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: 
     names the engine that reads it (default: the frame's, else polars).
     """
     given = frame if frame is not None else spec.frame
-    path = None if spec.input.path is None else spec.resolve(spec.input.path).absolute()
+    path = None if spec.input.path is None else Path(spec.resolve(spec.input.path) or "").absolute()
     try:
         eng = input_engine(engine, frame=given, path=path, scan=spec.lazy_input, spark=spark)
     except SpecError:
@@ -259,17 +259,15 @@ def resolve(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: 
     except InvalidParameterError as exc:
         raise SpecError(str(exc)) from None
     ledger = spec.ledger_target()
-    used = dict.fromkeys(
-        m for r in spec.release if isinstance(m := getattr(r, "margins", None), str)
-    )
+    used = sorted({m for r in spec.release if isinstance(m := getattr(r, "margins", None), str)})
     return Job(
         spec=spec,
         engine=eng,
         frame=eng.frame,
         schema=file_schema(spec, eng),
-        output=spec.resolve(spec.output.folder).absolute(),
+        output=Path(spec.resolve(spec.output.folder) or "").absolute(),
         ledger=ledger,
-        margins=MappingProxyType({str(n): spec.margins_frame(str(n)) for n in sorted(used)}),
+        margins=MappingProxyType({name: spec.margins_frame(name) for name in used}),
         terms=MappingProxyType(spec.privacy.ledger_terms()),
         seed=spec.privacy.seed,
         rows=RowCount(eng),
@@ -297,7 +295,7 @@ def file_schema(spec: Spec, engine: Engine) -> pl.Schema:
     return engine.schema()
 
 
-def build_releases(job: Job) -> dict[str, Release]:
+def build_releases(job: Job) -> dict[str, Release[Any]]:
     """Every release object of the job (nothing read but public facts), built once."""
     ctx = job.context()
     return {r.name: build(ctx, r) for r in job.spec.release}

@@ -568,9 +568,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         if self.materialised:
             raise_reuse(self)
         target = self.engine.check_output(path)  # before the charge
-        guard_release_output(
-            getattr(self.engine, "frame", None), target, accountants=[self.accountant]
-        )
+        guard_release_output(self.engine.frame, target, accountants=[self.accountant])
         armed = self.collect()
         facts = {"input_rows": self.input_rows}
         return self.write_armed(armed, target, spec=spec, facts=facts)
