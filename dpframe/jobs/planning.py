@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -66,7 +66,8 @@ class JobPlan:
     draws (:func:`dpframe.core.executor.execute`), never from ``rows`` or ``epsilon``.
     """
 
-    rows: pl.DataFrame
+    #: the plan's table, kept: :attr:`rows` gives a copy
+    table: InitVar[pl.DataFrame]
     budget_epsilon: float
     budget_delta: float
     spent_before: float
@@ -84,6 +85,15 @@ class JobPlan:
     rho: float | None = None
     #: the neighbour relation every release is calibrated for (the spec's)
     neighbours: str = "substitute"
+
+    def __post_init__(self, table: pl.DataFrame) -> None:
+        object.__setattr__(self, "_rows", table.clone())
+
+    @property
+    def rows(self) -> pl.DataFrame:
+        """One row per charged statistic (a copy: changing it changes nothing planned)."""
+        rows: pl.DataFrame = self._rows  # type: ignore[attr-defined]
+        return rows.clone()
 
     @property
     def _amount(self) -> float:
@@ -347,7 +357,7 @@ def plan(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any
     terms = Accountant(**job.terms)
     cost = terms.cost(charges) if charges else None
     return JobPlan(
-        rows=pl.DataFrame(table, schema=PLAN_SCHEMA),
+        table=pl.DataFrame(table, schema=PLAN_SCHEMA),
         budget_epsilon=terms.epsilon,
         budget_delta=spec.privacy.budget.delta,
         spent_before=spent,

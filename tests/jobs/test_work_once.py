@@ -232,11 +232,14 @@ def test_what_a_plan_exposes_is_frozen_or_cannot_lower_the_charge(tmp_path):
         the_plan.job.margins["regions"] = pl.DataFrame({"region": ["North"]})  # type: ignore[index]
     with pytest.raises(AttributeError):
         the_plan.releases["age_shares"].epsilon = 0.01  # type: ignore[misc]
-    # what can be changed in place: the table shown, and a release's own attributes
-    the_plan.rows.replace_column(
-        the_plan.rows.get_column_index("epsilon"),
-        pl.Series("epsilon", [0.0] * the_plan.rows.height),
+    # the table shown is a copy: changed in place, the plan's is not
+    shown = the_plan.rows
+    shown.replace_column(
+        shown.get_column_index("epsilon"), pl.Series("epsilon", [0.0] * shown.height)
     )
+    assert shown["epsilon"].sum() == 0
+    assert the_plan.rows["epsilon"].sum() == pytest.approx(planned)
+    # a release's own attributes can be changed: the data is checked against them
     shares = the_plan.releases["age_shares"]
     shares.n = 10  # type: ignore[attr-defined]  # the public n it checks the data against
     with pytest.raises(InvalidDataError, match="n=10 is declared public"):
