@@ -4,14 +4,19 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
 (``engine="polars"`` or ``"spark"``), in the order of the one path
 (``docs/architecture.md``):
 
-1. **plan** -- refuse (spending and writing nothing) a spec that would overspend the
-   ledger, and ask whether the checks can run at all;
+1. **plan** -- the plan it is given (``run(spec, plan=...)``, as ``dpframe release``
+   does), else the spec planned once (:func:`dpframe.jobs.planning.plan`: the spec
+   resolved into a :class:`~dpframe.jobs.planning.Job`, each release built once, the
+   input's rows counted at most once); refuse (spending and writing nothing) a plan of
+   another spec or already run, an input whose files changed since it was planned, a
+   spec that would overspend the ledger, and ask whether the checks can run at all;
 2. **check** -- open the ledger (refused, charging nothing, unless it holds everything the
    runs published in the output folder were charged: their manifests' anchors and
-   entries; never created where runs were published) and a staging folder, build every
-   release and prepare it:
-   the engine computes the exact inputs and each release checks them. Bad data in *any*
-   release is found here, before anything is charged;
+   entries; never created where runs were published) and a staging folder, and prepare
+   every release of the plan:
+   the engine computes the exact inputs and each release checks them (a size the plan
+   counted is checked against the data). Bad data in *any* release is found here, before
+   anything is charged;
 3. **reserve** -- the whole spec's cost, in one ledger transaction
    (:meth:`Accountant.reserve`): refused, spending nothing, if it does not fit beside
    what other running jobs hold;
@@ -210,9 +215,8 @@ class _Spending:
         current = self.current()
         published = self.run if self.run is not None and current == self.run else None
         if self.still_held():  # the interrupt came as the block ended, before its give-back
-            assert self.accountant is not None and self.reservation is not None
             with contextlib.suppress(Exception):  # (later signals are ignored now)
-                self.accountant.cancel(self.reservation, force=True)
+                self.accountant.cancel(self.reservation, force=True)  # type: ignore[union-attr]
         if self.still_held():
             back = (
                 f"its reservation {self.reservation} could not be given back: `dpframe ledger "
@@ -385,10 +389,10 @@ def _check_outputs(job: Job, run_id: str, data_docs: bool) -> None:
     spec, out = job.spec, job.output
     reads = frame_reads(job.frame, "the input")
     if spec.frame is None and spec.input.path is not None:
-        reads.append(Read(os.fspath(spec.resolve(spec.input.path)), "input.path"))  # type: ignore[arg-type]
+        reads.append(Read(os.fspath(spec.resolve(spec.input.path)), "input.path"))
     for name, m in spec.margins.items():
         if m.path is not None:
-            reads.append(Read(os.fspath(spec.resolve(m.path)), f"margins.{name}.path"))  # type: ignore[arg-type]
+            reads.append(Read(os.fspath(spec.resolve(m.path)), f"margins.{name}.path"))
     ledger = job.ledger
     names = [p.name for paths in spec.outputs().values() for p in paths]
     names += [REPORT, REPORT_DATA, *(["data_docs"] if data_docs else [])]
