@@ -172,9 +172,12 @@ def _engine_tests(tree: ast.AST) -> list[tuple[int, str]]:
                 types = {getattr(t, "id", getattr(t, "attr", "")) for t in ast.walk(node.args[1])}
                 if types & ENGINE_TYPES:
                     found.append((node.lineno, "isinstance on an engine class"))
-            if node.func.id in {"hasattr", "getattr"} and node.args:
-                if _names_an_engine(node.args[0]):
-                    found.append((node.lineno, f"{node.func.id} on an engine"))
+            if (
+                node.func.id in {"hasattr", "getattr"}
+                and node.args
+                and _names_an_engine(node.args[0])
+            ):
+                found.append((node.lineno, f"{node.func.id} on an engine"))
     return found
 
 
