@@ -153,16 +153,16 @@ def wrap(module, name, label, once=None):
 
 base = {"step": "interpreter + polars + dpframe + cli", "start": rss(), "maxrss": maxrss()}
 import dpframe, dpframe.jobs, dpframe.jobs.job as job, dpframe.jobs.checks as checks
+import dpframe.jobs.planning as planning
 from dpframe.engines.polars import PolarsEngine
 from dpframe.polars.pram import MicrodataRelease
 from dpframe.polars.release import Release
 from dpframe.cli import app
 base.update(end=rss(), maxrss=maxrss())
 threading.Thread(target=sampler, daemon=True).start()
-wrap(dpframe.jobs, "plan", "plan (printed by the command)")
-wrap(job, "plan", "plan (inside run)")
+wrap(dpframe.jobs, "plan", "plan (printed by the command, then run)")
+wrap(planning, "build_releases", "build the releases, once (public facts only)")
 wrap(job, "ensure_checks_available", "ensure the checks can run")
-wrap(job, "build_all", "build the releases (public facts only)")
 wrap(PolarsEngine, "rows", "input rows")
 wrap(Release, "prepare", lambda a, k: f"prepare {a[0].kind}: exact inputs, check")
 wrap(job, "execute", "charge all releases + draw the noise")

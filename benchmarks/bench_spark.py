@@ -263,12 +263,13 @@ def wrap(owner, attr, label, leaf=False, skip=None):
 def wrap_release_steps():
     import dpframe.jobs.checks as checks
     import dpframe.jobs.job as job
+    import dpframe.jobs.planning as planning
     from dpframe.engines.polars import PolarsEngine
     from dpframe.polars.pram import MicrodataRelease
     from dpframe.polars.release import Release
 
     wrap(job, "plan", "plan (budget, no data read)")
-    wrap(job, "build_all", "build the releases (public facts only)")
+    wrap(planning, "build_releases", "build the releases, once (public facts only)")
     wrap(Release, "prepare", lambda a, k: f"{a[0].kind}: exact inputs + data check (prepare)")
     wrap(job, "execute", "charge + noise, all releases (executor)")
     wrap(job, "write_parquet", lambda a, k: f"write {a[1].name} (small table)")

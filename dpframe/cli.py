@@ -290,18 +290,19 @@ def release(
 
 def _release(spec: Path, data_docs: bool, progress: bool, engine: str) -> Any:
     """The ``release`` command's job: its result, or an exit code said on stderr."""
+    from dpframe.engines import ENGINE_NAMES
     from dpframe.errors import BudgetExceededError, DPFrameError
     from dpframe.jobs import CheckFailedError
     from dpframe.jobs import plan as make_plan
     from dpframe.jobs import run as run_job
 
-    if engine not in ("polars", "spark"):
+    if engine not in ENGINE_NAMES:
         typer.echo(f"error: --engine must be polars or spark, got {engine!r}", err=True)
         raise typer.Exit(EXIT_INVALID)
     loaded = _load(spec)
     the_plan = None
     try:
-        the_plan = make_plan(loaded)
+        the_plan = make_plan(loaded, engine=engine)  # planned once: shown, then run
         _print_plan(the_plan)
         if not the_plan.fits:
             typer.echo(
@@ -312,7 +313,7 @@ def _release(spec: Path, data_docs: bool, progress: bool, engine: str) -> Any:
             raise typer.Exit(EXIT_OVERSPEND)
         if progress:
             _log_steps()
-        result = run_job(loaded, engine=engine, progress=progress, data_docs=data_docs)
+        result = run_job(loaded, plan=the_plan, progress=progress, data_docs=data_docs)
     except CheckFailedError as exc:
         typer.echo(f"error: {exc} (epsilon spent: {_spent_by_run(exc):g})", err=True)
         raise typer.Exit(EXIT_CHECK_FAILED) from None

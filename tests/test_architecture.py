@@ -135,6 +135,86 @@ def test_only_the_executor_charges_an_accountant():
     assert sorted(set(callers) - {"dpframe.core.accountant"}) == ["dpframe.core.executor"]
 
 
+#: the names a user may give an engine by (``--engine``); mapped to engines in one place,
+#: ``dpframe.engines.input_engine``
+ENGINE_NAMES = {"polars", "spark"}
+#: what tells one engine from another by its type
+ENGINE_TYPES = {"PolarsEngine", "SparkEngine", "is_spark_frame"}
+
+
+def _names_an_engine(node: ast.AST) -> bool:
+    """``engine``, ``eng``, ``self.engine``, ``x.engine_...``: an expression that is an engine."""
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+    return name == "eng" or name.startswith("engine")
+
+
+def _engine_tests(tree: ast.AST) -> list[tuple[int, str]]:
+    """Where ``tree`` tells engines apart: a comparison with an engine's name (``==``,
+    ``!=``, ``in`` against "polars" or "spark"), ``is_spark_frame`` or an engine class
+    used to test a value (``isinstance``, a call), ``hasattr``/``getattr`` on an engine."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            consts = [c for s in sides for c in ast.walk(s) if isinstance(c, ast.Constant)]
+            if any(c.value in ENGINE_NAMES for c in consts):
+                found.append((node.lineno, "compares with an engine's name"))
+        elif isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name in ENGINE_TYPES - {"PolarsEngine", "SparkEngine"}:
+                found.append((node.lineno, name))
+        elif isinstance(node, ast.ImportFrom):
+            hit = {a.name for a in node.names} & {"is_spark_frame"}
+            if hit:
+                found.append((node.lineno, f"imports {sorted(hit)}"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "isinstance" and len(node.args) == 2:
+                types = {getattr(t, "id", getattr(t, "attr", "")) for t in ast.walk(node.args[1])}
+                if types & ENGINE_TYPES:
+                    found.append((node.lineno, "isinstance on an engine class"))
+            if (
+                node.func.id in {"hasattr", "getattr"}
+                and node.args
+                and _names_an_engine(node.args[0])
+            ):
+                found.append((node.lineno, f"{node.func.id} on an engine"))
+    return found
+
+
+def test_no_engine_is_told_apart_by_its_name_above_engines():
+    """Above ``engines/`` (the polars layer, the jobs, the package, the demo and the
+    command) an engine is asked what it does (``output_target``, ``streams_rows``,
+    ``offers_dp_prior``), never which it is: no comparison with "polars" or "spark", no
+    ``is_spark_frame``, no ``isinstance`` on an engine class, no ``hasattr`` / ``getattr``
+    on an engine. A user's ``--engine`` becomes an engine in ``engines/`` alone
+    (``input_engine``)."""
+    above = {layer for layer, rank in RANK.items() if rank > RANK["engines"]} - {"mypy_plugin"}
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if _layer(_module(path)) not in above:
+            continue
+        for line, what in _engine_tests(ast.parse(path.read_text())):
+            found.append(f"{path.relative_to(ROOT.parent)}:{line}: {what}")
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'target = path.as_uri() if eng.name == "spark" else path',
+        'rows = n if eng.name == "polars" else None',
+        'if engine not in ("polars", "spark"): pass',
+        "from dpframe.engines.protocol import is_spark_frame",
+        "x = is_spark_frame(frame)",
+        "ok = isinstance(self.engine, SparkEngine)",
+        'if hasattr(engine, "frame"): pass',
+        'frame = getattr(self.engine, "frame", None)',
+    ],
+)
+def test_the_engine_name_scan_finds_each_way_of_telling_engines_apart(source):
+    assert _engine_tests(ast.parse(source))
+
+
 def _kind_classes() -> set[str]:
     """The release kinds' classes: every subclass of ``Release`` in ``polars/`` (not the
     base itself) and every release entry of a spec (a model of ``jobs/spec.py`` with a

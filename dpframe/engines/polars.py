@@ -110,6 +110,8 @@ class PolarsEngine:
     """The records as a polars LazyFrame (a DataFrame is run lazily)."""
 
     name = "polars"
+    streams_rows = True
+    offers_dp_prior = True
 
     def __init__(self, frame: pl.LazyFrame | pl.DataFrame) -> None:
         if isinstance(frame, pl.DataFrame):
@@ -245,6 +247,10 @@ class PolarsEngine:
         cov = np.array([[row[f"{a}|{b}"] for b in columns] for a in columns], dtype=np.float64)
         bad = {c: int(row[f"{BAD_PREFIX}{c}"]) for c in columns}
         return CovarianceInputs(cov, int(row[ROWS]), bad)
+
+    def output_target(self, path: Path) -> Path:
+        """``path`` itself: polars writes on this machine."""
+        return path
 
     def check_output(self, path: Any) -> Path:
         """A file path whose folder exists (the file is replaced atomically)."""

@@ -17,7 +17,13 @@ once on the driver with the same code for every engine. An engine implements:
 * :meth:`Engine.category_counts` -- the number of records per value of columns;
 * :meth:`Engine.covariance_inputs` -- the sample covariance of clipped columns;
 * :meth:`Engine.write_rowwise` -- randomize columns record by record (PRAM) and write
-  the result once; :meth:`Engine.written_counts` counts what was written.
+  the result once, to :meth:`Engine.output_target`; :meth:`Engine.written_counts` counts
+  what was written.
+
+What the layers above need to know of an engine is asked of it, never read from its
+name: :meth:`Engine.output_target`, :attr:`Engine.streams_rows`,
+:attr:`Engine.offers_dp_prior`. A user names an engine (``dpframe release --engine``) in
+one place, :func:`dpframe.engines.input_engine`.
 
 None of these charges anything or draws noise from the records' aggregates; only
 ``write_rowwise`` draws, under a charge the executor has already made.
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
@@ -58,7 +65,16 @@ class CovarianceInputs:
 class Engine(Protocol):
     """What every engine computes (see the module docstring)."""
 
+    #: shown to people (messages, ``repr``); never tested above ``engines/``
     name: str
+    #: the records (a polars LazyFrame, a Spark DataFrame)
+    frame: Any
+    #: whether :meth:`write_rowwise` streams the records through this process, so a
+    #: progress bar sees its batches (polars); Spark's executors write them elsewhere
+    streams_rows: bool
+    #: whether a PRAM release can estimate its prior with DP in the same pass
+    #: (``prior="dp"``)
+    offers_dp_prior: bool
 
     def schema(self) -> pl.Schema: ...
 
@@ -112,6 +128,11 @@ class Engine(Protocol):
 
     def check_output(self, path: Any) -> Any:
         """The output ``path`` for :meth:`write_rowwise`, checked before anything is charged."""
+        ...
+
+    def output_target(self, path: Path) -> Any:
+        """Where :meth:`write_rowwise` writes the local path ``path``, as this engine
+        names it (a path; Spark: its ``file://`` URI, so the executors write there)."""
         ...
 
     def write_rowwise(

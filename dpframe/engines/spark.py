@@ -381,6 +381,8 @@ class SparkEngine:
     """The records as a Spark DataFrame."""
 
     name = "spark"
+    streams_rows = False  # the executors write; the driver sees no batch
+    offers_dp_prior = False
 
     def __init__(self, sdf: Any) -> None:
         require_spark()
@@ -503,6 +505,10 @@ class SparkEngine:
         )
         bad = {c: int(row[f"{BAD_PREFIX}{c}"] or 0) for c in columns}
         return CovarianceInputs(cov, int(row[ROWS]), bad)
+
+    def output_target(self, path: Path) -> str:
+        """``path``'s ``file://`` URI: the executors write there, not the driver."""
+        return path.as_uri()
 
     def check_output(self, path: Any) -> str:
         """A folder that does not exist yet (PRAM writes a new one, never into an old one)."""

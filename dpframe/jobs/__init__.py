@@ -5,8 +5,9 @@ The Python API mirrors the ``dpframe`` command (``plan``, ``release``, ``check``
     from dpframe.jobs import check, load_spec, plan, run
 
     spec = load_spec("release.toml")
-    print(plan(spec).rows)      # nothing spent
-    result = run(spec)          # checked, charged once, sanitized, checked, published
+    the_plan = plan(spec)       # nothing spent: print(the_plan.rows)
+    result = run(spec, plan=the_plan)  # that plan: checked, charged, sanitized, published
+    # (run(spec) plans the spec itself, once)
     check(spec)                 # validate the published outputs again
     check_folder("released")    # ... or the published folder on its own (no spec, no input)
     run = published_run("released")   # one run: run.path("by_region"), run.manifest
@@ -16,7 +17,8 @@ same spec on Apache Spark.
 
 * :mod:`~dpframe.jobs.spec` -- the spec, validated;
 * :mod:`~dpframe.jobs.kinds` -- the release kinds, in one registry;
-* :mod:`~dpframe.jobs.planning` -- what a spec will spend, without spending;
+* :mod:`~dpframe.jobs.planning` -- the spec resolved once (``Job``) and planned once:
+  what it will spend, without spending;
 * :mod:`~dpframe.jobs.job` -- the job loop, for both engines;
 * :mod:`~dpframe.jobs.checks` -- each release's suite (declared by its kind) validated with
   Great Expectations;

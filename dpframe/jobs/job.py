@@ -4,14 +4,19 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
 (``engine="polars"`` or ``"spark"``), in the order of the one path
 (``docs/architecture.md``):
 
-1. **plan** -- refuse (spending and writing nothing) a spec that would overspend the
-   ledger, and ask whether the checks can run at all;
+1. **plan** -- the plan it is given (``run(spec, plan=...)``, as ``dpframe release``
+   does), else the spec planned once (:func:`dpframe.jobs.planning.plan`: the spec
+   resolved into a :class:`~dpframe.jobs.planning.Job`, each release built once, the
+   input's rows counted at most once); refuse (spending and writing nothing) a plan of
+   another spec or already run, an input whose files changed since it was planned, a
+   spec that would overspend the ledger, and ask whether the checks can run at all;
 2. **check** -- open the ledger (refused, charging nothing, unless it holds everything the
    runs published in the output folder were charged: their manifests' anchors and
-   entries; never created where runs were published) and a staging folder, build every
-   release and prepare it:
-   the engine computes the exact inputs and each release checks them. Bad data in *any*
-   release is found here, before anything is charged;
+   entries; never created where runs were published) and a staging folder, and prepare
+   every release of the plan:
+   the engine computes the exact inputs and each release checks them (a size the plan
+   counted is checked against the data). Bad data in *any* release is found here, before
+   anything is charged;
 3. **reserve** -- the whole spec's cost, in one ledger transaction
    (:meth:`Accountant.reserve`): refused, spending nothing, if it does not fit beside
    what other running jobs hold;
@@ -54,6 +59,7 @@ import os
 import shutil
 import signal
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,17 +73,17 @@ from dpframe.core.executor import execute
 from dpframe.core.interrupts import deferred, handling, ledger_line
 from dpframe.core.outputs import Read
 from dpframe.engines import engine_for
-from dpframe.engines.protocol import is_spark_frame
 from dpframe.errors import (
     BudgetExceededError,
     DPFrameError,
+    InvalidDataError,
     InvalidParameterError,
     LedgerIntegrityError,
     ReleaseInterrupted,
 )
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
 from dpframe.jobs.kinds import kind_of, margins_for, release_class
-from dpframe.jobs.planning import JobPlan, build_all, input_frame, plan
+from dpframe.jobs.planning import Job, JobPlan, plan
 from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,
@@ -104,7 +110,7 @@ from dpframe.jobs.report import (
     redacted_ledger,
     write_report,
 )
-from dpframe.jobs.spec import Spec, parse_spec
+from dpframe.jobs.spec import Spec, SpecError, parse_spec
 from dpframe.polars.expectations import Suite
 from dpframe.polars.io import frame_reads, read_provenance, write_parquet
 
@@ -270,7 +276,7 @@ def _stage(
     path = staging / f"{r.name}.parquet"
     facts = rel.facts()
     if kind_of(r).rowwise:
-        target = path.as_uri() if eng.name == "spark" else path
+        target = eng.output_target(path)
         rel.write_armed(finished, target, spec=spec.to_dict(), facts=facts)
         table = eng.written_frame(path)
         facts = {**facts, "value_counts": _written_counts(eng, path, rel.columns)}
@@ -287,8 +293,8 @@ def _stage(
     return r, table, type(rel).read_facts(facts, entries)
 
 
-def _open_ledger(spec: Spec, out: Path) -> Accountant:
-    """The spec's ledger, checked to hold everything the runs published in ``out`` were
+def _open_ledger(job: Job) -> Accountant:
+    """The job's ledger, checked to hold everything the runs published in ``out`` were
     charged (:func:`~dpframe.jobs.publish.ledger_problems`), before anything is reserved.
 
     Raises
@@ -298,7 +304,7 @@ def _open_ledger(spec: Spec, out: Path) -> Accountant:
         afresh), or the ledger is not the one they were charged to, or lacks any of their
         entries (deleted, swapped, truncated, or put back from an older copy).
     """
-    target = spec.ledger_target()
+    spec, out, target = job.spec, job.output, job.ledger
     runs = published_runs(out)
     where = redacted_ledger(target)
     if runs and not ledger_exists(target):
@@ -311,7 +317,7 @@ def _open_ledger(spec: Spec, out: Path) -> Accountant:
             "runs record); to start a new budget, publish into a new output.folder. Nothing "
             "was charged."
         )
-    acct = spec.privacy.open_ledger(target)
+    acct: Accountant = spec.privacy.open_ledger(target)
     problems = ledger_problems(runs, acct)
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
@@ -324,18 +330,19 @@ def _open_ledger(spec: Spec, out: Path) -> Accountant:
     return acct
 
 
-def _check_outputs(spec: Spec, frame: Any, out: Path, run_id: str, data_docs: bool) -> None:
+def _check_outputs(job: Job, run_id: str, data_docs: bool) -> None:
     """The output guard for a run (:func:`~dpframe.jobs.publish.check_output_folder`):
     nothing it writes may replace what it reads (the input, as scanned and as the spec
     names it, glob or folder; the margins files), its ledger, or a name dpframe did not
     create."""
-    reads = frame_reads(frame, "the input")
+    spec, out = job.spec, job.output
+    reads = frame_reads(job.frame, "the input")
     if spec.frame is None and spec.input.path is not None:
         reads.append(Read(os.fspath(spec.resolve(spec.input.path)), "input.path"))
     for name, m in spec.margins.items():
         if m.path is not None:
             reads.append(Read(os.fspath(spec.resolve(m.path)), f"margins.{name}.path"))
-    ledger = spec.ledger_target()
+    ledger = job.ledger
     names = [p.name for paths in spec.outputs().values() for p in paths]
     names += [REPORT, REPORT_DATA, *(["data_docs"] if data_docs else [])]
     check_output_folder(
@@ -351,6 +358,7 @@ def _check_outputs(spec: Spec, frame: Any, out: Path, run_id: str, data_docs: bo
 def run(
     spec: Spec,
     *,
+    plan: JobPlan | None = None,
     engine: str | None = None,
     spark: Any = None,
     progress: bool = True,
@@ -363,10 +371,16 @@ def run(
     Parameters
     ----------
     spec : Spec
+    plan : JobPlan, optional
+        The plan to run: ``dpframe.jobs.plan(spec)``, made from this very spec (its
+        releases are then not planned or built again; the ``dpframe release`` command
+        shows the plan, then runs it). Default: ``run`` plans the spec itself, once.
+        A plan runs once, on the engine it was made for.
     engine : {"polars", "spark"}, optional
         Where the records are read: ``"spark"`` reads ``input.path`` with Spark (or takes
         the spec's Spark DataFrame); the release itself runs on the driver either way.
-        Default: the engine of the spec's frame, else ``"polars"``.
+        Default: the engine of the spec's frame, else ``"polars"``. With ``plan=``, give
+        the engine to :func:`~dpframe.jobs.plan` instead.
     spark : pyspark.sql.SparkSession, optional
         Default :func:`dpframe.engines.spark.local_session`.
     progress, data_docs : bool
@@ -381,7 +395,9 @@ def run(
     BudgetExceededError
         If the plan overspends the ledger (nothing is spent or written).
     InvalidDataError, SpecError
-        Bad data or spec, found before anything is charged.
+        Bad data or spec, found before anything is charged; the input no longer has the
+        rows the plan counted; a ``plan`` of another spec, already run, or given with
+        ``engine=``/``spark=``.
     CheckFailedError
         If a released table fails its expectations (nothing is published; the staged
         outputs stay under ``<output>/.failed-<run>/``).
@@ -394,40 +410,93 @@ def run(
     spending = _Spending()
     with handling():
         try:
-            return _run(spec, spending, engine, spark, progress, data_docs, risk, risk_title)
+            check_risk(risk)  # before anything is spent
+            the_plan = _plan_to_run(spec, plan, engine, spark)
+            return _run(the_plan, spending, progress, data_docs, risk, risk_title)
         except KeyboardInterrupt as exc:
             if spending.engine is not None:
                 spending.engine.cancel_work()  # Spark: its running jobs stop writing
             raise spending.interrupted(exc) from exc
 
 
+def _plan_to_run(spec: Spec, given: JobPlan | None, engine: str | None, spark: Any) -> JobPlan:
+    """The plan ``run`` runs: ``given`` (refused unless it is this spec's, unrun), else
+    the spec planned now."""
+    if given is None:
+        return plan(spec, engine=engine, spark=spark)
+    if not isinstance(given, JobPlan):
+        raise InvalidParameterError(
+            f"plan must be a dpframe.jobs.JobPlan (from dpframe.jobs.plan), got "
+            f"{type(given).__name__}"
+        )
+    if given.job.spec is not spec:  # its ledger, output and releases are another spec's
+        raise SpecError(
+            "plan was made from another spec: run a plan with the spec it was made from "
+            "(dpframe.jobs.run(spec, plan=dpframe.jobs.plan(spec))); nothing was charged"
+        )
+    if engine is not None or spark is not None:
+        raise SpecError(
+            "plan= runs on the engine it was planned for: give engine= and spark= to "
+            "dpframe.jobs.plan instead; nothing was charged"
+        )
+    drawn = [name for name, rel in given.releases.items() if rel.materialised or rel.ledger]
+    if drawn:
+        raise SpecError(
+            f"plan: its release(s) {drawn} were drawn already (a plan runs once; a new "
+            "run is new releases): plan the spec again; nothing was charged"
+        )
+    return given
+
+
+def _same_input(job: Job) -> None:
+    """Refuse, before any charge, an input whose files changed since the job was planned:
+    what was planned from them (the row count, the schema) would not be the data's."""
+    changed = job.changed_input()
+    if changed is not None:
+        raise InvalidDataError(
+            f"the input changed since the job was planned ({changed} was rewritten, added "
+            "or removed): plan and run again on data that does not change meanwhile "
+            "(nothing was charged)"
+        )
+
+
+def _same_rows(job: Job, releases: Mapping[str, Any]) -> None:
+    """Refuse, before any charge, a row-wise release that counted another number of input
+    rows than the job's count it records (the input changed since it was counted)."""
+    for r in job.spec.release:
+        if not kind_of(r).rowwise:
+            continue
+        seen, counted = releases[r.name].input_rows, job.rows()
+        if seen != counted:
+            raise InvalidDataError(
+                f"release {r.name!r}: the input has {seen} rows, but had {counted} when the "
+                "job counted them (it changed meanwhile); plan and run again on data that "
+                "does not change (nothing was charged)"
+            )
+
+
 def _run(
-    spec: Spec,
+    the_plan: JobPlan,
     spending: _Spending,
-    engine: str | None,
-    spark: Any,
     progress: bool,
     data_docs: bool,
     risk: pl.DataFrame | None,
     risk_title: str | None,
 ) -> JobResult:
-    """:func:`run`, telling ``spending`` what it reserves, draws and publishes."""
-    if engine is None:
-        engine = "spark" if is_spark_frame(spec.frame) else "polars"
-    if engine not in ("polars", "spark"):
-        raise DPFrameError(f"engine must be 'polars' or 'spark', got {engine!r}")
-    check_risk(risk)  # before anything is spent
-    frame = input_frame(spec, engine, spark)
-    the_plan = plan(spec, frame=frame)
+    """:func:`run` of ``the_plan``, telling ``spending`` what it reserves, draws and
+    publishes."""
+    job = the_plan.job
+    spec, releases, ctx = job.spec, the_plan.releases, job.context()
+    _same_input(job)
     if not the_plan.fits:
         raise BudgetExceededError(
             f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "
             "and nothing was written."
         )
     ensure_checks_available()  # GE itself (240 MB) is imported only when the checks run
-    out = spec.resolve(spec.output.folder).absolute()
+    out = job.output
     run_id = uuid.uuid4().hex[:12]
-    _check_outputs(spec, frame, out, run_id, data_docs)  # before anything is written
+    _check_outputs(job, run_id, data_docs)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     repair(out)  # what killed jobs left; refuses an out/current that is not ours
     spending.out, spending.run = out, run_id
@@ -436,9 +505,8 @@ def _run(
     try:
         with deferred():  # made whole (and removed below) even if interrupted
             staging = new_staging(out, run_id)
-        acct = spending.accountant = _open_ledger(spec, out)
-        releases, ctx = build_all(spec, frame, accountant=acct)
-        eng = spending.engine = engine_for(frame)
+        acct = spending.accountant = _open_ledger(job)
+        eng = spending.engine = job.engine
         names = [r.name for r in spec.release]
         rowwise = {r.name for r in spec.release if kind_of(r).rowwise}
         # per release: read and check, draw, write, check; then reserve, report, publish
@@ -448,6 +516,8 @@ def _run(
             for r in spec.release:  # 2. every data problem, before any charge
                 with bar.step(f"reading and checking {r.name}"):
                     steps.append(releases[r.name].prepare())
+            _same_input(job)  # as the releases read it
+            _same_rows(job, releases)
             # 3. the whole plan reserved at once (refused, spending nothing, if it does not
             # fit beside other jobs); each release then draws from it, and whatever was not
             # drawn when the job ends -- by success or failure -- is given back
@@ -468,7 +538,7 @@ def _run(
                     rel = releases[r.name]
                     finished = rel.finish(execution.outputs, entries)
                     result.releases[r.name] = rel
-                    rows = ctx.rows() if r.name in rowwise and eng.name == "polars" else None
+                    rows = ctx.rows() if r.name in rowwise and eng.streams_rows else None
                     with bar.step(f"writing {r.name}", rows=rows):
                         staged.append(_stage(spec, r, rel, finished, entries, staging, eng, ctx))
                     result.outputs[r.name] = out / f"{r.name}.parquet"
@@ -504,13 +574,13 @@ def _run(
                     f"(staged outputs kept in {kept}):\n{report}"
                 )
             # 7. the whole run at once (dpframe.jobs.publish)
-            releases = {r.name: f"{r.name}.parquet" for r in spec.release}
+            files = {r.name: f"{r.name}.parquet" for r in spec.release}
             with bar.step("publishing the run"):
                 publish(
                     staging,
                     out,
                     run=run_id,
-                    releases=releases,
+                    releases=files,
                     entries=result.entries,
                     anchor=acct.anchor(),
                 )

@@ -18,8 +18,9 @@ all at once, finish. What differs between kinds is in :data:`KINDS`:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import polars as pl
@@ -56,14 +57,19 @@ __all__ = [
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Context:
-    """What building a spec's releases needs: the data, its public facts, the budget."""
+    """What building a spec's releases needs: the data, its public facts, the budget
+    (made from a resolved job: :meth:`dpframe.jobs.planning.Job.context`)."""
 
     spec: Spec
     frame: Any
     schema: pl.Schema
-    rows: Callable[[], int]  # the input's row count (public under substitute neighbours)
+    #: the input's row count (public under substitute neighbours), counted at most once
+    #: and shared by every release of the job
+    rows: Callable[[], int]
+    #: each margins table a release uses, as read once (else read from the spec)
+    margins: Mapping[str, pl.DataFrame] = field(default_factory=lambda: MappingProxyType({}))
     accountant: Any = None
     seed: int | None = None
 
@@ -119,10 +125,13 @@ def statistic(s: StatisticSpec) -> Statistic:
     )
 
 
-def margins_for(spec: Spec, r: GroupedSpec, schema: pl.Schema) -> pl.DataFrame:
+def margins_for(
+    spec: Spec, r: GroupedSpec, schema: pl.Schema, read: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The public key frame of ``r``, its key columns in the input's dtypes: every value
-    must fit exactly (:func:`dpframe.engines.driver.fit_margins`, the Python API's rule)."""
-    margins = spec.margins_frame(r.margins)
+    must fit exactly (:func:`dpframe.engines.driver.fit_margins`, the Python API's rule).
+    ``read``: its margins table as the job read it (default: read from the spec now)."""
+    margins = spec.margins_frame(r.margins) if read is None else read
     for key in r.by:
         if key not in margins.columns:
             raise SpecError(f"release {r.name!r}: margins {r.margins!r} has no column {key!r}")
@@ -154,7 +163,7 @@ def _declared(r: Any, column: str, categories: Any, schema: pl.Schema) -> list[A
 
 
 def _build_grouped(ctx: Context, r: GroupedSpec) -> Release:
-    margins = margins_for(ctx.spec, r, ctx.schema)
+    margins = margins_for(ctx.spec, r, ctx.schema, ctx.margins.get(r.margins))
     return GroupBy(
         ctx.frame,
         r.by,

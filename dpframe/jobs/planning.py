@@ -1,17 +1,23 @@
 """``plan``: every release of a spec with its mechanism, epsilon, scale and 95% error.
 
-Nothing is spent, nothing is written and no noise is drawn: the plan builds each release
-object exactly as ``run`` will (:mod:`dpframe.jobs.kinds`) and asks it for its summary,
-which comes from the kernels' plans alone (:mod:`dpframe.core.executor`). It reads only
-public things: the margins, the input's schema, and its row count where a release needs
-the dataset size (public under substitute neighbours).
+A spec is resolved once into a :class:`Job` (absolute paths, the input and its engine,
+the ledger, the margins, the budget, the seed, the input's row count counted at most
+once) and planned once: the :class:`JobPlan` holds the release objects
+(:mod:`dpframe.jobs.kinds`), built once, which ``run`` then prepares and draws. Nothing
+is spent, nothing is written and no noise is drawn: a release's summary comes from the
+kernels' plans alone (:mod:`dpframe.core.executor`). It reads only public things: the
+margins, the input's schema, and its row count where a release needs the dataset size
+(public under substitute neighbours).
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import polars as pl
@@ -21,14 +27,14 @@ from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact, exact_sum, shown
 from dpframe.core.neighbours import MEANING, OTHER
 from dpframe.core.postgres import redact
-from dpframe.engines import engine_for
-from dpframe.engines.protocol import is_spark_frame
-from dpframe.errors import DPFrameError
+from dpframe.engines import Engine, input_engine
+from dpframe.errors import DPFrameError, InvalidParameterError
 from dpframe.jobs.kinds import Context, build
 from dpframe.jobs.spec import Spec, SpecError
+from dpframe.polars.io import frame_reads
 from dpframe.polars.release import Release
 
-__all__ = ["JobPlan", "input_frame", "plan"]
+__all__ = ["Job", "JobPlan", "RowCount", "build_releases", "plan", "resolve"]
 
 #: The columns of a plan's table.
 PLAN_SCHEMA = {
@@ -50,11 +56,18 @@ PLAN_SCHEMA = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class JobPlan:
-    """The plan of a spec: one row per charged statistic, and the budget before and after."""
+    """The plan of a spec: one row per charged statistic, and the budget before and after.
 
-    rows: pl.DataFrame
+    It holds the spec resolved once (``job``) and the release objects built once
+    (``releases``, read-only): ``dpframe.jobs.run(spec, plan=the_plan)`` runs exactly
+    these. ``rows`` is what the plan shows; what a run charges is derived from what it
+    draws (:func:`dpframe.core.executor.execute`), never from ``rows`` or ``epsilon``.
+    """
+
+    #: the plan's table, kept: :attr:`rows` gives a copy
+    table: InitVar[pl.DataFrame]
     budget_epsilon: float
     budget_delta: float
     spent_before: float
@@ -62,12 +75,25 @@ class JobPlan:
     delta: float
     ledger: Path | str
     input_rows: int | None
+    #: the spec resolved once (input, output, ledger, margins, budget, seed, engine)
+    job: Job
+    #: each release object, built once (what ``run(spec, plan=...)`` prepares and draws)
+    releases: Mapping[str, Release[Any]]
     #: on a zCDP budget: the budget's rho and what the plan costs in rho (``spent_before``
     #: is then in rho too); ``None`` on an (epsilon, delta) budget
     budget_rho: float | None = None
     rho: float | None = None
     #: the neighbour relation every release is calibrated for (the spec's)
     neighbours: str = "substitute"
+
+    def __post_init__(self, table: pl.DataFrame) -> None:
+        object.__setattr__(self, "_rows", table.clone())
+
+    @property
+    def rows(self) -> pl.DataFrame:
+        """One row per charged statistic (a copy: changing it changes nothing planned)."""
+        rows: pl.DataFrame = self._rows  # type: ignore[attr-defined]
+        return rows.clone()
 
     @property
     def _amount(self) -> float:
@@ -127,62 +153,170 @@ class JobPlan:
         )
 
 
-def ledger_state(spec: Spec) -> tuple[float, Path | str]:
-    """What the spec's ledger has spent or holds for running jobs (0 if it does not exist
+class RowCount:
+    """The input's row count: counted at most once, then shared by every release that
+    takes it as a public size, the PRAM files' ``input_rows`` and the progress bar.
+
+    Counted lazily (a spec none of whose releases needs it never counts), and checked
+    again by each release on the data it prepares: a release whose ``n`` came from here
+    refuses, before any charge, data that no longer has that many rows
+    (:func:`dpframe.polars.frame.check_public_size`; PRAM in :func:`dpframe.jobs.job.run`).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._rows: int | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        with self._lock:
+            if self._rows is None:
+                self._rows = int(self._engine.rows())
+            return self._rows
+
+    @property
+    def counted(self) -> int | None:
+        """The count, if it was taken (``None``: nothing needed it yet)."""
+        return self._rows
+
+
+@dataclass(frozen=True, eq=False)
+class Job:
+    """A spec resolved once: what its run reads, writes and charges, as plain values.
+
+    Made by :func:`resolve` (and by :func:`plan`, which keeps it in its
+    :class:`JobPlan`); nothing in it is read again from the spec's files.
+    """
+
+    #: the spec as given (its releases, and its JSON form for the provenance)
+    spec: Spec
+    #: the engine that reads the input, and its frame (polars LazyFrame or Spark)
+    engine: Engine
+    frame: Any
+    #: the input's (public) schema, as polars reads it
+    schema: pl.Schema
+    #: the output folder, absolute
+    output: Path
+    #: the ledger: an absolute path or a PostgreSQL URL
+    ledger: Path | str
+    #: each margins table a release uses, read once
+    margins: Mapping[str, pl.DataFrame]
+    #: the budget, relation and unit, as :meth:`dpframe.Accountant.open` takes them
+    terms: Mapping[str, Any]
+    seed: int | None
+    #: the input's row count, counted at most once
+    rows: RowCount
+    #: each file the input reads, with its size and modification time when resolved
+    #: (``None``: they cannot be listed; the run's output guard then refuses)
+    files: tuple[tuple[str, int, int], ...] | None
+
+    def changed_input(self) -> str | None:
+        """The first input file that is not as it was when the job was resolved (a lazy
+        input read after it was rewritten), or ``None``."""
+        if self.files is None:
+            return None
+        now = input_files(self.frame)
+        if now == self.files:
+            return None
+        before = dict((p, (size, mtime)) for p, size, mtime in self.files)
+        after = dict((p, (size, mtime)) for p, size, mtime in now or ())
+        changed = [p for p in sorted(before.keys() | after.keys()) if before.get(p) != after.get(p)]
+        return changed[0] if changed else "the input's files"
+
+    def context(self, accountant: Any = None) -> Context:
+        """What building the spec's releases reads (:mod:`dpframe.jobs.kinds`)."""
+        return Context(
+            spec=self.spec,
+            frame=self.frame,
+            schema=self.schema,
+            rows=self.rows,
+            margins=self.margins,
+            accountant=accountant,
+            seed=self.seed,
+        )
+
+
+def input_files(frame: Any) -> tuple[tuple[str, int, int], ...] | None:
+    """Each file ``frame`` reads (:func:`dpframe.polars.io.frame_reads`) with its size and
+    modification time in nanoseconds (``-1`` if it cannot be read); ``None`` if the files
+    cannot be listed."""
+    try:
+        reads = frame_reads(frame, "the input")
+    except InvalidParameterError:
+        return None
+    files = []
+    for path in sorted({r.path for r in reads}):
+        try:
+            st = os.stat(path)
+            files.append((path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            files.append((path, -1, -1))
+    return tuple(files)
+
+
+def resolve(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any = None) -> Job:
+    """The spec resolved once into a :class:`Job` (its input scanned, not read).
+
+    ``frame`` stands in for the spec's input; ``engine`` (``"polars"`` or ``"spark"``)
+    names the engine that reads it (default: the frame's, else polars).
+    """
+    given = frame if frame is not None else spec.frame
+    path = None if spec.input.path is None else Path(spec.resolve(spec.input.path) or "").absolute()
+    try:
+        eng = input_engine(engine, frame=given, path=path, scan=spec.lazy_input, spark=spark)
+    except SpecError:
+        raise
+    except InvalidParameterError as exc:
+        raise SpecError(str(exc)) from None
+    ledger = spec.ledger_target()
+    used = sorted({m for r in spec.release if isinstance(m := getattr(r, "margins", None), str)})
+    return Job(
+        spec=spec,
+        engine=eng,
+        frame=eng.frame,
+        schema=file_schema(spec, eng),
+        output=Path(spec.resolve(spec.output.folder) or "").absolute(),
+        ledger=ledger,
+        margins=MappingProxyType({name: spec.margins_frame(name) for name in used}),
+        terms=MappingProxyType(spec.privacy.ledger_terms()),
+        seed=spec.privacy.seed,
+        rows=RowCount(eng),
+        files=input_files(eng.frame),
+    )
+
+
+def ledger_state(job: Job) -> tuple[float, Path | str]:
+    """What the job's ledger has spent or holds for running jobs (0 if it does not exist
     yet: nothing is created)."""
-    path = spec.ledger_target()
+    path = job.ledger
     shown = redact(path) if isinstance(path, str) else path  # never a password in a message
     if not ledger_exists(path):  # plan writes nothing: a missing ledger has spent nothing
         return 0.0, shown
-    acct = spec.privacy.open_ledger(path)
+    acct = job.spec.privacy.open_ledger(path)
     if acct.rho is not None:
         return float(exact(acct.spent.rho) + exact(acct.reserved.rho)), shown
     return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon)), shown
 
 
-def input_frame(spec: Spec, engine: str = "polars", spark: Any = None) -> Any:
-    """The spec's input: its frame (polars or Spark), or its file scanned by the engine."""
-    if spec.frame is not None:
-        if is_spark_frame(spec.frame) != (engine == "spark"):
-            raise SpecError(
-                f"this spec's input is a {'Spark' if is_spark_frame(spec.frame) else 'polars'} "
-                f"frame: run it with engine={'spark' if is_spark_frame(spec.frame) else 'polars'!r}"
-            )
-        return spec.frame.lazy() if isinstance(spec.frame, pl.DataFrame) else spec.frame
-    if engine == "spark":
-        from dpframe.engines.spark import local_session  # pyspark: loaded when asked for
-
-        spark = local_session() if spark is None else spark
-        return spark.read.parquet(str(spec.resolve(spec.input.path).absolute()))
-    return spec.lazy_input()
-
-
-def file_schema(spec: Spec, frame: Any) -> pl.Schema:
+def file_schema(spec: Spec, engine: Engine) -> pl.Schema:
     """The input's schema as polars reads it (the file's Enum dtypes declare categories)."""
     if spec.frame is None and spec.input.path is not None:
         return spec.lazy_input().collect_schema()
-    return engine_for(frame).schema()
+    return engine.schema()
 
 
-def build_all(
-    spec: Spec, frame: Any, *, accountant: Any = None
-) -> tuple[dict[str, Release], Context]:
-    """Every release object of ``spec`` over ``frame`` (nothing read but public facts)."""
-    engine = engine_for(frame)
-    ctx = Context(
-        spec=spec,
-        frame=frame,
-        schema=file_schema(spec, frame),
-        rows=functools.cache(engine.rows),
-        accountant=accountant,
-        seed=spec.privacy.seed,
-    )
-    return {r.name: build(ctx, r) for r in spec.release}, ctx
+def build_releases(job: Job) -> dict[str, Release[Any]]:
+    """Every release object of the job (nothing read but public facts), built once."""
+    ctx = job.context()
+    return {r.name: build(ctx, r) for r in job.spec.release}
 
 
 @spec_entry
-def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
+def plan(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any = None) -> JobPlan:
     """Resolve a spec into the releases it will make, without spending or drawing noise.
+
+    The plan holds the release objects it built: ``run(spec, plan=the_plan)`` runs them
+    (nothing is planned or built again).
 
     Parameters
     ----------
@@ -191,6 +325,10 @@ def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
         Stands in for the spec's input (default: its frame, or its file scanned by
         polars); only its schema and, where a release needs the dataset size, its row
         count are read.
+    engine : {"polars", "spark"}, optional
+        The engine that reads the input (default: the frame's, else polars).
+    spark : pyspark.sql.SparkSession, optional
+        For ``engine="spark"``; default :func:`dpframe.engines.spark.local_session`.
 
     Returns
     -------
@@ -201,12 +339,9 @@ def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
         there is none), the budget and the ledger's spend before and after; ``fits`` is
         False if the releases would overspend.
     """
-    if frame is None:
-        frame = spec.frame if spec.frame is not None else spec.lazy_input()
-        if isinstance(frame, pl.DataFrame):
-            frame = frame.lazy()
-    spent, ledger = ledger_state(spec)
-    releases, ctx = build_all(spec, frame)
+    job = resolve(spec, frame=frame, engine=engine, spark=spark)
+    spent, ledger = ledger_state(job)
+    releases = build_releases(job)
     table = []
     charges = []
     for r in spec.release:
@@ -218,19 +353,20 @@ def plan(spec: Spec, *, frame: Any = None) -> JobPlan:
         for row in rel.summarize().iter_rows(named=True):
             table.append({**row, "release": r.name, "kind": r.kind})
         charges += [c for p in rel.plans() for c in p.charges]
-    rows_info = ctx.rows() if ctx.rows.cache_info().currsize else None
     # the spec's budget terms, in memory, price the plan (and refuse a charge it cannot pay)
-    terms = Accountant(**spec.privacy.ledger_terms())
+    terms = Accountant(**job.terms)
     cost = terms.cost(charges) if charges else None
     return JobPlan(
-        rows=pl.DataFrame(table, schema=PLAN_SCHEMA),
+        table=pl.DataFrame(table, schema=PLAN_SCHEMA),
         budget_epsilon=terms.epsilon,
         budget_delta=spec.privacy.budget.delta,
         spent_before=spent,
         epsilon=float(exact_sum(c.epsilon for c in charges)),
         delta=float(exact_sum(c.delta for c in charges)),
         ledger=ledger,
-        input_rows=rows_info,
+        input_rows=job.rows.counted,
+        job=job,
+        releases=MappingProxyType(releases),
         budget_rho=terms.rho,
         rho=None if cost is None else cost.rho,
         neighbours=spec.privacy.neighbours,

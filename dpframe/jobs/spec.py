@@ -67,7 +67,7 @@ from dpframe.core.neighbours import require_substitute
 from dpframe.core.outputs import Read, read_conflict
 from dpframe.core.postgres import is_postgres_url, redact
 from dpframe.core.units import BOUNDS, missing_bounds
-from dpframe.engines.protocol import is_spark_frame
+from dpframe.engines import is_input_frame
 from dpframe.errors import InvalidParameterError, LedgerMismatchError
 
 __all__ = [
@@ -552,9 +552,7 @@ class Spec(_Model):
                     raise ValueError(f"release {r.name!r}: {exc}") from None
             if needs:  # the rule of dpframe.core.neighbours, checked before anything runs
                 require_substitute(self.privacy.neighbours, needs, argument=f"release {r.name!r}")
-        if self.frame is not None and not (
-            isinstance(self.frame, pl.LazyFrame | pl.DataFrame) or is_spark_frame(self.frame)
-        ):
+        if self.frame is not None and not is_input_frame(self.frame):
             raise ValueError(
                 "frame must be a polars LazyFrame or DataFrame, or a Spark DataFrame, "
                 f"got {type(self.frame).__name__}"
@@ -629,7 +627,7 @@ class Spec(_Model):
 
     def lazy_input(self) -> pl.LazyFrame:
         """The input as a LazyFrame (scanned, not read)."""
-        if is_spark_frame(self.frame):
+        if self.frame is not None and not isinstance(self.frame, pl.LazyFrame | pl.DataFrame):
             raise SpecError(
                 "this spec's input is a Spark DataFrame: run it with "
                 "dpframe.jobs.run(spec, engine='spark')"

@@ -520,7 +520,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         self._plans: list[PramPlan | DPPriorPramPlan] = []
         for s in specs:
             name = s["column"]
-            if s.get("prior") == "dp" and self.engine.name == "spark":
+            if s.get("prior") == "dp" and not self.engine.offers_dp_prior:
                 raise InvalidParameterError(
                     f"column {name!r}: prior='dp' is not offered on Spark; release a DP prior "
                     "first with dpframe.pram.dp_prior(sdf, ...) and pass it as prior="
@@ -621,9 +621,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         if self.materialised:
             raise_reuse(self)
         target = self.engine.check_output(path)  # before the charge
-        guard_release_output(
-            getattr(self.engine, "frame", None), target, accountants=[self.accountant]
-        )
+        guard_release_output(self.engine.frame, target, accountants=[self.accountant])
         armed = self.collect()
         facts = {"input_rows": self.input_rows}
         return self.write_armed(armed, target, spec=spec, facts=facts)

@@ -226,14 +226,18 @@ def test_the_same_spec_through_polars_and_spark(spark, tmp_path):
     assert micro_a.schema == micro_b.schema and micro_a.height == micro_b.height
 
 
-def test_cli_release_with_the_spark_engine(spark, tmp_path):
+def test_cli_release_with_the_spark_engine(spark, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from dpframe.cli import app
 
     spec_path = _spark_spec(tmp_path, rows=3000)
+    counted = []  # planned on Spark once, then run: the input's rows counted once
+    real_rows = dps.SparkEngine.rows
+    monkeypatch.setattr(dps.SparkEngine, "rows", lambda self: counted.append(1) or real_rows(self))
     res = CliRunner().invoke(app, ["release", str(spec_path), "--engine", "spark"])
     assert res.exit_code == 0, res.output
+    assert len(counted) == 1
     prov = dpframe.read_provenance(tmp_path / "released" / "microdata.parquet")
     assert [e.mechanism for e in prov.entries] == ["pram", "pram"]
     assert set(prov.pram_designs) == {"region", "age_band"}  # estimate() works from the file
