@@ -51,10 +51,8 @@ from dpframe.core.advice import advise
 from dpframe.core.budget import charge_for, exact
 from dpframe.core.chain import anchor, anchor_problem
 from dpframe.core.constraints import (
-    ACCOUNTINGS,
-    NEIGHBOURS,
     PRIVACY_MAX,
-    check_choice,
+    check,
     check_delta,
     check_epsilon,
     check_privacy_amount,
@@ -198,7 +196,7 @@ class Accountant:
     ) -> None:
         from dpframe.core import zcdp
 
-        check_choice("accounting", accounting, ACCOUNTINGS)
+        check("accounting", accounting)
         self._delta = check_delta(delta)
         if rho is not None or accounting == "zcdp":
             if rho is not None and epsilon is not None and _store is None:
@@ -233,7 +231,7 @@ class Accountant:
                 )
             self._rho = None
             self._epsilon = check_epsilon(epsilon)
-        self._neighbours = check_choice("neighbours", neighbours, NEIGHBOURS)
+        self._neighbours = check("neighbours", neighbours)
         self._unit = as_unit(unit, max_rows, max_groups, needs=())
         given = {"max_rows": max_rows, "max_groups": max_groups}
         named = (

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from dpframe.core.constraints import NEIGHBOURS, check, check_bounds, check_choice
+from dpframe.core.constraints import NORMS, check, check_bounds
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
 __all__ = [
@@ -53,9 +53,6 @@ __all__ = [
     "recorded_unit",
     "sum_sensitivity",
 ]
-
-#: The norms a sensitivity is measured in: l1 (Laplace) or l2 (Gaussian).
-NORMS = ("l1", "l2")
 
 #: A bound not given to :class:`PrivacyUnit` (1 for the record unit; refused for a person)
 _UNSTATED: Any = object()
@@ -254,7 +251,7 @@ def changed_groups(unit: PrivacyUnit, neighbours: str, groups: int | None = None
     >>> changed_groups(PrivacyUnit(), "substitute"), changed_groups(PrivacyUnit(), "add_remove")
     (2, 1)
     """
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     k = unit.max_groups * (2 if neighbours == "substitute" else 1)
     return k if groups is None else min(k, groups)
 
@@ -273,7 +270,7 @@ def count_sensitivity(unit: PrivacyUnit, neighbours: str, norm: str = "l1") -> f
     >>> count_sensitivity(one, "substitute"), count_sensitivity(one, "add_remove")
     (2.0, 1.0)
     """
-    check_choice("norm", norm, NORMS)
+    check("norm", norm)
     k = changed_groups(unit, neighbours)
     r = float(unit.max_rows)
     return k * r if norm == "l1" else math.sqrt(k) * r
@@ -305,8 +302,8 @@ def sum_sensitivity(
     4.0
     """
     lo, hi = check_bounds(lower, upper)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
-    check_choice("norm", norm, NORMS)
+    check("neighbours", neighbours)
+    check("norm", norm)
     r, g = float(unit.max_rows), float(unit.max_groups)
     m = max(abs(lo), abs(hi))
     if neighbours == "add_remove":

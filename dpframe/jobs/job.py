@@ -63,6 +63,7 @@ import polars.selectors as cs
 from dpframe.core.accountant import RESERVATION_KEY, Accountant, LedgerEntry, ledger_exists
 from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact_sum
+from dpframe.core.constraints import ENGINES
 from dpframe.core.executor import execute
 from dpframe.core.interrupts import deferred, handling, ledger_line
 from dpframe.core.outputs import Read
@@ -463,7 +464,7 @@ def _run(
     """:func:`run`, telling ``spending`` what it reserves, draws and publishes."""
     if engine is None:
         engine = "spark" if is_spark_frame(spec.frame) else "polars"
-    if engine not in ("polars", "spark"):
+    if engine not in ENGINES:
         raise DPFrameError(f"engine must be 'polars' or 'spark', got {engine!r}")
     check_risk(risk)  # before anything is spent
     frame = input_frame(spec, engine, spark)

@@ -62,6 +62,7 @@ from pydantic import (
 from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact, exact_sum
 from dpframe.core.constraints import check_key_names, spec_field
+from dpframe.core.missing import as_written as nulls_as_written
 from dpframe.core.missing import check_nulls
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.outputs import Read, read_conflict
@@ -362,7 +363,7 @@ class GroupedSpec(_Release):
         description="clamp released counts (and sums of non-negative values) at 0: "
         "post-processing, so the table passes 'counts >= 0'",
     )
-    nulls: Annotated[str | dict[str, float | str], BeforeValidator(spec_field("nulls"))] = Field(
+    nulls: Annotated[str | dict[str, float | str], BeforeValidator(nulls_as_written)] = Field(
         "refuse",
         description="records with a null or NaN in a key or a statistic's column: "
         "'refuse', 'drop' (refused with public sizes), or {column = fill value}",

@@ -23,11 +23,7 @@ from dpframe.core import sensitivity as sens
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import split_epsilon
 from dpframe.core.constraints import (
-    CALIBRATIONS,
-    METHODS,
-    NEIGHBOURS,
-    REPAIRS,
-    check_choice,
+    check,
     check_epsilon,
     check_int,
 )
@@ -300,10 +296,10 @@ def plan_covariance_matrix(
     ['S[0,0]', 'S[1,1]', 'S[0,1]']
     """
     eps = check_epsilon(epsilon)
-    check_choice("method", method, METHODS)
-    check_choice("calibration", calibration, CALIBRATIONS)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
-    check_choice("repair", repair, REPAIRS)
+    check("method", method)
+    check("calibration", calibration)
+    check("neighbours", neighbours)
+    check("repair", repair)
     p = check_int("p", p, 1, "a covariance matrix of at least one column")
     bnds = _bounds(bounds, p)
     n = check_int("n", n, 2, "the sample covariance (divisor n - 1) needs two records")

@@ -47,12 +47,10 @@ import numpy as np
 from dpframe.core import sensitivity as sens
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import split_epsilon
+from dpframe.core.constraints import STATISTICS as KINDS
 from dpframe.core.constraints import (
-    CALIBRATIONS,
-    METHODS,
     check,
     check_bounds,
-    check_choice,
     check_epsilon,
 )
 from dpframe.core.executor import summary_row
@@ -87,7 +85,6 @@ __all__ = [
 ]
 
 #: The statistics a grouped release offers.
-KINDS = ("count", "sum", "mean", "proportion", "var", "cov")
 #: The exact per-group aggregates an engine computes (see :class:`Part`).
 OPS = ("count", "sum", "mean", "var", "cov")
 
@@ -990,8 +987,8 @@ def _bounded(
         column,
         lo,
         hi,
-        check_choice("method", method, METHODS),
-        check_choice("calibration", calibration, CALIBRATIONS),
+        check("method", method),
+        check("calibration", calibration),
     )
 
 
@@ -1190,8 +1187,8 @@ def cov(
         x,
         lx,
         ux,
-        check_choice("method", method, METHODS),
-        check_choice("calibration", calibration, CALIBRATIONS),
+        check("method", method),
+        check("calibration", calibration),
         options={"y": y, "lower_y": ly, "upper_y": uy},
     )
     if stat.calibration == "paper" and stat.method == "truncated":

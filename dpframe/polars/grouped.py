@@ -28,9 +28,7 @@ import polars as pl
 from dpframe.core.advice import advise
 from dpframe.core.constraints import (
     INT64_MAX,
-    UNKNOWN_KEYS,
     check,
-    check_choice,
     check_key_names,
 )
 from dpframe.core.executor import MechanismPlan
@@ -158,7 +156,7 @@ class GroupBy:
                 "margins has duplicate key rows; pass each group once (margins.unique())"
             )
         self.margins = margins
-        self.unknown_keys = check_choice("unknown_keys", unknown_keys, UNKNOWN_KEYS)
+        self.unknown_keys = check("unknown_keys", unknown_keys)
         self.accountant = accountant
         self.seed = seed
 
