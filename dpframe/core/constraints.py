@@ -499,7 +499,8 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "sensitivity": Constraint("a finite number > 0", check_positive),
         "scale": Constraint("a finite number > 0", check_positive),
         "bound": Constraint("a finite number", check_real),
-        "n": _integer(2, "the public number of records"),
+        "proportions_n": _integer(1, "the public dataset size"),
+        "covariance_n": _integer(2, "the public dataset size of a sample covariance"),
         "seed": Constraint("None (secure) or an int >= 0", _seed),
         "max_rows": _integer(1, "a person keeps at least one row per group"),
         "max_groups": _integer(1, "a person keeps at least one group"),
@@ -550,18 +551,19 @@ def check(parameter: str, value: Any, *, name: str | None = None) -> Any:
     return PARAMETERS[parameter].validate(name or parameter, value)
 
 
-def spec_field(parameter: str, *, optional: bool = False) -> Callable[[Any], Any]:
+def spec_field(parameter: str, *, optional: bool = False) -> Callable[[Any, Any], Any]:
     """A before-validator for the release spec's field of this parameter.
 
     The spec (pydantic) reports the :class:`~dpframe.errors.InvalidParameterError` (a
     ``ValueError``) at the field's location; the value is checked exactly as the
-    Python function would check it (no silent coercion of strings to numbers).
+    Python function would check it (no silent coercion of strings to numbers), and named
+    as the field is (the Python argument of the same name): the same sentence.
     ``optional``: ``None`` (the field left out) passes.
     """
 
-    def validate(value: Any) -> Any:
+    def validate(value: Any, info: Any) -> Any:
         if optional and value is None:
             return None
-        return check(parameter, value)
+        return check(parameter, value, name=getattr(info, "field_name", None))
 
     return validate

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from dpframe.core.advice import advise
 from dpframe.core.constraints import NORMS, check, check_bounds
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
@@ -69,12 +70,10 @@ def missing_bounds(
     person: str,
     given: dict[str, Any],
     needs: tuple[str, ...] = BOUNDS,
-    *,
-    spec: bool = False,
 ) -> str | None:
     """What is wrong when a person-level release does not state its bounds (``None``:
     nothing). The one rule for functions, ``.dp`` methods, accountants' releases and the
-    spec (``spec=True``: the fix worded for a TOML spec).
+    spec (the fix in the entry point's words, :func:`dpframe.core.advice.advise`).
 
     Examples
     --------
@@ -96,10 +95,9 @@ def missing_bounds(
         "Choose them from public knowledge of how the data is made (e.g. a high quantile of "
         "rows per person in a public or earlier dataset, never this one's raw rows): rows "
         "beyond a bound are dropped (bias down), and the noise grows with each bound. "
-        + (
-            f"Set {' and '.join(f'{b} = ...' for b in needs)} in the release or in [privacy] "
-            if spec
-            else f"Pass {', '.join(f'{b}=...' for b in needs)} with unit=, or to the accountant "
+        + advise(
+            spec=f"Set {' and '.join(f'{b} = ...' for b in needs)} in the release or in [privacy] ",
+            python=f"Pass {', '.join(f'{b}=...' for b in needs)} with unit=, or to the accountant ",
         )
         + "(docs/privacy-units.md). Nothing was spent."
     )

@@ -46,6 +46,7 @@ import numpy as np
 
 from dpframe.core import sensitivity as sens
 from dpframe.core.accountant import Charge
+from dpframe.core.advice import advise
 from dpframe.core.budget import split_epsilon
 from dpframe.core.constraints import STATISTICS as KINDS
 from dpframe.core.constraints import (
@@ -997,17 +998,21 @@ def _noise(mechanism: Any, epsilon: Any, rho: Any, sigma: Any) -> tuple[str, flo
     mechanism = check("mechanism", mechanism)
     if mechanism == "laplace":
         if rho is not None or sigma is not None:
+            fix = advise(
+                python="pass mechanism='gaussian' (on a zCDP budget), or epsilon=...",
+                spec="set mechanism = 'gaussian' (on a zCDP budget), or epsilon = ...",
+            )
             raise InvalidParameterError(
-                "rho, sigma: these set Gaussian noise; pass mechanism='gaussian' (on a zCDP "
-                "budget), or epsilon=... for Laplace noise"
+                f"rho, sigma: these set Gaussian noise; {fix} for Laplace noise"
             )
         if epsilon is None:
             raise InvalidParameterError("epsilon: Laplace noise needs epsilon=... (> 0)")
         return mechanism, check_epsilon(epsilon), {}
     if epsilon is not None:
+        fix = advise(python="pass rho=... (or sigma=...", spec="set rho = ... (or sigma = ...")
         raise InvalidParameterError(
-            "epsilon: Gaussian noise is charged rho (zCDP), not epsilon; pass rho=... (or "
-            "sigma=..., the noise's standard deviation) instead"
+            f"epsilon: Gaussian noise is charged rho (zCDP), not epsilon; {fix}, the noise's "
+            "standard deviation) instead"
         )
     if (rho is None) == (sigma is None):
         raise InvalidParameterError(
