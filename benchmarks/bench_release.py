@@ -99,7 +99,7 @@ from dpframe.jobs.checks import CheckResult
 
 # this subprocess only: the check step is a no-op (Great Expectations is never imported),
 # and so is the count of the PRAM'd output, which only feeds its check
-job.check_release = lambda r, table, **extra: CheckResult(r.name, True, [], {}, {}, 0)
+job.check_release = lambda suite: CheckResult(suite.release, True, [], {}, {}, 0)
 job.save_check = lambda result, folder, data_docs=False: []
 job._written_counts = lambda engine, path, columns: {}
 result = run(load_spec(sys.argv[1]), progress=False)
@@ -170,7 +170,7 @@ wrap(MicrodataRelease, "write_armed", lambda a, k: f"write {Path(str(a[2])).name
 wrap(job, "write_parquet", lambda a, k: f"write {a[1].name}")
 wrap(job, "_written_counts", lambda a, k: f"count {Path(str(a[1])).name} (for its check)")
 wrap(checks, "_gx", "import great_expectations", once="great_expectations")
-wrap(job, "check_release", lambda a, k: f"check {a[0].name} ({a[0].kind})")
+wrap(job, "check_release", lambda a, k: f"check {a[0].release} ({a[0].kind})")
 wrap(job, "save_check", lambda a, k: f"save check {a[0].release}")
 t = time.perf_counter()
 app(["release", sys.argv[1], "--no-progress"], standalone_mode=False)  # dpframe release

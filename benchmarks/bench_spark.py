@@ -283,7 +283,7 @@ def wrap_release_steps():
     wrap(job, "_written_counts", "count the PRAM'd output (for its check)")
     wrap(checks, "_gx", "import great_expectations", leaf=True,
          skip=lambda: "great_expectations" in sys.modules)
-    wrap(job, "check_release", lambda a, k: f"check {a[0].name}")
+    wrap(job, "check_release", lambda a, k: f"check {a[0].release}")
     wrap(job, "publish", "publish")
 
 def fresh(folder):

@@ -148,8 +148,8 @@ __all__ = [
 #: release (``dpframe.check(release)``) need the spec models and, to run, Great Expectations
 _LAZY = {
     "risk": ("dpframe.risk", None),
-    "check": ("dpframe.jobs.selfcheck", "check"),
-    "expectations": ("dpframe.jobs.selfcheck", "expectations"),
+    "check": ("dpframe.jobs.checks", "check"),
+    "expectations": ("dpframe.jobs.checks", "expectations"),
 }
 
 

@@ -262,3 +262,80 @@ def test_the_option_set_scan_finds_option_sets_declared_again(tmp_path):
         ["core/units.py", "6"],
         ["jobs/spec.py", "3"],
     ], found
+
+
+def _kind_classes() -> set[str]:
+    """The release kinds' classes: every subclass of ``Release`` in ``polars/`` (not the
+    base itself) and every release entry of a spec (a model of ``jobs/spec.py`` with a
+    ``kind`` field)."""
+    bases: dict[str, set[str]] = {}
+    for path in (ROOT / "polars").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                names = {ast.unparse(b).split("[")[0].split(".")[-1] for b in node.bases}
+                bases[node.name] = names
+    releases = {"Release"}
+    while True:
+        more = {c for c, b in bases.items() if b & releases} - releases
+        if not more:
+            break
+        releases |= more
+    entries = {
+        node.name
+        for node in ast.walk(ast.parse((ROOT / "jobs" / "spec.py").read_text()))
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(s, ast.AnnAssign) and ast.unparse(s.target) == "kind" for s in node.body)
+    }
+    return (releases - {"Release"}) | entries
+
+
+#: where a branch on a release's kind may stand in jobs/: the registry of kinds, and (for
+#: now) the spec's cross-field validators, which issue 33 item 2 moves into the public
+#: functions themselves (another change)
+KIND_BRANCHES_ALLOWED = {"dpframe.jobs.kinds", "dpframe.jobs.spec"}
+
+
+def test_the_jobs_never_branch_on_a_release_kind():
+    """The release object is the declaration: jobs/ asks it (``facts``, ``suite``, ...)
+    through the registry of kinds instead of testing which kind it is -- no
+    ``isinstance`` (or ``case``) on a release or spec entry class, no comparison of a
+    ``kind`` with a kind's name (``r.kind == "pram"``, ``kind in ("grouped", ...)``)."""
+    classes = _kind_classes()
+    assert {"GroupedRelease", "MicrodataRelease", "GroupedSpec", "PramSpec"} <= classes
+    found = []
+    for path in (ROOT / "jobs").rglob("*.py"):
+        mod = _module(path)
+        if mod in KIND_BRANCHES_ALLOWED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in {"isinstance", "issubclass"}
+                and len(node.args) == 2
+            ):
+                named = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                named |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+                if named & classes:
+                    found.append(f"{mod}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.MatchClass) and ast.unparse(node.cls).split(".")[-1] in classes:
+                found.append(f"{mod}:{node.lineno}: case {ast.unparse(node)}")
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                kinds = [
+                    s
+                    for s in sides
+                    if (isinstance(s, ast.Name) and s.id == "kind")
+                    or (isinstance(s, ast.Attribute) and s.attr == "kind")
+                ]
+                words = [
+                    s
+                    for s in sides
+                    if any(
+                        isinstance(c, ast.Constant) and isinstance(c.value, str)
+                        for c in ast.walk(s)
+                    )
+                ]
+                if kinds and words:
+                    found.append(f"{mod}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "branches on a release kind outside jobs/kinds.py:\n" + "\n".join(found)

@@ -61,6 +61,8 @@ release = pl.LazyFrame().dp.group_by("region", margins=regions).agg(dpframe.agg.
 reveal_type(release.collect())
 expr.dp.laplace(epsilon="1", sensitivity=1.0, composition="parallel")
 expr.dp.no_such_method()
+expr.dp.laplace(1.0, sensitivity=1.0, composition="parallel")
+pl.LazyFrame().dp.drha("age", "y", epsilon=1.0, weighted=False)
 """
 
 
@@ -75,8 +77,12 @@ def test_the_namespace_has_its_types_and_wrong_arguments_are_errors(tmp_path):
         "dpframe.polars.namespace.LazyFrameDP",
         "polars.dataframe.frame.DataFrame",
     ], out
-    assert 'Argument "epsilon" to "laplace" of "ExprDP" has incompatible type "str"' in out
+    # the method is dpframe.laplace with its receiver bound: mypy names the argument
+    assert 'typed.py:12: error: Argument "epsilon" has incompatible type "str"' in out
     assert '"ExprDP" has no attribute "no_such_method"' in out
+    # the function's kinds: epsilon is keyword-only there, qids and sensitive positional
+    assert "typed.py:14: error: Too many positional arguments" in out
+    assert "typed.py:15:" not in out
 
 
 def test_without_import_dpframe_the_namespace_is_an_error(tmp_path):

@@ -18,7 +18,8 @@ same spec on Apache Spark.
 * :mod:`~dpframe.jobs.kinds` -- the release kinds, in one registry;
 * :mod:`~dpframe.jobs.planning` -- what a spec will spend, without spending;
 * :mod:`~dpframe.jobs.job` -- the job loop, for both engines;
-* :mod:`~dpframe.jobs.checks` -- the expectation suites built from the spec;
+* :mod:`~dpframe.jobs.checks` -- each release's suite (declared by its kind) validated with
+  Great Expectations;
 * :mod:`~dpframe.jobs.publish` -- whole runs published at once, and read as one.
 """
 

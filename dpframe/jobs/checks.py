@@ -1,38 +1,17 @@
-"""Check a released table before it is published: Great Expectations suites built from the spec.
+"""The Great Expectations adapter: a release's suite validated, its failures worded, saved.
 
-Every release of a spec gets a suite derived from its declaration, not from the data:
-
-* **grouped** -- the key columns take only the public margins' values, every margin key
-  appears exactly once, the row count is the margins' height, the columns are exactly the
-  keys and the statistics, each count an Int64 and every other statistic a Float64; every
-  statistic is finite and lies in its bounds (a mean in ``[lower, upper]``, a proportion
-  in ``[0, 1]``, a variance in ``[0, R**2 / 2]`` -- the largest sample variance of values
-  in bounds of width ``R`` --, a count ``>= 0`` and a sum of non-negative values ``>= 0``
-  when ``nonnegative``, a correlation in ``[-1, 1]``); a count is an integer; a covariance
-  obeys Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``; a correlation is
-  ``cov / sqrt(var_x var_y)`` clipped to ``[-1, 1]``, and null exactly where a released
-  variance is 0; no nulls -- except in a correlation column (a correlation is undefined
-  where a released variance is 0, so it may be null or NaN) and, when the margins carry
-  public group sizes (``sizes=``), in a statistic of a group too small to have one
-  (size 0; size 0 or 1 for a variance or covariance), which the release leaves null;
-* **pram** -- exactly the declared columns (a column PRAM did not randomize must not be
-  published); every PRAM'd column takes only its declared categories (``categories=``, or
-  the categories its release recorded, or of its Enum dtype, or the keys of a public
-  prior), holds no null, and has as many rows as the input (``input_rows=``, recorded in
-  the file's provenance);
-* **proportions** -- exactly the declared categories, once each, proportions in ``[0, 1]``
-  summing to 1 within the spec's ``tolerance``;
-* **covariance** -- one row per variable, exactly the variables' columns (Float64), every
-  cell finite and not null, variances ``>= 0`` and at most ``n R**2 / (4 (n - 1))`` (with
-  the public size ``n``, from the spec or the file's provenance; ``R**2 / 2`` when it is
-  unknown), every covariance within Cauchy--Schwarz and the matrix symmetric (both within a
-  relative tolerance of 1e-9).
-
-Only built-in expectations are used (a suite reloaded from JSON silently drops an
-expectation whose class is not imported, so custom classes would vanish on reload). The
-checks that span rows or columns -- Cauchy--Schwarz, symmetry, "each key exactly once",
-"as many rows as the input" -- run on small tables derived in polars (``"pairs"``,
-``"keys"``, ``"values.<column>"``, ...), each validated as its own batch with its own suite.
+Every release kind declares its own suite as plain data (:mod:`dpframe.polars.expectations`;
+each kind's ``suite`` next to its release object: ``grouped_suite`` in
+:mod:`dpframe.polars.grouped`, ``pram_suite`` in :mod:`dpframe.polars.pram`,
+``proportions_suite`` and ``covariance_suite`` in :mod:`dpframe.polars.frame`), from its
+declared arguments (its spec entry) and the public facts its file records -- not from the
+input. This module turns such a suite into Great Expectations suites, one per table (the
+released one, ``"main"``, and the small ones derived from it in polars: ``"keys"``,
+``"pairs"``, ``"values.<column>"``, ...), validates each table as its own batch, words
+each failure in one readable line, and saves the suites, the results and the tables
+(:func:`save_check`), or reloads a suite checking that nothing was lost
+(:func:`load_suite`). :func:`check` and :func:`expectations` do the same for a release
+object of the Python API (``dpframe.check``, ``dpframe.expectations``).
 
 Great Expectations has no polars data source: each (small) table is converted with
 ``to_pandas()`` at the boundary. Great Expectations itself (about 3 s and 240 MB to import)
@@ -67,43 +46,28 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.files import atomic_write_text
-from dpframe.core.sensitivity import variance_bound
-from dpframe.errors import (
-    ChecksUnavailableError,
-    InvalidDataError,
-    InvalidParameterError,
-    MissingMarginsError,
-)
-from dpframe.jobs.kinds import statistic
-from dpframe.jobs.spec import (
-    CovarianceSpec,
-    GroupedSpec,
-    PramSpec,
-    ProportionsSpec,
-    StatisticSpec,
-)
+from dpframe.errors import ChecksUnavailableError, InvalidDataError, InvalidParameterError
+from dpframe.jobs.kinds import RELEASES
+from dpframe.polars.expectations import FINITE, RTOL, Suite, bounds_rule
+from dpframe.polars.io import read_provenance
+from dpframe.polars.release import Release
 
 __all__ = [
     "FINITE",
     "RTOL",
     "CheckResult",
+    "check",
     "check_release",
+    "ensure_checks_available",
+    "expectations",
     "expectations_for",
     "load_suite",
     "save_check",
+    "suite_for",
 ]
-
-#: Relative tolerance of the derived checks (Cauchy--Schwarz, symmetry, variance upper bound,
-#: correlation in [-1, 1]): rounding in the release must not fail a correct table.
-RTOL = 1e-9
-
-#: the largest finite float: a "between" with it as a bound refuses +-inf
-FINITE = 1.7976931348623157e308
 
 SUITE_FORMAT = "dpframe.check/1"
 _MAX_EXAMPLES = 3
-
-_Release = GroupedSpec | PramSpec | ProportionsSpec | CovarianceSpec
 
 
 # -- the result ----------------------------------------------------------------------------
@@ -147,23 +111,159 @@ class CheckResult:
         return "\n".join(lines)
 
 
-# -- the plan: tables to validate and expectations on them (no Great Expectations here) ----
+# -- the suite of a spec entry, or of a release object ---------------------------------------
 
 
-@dataclass
-class _Suite:
-    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
-    index: dict[str, list[str]] = field(default_factory=dict)
-    expectations: list[dict] = field(default_factory=list)
+def suite_for(
+    entry: Any,
+    frame: pl.DataFrame | pl.LazyFrame,
+    *,
+    margins: pl.DataFrame | None = None,
+    input_rows: int | None = None,
+    sizes: str | None = None,
+    value_counts: Mapping[str, pl.DataFrame] | None = None,
+    keep: Sequence[str] = (),
+) -> Suite:
+    """The suite of a release spec's entry (``GroupedSpec``, ``PramSpec``, ...) for its
+    released ``frame``, with the public facts given: its kind's own ``suite``.
 
-    def add_table(self, name: str, frame: pl.DataFrame, index: list[str]) -> None:
-        self.tables[name] = frame
-        self.index[name] = [c for c in index if c in frame.columns]
-
-    def expect(self, type_: str, table: str, *, meta: dict | None = None, **kwargs: Any) -> None:
-        self.expectations.append(
-            {"type": type_, "kwargs": kwargs, "table": table, "meta": dict(meta or {})}
+    ``margins`` (the public key frame) is required for a grouped release; ``input_rows``
+    (the input's row count) adds the row-count check of a PRAM release and, for a
+    covariance release without ``n``, the variances' upper bound; ``sizes`` names a column
+    of ``margins`` with public group sizes (a statistic of a group too small to have one is
+    then allowed to be null). ``value_counts`` gives, for a PRAM release, each column's
+    ``(<column>, rows)`` counts computed by the engine (Spark), so the microdata itself is
+    not read on the driver; ``frame`` then gives only the dtypes. ``keep`` names the
+    columns a PRAM release was told to carry through unchanged (``keep=``): the only
+    columns allowed beside the randomized ones.
+    """
+    kind = RELEASES.get(getattr(entry, "kind", None)) if hasattr(entry, "model_dump") else None
+    if kind is None:
+        raise InvalidParameterError(
+            "release must be a release spec (GroupedSpec, PramSpec, ProportionsSpec or "
+            f"CovarianceSpec from dpframe.jobs.spec), got {type(entry).__name__}"
         )
+    given = {"margins": margins, "input_rows": input_rows, "sizes": sizes}
+    given |= {"value_counts": value_counts, "keep": list(keep)}
+    facts = {k: v for k, v in given.items() if v is not None}
+    return kind.suite(entry.model_dump(), facts, frame)
+
+
+def expectations_for(
+    entry: Any,
+    frame: pl.DataFrame | pl.LazyFrame,
+    *,
+    margins: pl.DataFrame | None = None,
+    input_rows: int | None = None,
+    sizes: str | None = None,
+    value_counts: Mapping[str, pl.DataFrame] | None = None,
+    keep: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """The expectations a release's table must meet, without Great Expectations.
+
+    Each is ``{"type": "expect_...", "kwargs": {...}, "table": name, "meta": {...}}``: the
+    expectation type and arguments as Great Expectations names them, the table it applies
+    to (``"main"``, the released table, or one derived from it: ``"keys"``, ``"pairs"``,
+    ``"nulls"``, ``"diagonal"``, ``"values.<column>"``), and what :func:`check_release`
+    needs to word a failure. The suite depends on the spec and the public facts only;
+    ``frame`` gives the dtypes the declared values are cast to. Arguments as in
+    :func:`suite_for`.
+    """
+    suite = suite_for(
+        entry,
+        frame,
+        margins=margins,
+        input_rows=input_rows,
+        sizes=sizes,
+        value_counts=value_counts,
+        keep=keep,
+    )
+    return [dict(e) for e in suite.expectations]
+
+
+def _released(release: Release[Any], table: Any) -> Any:
+    """The table to check: given (a frame, or a path read lazily), else the release's own."""
+    if table is not None:
+        if isinstance(table, str | Path):
+            p = Path(table)
+            return pl.scan_parquet(p / "*.parquet" if p.is_dir() else p)
+        return table
+    if release.rowwise:
+        raise InvalidParameterError(
+            "table: a PRAM release's records are not kept; pass the file it wrote "
+            "(check(release, table='microdata.parquet'))"
+        )
+    if not release.materialised:
+        raise InvalidParameterError(
+            "release: collect it first (checking never charges or draws: an uncollected "
+            "release has no table to check)"
+        )
+    return release.collect()  # the same table again: a release materialises once
+
+
+def _release_suite(release: Any, table: Any, name: str | None) -> Suite:
+    """The suite of a Python-API release object's table (its own declaration)."""
+    if not isinstance(release, Release):
+        raise InvalidParameterError(
+            "release must be a release object of the Python API (dpframe.group_by(...)"
+            ".agg(...), dpframe.covariance_matrix, dpframe.proportions, dpframe.pram.release), "
+            f"got {type(release).__name__}"
+        )
+    arguments = release.to_spec(name=name)
+    frame = _released(release, table)
+    facts = release.facts()
+    missing = [f for f in release.required_facts if facts.get(f) is None]
+    if missing and isinstance(table, str | Path):  # as the file it wrote records them
+        recorded = read_provenance(table).facts
+        facts |= {f: recorded.get(f) for f in missing}
+    return type(release).suite(arguments, facts, frame)
+
+
+def expectations(release: Any, table: Any = None, *, name: str | None = None) -> list[dict]:
+    """The expectations ``release``'s table must meet (plain data, no Great Expectations).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> votes = pl.DataFrame({"vote": ["a", "b", "a"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     shares = dpframe.proportions(votes, "vote", categories=["a", "b"], epsilon=0.5, n=3)
+    ...     _ = shares.collect()
+    >>> dpframe.expectations(shares)[0]["kwargs"]["column_set"]
+    ['vote', 'proportion']
+    """
+    return [dict(e) for e in _release_suite(release, table, name).expectations]
+
+
+def check(release: Any, table: Any = None, *, name: str | None = None) -> CheckResult:
+    """Validate a collected release's table (or a PRAM release's written file) against the
+    suite of its own declaration (:meth:`~dpframe.Release.to_spec` and
+    :meth:`~dpframe.Release.facts`); see :func:`check_release`.
+
+    Parameters
+    ----------
+    release
+        A collected release object of the Python API.
+    table : polars frame or path, optional
+        The released table; default the release's own output. A PRAM release needs the
+        path it wrote (its file, or a Spark folder).
+    name : str, optional
+        The name the suite and its messages use (default: the release's kind and id).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
+    >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = people.dp.group_by("region", margins=regions).agg(
+    ...         dpframe.agg.count(epsilon=0.5)
+    ...     )
+    ...     _ = release.collect()
+    >>> dpframe.check(release).success
+    True
+    """
+    return check_release(_release_suite(release, table, name))
 
 
 def _fmt(v: Any) -> str:
@@ -178,793 +278,6 @@ def _fmt(v: Any) -> str:
     if isinstance(v, str) and v in ("NaN", "Infinity", "-Infinity"):
         return {"NaN": "NaN", "Infinity": "inf", "-Infinity": "-inf"}[v]
     return repr(v)
-
-
-def _num(v: float) -> str:
-    return format(float(v), ".10g")
-
-
-def _gx_dtype_ok(dtype: pl.DataType) -> bool:
-    return dtype.is_numeric() or dtype in (pl.String, pl.Boolean, pl.Null)
-
-
-def _for_gx(frame: pl.DataFrame) -> pl.DataFrame:
-    """Enum, Categorical, temporal and other columns as strings (plain pandas values)."""
-    casts = [pl.col(c).cast(pl.String) for c, t in frame.schema.items() if not _gx_dtype_ok(t)]
-    return frame.with_columns(casts) if casts else frame
-
-
-def _values_like(values: list[Any], dtype: pl.DataType | None) -> list[Any]:
-    """``values`` as the checked column holds them once handed to Great Expectations."""
-    s = pl.Series(values, strict=False)
-    if dtype is not None and s.dtype != dtype:
-        cast = s.cast(dtype, strict=False)
-        if cast.null_count() == s.null_count():
-            s = cast
-    if not _gx_dtype_ok(s.dtype):
-        s = s.cast(pl.String)
-    return s.to_list()
-
-
-def _col(frame: pl.DataFrame, name: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
-    if name in frame.columns:
-        return pl.col(name)
-    return pl.lit(None, dtype=dtype).alias(name)
-
-
-def _bounds_rule(lo: float | None, hi: float | None) -> str:
-    if lo is not None and hi is not None:
-        return f"outside [{_num(lo)}, {_num(hi)}]"
-    if lo is not None:
-        return f"below {_num(lo)}"
-    return f"above {_num(hi)}"
-
-
-def _range_rule(lo: float | None, hi: float | None) -> str:
-    """The rule a finite statistic with optional bounds breaks."""
-    if lo is None and hi is None:
-        return "not finite"
-    return f"{_bounds_rule(lo, hi)} or not finite"
-
-
-def _expect_finite_between(
-    plan: _Suite, table: str, col: str, lo: float | None, hi: float | None, meta: dict
-) -> None:
-    """``col`` finite and within ``[lo, hi]`` (either may be open)."""
-    plan.expect(
-        "expect_column_values_to_be_between",
-        table,
-        column=col,
-        min_value=-FINITE if lo is None else lo,
-        max_value=FINITE if hi is None else hi,
-        meta={**meta, "rule": _range_rule(lo, hi)},
-    )
-
-
-def _expect_types(plan: _Suite, frame: pl.DataFrame, expected: dict[str, str], index: str) -> None:
-    """Each of ``expected``'s columns has its polars dtype (a derived table, one row a
-    column: Great Expectations sees pandas dtypes, which blur them)."""
-    rows = [
-        {
-            "column": c,
-            "dtype": str(frame.schema[c]) if c in frame.columns else "missing",
-            "expected": want,
-            "ok": int(c not in frame.columns or str(frame.schema[c]) == want),
-        }
-        for c, want in expected.items()
-    ]
-    types = pl.DataFrame(
-        rows,
-        schema={"column": pl.String, "dtype": pl.String, "expected": pl.String, "ok": pl.Int64},
-    )
-    plan.add_table(index, types, ["column", "dtype", "expected"])
-    plan.expect(
-        "expect_column_values_to_be_between",
-        index,
-        column="ok",
-        min_value=1,
-        max_value=1,
-        meta={
-            "subject_from": "column",
-            "noun": "columns",
-            "rule": "of the wrong type",
-            "example": "{column} has type {dtype}, expected {expected}",
-        },
-    )
-
-
-def _variance_cap(lo: float | None, hi: float | None) -> float | None:
-    """The largest sample variance of values in ``[lo, hi]`` over every ``n >= 2``."""
-    if lo is None or hi is None:
-        return None
-    return variance_bound(lo, hi, 2)
-
-
-def _grouped_outputs(spec: GroupedSpec) -> list[tuple[str, str, StatisticSpec]]:
-    """(column, role, statistic) of every released column, in order."""
-    out: list[tuple[str, str, StatisticSpec]] = []
-    for s in spec.statistics:
-        if s.stat == "count":
-            out.append((s.name or "count", "count", s))
-        elif s.stat == "cov":
-            n = s.name or f"{s.x}_{s.y}"
-            out += [
-                (f"{n}_var_{s.x}", "cov_var", s),
-                (f"{n}_var_{s.y}", "cov_var", s),
-                (f"{n}_cov", "cov", s),
-                (f"{n}_corr", "corr", s),
-            ]
-        else:
-            out.append((s.name or f"{s.column}_{s.stat}", s.stat, s))
-    names = [c for c, _, _ in out]
-    dup = sorted({c for c in names if names.count(c) > 1})
-    if dup:
-        raise InvalidParameterError(
-            f"release {spec.name!r}: statistics {dup} would be released under the same column "
-            "name; give them distinct name= values"
-        )
-    return out
-
-
-# A statistic of a group with public size below this is released as null (dpframe.agg).
-_MIN_SIZE = {"mean": 1, "proportion": 1, "var": 2, "cov_var": 2, "cov": 2}
-
-
-def _plan_grouped(
-    spec: GroupedSpec, frame: pl.DataFrame, margins: pl.DataFrame | None, sizes: str | None
-) -> _Suite:
-    if margins is None:
-        raise MissingMarginsError(
-            f"release {spec.name!r} (grouped): pass margins= (the public key frame "
-            f"{spec.margins!r}) to check its keys and row count"
-        )
-    keys = list(spec.by)
-    absent = [k for k in keys if k not in margins.columns]
-    if absent:
-        raise InvalidParameterError(
-            f"margins= has no key column(s) {absent} of release {spec.name!r} (by={keys})"
-        )
-    if sizes is not None and sizes not in margins.columns:
-        raise InvalidParameterError(f"sizes={sizes!r} is not a column of margins=")
-    outputs = _grouped_outputs(spec)
-    schema = frame.schema
-    public = margins.select(keys).unique(maintain_order=True)
-    public = public.with_columns(
-        pl.col(k).cast(schema[k], strict=False) for k in keys if k in schema
-    )
-
-    plan = _Suite()
-    plan.add_table("main", _for_gx(frame), keys)
-    where = {"where": keys}
-    plan.expect(
-        "expect_table_columns_to_match_set",
-        "main",
-        column_set=keys + [c for c, _, _ in outputs],
-        exact_match=True,
-    )
-    plan.expect(
-        "expect_table_row_count_to_equal",
-        "main",
-        value=public.height,
-        meta={"expected": "one row per public key of the margins"},
-    )
-    for k in keys:
-        plan.expect("expect_column_values_to_not_be_null", "main", column=k, meta=where)
-        plan.expect(
-            "expect_column_values_to_be_in_set",
-            "main",
-            column=k,
-            value_set=_values_like(margins[k].unique(maintain_order=True).to_list(), schema.get(k)),
-            meta={**where, "rule": "not among the margins' keys"},
-        )
-
-    nullable = {}
-    for col, role, s in outputs:
-        if role == "corr":
-            # a correlation is undefined (null/NaN) where a released variance is 0
-            pass
-        elif sizes is not None and role in _MIN_SIZE:
-            nullable[col] = _MIN_SIZE[role]  # checked against the public sizes below
-        else:
-            plan.expect("expect_column_values_to_not_be_null", "main", column=col, meta=where)
-        lo = hi = None
-        if role in ("count", "sum") and spec.nonnegative and statistic(s).nonnegative:
-            lo = 0.0
-        elif role == "mean":
-            lo, hi = s.lower, s.upper
-        elif role == "proportion":
-            lo, hi = 0.0, 1.0
-        elif role == "var":
-            lo, hi = 0.0, _variance_cap(s.lower, s.upper)
-        elif role == "cov_var":
-            y = s.y is not None and col.endswith(f"_var_{s.y}") and s.y != s.x
-            lo = 0.0
-            hi = _variance_cap(s.lower_y, s.upper_y) if y else _variance_cap(s.lower, s.upper)
-        if role == "corr":
-            plan.expect(
-                "expect_column_values_to_be_between",
-                "main",
-                column=col,
-                min_value=-1.0 - RTOL,
-                max_value=1.0 + RTOL,
-                meta={**where, "rule": "outside [-1, 1]"},
-            )
-        else:
-            _expect_finite_between(plan, "main", col, lo, hi, where)
-    types = {c: "Int64" if role == "count" else "Float64" for c, role, _ in outputs}
-    _expect_types(plan, frame, types, "types")
-
-    # counts are integers (integer noise on integer counts)
-    counts = [c for c, role, _ in outputs if role == "count" and c in schema]
-    if counts and all(k in schema for k in keys):
-        parts = [
-            frame.select(
-                *[pl.col(k).cast(pl.String) for k in keys],
-                pl.lit(c).alias("statistic"),
-                pl.col(c).cast(pl.Float64, strict=False).alias("value"),
-            )
-            for c in counts
-        ]
-        ints = pl.concat(parts).with_columns(
-            pl.when(pl.col("value").is_finite())
-            .then((pl.col("value") - pl.col("value").round()).abs())
-            .otherwise(0.0)
-            .alias("fraction")
-        )
-        plan.add_table("integers", _for_gx(ints), [*keys, "statistic", "value"])
-        plan.expect(
-            "expect_column_values_to_be_between",
-            "integers",
-            column="fraction",
-            min_value=0.0,
-            max_value=0.0,
-            meta={
-                "subject_from": "statistic",
-                "noun": "values",
-                "rule": "not an integer (a count is released with integer noise)",
-                "example": "{value}",
-                "where": keys,
-            },
-        )
-
-    # a correlation is its released covariance over the released standard deviations,
-    # clipped to [-1, 1], and undefined (null) exactly where a released variance is 0
-    corrs = [(c, s) for c, role, s in outputs if role == "corr"]
-    if corrs and all(k in schema for k in keys):
-        parts = []
-        for col, s in corrs:
-            n = col.removesuffix("_corr")
-            vx, vy, cv = f"{n}_var_{s.x}", f"{n}_var_{s.y}", f"{n}_cov"
-            f64 = pl.Float64
-            var_x = _col(frame, vx).cast(f64, strict=False)
-            var_y = _col(frame, vy).cast(f64, strict=False)
-            cov = _col(frame, cv).cast(f64, strict=False)
-            corr = _col(frame, col).cast(f64, strict=False)
-            defined = (var_x * var_y) > 0
-            expected = pl.when(defined).then((cov / (var_x * var_y).sqrt()).clip(-1.0, 1.0))
-            present = corr.is_not_null() & ~corr.is_nan()
-            parts.append(
-                frame.select(
-                    *[pl.col(k).cast(pl.String) for k in keys],
-                    pl.lit(col).alias("statistic"),
-                    corr.alias("corr"),
-                    expected.alias("expected"),
-                    pl.lit(f"{cv} / sqrt({vx} * {vy})").alias("of"),
-                    pl.when(defined & present)
-                    .then((corr - expected).abs() - RTOL * (1 + expected.abs()))
-                    .when(defined != present)
-                    .then(1.0)
-                    .otherwise(0.0)
-                    .alias("off"),
-                )
-            )
-        table = pl.concat(parts)
-        plan.add_table(
-            "correlations", _for_gx(table), [*keys, "statistic", "corr", "expected", "of"]
-        )
-        plan.expect(
-            "expect_column_values_to_be_between",
-            "correlations",
-            column="off",
-            max_value=0.0,
-            meta={
-                "subject_from": "statistic",
-                "noun": "groups",
-                "rule": "inconsistent with the released cov and variances (a correlation is "
-                "cov / sqrt(var_x var_y) clipped to [-1, 1], and NaN/null exactly where a "
-                "variance is 0)",
-                "example": "corr {corr}, expected {expected} = {of}",
-                "where": keys,
-            },
-        )
-
-    # every public key exactly once
-    have_keys = all(k in schema for k in keys)
-    if have_keys:
-        counts = frame.group_by(keys).agg(pl.len().alias("rows"))
-        key_table = public.join(counts, on=keys, how="left", nulls_equal=True).with_columns(
-            pl.col("rows").fill_null(0)
-        )
-    else:
-        key_table = public.with_columns(pl.lit(None, dtype=pl.UInt32).alias("rows"))
-    plan.add_table("keys", _for_gx(key_table), keys)
-    plan.expect(
-        "expect_column_values_to_be_between",
-        "keys",
-        column="rows",
-        min_value=1,
-        max_value=1,
-        meta={
-            "subject": "keys",
-            "noun": "public keys",
-            "rule": "not released exactly once",
-            "example": "{rows} rows",
-            "where": keys,
-        },
-    )
-
-    # Cauchy-Schwarz for every covariance
-    covs = [(c, s) for c, role, s in outputs if role == "cov"]
-    if covs:
-        parts = []
-        for col, s in covs:
-            n = col.removesuffix("_cov")
-            vx, vy = f"{n}_var_{s.x}", f"{n}_var_{s.y}"
-            bound = (
-                _col(frame, vx).cast(pl.Float64).clip(lower_bound=0)
-                * _col(frame, vy).cast(pl.Float64).clip(lower_bound=0)
-            ).sqrt()
-            parts.append(
-                frame.select(
-                    *[_col(frame, k, pl.String) for k in keys],
-                    pl.lit(col).alias("statistic"),
-                    _col(frame, col).cast(pl.Float64).alias("cov"),
-                    bound.alias("bound"),
-                    pl.lit(f"sqrt({vx} * {vy})").alias("bound_of"),
-                )
-            )
-        pairs = pl.concat(parts, how="vertical_relaxed").with_columns(
-            (pl.col("cov").abs() - pl.col("bound") * (1 + RTOL)).alias("excess")
-        )
-        plan.add_table("pairs", _for_gx(pairs), [*keys, "statistic", "cov", "bound", "bound_of"])
-        plan.expect(
-            "expect_column_values_to_be_between",
-            "pairs",
-            column="excess",
-            max_value=0.0,
-            meta={
-                "subject_from": "statistic",
-                "noun": "groups",
-                "rule": "beyond Cauchy-Schwarz |cov| <= sqrt(var_x var_y)",
-                "example": "|{cov}| > {bound_of} = {bound}",
-                "where": keys,
-            },
-        )
-
-    # with public sizes, a null only where the group is too small to have a value
-    if sizes is not None:
-        sized = (
-            frame.join(
-                public.join(
-                    margins.select(*keys, sizes).with_columns(
-                        pl.col(k).cast(schema[k], strict=False) for k in keys if k in schema
-                    ),
-                    on=keys,
-                    how="left",
-                    nulls_equal=True,
-                ).select(*keys, pl.col(sizes).alias("__size")),
-                on=keys,
-                how="left",
-                nulls_equal=True,
-            )
-            if have_keys
-            else None
-        )
-        parts = []
-        for col, need in nullable.items():
-            if sized is None or col not in sized.columns:
-                continue
-            c = pl.col(col)
-            missing = c.is_null() | (c.is_nan() if sized.schema[col].is_float() else False)
-            parts.append(
-                sized.filter(missing).select(
-                    *keys,
-                    pl.lit(col).alias("statistic"),
-                    pl.col("__size").cast(pl.Float64).alias("size"),
-                    (pl.col("__size").cast(pl.Float64) - (need - 1)).alias("size_over"),
-                )
-            )
-        empty = pl.DataFrame(
-            schema={
-                **{k: schema.get(k, pl.String) for k in keys},
-                "statistic": pl.String,
-                "size": pl.Float64,
-                "size_over": pl.Float64,
-            }
-        )
-        nulls = pl.concat([empty, *parts], how="vertical_relaxed")
-        plan.add_table("nulls", _for_gx(nulls), [*keys, "statistic", "size"])
-        plan.expect(
-            "expect_column_values_to_be_between",
-            "nulls",
-            column="size_over",
-            max_value=0.0,
-            meta={
-                "subject_from": "statistic",
-                "noun": "null values",
-                "rule": "are in groups that should have a value (a null is allowed only "
-                "where the public size is 0, or at most 1 for a variance or covariance)",
-                "example": "size {size}",
-                "where": keys,
-            },
-        )
-    return plan
-
-
-def _declared(values: Any, dtype: pl.DataType | None, what: str, hint: str) -> list[Any]:
-    if values is not None:
-        return list(values)
-    if isinstance(dtype, pl.Enum):
-        return dtype.categories.to_list()
-    raise InvalidParameterError(
-        f"{what}: no declared categories to check against; {hint} (the categories present in "
-        "the data are not a public declaration)"
-    )
-
-
-def _plan_pram(
-    spec: PramSpec,
-    frame: pl.DataFrame | pl.LazyFrame,
-    input_rows: int | None,
-    value_counts: Mapping[str, pl.DataFrame] | None = None,
-    keep: Sequence[str] = (),
-) -> _Suite:
-    lf = frame.lazy()
-    schema = lf.collect_schema()
-    plan = _Suite()
-    declared = [c.column for c in spec.columns] + [*spec.public, *keep]
-    # exactly the declared columns (and those the release was told to keep as they are):
-    # a column PRAM did not randomize must not leave
-    plan.add_table(
-        "columns", pl.DataFrame({"column": list(schema)}, schema={"column": pl.String}), ["column"]
-    )
-    plan.expect(
-        "expect_column_values_to_be_in_set",
-        "columns",
-        column="column",
-        value_set=declared,
-        meta={
-            "subject": "columns",
-            "noun": "columns",
-            "rule": f"not among the declared PRAM columns {declared} (published without "
-            "randomization)",
-            "where": [],
-        },
-    )
-    for c in spec.columns:
-        col = c.column
-        cats = c.categories
-        if cats is None and isinstance(c.prior, dict):
-            cats = list(c.prior)
-        cats = _declared(
-            cats,
-            schema.get(col),
-            f"release {spec.name!r}, column {col!r}",
-            "give categories=[...] in the spec or release an Enum column",
-        )
-        table = f"values.{col}"
-        if value_counts is not None and col in value_counts:  # counted by the engine
-            values = value_counts[col].select(col, "rows").sort(col, nulls_last=True)
-        elif col in schema:
-            values = lf.group_by(col).agg(pl.len().alias("rows")).sort(col, nulls_last=True)
-            values = values.collect()
-        else:
-            values = pl.DataFrame(schema={"rows": pl.UInt32})
-        plan.add_table(table, _for_gx(values), [col, "rows"])
-        plan.expect("expect_column_to_exist", table, column=col)
-        plan.expect(
-            "expect_column_values_to_be_in_set",
-            table,
-            column=col,
-            value_set=_values_like(cats, schema.get(col)),
-            meta={
-                "noun": "distinct values",
-                "rule": f"outside the declared categories {cats}",
-                "example": "{value} in {rows} row(s)",
-                "where": [],
-            },
-        )
-        plan.expect(
-            "expect_column_values_to_not_be_null",
-            table,
-            column=col,
-            meta={"noun": "distinct values", "example": "in {rows} row(s)"},
-        )
-        if input_rows is not None:
-            plan.expect(
-                "expect_column_sum_to_be_between",
-                table,
-                column="rows",
-                min_value=int(input_rows),
-                max_value=int(input_rows),
-                meta={
-                    "subject": col,
-                    "what": "row count",
-                    "expected": f"{int(input_rows)} (the input's rows)",
-                },
-            )
-    return plan
-
-
-def _plan_proportions(spec: ProportionsSpec, frame: pl.DataFrame) -> _Suite:
-    col = spec.column
-    dtype = frame.schema.get(col)
-    cats = _declared(
-        spec.categories,
-        dtype,
-        f"release {spec.name!r}",
-        "give categories=[...] in the spec or release an Enum column",
-    )
-    plan = _Suite()
-    plan.add_table("main", _for_gx(frame), [col])
-    where = {"where": [col], "where_label": "category"}
-    plan.expect(
-        "expect_table_columns_to_match_set",
-        "main",
-        column_set=[col, "proportion"],
-        exact_match=True,
-    )
-    plan.expect(
-        "expect_table_row_count_to_equal",
-        "main",
-        value=len(cats),
-        meta={"expected": "one row per declared category"},
-    )
-    plan.expect("expect_column_values_to_not_be_null", "main", column=col, meta=where)
-    plan.expect(
-        "expect_column_distinct_values_to_equal_set",
-        "main",
-        column=col,
-        value_set=_values_like(cats, dtype),
-        meta={"expected": f"the declared categories {cats}"},
-    )
-    plan.expect("expect_column_values_to_be_unique", "main", column=col, meta=where)
-    plan.expect("expect_column_values_to_not_be_null", "main", column="proportion", meta=where)
-    plan.expect(
-        "expect_column_values_to_be_between",
-        "main",
-        column="proportion",
-        min_value=0.0,
-        max_value=1.0,
-        meta={**where, "rule": "outside [0, 1]"},
-    )
-    plan.expect(
-        "expect_column_sum_to_be_between",
-        "main",
-        column="proportion",
-        min_value=1.0 - spec.tolerance,
-        max_value=1.0 + spec.tolerance,
-        meta={"expected": f"1 within {spec.tolerance:g}"},
-    )
-    return plan
-
-
-def _plan_covariance(spec: CovarianceSpec, frame: pl.DataFrame, input_rows: int | None) -> _Suite:
-    cols = list(spec.columns)
-    plan = _Suite()
-    plan.add_table("main", _for_gx(frame), ["column"])
-    where = {"where": ["column"], "where_label": "row"}
-    plan.expect(
-        "expect_table_columns_to_match_set", "main", column_set=["column", *cols], exact_match=True
-    )
-    plan.expect(
-        "expect_table_row_count_to_equal",
-        "main",
-        value=len(cols),
-        meta={"expected": "one row per variable"},
-    )
-    plan.expect("expect_column_values_to_not_be_null", "main", column="column", meta=where)
-    plan.expect(
-        "expect_column_distinct_values_to_equal_set",
-        "main",
-        column="column",
-        value_set=cols,
-        meta={"expected": f"the variables {cols}"},
-    )
-    plan.expect("expect_column_values_to_be_unique", "main", column="column", meta=where)
-    for c in cols:
-        plan.expect("expect_column_values_to_not_be_null", "main", column=c, meta=where)
-
-    # the matrix by name (rows located by the "column" column, not by position)
-    cell: dict[tuple[str, str], float | None] = {}
-    if "column" in frame.columns:
-        names = frame["column"].cast(pl.String).to_list()
-        for i in cols:
-            r = names.index(i) if i in names else None
-            for j in cols:
-                if r is not None and j in frame.columns:
-                    v = frame[j][r]
-                    cell[i, j] = None if v is None else float(v)
-    for c in cols:  # every cell finite
-        _expect_finite_between(plan, "main", c, None, None, where)
-    _expect_types(plan, frame, {"column": "String", **{c: "Float64" for c in cols}}, "types")
-    n = spec.n if spec.n is not None else input_rows
-    size = n if n is not None and n >= 2 else 2  # with n unknown: the largest over n >= 2
-    diag = pl.DataFrame(
-        {
-            "variable": cols,
-            "var": [cell.get((c, c)) for c in cols],
-            "upper": [variance_bound(lo, hi, size) for lo, hi in spec.bounds],
-        },
-        schema={"variable": pl.String, "var": pl.Float64, "upper": pl.Float64},
-    ).with_columns((pl.col("var") - pl.col("upper") * (1 + RTOL)).alias("over"))
-    plan.add_table("diagonal", diag, ["variable", "var", "upper"])
-    vwhere = {"where": ["variable"], "where_label": "variable"}
-    plan.expect(
-        "expect_column_values_to_be_between",
-        "diagonal",
-        column="var",
-        min_value=0.0,
-        meta={**vwhere, "subject": "diagonal (variances)", "rule": "below 0"},
-    )
-    bound_rule = (
-        f"above n R^2 / (4 (n - 1)) with n = {n} (R = upper - lower)"
-        if n is not None and n >= 2
-        else "above R^2 / 2, the largest sample variance of values in their bounds"
-    )
-    plan.expect(
-        "expect_column_values_to_be_between",
-        "diagonal",
-        column="over",
-        max_value=0.0,
-        meta={
-            **vwhere,
-            "subject": "diagonal (variances)",
-            "rule": bound_rule,
-            "example": "{var} > {upper}",
-        },
-    )
-
-    rows = []
-    for a, i in enumerate(cols):
-        for j in cols[a + 1 :]:
-            cij, cji = cell.get((i, j)), cell.get((j, i))
-            vi, vj = cell.get((i, i)), cell.get((j, j))
-            bound = None if vi is None or vj is None else math.sqrt(max(vi, 0.0) * max(vj, 0.0))
-            cs = asym = None
-            if cij is not None and cji is not None:
-                big = max(abs(cij), abs(cji))
-                asym = abs(cij - cji) - RTOL * big
-                if bound is not None:
-                    cs = big - bound * (1 + RTOL)
-            larger = cij if cji is None or (cij is not None and abs(cij) >= abs(cji)) else cji
-            rows.append(
-                {
-                    "pair": f"cov({i}, {j})",
-                    "cov": larger,
-                    "bound_of": f"sqrt(cov({i}, {i}) cov({j}, {j}))",
-                    "cov_ij": cij,
-                    "cov_ji": cji,
-                    "bound": bound,
-                    "cs_excess": cs,
-                    "asym_excess": asym,
-                }
-            )
-    pairs = pl.DataFrame(
-        rows,
-        schema={
-            "pair": pl.String,
-            "cov": pl.Float64,
-            "bound_of": pl.String,
-            "cov_ij": pl.Float64,
-            "cov_ji": pl.Float64,
-            "bound": pl.Float64,
-            "cs_excess": pl.Float64,
-            "asym_excess": pl.Float64,
-        },
-    )
-    plan.add_table("pairs", pairs, ["pair", "cov", "bound_of", "cov_ij", "cov_ji", "bound"])
-    plan.expect(
-        "expect_column_values_to_be_between",
-        "pairs",
-        column="cs_excess",
-        max_value=0.0,
-        meta={
-            "subject": "covariances",
-            "noun": "pairs",
-            "rule": "beyond Cauchy-Schwarz |cov_ij| <= sqrt(cov_ii cov_jj)",
-            "example": "|{pair}| = |{cov}| > {bound_of} = {bound}",
-        },
-    )
-    plan.expect(
-        "expect_column_values_to_be_between",
-        "pairs",
-        column="asym_excess",
-        max_value=0.0,
-        meta={
-            "subject": "covariances",
-            "noun": "pairs",
-            "rule": f"not symmetric (relative tolerance {RTOL:g})",
-            "example": "{pair}: {cov_ij} vs {cov_ji}",
-        },
-    )
-    return plan
-
-
-def _plan(
-    release: Any,
-    frame: Any,
-    margins: pl.DataFrame | None,
-    input_rows: int | None,
-    sizes: str | None,
-    value_counts: Mapping[str, pl.DataFrame] | None = None,
-    keep: Sequence[str] = (),
-) -> _Suite:
-    if not isinstance(release, _Release):
-        raise InvalidParameterError(
-            "release must be a release spec (GroupedSpec, PramSpec, ProportionsSpec or "
-            f"CovarianceSpec from dpframe.jobs.spec), got {type(release).__name__}"
-        )
-    if not isinstance(frame, pl.DataFrame | pl.LazyFrame):
-        raise InvalidParameterError(
-            "frame must be a polars DataFrame or LazyFrame (the released table), got "
-            f"{type(frame).__name__}"
-        )
-    if margins is not None and not isinstance(margins, pl.DataFrame):
-        raise InvalidParameterError(
-            f"margins must be a polars DataFrame, got {type(margins).__name__}"
-        )
-    if input_rows is not None and (
-        isinstance(input_rows, bool) or not isinstance(input_rows, int) or input_rows < 0
-    ):
-        raise InvalidParameterError(f"input_rows must be an integer >= 0, got {input_rows!r}")
-    if isinstance(release, PramSpec):
-        plan = _plan_pram(release, frame, input_rows, value_counts, keep)
-    else:
-        df = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
-        if isinstance(release, GroupedSpec):
-            plan = _plan_grouped(release, df, margins, sizes)
-        elif isinstance(release, ProportionsSpec):
-            plan = _plan_proportions(release, df)
-        else:
-            plan = _plan_covariance(release, df, input_rows)
-    for i, e in enumerate(plan.expectations):
-        e["meta"]["id"] = i
-    return plan
-
-
-def expectations_for(
-    release: _Release,
-    frame: pl.DataFrame | pl.LazyFrame,
-    *,
-    margins: pl.DataFrame | None = None,
-    input_rows: int | None = None,
-    sizes: str | None = None,
-    value_counts: Mapping[str, pl.DataFrame] | None = None,
-    keep: Sequence[str] = (),
-) -> list[dict]:
-    """The expectations a release's table must meet, without Great Expectations.
-
-    Each is ``{"type": "expect_...", "kwargs": {...}, "table": name, "meta": {...}}``: the
-    expectation type and arguments as Great Expectations names them, the table it applies
-    to (``"main"``, the released table, or one derived from it: ``"keys"``, ``"pairs"``,
-    ``"nulls"``, ``"diagonal"``, ``"values.<column>"``), and what :func:`check_release`
-    needs to word a failure. The suite depends on the spec and the public inputs only
-    (``margins``, ``input_rows``, ``sizes``); ``frame`` gives the dtypes the declared values
-    are cast to.
-
-    ``margins`` (the public key frame) is required for a grouped release; ``input_rows``
-    (the input's row count) adds the row-count check of a PRAM release and, for a
-    covariance release without ``n``, the variances' upper bound; ``sizes`` names a column
-    of ``margins`` with public group sizes (a statistic of a group too small to have one is
-    then allowed to be null). ``value_counts`` gives, for a PRAM release, each column's
-    ``(<column>, rows)`` counts computed by the engine (Spark), so the microdata itself is
-    not read on the driver; ``frame`` then gives only the dtypes. ``keep`` names the
-    columns a PRAM release was told to carry through unchanged (``keep=``): the only
-    columns allowed beside the randomized ones.
-    """
-    plan = _plan(release, frame, margins, input_rows, sizes, value_counts, keep)
-    return [dict(e) for e in plan.expectations]
 
 
 # -- Great Expectations (imported here only) ---------------------------------------------
@@ -1170,7 +483,7 @@ def _failure(cfg: dict, res: dict, exc: str | None) -> str:
     elif type_ == "expect_column_values_to_be_in_set":
         rule = meta.get("rule") or f"outside {kw.get('value_set')}"
     else:
-        rule = meta.get("rule") or _bounds_rule(kw.get("min_value"), kw.get("max_value"))
+        rule = meta.get("rule") or bounds_rule(kw.get("min_value"), kw.get("max_value"))
     head = f"{subject}: {bad} of {total} {noun} {rule}"
     if index_rows:
         examples = [_example(r, column, meta) for r in index_rows[:_MAX_EXAMPLES]]
@@ -1224,8 +537,8 @@ def _result_format(index: list[str]) -> dict:
 
 
 def check_release(
-    release: _Release,
-    frame: pl.DataFrame | pl.LazyFrame,
+    release: Suite | Any,
+    frame: pl.DataFrame | pl.LazyFrame | None = None,
     *,
     margins: pl.DataFrame | None = None,
     input_rows: int | None = None,
@@ -1233,15 +546,27 @@ def check_release(
     value_counts: Mapping[str, pl.DataFrame] | None = None,
     keep: Sequence[str] = (),
 ) -> CheckResult:
-    """Validate a released table against the suite its spec implies (see the module doc).
+    """Validate a release's suite: a :class:`~dpframe.polars.expectations.Suite` (a release
+    kind's ``suite``, or :meth:`Release.expectations`), or the suite of a release spec's
+    entry for its released ``frame`` (:func:`suite_for`, with the public facts given).
 
     Imports Great Expectations (once per process: about 3 s). Each table -- the released
     one and the small ones derived from it -- is converted to pandas and validated as its
     own batch of an ephemeral context. Returns a :class:`CheckResult`; it does not raise
-    when an expectation fails (``success`` is False and ``failures`` says why). Arguments
-    as in :func:`expectations_for`.
+    when an expectation fails (``success`` is False and ``failures`` says why).
     """
-    plan = _plan(release, frame, margins, input_rows, sizes, value_counts, keep)
+    if isinstance(release, Suite):
+        plan = release
+    else:
+        plan = suite_for(
+            release,
+            frame,  # type: ignore[arg-type]  # checked by the kind's suite
+            margins=margins,
+            input_rows=input_rows,
+            sizes=sizes,
+            value_counts=value_counts,
+            keep=keep,
+        )
     gx = _gx()
     context = _context()
     source = context.data_sources.add_pandas(name="dpframe")
@@ -1252,9 +577,9 @@ def check_release(
         if not planned:
             continue
         suite = gx.ExpectationSuite(
-            name=f"{release.name}.{table}",
+            name=f"{plan.release}.{table}",
             expectations=[_expectation(e) for e in planned],
-            meta={"dpframe": {"release": release.name, "kind": release.kind, "table": table}},
+            meta={"dpframe": {"release": plan.release, "kind": plan.kind, "table": table}},
         )
         if len(suite.expectations) != len(planned):
             raise InvalidDataError(
@@ -1273,16 +598,16 @@ def check_release(
     failures = [] if success else _failures(results)
     suite_doc = {
         "format": SUITE_FORMAT,
-        "release": release.name,
-        "kind": release.kind,
+        "release": plan.release,
+        "kind": plan.kind,
         "n_expectations": n,
         "great_expectations_version": gx.__version__,
         "suites": suites,
     }
     result_doc = {
         "format": SUITE_FORMAT,
-        "release": release.name,
-        "kind": release.kind,
+        "release": plan.release,
+        "kind": plan.kind,
         "success": success,
         "statistics": {
             "evaluated_expectations": n,
@@ -1293,7 +618,7 @@ def check_release(
         "results": results,
     }
     return CheckResult(
-        release=release.name,
+        release=plan.release,
         success=success,
         failures=failures,
         suite=suite_doc,

@@ -21,8 +21,9 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
    folder with their ledger entries and the resolved spec in the Parquet metadata,
    PRAM'd microdata randomized and written by the engine. If the job fails, what it had
    not yet drawn is given back;
-5. **check the output** -- the Great Expectations suite of every release, built *from the
-   spec* (:mod:`dpframe.jobs.checks`);
+5. **check the output** -- every release's suite, declared by its kind from its spec entry
+   and the facts its file records (as a later ``dpframe check`` builds it), validated with
+   Great Expectations (:mod:`dpframe.jobs.checks`);
 6. **report** -- ``report.html`` (:mod:`dpframe.jobs.report`): the run, each release's
    plan rows and checks, and a DR-HA curve when ``risk=`` is given; one self-contained
    page that opens offline. It is written into the staging folder, so it is published
@@ -58,7 +59,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import polars.selectors as cs
 
 from dpframe.core.accountant import RESERVATION_KEY, Accountant, LedgerEntry, ledger_exists
 from dpframe.core.advice import spec_entry
@@ -77,7 +77,7 @@ from dpframe.errors import (
     ReleaseInterrupted,
 )
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
-from dpframe.jobs.kinds import kind_of, margins_for
+from dpframe.jobs.kinds import kind_of, margins_for, release_class
 from dpframe.jobs.planning import JobPlan, build_all, input_frame, plan
 from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
@@ -105,14 +105,8 @@ from dpframe.jobs.report import (
     redacted_ledger,
     write_report,
 )
-from dpframe.jobs.spec import (
-    CovarianceSpec,
-    GroupedSpec,
-    PramSpec,
-    ProportionsSpec,
-    Spec,
-    parse_spec,
-)
+from dpframe.jobs.spec import Spec, parse_spec
+from dpframe.polars.expectations import Suite
 from dpframe.polars.io import frame_reads, read_provenance, write_parquet
 
 __all__ = ["CheckFailedError", "JobResult", "check", "check_folder", "run"]
@@ -256,19 +250,10 @@ def _written_counts(engine: Any, path: Path, columns: list[str]) -> dict[str, pl
     return {c: t.rename({"count": "rows"}) for c, t in counts.items()}
 
 
-def _with_released_categories(r: Any, rel: Any) -> Any:
-    """The spec entry ``r`` with the categories its release used, for its checks.
-
-    A spec may leave them to the input file's Enum dtypes; the checks then need them
-    from the release, since a file written by Spark carries no Enum.
-    """
-    if isinstance(r, PramSpec):
-        released = {p.column: list(p.categories) for p in rel.plans()}
-        columns = [c.model_copy(update={"categories": released[c.column]}) for c in r.columns]
-        return r.model_copy(update={"columns": columns})
-    if isinstance(r, ProportionsSpec):
-        return r.model_copy(update={"categories": list(rel.categories)})
-    return r
+def _suite(r: Any, facts: dict[str, Any], table: Any) -> Suite:
+    """The suite of spec entry ``r``'s released ``table``: its kind's own, from the entry
+    (as its file's provenance records it) and the facts its file records."""
+    return release_class(r).suite(r.model_dump(), facts, table)
 
 
 def _stage(
@@ -281,60 +266,26 @@ def _stage(
     eng: Any,
     ctx: Any,
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """Write one drawn release into ``staging``; what its check needs."""
+    """Write one drawn release into ``staging`` with the facts it declares; its table and
+    the facts its check reads (as a later check of the published file reads them)."""
     path = staging / f"{r.name}.parquet"
+    facts = rel.facts()
     if kind_of(r).rowwise:
         target = path.as_uri() if eng.name == "spark" else path
-        facts = {"input_rows": ctx.rows()}  # a PRAM release keeps every row
         rel.write_armed(finished, target, spec=spec.to_dict(), facts=facts)
-        counts = _written_counts(eng, path, rel.columns)
-        extra = {"input_rows": ctx.rows(), "value_counts": counts}
-        return _with_released_categories(r, rel), eng.written_frame(path), extra
-    table = kind_of(r).postprocess(r, finished)
-    facts = None
-    if isinstance(r, CovarianceSpec) and r.n is None:  # the release took n from the input
-        facts = {"input_rows": ctx.rows()}
-    if isinstance(r, GroupedSpec):  # the public keys (and sizes) its checks need
-        sizes = spec.margins[r.margins].sizes
-        public = margins_for(spec, r, ctx.schema).select(*r.by, *([sizes] if sizes else []))
-        public = public.with_columns(cs.temporal().cast(pl.String))
-        facts = {"margins": public.to_dict(as_series=False), "sizes": sizes}
-    write_parquet(
-        table,
-        path,
-        ledger=list(entries),
-        spec=spec.to_dict(),
-        neighbours=spec.privacy.neighbours,
-        facts=facts,
-    )
-    if isinstance(r, CovarianceSpec) and facts is not None:
-        return _with_released_categories(r, rel), table, {"input_rows": facts["input_rows"]}
-    extra = {}
-    if isinstance(r, GroupedSpec):
-        extra = {
-            "margins": margins_for(spec, r, ctx.schema),
-            "sizes": spec.margins[r.margins].sizes,
-        }
-    return _with_released_categories(r, rel), table, extra
-
-
-def _with_recorded_categories(r: PramSpec, entries: Any) -> PramSpec:
-    """``r`` with each column's categories as the release's ledger entries record them."""
-    recorded = {
-        e.columns[0]: e.details["design"]["categories"]
-        for e in entries
-        if e.mechanism == "pram"
-        and len(e.columns) == 1
-        and isinstance(e.details.get("design"), dict)
-        and isinstance(e.details["design"].get("categories"), list)
-    }
-    columns = [
-        c.model_copy(update={"categories": recorded[c.column]})
-        if c.categories is None and c.column in recorded
-        else c
-        for c in r.columns
-    ]
-    return r.model_copy(update={"columns": columns})
+        table = eng.written_frame(path)
+        facts = {**facts, "value_counts": _written_counts(eng, path, rel.columns)}
+    else:
+        table = kind_of(r).postprocess(r, finished)
+        write_parquet(
+            table,
+            path,
+            ledger=list(entries),
+            spec=spec.to_dict(),
+            neighbours=spec.privacy.neighbours,
+            facts=facts or None,
+        )
+    return r, table, type(rel).read_facts(facts, entries)
 
 
 def _open_ledger(spec: Spec, out: Path) -> Accountant:
@@ -524,9 +475,9 @@ def _run(
                     result.outputs[r.name] = out / f"{r.name}.parquet"
             # 5. the checks
             result.checks = []
-            for r, table, extra in staged:
+            for r, table, facts in staged:
                 with bar.step(f"checking {r.name} against its expectations"):
-                    res = check_release(r, table, **extra)
+                    res = check_release(_suite(r, facts, table))
                     save_check(res, staging, data_docs=data_docs)
                 result.checks.append(res)
             # 6. the report, staged with the run (kept with the staged files if a check failed)
@@ -571,28 +522,26 @@ def _run(
     return result
 
 
-def _check_file(
-    r: Any, path: Path, margins: pl.DataFrame | None, sizes: str | None, input_engine: Any
-) -> Any:
-    """Check one published file of release ``r`` with what its provenance recorded."""
+def _check_file(r: Any, path: Path, given: dict[str, Any], input_engine: Any) -> Any:
+    """Check one published file of release ``r`` with what its provenance recorded (and
+    the public ``given`` facts, which take precedence): never its input, unless the file
+    records no input row count its kind needs (a file of an older dpframe)."""
     try:
         prov = read_provenance(path)
-        facts, entries = prov.facts, prov.entries
+        recorded, entries = prov.facts, prov.entries
     except InvalidParameterError:  # no provenance: checked against the spec alone
-        facts, entries = {}, ()
-    if isinstance(r, PramSpec):
-        # the row count and the categories the release recorded (its ledger entries'
-        # details are hash-verified), not today's input or the file's own dtypes
-        n = facts.get("input_rows")
-        if n is None:
-            n = input_engine().rows()
-        scan = pl.scan_parquet(path / "*.parquet" if path.is_dir() else path)
-        return check_release(_with_recorded_categories(r, entries), scan, input_rows=n)
-    if isinstance(r, GroupedSpec):
-        return check_release(r, pl.read_parquet(path), margins=margins, sizes=sizes)
-    if isinstance(r, CovarianceSpec):
-        return check_release(r, pl.read_parquet(path), input_rows=facts.get("input_rows"))
-    return check_release(r, pl.read_parquet(path))
+        recorded, entries = {}, ()
+    cls = release_class(r)
+    # the facts recorded and what its ledger entries record (their details are
+    # hash-verified), not today's input or the file's own dtypes
+    facts = cls.read_facts({**recorded, **given}, entries)
+    if "input_rows" in cls.required_facts and facts.get("input_rows") is None:
+        facts["input_rows"] = input_engine().rows()
+    if cls.rowwise:
+        table: Any = pl.scan_parquet(path / "*.parquet" if path.is_dir() else path)
+    else:
+        table = pl.read_parquet(path)
+    return check_release(_suite(r, facts, table))
 
 
 @spec_entry
@@ -618,24 +567,18 @@ def check_folder(folder: str | os.PathLike[str], *, data_docs: bool = False) -> 
         r = next((x for x in spec.release if x.name == name), None)
         if r is None:
             raise DPFrameError(f"release {name!r}: the spec in {path}'s provenance lacks it")
-        margins = sizes = None
-        if isinstance(r, GroupedSpec):
-            recorded = prov.facts.get("margins")
-            if not isinstance(recorded, dict):
-                raise DPFrameError(
-                    f"release {name!r}: {path} records no margins (published by an older "
-                    "dpframe); check it with its spec: dpframe check release.toml"
-                )
-            schema = pl.read_parquet_schema(path)
-            margins = pl.DataFrame(recorded).with_columns(
-                pl.col(k).cast(schema[k], strict=False) for k in r.by if k in schema
+        if "margins" in release_class(r).required_facts and not isinstance(
+            prov.facts.get("margins"), dict
+        ):
+            raise DPFrameError(
+                f"release {name!r}: {path} records no margins (published by an older "
+                "dpframe); check it with its spec: dpframe check release.toml"
             )
-            sizes = prov.facts.get("sizes")
 
         def no_input(name: str = name) -> Any:
             raise DPFrameError(f"release {name!r}: its file records no input row count")
 
-        results.append(_check_file(r, path, margins, sizes, no_input))
+        results.append(_check_file(r, path, {}, no_input))
     if not run_dir.is_dir():
         raise DPFrameError(
             f"the run checked ({run_dir}) was removed by newer publishes meanwhile; check again"
@@ -682,11 +625,8 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
             raise DPFrameError(
                 f"release {r.name!r}: {out / path.name} does not exist (run release first)"
             )
-        margins = sizes = None
-        if isinstance(r, GroupedSpec):  # the keys cast to the dtypes they were released in
-            margins = margins_for(spec, r, pl.read_parquet_schema(path))
-            sizes = spec.margins[r.margins].sizes
-        results.append(_check_file(r, path, margins, sizes, lambda: engine_for(spec.lazy_input())))
+        given = _spec_facts(spec, r, path)
+        results.append(_check_file(r, path, given, lambda: engine_for(spec.lazy_input())))
     if not folder.is_dir():
         raise DPFrameError(
             f"the run checked ({folder}) was removed by newer publishes meanwhile; run check again"
@@ -701,6 +641,16 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
         for name in (REPORT_DATA, REPORT):
             record_entry(out, folder, name)
     return results
+
+
+def _spec_facts(spec: Spec, r: Any, path: Path) -> dict[str, Any]:
+    """The public facts the spec itself gives release ``r``'s checks: the margins it
+    names (its keys cast to the dtypes they were released in) and their sizes column."""
+    named = getattr(r, "margins", None)
+    if named is None:
+        return {}
+    margins = margins_for(spec, r, pl.read_parquet_schema(path))
+    return {"margins": margins, "sizes": spec.margins[named].sizes}
 
 
 def _rewrite_report(spec: Spec, out: Path, folder: Path, results: list[Any]) -> None:

@@ -37,11 +37,21 @@ from dpframe.jobs.spec import (
     statistic,
 )
 from dpframe.polars.frame import CovarianceMatrixRelease, ProportionsRelease
-from dpframe.polars.grouped import GroupBy
+from dpframe.polars.grouped import GroupBy, GroupedRelease
 from dpframe.polars.pram import MicrodataRelease
 from dpframe.polars.release import Release
 
-__all__ = ["KINDS", "Context", "Kind", "build", "kind_of", "margins_for", "statistic"]
+__all__ = [
+    "KINDS",
+    "RELEASES",
+    "Context",
+    "Kind",
+    "build",
+    "kind_of",
+    "margins_for",
+    "release_class",
+    "statistic",
+]
 
 
 @dataclass
@@ -201,6 +211,21 @@ KINDS: dict[type, Kind] = {
     ProportionsSpec: Kind(_build_proportions),
     CovarianceSpec: Kind(_build_covariance),
 }
+
+
+#: The release class of each kind a spec can hold: what its file records for its checks
+#: (``facts``, ``read_facts``) and its suite (``suite``).
+RELEASES: dict[str, type[Release]] = {
+    "grouped": GroupedRelease,
+    "pram": MicrodataRelease,
+    "proportions": ProportionsRelease,
+    "covariance": CovarianceMatrixRelease,
+}
+
+
+def release_class(r: Any) -> type[Release]:
+    """The release class of a spec's release entry (by its ``kind``)."""
+    return RELEASES[r.kind]
 
 
 def kind_of(r: Any) -> Kind:

@@ -366,27 +366,26 @@ def calibrate_bounded(
         raise InvalidParameterError(
             f"granularity={g!r} leaves fewer than two grid points in [{lo}, {hi}]; use a finer one"
         )
+    gamma, loss = _gamma_and_loss(method, calibration, eps, units, width)
+    # the fields in their order: method, calibration, epsilon, sensitivity, lower, upper,
+    # granularity, sensitivity_units
+    return BoundedCalibration(
+        method, calibration, eps, sens, lo, hi, g, units, gamma=gamma, privacy_loss=loss
+    )
+
+
+def _gamma_and_loss(
+    method: str, calibration: str, eps: float, units: int, width: float
+) -> tuple[Fraction, float]:
+    """The grid noise parameter ``gamma`` (scale ``g / gamma``) and the privacy loss it gives."""
     plain = _dyadic_floor(eps / units)  # the paper's lambda = Δ/eps, on the grid
     if method == "bit":
-        gamma, loss = plain, units * float(plain)
-    elif calibration == "paper":
+        return plain, units * float(plain)
+    if calibration == "paper":
         gamma = plain
-        loss = grid_truncated_privacy_loss(float(gamma), units, width)
     else:
         gamma = solve_gamma("truncated", eps, float(units), float(width))
-        loss = grid_truncated_privacy_loss(float(gamma), units, width)
-    return BoundedCalibration(
-        method=method,
-        calibration=calibration,
-        epsilon=eps,
-        sensitivity=sens,
-        lower=lo,
-        upper=hi,
-        granularity=g,
-        sensitivity_units=units,
-        gamma=gamma,
-        privacy_loss=loss,
-    )
+    return gamma, grid_truncated_privacy_loss(float(gamma), units, width)
 
 
 def component_loss(method: str, gamma: float, d: float, width: float) -> float:

@@ -66,8 +66,9 @@ and ``lam**2`` are representable doubles.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -229,33 +230,25 @@ def _out(x: npt.NDArray[np.float64]) -> FloatResult:
 # ---------------------------------------------------------------------------------------
 # moments (in units of the data; bias, variance and MSE each computed without cancellation)
 
+_Moments = tuple[_F, _F, _F, _F]
 
-def _truncated_moments(
-    p: _Std,
-) -> tuple[_F, _F, _F, _F]:
-    """(bias, variance, mse, mean) of the truncated law, elementwise."""
+
+def _moments(p: _Std, eu_in: _F, eu2_in: _F, e_out: _F, var_out: _F) -> _Moments:
+    """(bias, variance, mse, mean) of a law from its standardized moments.
+
+    ``eu_in``, ``eu2_in``: ``E U``, ``E U**2`` of ``(s* - s)/lam`` for ``s`` inside;
+    ``e_out``, ``var_out``: mean and variance of ``|s* - b|/lam`` for ``s`` outside, ``b``
+    the nearest bound (``s*`` lies on the interval's side of it).
+    """
     lam = p.lam
     with np.errstate(all="ignore"):
-        # s inside: mixture of the two sides of the Laplace density
-        a_in, b_in = np.maximum(p.big_a, 0.0), np.maximum(p.big_b, 0.0)
-        den = _p1(a_in) + _p1(b_in)  # 2 Z
-        m = np.minimum(a_in, b_in)
-        abs_t = np.abs(p.t)
-        num = _xexp(m) * _p1(abs_t) + np.exp(-np.minimum(m, _BIG)) * _p(2, abs_t)
-        eu_in = np.sign(p.t) * num / den
-        eu2_in = 2.0 * (_p(3, a_in) + _p(3, b_in)) / den
         bias_in = lam * eu_in
         mse_in = lam**2 * eu2_in
         var_in = lam**2 * np.maximum(eu2_in - eu_in**2, 0.0)
-
-        # s outside: c0 + lam V (below) or c1 - lam V (above), V ~ Exp(1) on [0, d]
-        p1d = _p1(p.d)
-        ev = _p(2, p.d) / p1d
-        var_v = np.maximum(2.0 * _p(3, p.d) / p1d - ev**2, 0.0)
-        bias_below = (p.c0 - p.s) + lam * ev
-        bias_above = (p.c1 - p.s) - lam * ev
-        mean_out = np.where(p.below, p.c0 + lam * ev, p.c1 - lam * ev)
-        var_out = lam**2 * var_v
+        bias_below = (p.c0 - p.s) + lam * e_out
+        bias_above = (p.c1 - p.s) - lam * e_out
+        mean_out = np.where(p.below, p.c0 + lam * e_out, p.c1 - lam * e_out)
+        var_out = lam**2 * var_out
 
         bias = np.where(p.below, bias_below, np.where(p.above, bias_above, bias_in))
         var = np.where(p.inside, var_in, var_out)
@@ -269,129 +262,135 @@ def _truncated_moments(
     return bias, var, mse, mean
 
 
-def _bit_moments(
-    p: _Std,
-) -> tuple[_F, _F, _F, _F]:
+def _truncated_moments(p: _Std) -> _Moments:
+    """(bias, variance, mse, mean) of the truncated law, elementwise."""
+    with np.errstate(all="ignore"):
+        # s inside: mixture of the two sides of the Laplace density
+        a_in, b_in = np.maximum(p.big_a, 0.0), np.maximum(p.big_b, 0.0)
+        den = _p1(a_in) + _p1(b_in)  # 2 Z
+        m = np.minimum(a_in, b_in)
+        abs_t = np.abs(p.t)
+        num = _xexp(m) * _p1(abs_t) + np.exp(-np.minimum(m, _BIG)) * _p(2, abs_t)
+        eu_in = np.sign(p.t) * num / den
+        eu2_in = 2.0 * (_p(3, a_in) + _p(3, b_in)) / den
+        # s outside: c0 + lam V (below) or c1 - lam V (above), V ~ Exp(1) on [0, d]
+        p1d = _p1(p.d)
+        ev = _p(2, p.d) / p1d
+        var_v = np.maximum(2.0 * _p(3, p.d) / p1d - ev**2, 0.0)
+    return _moments(p, eu_in, eu2_in, ev, var_v)
+
+
+def _bit_moments(p: _Std) -> _Moments:
     """(bias, variance, mse, mean) of the BIT law, elementwise."""
-    lam = p.lam
     with np.errstate(all="ignore"):
         # s inside: E clip(U) = (e^-A - e^-B)/2, E clip(U)^2 = P_2(A) + P_2(B)
         a_in, b_in = np.maximum(p.big_a, 0.0), np.maximum(p.big_b, 0.0)
         m = np.minimum(a_in, b_in)
         eu_in = np.sign(p.t) * 0.5 * np.exp(-np.minimum(m, _BIG)) * _p1(np.abs(p.t))
         eu2_in = _p(2, a_in) + _p(2, b_in)
-        bias_in = lam * eu_in
-        mse_in = lam**2 * eu2_in
-        var_in = lam**2 * np.maximum(eu2_in - eu_in**2, 0.0)
-
         # s outside: nearest bound + lam W, W = min(Exp(1), d) w.p. q, else 0
         dist = np.where(p.below, -p.big_a, -p.big_b)  # (distance to the interval)/lam > 0
         q = 0.5 * np.exp(-np.minimum(dist, _BIG))
         ew = q * _p1(p.d)
         var_w = np.maximum(2.0 * q * _p(2, p.d) - ew**2, 0.0)
-        bias_below = (p.c0 - p.s) + lam * ew
-        bias_above = (p.c1 - p.s) - lam * ew
-        mean_out = np.where(p.below, p.c0 + lam * ew, p.c1 - lam * ew)
-        var_out = lam**2 * var_w
-
-        bias = np.where(p.below, bias_below, np.where(p.above, bias_above, bias_in))
-        var = np.where(p.inside, var_in, var_out)
-        mse = np.where(p.inside, mse_in, var_out + bias**2)
-        bias = np.where(p.unbounded, 0.0, bias)
-        var = np.where(p.unbounded, 2.0 * lam**2, var)
-        mse = np.where(p.unbounded, 2.0 * lam**2, mse)
-        # the mean is anchored at the nearest bound when s is outside (no cancellation)
-        mean = np.clip(np.where(p.inside, p.s + bias, mean_out), p.c0, p.c1)
-    return bias, var, mse, mean
+    return _moments(p, eu_in, eu2_in, ew, var_w)
 
 
-def truncated_laplace_bias(
-    loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
-) -> FloatResult:
+class _Moment(Protocol):
+    def __call__(
+        self, loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
+    ) -> FloatResult: ...
+
+
+_SHARED_PARAMETERS = """loc, scale, lower, upper : array_like
+        As in :func:`truncated_laplace_bias`."""
+
+
+def _moment(
+    name: str,
+    law: Callable[[_Std], _Moments],
+    which: int,
+    summary: str,
+    returns: str,
+    examples: str,
+    parameters: str = _SHARED_PARAMETERS,
+) -> _Moment:
+    """The public function ``name``: moment ``which`` (0 bias, 1 variance, 2 MSE, 3 mean)
+    of ``law``, with its NumPy docstring."""
+
+    def moment(
+        loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
+    ) -> FloatResult:
+        _, p = _standardize(loc, scale, lower, upper)
+        return _out(law(p)[which])
+
+    moment.__name__ = moment.__qualname__ = name
+    moment.__doc__ = f"""{summary}
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        {returns}
+
+    Examples
+    --------
+    {examples.strip()}
+    """
+    return moment
+
+
+truncated_laplace_bias = _moment(
+    "truncated_laplace_bias",
+    _truncated_moments,
+    0,
     """Bias ``E[s*] - s`` of the truncated Laplace mechanism.
 
     For ``s`` inside the bounds this is Prop. 1, eq. (6) (eq. (9)/(10) for one-sided
     bounds) of Liu (2019), evaluated in the stable form given in the module docstring;
-    for ``s`` outside, the bias of ``c0 + lam V``, ``V`` ~ Exp(1) truncated to ``[0, d]``.
-
-    Parameters
-    ----------
-    loc : array_like
+    for ``s`` outside, the bias of ``c0 + lam V``, ``V`` ~ Exp(1) truncated to ``[0, d]``.""",
+    "The bias, broadcast over the arguments.",
+    """
+    >>> print(f"{truncated_laplace_bias(0.2, 0.1, 0.0, 1.0):.6f}")
+    0.021616
+    >>> print(f"{truncated_laplace_bias(0.5, 10.0, 0.0, 1.0):.1f}")  # symmetric: unbiased
+    0.0""",
+    parameters="""loc : array_like
         The statistic ``s`` (finite).
     scale : array_like
         The Laplace scale ``lam > 0``.
     lower, upper : array_like
-        The public bounds ``c0 < c1``; ``-inf``/``+inf`` for a one-sided bound.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        The bias, broadcast over the arguments.
-
-    Examples
-    --------
-    >>> print(f"{truncated_laplace_bias(0.2, 0.1, 0.0, 1.0):.6f}")
-    0.021616
-    >>> print(f"{truncated_laplace_bias(0.5, 10.0, 0.0, 1.0):.1f}")  # symmetric: unbiased
-    0.0
+        The public bounds ``c0 < c1``; ``-inf``/``+inf`` for a one-sided bound.""",
+)
+truncated_laplace_mean = _moment(
+    "truncated_laplace_mean",
+    _truncated_moments,
+    3,
+    "Mean ``E[s*]`` of the truncated Laplace mechanism (``mu_1`` of Prop. 1).",
+    "The mean, always inside ``[lower, upper]``.",
     """
-    _, p = _standardize(loc, scale, lower, upper)
-    return _out(_truncated_moments(p)[0])
-
-
-def truncated_laplace_mean(
-    loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
-) -> FloatResult:
-    """Mean ``E[s*]`` of the truncated Laplace mechanism (``mu_1`` of Prop. 1).
-
-    Parameters
-    ----------
-    loc, scale, lower, upper : array_like
-        As in :func:`truncated_laplace_bias`.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        The mean, always inside ``[lower, upper]``.
-
-    Examples
-    --------
     >>> print(f"{truncated_laplace_mean(0.0, 1e6, 0.0, 1.0):.6f}")  # ~uniform on [0, 1]
     0.500000
     >>> print(f"{truncated_laplace_mean(0.0, 1.0, 0.0, float('inf')):.6f}")  # eq. (9)
-    1.000000
+    1.000000""",
+)
+truncated_laplace_variance = _moment(
+    "truncated_laplace_variance",
+    _truncated_moments,
+    1,
+    "Variance ``Var[s*]`` of the truncated Laplace mechanism.",
+    "The variance.",
     """
-    _, p = _standardize(loc, scale, lower, upper)
-    return _out(_truncated_moments(p)[3])
-
-
-def truncated_laplace_variance(
-    loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
-) -> FloatResult:
-    """Variance ``Var[s*]`` of the truncated Laplace mechanism.
-
-    Parameters
-    ----------
-    loc, scale, lower, upper : array_like
-        As in :func:`truncated_laplace_bias`.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        The variance.
-
-    Examples
-    --------
     >>> print(f"{truncated_laplace_variance(0.5, 1e6, 0.0, 1.0):.6f}")  # ~1/12
-    0.083333
-    """
-    _, p = _standardize(loc, scale, lower, upper)
-    return _out(_truncated_moments(p)[1])
-
-
-def truncated_laplace_mse(
-    loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
-) -> FloatResult:
+    0.083333""",
+)
+truncated_laplace_mse = _moment(
+    "truncated_laplace_mse",
+    _truncated_moments,
+    2,
     """Mean squared error ``E[(s* - s)**2]`` of the truncated Laplace mechanism.
 
     For ``s`` inside the bounds::
@@ -401,130 +400,61 @@ def truncated_laplace_mse(
         p1 = exp(-(s-c0)/lam)/2,  p2 = exp(-(c1-s)/lam)/2,
 
     which is ``< 2 lam**2`` (Prop. 2). The boxed formula of the paper's Appendix B is
-    wrong; this one is re-derived and checked by quadrature (``docs/papers.md``).
-
-    Parameters
-    ----------
-    loc, scale, lower, upper : array_like
-        As in :func:`truncated_laplace_bias`.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        The MSE.
-
-    Examples
-    --------
+    wrong; this one is re-derived and checked by quadrature (``docs/papers.md``).""",
+    "The MSE.",
+    """
     >>> print(f"{truncated_laplace_mse(0.0, 1.0, 0.0, 1.0):.6f}")
     0.254070
     >>> print(f"{truncated_laplace_mse(0.0, 1.0, -float('inf'), float('inf')):.1f}")
-    2.0
-    """
-    _, p = _standardize(loc, scale, lower, upper)
-    return _out(_truncated_moments(p)[2])
-
-
-def bit_laplace_bias(
-    loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
-) -> FloatResult:
+    2.0""",
+)
+bit_laplace_bias = _moment(
+    "bit_laplace_bias",
+    _bit_moments,
+    0,
     """Bias ``E[s*] - s`` of the BIT (boundary-inflated truncation) Laplace mechanism.
 
     For ``s`` inside the bounds this is eq. (7) (eqs (9), (10) one-sided),
-    ``lam (exp(-(s-c0)/lam) - exp(-(c1-s)/lam)) / 2``, evaluated with ``expm1``.
-
-    Parameters
-    ----------
-    loc, scale, lower, upper : array_like
-        As in :func:`truncated_laplace_bias`.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        The bias.
-
-    Examples
-    --------
+    ``lam (exp(-(s-c0)/lam) - exp(-(c1-s)/lam)) / 2``, evaluated with ``expm1``.""",
+    "The bias.",
+    """
     >>> print(f"{bit_laplace_bias(0.2, 0.1, 0.0, 1.0):.6f}")
-    0.006750
+    0.006750""",
+)
+bit_laplace_mean = _moment(
+    "bit_laplace_mean",
+    _bit_moments,
+    3,
+    "Mean ``E[s*]`` of the BIT Laplace mechanism (``mu_2`` of Prop. 1).",
+    "The mean, always inside ``[lower, upper]``.",
     """
-    _, p = _standardize(loc, scale, lower, upper)
-    return _out(_bit_moments(p)[0])
-
-
-def bit_laplace_mean(
-    loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
-) -> FloatResult:
-    """Mean ``E[s*]`` of the BIT Laplace mechanism (``mu_2`` of Prop. 1).
-
-    Parameters
-    ----------
-    loc, scale, lower, upper : array_like
-        As in :func:`truncated_laplace_bias`.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        The mean, always inside ``[lower, upper]``.
-
-    Examples
-    --------
     >>> print(f"{bit_laplace_mean(0.0, 1e6, 0.0, 1.0):.6f}")  # ~Bernoulli(1/2) on {0, 1}
-    0.500000
+    0.500000""",
+)
+bit_laplace_variance = _moment(
+    "bit_laplace_variance",
+    _bit_moments,
+    1,
+    "Variance ``Var[s*]`` of the BIT Laplace mechanism.",
+    "The variance.",
     """
-    _, p = _standardize(loc, scale, lower, upper)
-    return _out(_bit_moments(p)[3])
-
-
-def bit_laplace_variance(
-    loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
-) -> FloatResult:
-    """Variance ``Var[s*]`` of the BIT Laplace mechanism.
-
-    Parameters
-    ----------
-    loc, scale, lower, upper : array_like
-        As in :func:`truncated_laplace_bias`.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        The variance.
-
-    Examples
-    --------
     >>> print(f"{bit_laplace_variance(0.5, 1e6, 0.0, 1.0):.6f}")  # ~1/4
-    0.250000
-    """
-    _, p = _standardize(loc, scale, lower, upper)
-    return _out(_bit_moments(p)[1])
-
-
-def bit_laplace_mse(
-    loc: npt.ArrayLike, scale: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
-) -> FloatResult:
+    0.250000""",
+)
+bit_laplace_mse = _moment(
+    "bit_laplace_mse",
+    _bit_moments,
+    2,
     """Mean squared error ``E[(s* - s)**2]`` of the BIT Laplace mechanism.
 
     For ``s`` inside: ``2 lam**2 (1 - p1 - p2) - 2 lam ((s-c0) p1 + (c1-s) p2)`` (the
     paper's Appendix B, which is right), evaluated as
-    ``lam**2 (P_2((s-c0)/lam) + P_2((c1-s)/lam))``.
-
-    Parameters
-    ----------
-    loc, scale, lower, upper : array_like
-        As in :func:`truncated_laplace_bias`.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        The MSE.
-
-    Examples
-    --------
-    >>> print(f"{bit_laplace_mse(0.0, 1.0, 0.0, 1.0):.6f}")
-    0.264241
+    ``lam**2 (P_2((s-c0)/lam) + P_2((c1-s)/lam))``.""",
+    "The MSE.",
     """
-    _, p = _standardize(loc, scale, lower, upper)
-    return _out(_bit_moments(p)[2])
+    >>> print(f"{bit_laplace_mse(0.0, 1.0, 0.0, 1.0):.6f}")
+    0.264241""",
+)
 
 
 # ---------------------------------------------------------------------------------------

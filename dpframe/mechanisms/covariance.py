@@ -469,12 +469,8 @@ def release_covariance_matrix(
     bounds: Sequence[tuple[float, float]],
     epsilon: float,
     *,
-    method: str = "truncated",
-    calibration: str = "exact",
-    neighbours: str = "substitute",
-    repair: str | None = None,
-    split: Any = None,
     rng: np.random.Generator | None = None,
+    **options: Any,
 ) -> CovarianceResult:
     """Release a sample covariance matrix with bounded Laplace noise (Simulation study 1).
 
@@ -497,14 +493,19 @@ def release_covariance_matrix(
         Public bounds ``(lower_j, upper_j)`` of each column.
     epsilon : float
         Total budget.
-    method : {"truncated", "bit"}
-    calibration : {"exact", "paper"}
+    rng : numpy.random.Generator, optional
+        Default: a secure generator (:func:`dpframe.secure_generator`).
+    **options
+        The plan's keyword arguments (:func:`plan_covariance_matrix`, declared there):
+
+    method : {"truncated", "bit"}, default "truncated"
+    calibration : {"exact", "paper"}, default "exact"
         ``"exact"``: each statistic is exactly ``epsilon_jk``-DP. ``"paper"``: the
         paper's ``lambda = Delta / epsilon_jk``; truncation is then charged its true
         (larger) loss, at the widest possible bounds.
-    neighbours : {"substitute", "add_remove"}
+    neighbours : {"substitute", "add_remove"}, default "substitute"
         Neighbour relation (the sensitivities are the same under both).
-    repair : {None, "higham", "clip"}
+    repair : {None, "higham", "clip"}, default None
         Make the released matrix positive semi-definite: the correlation matrix
         implied by ``S*`` is replaced by its nearest correlation matrix
         (:func:`nearest_correlation`) or eigenvalue-clipped
@@ -513,8 +514,6 @@ def release_covariance_matrix(
     split : array_like, optional
         Positive weights: a symmetric ``(p, p)`` matrix, or a vector of the variances'
         weights followed by those of ``S[j,k]``, ``j < k``, row by row.
-    rng : numpy.random.Generator, optional
-        Default: a secure generator (:func:`dpframe.secure_generator`).
 
     Returns
     -------
@@ -538,16 +537,6 @@ def release_covariance_matrix(
     True
     """
     s = check_symmetric("cov", cov)  # a research call: bad input is a bad parameter
-    plan = plan_covariance_matrix(
-        s.shape[0],
-        n,
-        bounds,
-        epsilon,
-        method=method,
-        calibration=calibration,
-        neighbours=neighbours,
-        repair=repair,
-        split=split,
-    )
+    plan = plan_covariance_matrix(s.shape[0], n, bounds, epsilon, **options)
     plan.check(s)
     return plan.draw(s, as_generator(rng))

@@ -404,13 +404,8 @@ def release_proportions(
     n: int,
     epsilon: float,
     *,
-    strategy: str = "rescale",
-    method: str = "truncated",
-    calibration: str = "exact",
-    neighbours: str = "substitute",
-    order: Any = None,
-    granularity: float | None = None,
     rng: np.random.Generator | None = None,
+    **options: Any,
 ) -> ProportionsResult:
     """Release ``K`` proportions in ``[0, 1]`` that sum to 1 (Simulation study 2).
 
@@ -430,7 +425,12 @@ def release_proportions(
         Number of records (public, ``>= 1``).
     epsilon : float
         Total budget.
-    strategy : {"rescale", "all_but_one", "universal_histogram"}
+    rng : numpy.random.Generator, optional
+        Default: a secure generator (:func:`dpframe.secure_generator`).
+    **options
+        The plan's keyword arguments (:func:`plan_proportions`, declared there):
+
+    strategy : {"rescale", "all_but_one", "universal_histogram"}, default "rescale"
         ``"rescale"``: sanitize each proportion in ``[0, 1]``, divide by the sum (the
         uniform vector if the sum is 0). ``"all_but_one"``: sanitize ``K - 1``
         proportions in turn, ``q_i`` in ``[0, 1 - (sum of those released before)]``
@@ -438,19 +438,17 @@ def release_proportions(
         over the ``K`` categories (``K`` a power of 2), root fixed at 1, each of the
         ``log2 K`` levels sanitized at ``epsilon / log2 K``, then
         :func:`consistent_tree` and :func:`project_to_simplex` on the leaves.
-    method : {"truncated", "bit"}
-    calibration : {"exact", "paper"}
+    method : {"truncated", "bit"}, default "truncated"
+    calibration : {"exact", "paper"}, default "exact"
         ``"paper"``: the scale ``2 / (n epsilon_level)`` (the paper's rule with the
         corrected sensitivity); truncation is then charged its true loss.
-    neighbours : {"substitute", "add_remove"}
+    neighbours : {"substitute", "add_remove"}, default "substitute"
     order : int or sequence of int, optional
         ``"all_but_one"``: the category computed last (an int; the paper: ``0``, its
         ``p_1``) or the full order of sanitization. ``"universal_histogram"``: the
         categories in leaf order (siblings are ``order[0:2]``, ``order[2:4]``, ...).
     granularity : float, optional
         Grid step, a power of two; default ``min(1/n, 1) / 1024`` rounded down.
-    rng : numpy.random.Generator, optional
-        Default: a secure generator (:func:`dpframe.secure_generator`).
 
     Returns
     -------
@@ -465,17 +463,7 @@ def release_proportions(
     (True, 1.0)
     """
     x = _proportions(p)  # a research call: bad input is a bad parameter
-    plan = plan_proportions(
-        x.size,
-        n,
-        epsilon,
-        strategy=strategy,
-        method=method,
-        calibration=calibration,
-        neighbours=neighbours,
-        order=order,
-        granularity=granularity,
-    )
+    plan = plan_proportions(x.size, n, epsilon, **options)
     return plan.draw(x, as_generator(rng))
 
 

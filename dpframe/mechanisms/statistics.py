@@ -122,6 +122,12 @@ class Part:
         return 0.0 if self.op in ("count", "sum") else None
 
 
+def is_nonnegative(kind: str, lower: float | None) -> bool:
+    """Whether a statistic of ``kind`` is never negative: a count, or a sum of values whose
+    lower bound is >= 0 (its release is then clamped at 0, and its suite expects >= 0)."""
+    return kind == "count" or (kind == "sum" and (lower or 0) >= 0)
+
+
 @dataclass(frozen=True)
 class Statistic:
     """One noisy per-group statistic (build it with the functions of this module)."""
@@ -144,7 +150,7 @@ class Statistic:
         """Whether the exact statistic is never negative (a count, a sum of values whose
         lower bound is >= 0): clamping its release at 0 is then post-processing that only
         moves it closer to the truth."""
-        return self.kind == "count" or (self.kind == "sum" and (self.lower or 0) >= 0)
+        return is_nonnegative(self.kind, self.lower)
 
     def part(self, what: str) -> str:
         """Name of one exact aggregate of this statistic, e.g. ``"age_mean:sum"``."""

@@ -302,6 +302,26 @@ class ColumnRelease(RunnerRelease):
         return pl.Series(name, noisy, dtype=pl.Float64)
 
 
+def _column_release(
+    expr: pl.Expr | str,
+    per_row: dict[str, pl.Expr],
+    accountant: Accountant | None,
+    seed: int | RandomSource | None,
+    **fields: Any,
+) -> pl.Expr:
+    """The expression releasing ``expr`` (a column name or an expression) by the
+    :class:`ColumnRelease` of ``fields``, with ``per_row`` parameters beside its values."""
+    if isinstance(expr, str):
+        expr = pl.col(expr)
+    release = ColumnRelease(
+        **fields,
+        accountant=resolve_accountant(accountant),
+        random=as_source(seed),
+        column=_output_name(expr) if isinstance(expr, pl.Expr) else None,
+    )
+    return _release_expr(expr, release, per_row)
+
+
 def _release_expr(expr: Any, release: ColumnRelease, per_row: dict[str, pl.Expr]) -> pl.Expr:
     if not isinstance(expr, pl.Expr):
         raise InvalidParameterError(
@@ -388,20 +408,19 @@ def laplace(
     >>> acct.spent.epsilon
     0.5
     """
-    if isinstance(expr, str):
-        expr = pl.col(expr)
-    release = ColumnRelease(
+    sensitivity = check_positive("sensitivity", sensitivity)
+    return _column_release(
+        expr,
+        {},
+        accountant,
+        seed,
         mechanism="laplace",
         epsilon=epsilon,
+        sensitivity=sensitivity,
         composition=composition,
         public_groups=public_groups,
-        sensitivity=check_positive("sensitivity", sensitivity),
         granularity=granularity,
-        accountant=resolve_accountant(accountant),
-        random=as_source(seed),
-        column=_output_name(expr) if isinstance(expr, pl.Expr) else None,
     )
-    return _release_expr(expr, release, {})
 
 
 def gaussian(
@@ -443,10 +462,8 @@ def gaussian(
         As for :func:`laplace`.
     granularity : float, optional
         Output grid step (a power of two); default from the sensitivity.
-    accountant : Accountant, optional
-        Default: the innermost ``with accountant:`` block at build time.
-    seed : int or RandomSource, optional
-        Reproducible noise for tests -- **unsafe for publication**.
+    accountant, seed
+        As for :func:`laplace`.
 
     Returns
     -------
@@ -464,22 +481,21 @@ def gaussian(
     >>> round(acct.spent.rho, 3) <= 0.1
     True
     """
-    if isinstance(expr, str):
-        expr = pl.col(expr)
-    release = ColumnRelease(
+    sensitivity = check_positive("sensitivity", sensitivity)
+    return _column_release(
+        expr,
+        {},
+        accountant,
+        seed,
         mechanism="gaussian",
         epsilon=None,
         rho=rho,
         sigma=sigma,
+        sensitivity=sensitivity,
         composition=composition,
         public_groups=public_groups,
-        sensitivity=check_positive("sensitivity", sensitivity),
         granularity=granularity,
-        accountant=resolve_accountant(accountant),
-        random=as_source(seed),
-        column=_output_name(expr) if isinstance(expr, pl.Expr) else None,
     )
-    return _release_expr(expr, release, {})
 
 
 def truncated_laplace(
@@ -539,13 +555,15 @@ def truncated_laplace(
     >>> bool(out["share"].is_between(0, 1).all())
     True
     """
-    if isinstance(expr, str):
-        expr = pl.col(expr)
     fixed = {"lower": lower, "upper": upper, "sensitivity": sensitivity}
     per_row = {k: v for k, v in fixed.items() if isinstance(v, pl.Expr)}
     fixed = {k: (None if k in per_row else v) for k, v in fixed.items()}
     check("method", method)
-    release = ColumnRelease(
+    return _column_release(
+        expr,
+        per_row,
+        accountant,
+        seed,
         mechanism=method,
         epsilon=epsilon,
         composition=composition,
@@ -556,11 +574,7 @@ def truncated_laplace(
         calibration=calibration,
         granularity=granularity,
         row_params=tuple(per_row),
-        accountant=resolve_accountant(accountant),
-        random=as_source(seed),
-        column=_output_name(expr) if isinstance(expr, pl.Expr) else None,
     )
-    return _release_expr(expr, release, per_row)
 
 
 def pending_releases(accountant: Accountant | None = None) -> Iterator[ColumnRelease]:

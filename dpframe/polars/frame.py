@@ -13,7 +13,8 @@ accountant with ``neighbours="add_remove"``, under which the size is private
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -21,11 +22,24 @@ import polars as pl
 from dpframe.core.constraints import check, check_categories
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.neighbours import require_substitute
+from dpframe.core.sensitivity import variance_bound
 from dpframe.core.values import refuse_bad_values
 from dpframe.engines.driver import check_categories_fit, check_sources, declared_counts
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.covariance import CovarianceResult, bound_pairs, plan_covariance_matrix
 from dpframe.mechanisms.proportions import ProportionsResult, plan_proportions
+from dpframe.polars.expectations import (
+    PROPORTIONS_TOLERANCE,
+    RTOL,
+    Suite,
+    declared,
+    expect_finite_between,
+    expect_types,
+    for_gx,
+    input_rows,
+    start,
+    values_like,
+)
 from dpframe.polars.release import Release
 
 __all__ = [
@@ -33,7 +47,9 @@ __all__ = [
     "ProportionsRelease",
     "check_public_size",
     "covariance_matrix",
+    "covariance_suite",
     "proportions",
+    "proportions_suite",
 ]
 
 
@@ -142,6 +158,29 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
         refuse_bad_values(inputs.bad)
         check_public_size(self.n, inputs.rows)
         return [inputs.cov]
+
+    def output_types(self) -> dict[str, str]:
+        """The released columns and their dtypes: the variable's name, then one per variable."""
+        return covariance_output_types(self.columns)
+
+    def to_spec(self, name: str | None = None) -> dict[str, Any]:
+        """Its arguments as a spec entry: ``kind = "covariance"``, columns, bounds, ``n``."""
+        return {
+            "name": self.spec_name(name),
+            "kind": "covariance",
+            "columns": list(self.columns),
+            "bounds": [list(b) for b in self.bounds],
+            "epsilon": sum(c.epsilon for c in self.plan.charges),
+            "n": self.n,
+        }
+
+    def facts(self) -> dict[str, Any]:
+        """The public size (the input's rows) its file records: the variances' bound."""
+        return {"input_rows": self.n}
+
+    @classmethod
+    def suite(cls, arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+        return covariance_suite(arguments, facts, table)
 
     def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
         self.result = outputs[0]
@@ -280,19 +319,44 @@ class ProportionsRelease(Release[pl.DataFrame]):
     def _plans_of(self) -> list[MechanismPlan]:
         return [self.plan]
 
+    def output_types(self) -> dict[str, str]:
+        """The released columns and their dtypes (the category column's is the input's if
+        an Enum or an integer)."""
+        return {self.column: str(self._categories().dtype), "proportion": "Float64"}
+
+    def to_spec(self, name: str | None = None) -> dict[str, Any]:
+        """Its arguments as a spec entry: ``kind = "proportions"``, column, categories."""
+        return {
+            "name": self.spec_name(name),
+            "kind": "proportions",
+            "column": self.column,
+            "categories": list(self.categories),
+            "epsilon": sum(c.epsilon for c in self.plan.charges),
+            "n": self.n,
+            "tolerance": PROPORTIONS_TOLERANCE,
+        }
+
+    @classmethod
+    def suite(cls, arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+        return proportions_suite(arguments, facts, table)
+
     def _exact_inputs(self) -> list[Any]:
         counts = self.engine.category_counts([self.column])[self.column]
         table = declared_counts(counts, self.column, self.categories)
         check_public_size(self.n, int(table["count"].sum()))
         return [table["count"].to_numpy() / self.n]
 
-    def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
-        self.result = outputs[0]
+    def _categories(self) -> pl.Series:
+        """The released category column: in the input's dtype if an Enum or an integer."""
         dtype = self.dtype
         cats = pl.Series(self.column, self.categories)
         if dtype is not None and (isinstance(dtype, pl.Enum) or dtype.is_integer()):
             cats = cats.cast(dtype)
-        return pl.DataFrame([cats]).with_columns(
+        return cats
+
+    def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
+        self.result = outputs[0]
+        return pl.DataFrame([self._categories()]).with_columns(
             pl.Series("proportion", self.result.values, dtype=pl.Float64)
         )
 
@@ -339,3 +403,233 @@ def proportions(
         accountant=accountant,
         seed=seed,
     )
+
+
+# -- the suites (plain data: dpframe.polars.expectations) -------------------------------
+
+
+def proportions_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+    """The suite of a proportions release's table, from its spec entry alone: exactly the
+    declared categories (given, else of the column's Enum dtype), once each, proportions in
+    ``[0, 1]`` summing to 1 within the entry's ``tolerance``."""
+    suite, lazy = start(arguments, table)
+    frame = lazy.collect() if isinstance(lazy, pl.LazyFrame) else lazy
+    col = arguments["column"]
+    tolerance = arguments.get("tolerance", PROPORTIONS_TOLERANCE)
+    dtype = frame.schema.get(col)
+    cats = declared(
+        arguments.get("categories"),
+        dtype,
+        f"release {suite.release!r}",
+        "give categories=[...] in the spec or release an Enum column",
+    )
+    suite.add_table("main", for_gx(frame), [col])
+    where = {"where": [col], "where_label": "category"}
+    suite.expect(
+        "expect_table_columns_to_match_set",
+        "main",
+        column_set=[col, "proportion"],
+        exact_match=True,
+    )
+    suite.expect(
+        "expect_table_row_count_to_equal",
+        "main",
+        value=len(cats),
+        meta={"expected": "one row per declared category"},
+    )
+    suite.expect("expect_column_values_to_not_be_null", "main", column=col, meta=where)
+    suite.expect(
+        "expect_column_distinct_values_to_equal_set",
+        "main",
+        column=col,
+        value_set=values_like(cats, dtype),
+        meta={"expected": f"the declared categories {cats}"},
+    )
+    suite.expect("expect_column_values_to_be_unique", "main", column=col, meta=where)
+    suite.expect("expect_column_values_to_not_be_null", "main", column="proportion", meta=where)
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "main",
+        column="proportion",
+        min_value=0.0,
+        max_value=1.0,
+        meta={**where, "rule": "outside [0, 1]"},
+    )
+    suite.expect(
+        "expect_column_sum_to_be_between",
+        "main",
+        column="proportion",
+        min_value=1.0 - tolerance,
+        max_value=1.0 + tolerance,
+        meta={"expected": f"1 within {tolerance:g}"},
+    )
+    return suite
+
+
+def covariance_output_types(columns: Sequence[str]) -> dict[str, str]:
+    """A covariance matrix's columns and dtypes: the variable's name, one Float64 each."""
+    return {"column": "String", **{c: "Float64" for c in columns}}
+
+
+def _cells(frame: pl.DataFrame, cols: list[str]) -> dict[tuple[str, str], float | None]:
+    """The matrix by name (rows located by the "column" column, not by position)."""
+    cell: dict[tuple[str, str], float | None] = {}
+    if "column" in frame.columns:
+        names = frame["column"].cast(pl.String).to_list()
+        for i in cols:
+            r = names.index(i) if i in names else None
+            for j in cols:
+                if r is not None and j in frame.columns:
+                    v = frame[j][r]
+                    cell[i, j] = None if v is None else float(v)
+    return cell
+
+
+def _expect_pairs(suite: Suite, cols: list[str], cell: dict[tuple[str, str], float | None]) -> None:
+    """Every covariance within Cauchy--Schwarz, and the matrix symmetric."""
+    rows = []
+    for a, i in enumerate(cols):
+        for j in cols[a + 1 :]:
+            cij, cji = cell.get((i, j)), cell.get((j, i))
+            vi, vj = cell.get((i, i)), cell.get((j, j))
+            bound = None if vi is None or vj is None else math.sqrt(max(vi, 0.0) * max(vj, 0.0))
+            cs = asym = None
+            if cij is not None and cji is not None:
+                big = max(abs(cij), abs(cji))
+                asym = abs(cij - cji) - RTOL * big
+                if bound is not None:
+                    cs = big - bound * (1 + RTOL)
+            larger = cij if cji is None or (cij is not None and abs(cij) >= abs(cji)) else cji
+            rows.append(
+                {
+                    "pair": f"cov({i}, {j})",
+                    "cov": larger,
+                    "bound_of": f"sqrt(cov({i}, {i}) cov({j}, {j}))",
+                    "cov_ij": cij,
+                    "cov_ji": cji,
+                    "bound": bound,
+                    "cs_excess": cs,
+                    "asym_excess": asym,
+                }
+            )
+    pairs = pl.DataFrame(
+        rows,
+        schema={
+            "pair": pl.String,
+            "cov": pl.Float64,
+            "bound_of": pl.String,
+            "cov_ij": pl.Float64,
+            "cov_ji": pl.Float64,
+            "bound": pl.Float64,
+            "cs_excess": pl.Float64,
+            "asym_excess": pl.Float64,
+        },
+    )
+    suite.add_table("pairs", pairs, ["pair", "cov", "bound_of", "cov_ij", "cov_ji", "bound"])
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "pairs",
+        column="cs_excess",
+        max_value=0.0,
+        meta={
+            "subject": "covariances",
+            "noun": "pairs",
+            "rule": "beyond Cauchy-Schwarz |cov_ij| <= sqrt(cov_ii cov_jj)",
+            "example": "|{pair}| = |{cov}| > {bound_of} = {bound}",
+        },
+    )
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "pairs",
+        column="asym_excess",
+        max_value=0.0,
+        meta={
+            "subject": "covariances",
+            "noun": "pairs",
+            "rule": f"not symmetric (relative tolerance {RTOL:g})",
+            "example": "{pair}: {cov_ij} vs {cov_ji}",
+        },
+    )
+
+
+def covariance_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+    """The suite of a covariance matrix's table: from its spec entry (columns, bounds,
+    ``n``) and the facts its file records (``input_rows``, the public size when the entry
+    gives no ``n``).
+
+    One row per variable, exactly the variables' columns (Float64), every cell finite and
+    not null, variances ``>= 0`` and at most ``n R**2 / (4 (n - 1))`` (``R**2 / 2`` when
+    the size is unknown), every covariance within Cauchy--Schwarz and the matrix symmetric
+    (both within a relative tolerance of :data:`RTOL`).
+    """
+    suite, lazy = start(arguments, table)
+    frame = lazy.collect() if isinstance(lazy, pl.LazyFrame) else lazy
+    cols = list(arguments["columns"])
+    suite.add_table("main", for_gx(frame), ["column"])
+    where = {"where": ["column"], "where_label": "row"}
+    suite.expect(
+        "expect_table_columns_to_match_set", "main", column_set=["column", *cols], exact_match=True
+    )
+    suite.expect(
+        "expect_table_row_count_to_equal",
+        "main",
+        value=len(cols),
+        meta={"expected": "one row per variable"},
+    )
+    suite.expect("expect_column_values_to_not_be_null", "main", column="column", meta=where)
+    suite.expect(
+        "expect_column_distinct_values_to_equal_set",
+        "main",
+        column="column",
+        value_set=cols,
+        meta={"expected": f"the variables {cols}"},
+    )
+    suite.expect("expect_column_values_to_be_unique", "main", column="column", meta=where)
+    for c in cols:
+        suite.expect("expect_column_values_to_not_be_null", "main", column=c, meta=where)
+
+    cell = _cells(frame, cols)
+    for c in cols:  # every cell finite
+        expect_finite_between(suite, "main", c, None, None, where)
+    expect_types(suite, frame, covariance_output_types(cols), "types")
+    n = arguments.get("n")
+    if n is None:
+        n = input_rows(facts)
+    size = n if n is not None and n >= 2 else 2  # with n unknown: the largest over n >= 2
+    diag = pl.DataFrame(
+        {
+            "variable": cols,
+            "var": [cell.get((c, c)) for c in cols],
+            "upper": [variance_bound(lo, hi, size) for lo, hi in arguments["bounds"]],
+        },
+        schema={"variable": pl.String, "var": pl.Float64, "upper": pl.Float64},
+    ).with_columns((pl.col("var") - pl.col("upper") * (1 + RTOL)).alias("over"))
+    suite.add_table("diagonal", diag, ["variable", "var", "upper"])
+    vwhere = {"where": ["variable"], "where_label": "variable"}
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "diagonal",
+        column="var",
+        min_value=0.0,
+        meta={**vwhere, "subject": "diagonal (variances)", "rule": "below 0"},
+    )
+    bound_rule = (
+        f"above n R^2 / (4 (n - 1)) with n = {n} (R = upper - lower)"
+        if n is not None and n >= 2
+        else "above R^2 / 2, the largest sample variance of values in their bounds"
+    )
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "diagonal",
+        column="over",
+        max_value=0.0,
+        meta={
+            **vwhere,
+            "subject": "diagonal (variances)",
+            "rule": bound_rule,
+            "example": "{var} > {upper}",
+        },
+    )
+
+    _expect_pairs(suite, cols, cell)
+    return suite

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 import polars as pl
+import polars.selectors as cs
 
 from dpframe.core.advice import advise
 from dpframe.core.constraints import (
@@ -45,10 +46,27 @@ from dpframe.engines.driver import (
     textual_key,
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
-from dpframe.mechanisms.statistics import Drawn, Statistic, StatisticPlan, plan_statistic
+from dpframe.mechanisms.statistics import (
+    Drawn,
+    Statistic,
+    StatisticPlan,
+    is_nonnegative,
+    plan_statistic,
+)
+from dpframe.polars.expectations import (
+    RTOL,
+    Suite,
+    expect_finite_between,
+    expect_types,
+    for_gx,
+    start,
+    table_column,
+    values_like,
+    variance_cap,
+)
 from dpframe.polars.release import Release, Summary, as_summary, bounded_unit, resolve_accountant
 
-__all__ = ["GroupBy", "GroupedRelease", "group_by"]
+__all__ = ["GroupBy", "GroupedRelease", "group_by", "grouped_columns", "grouped_suite"]
 
 
 def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> Any:
@@ -228,6 +246,7 @@ class GroupedRelease(Release[pl.DataFrame]):
 
     kind = "grouped release"
     person_level = True
+    required_facts = ("margins",)
 
     def __init__(self, grouping: GroupBy, statistics: list[Statistic]) -> None:
         super().__init__(
@@ -392,6 +411,37 @@ class GroupedRelease(Release[pl.DataFrame]):
         """The released columns after the keys."""
         return [o for s in self.statistics for o in s.outputs()]
 
+    def output_types(self) -> dict[str, str]:
+        """The released statistic columns (after the keys) and their dtypes."""
+        return grouped_output_types(self.to_spec())
+
+    def to_spec(self, name: str | None = None) -> dict[str, Any]:
+        """Its arguments as a spec entry: ``kind = "grouped"``, its keys and statistics."""
+        g = self.grouping
+        return {
+            "name": self.spec_name(name),
+            "kind": "grouped",
+            "by": list(g.keys),
+            "margins": "margins",
+            "statistics": [_statistic_entry(s) for s in self.statistics],
+            "nonnegative": g.nonnegative,
+            "unknown_keys": g.unknown_keys,
+            **self.unit_entry(),
+        }
+
+    def facts(self) -> dict[str, Any]:
+        """The public keys (and their public sizes) its file records for its checks."""
+        g = self.grouping
+        public = g.margins
+        if g.sizes is not None:
+            public = public.with_columns(pl.Series(g.sizes_column, g.sizes))
+        public = public.with_columns(cs.temporal().cast(pl.String))
+        return {"margins": public.to_dict(as_series=False), "sizes": g.sizes_column}
+
+    @classmethod
+    def suite(cls, arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+        return grouped_suite(arguments, facts, table)
+
     def exact_aggregates(self) -> pl.DataFrame:
         """The exact parts joined onto the margins (confidential: for tests and checks).
 
@@ -468,6 +518,16 @@ class GroupedRelease(Release[pl.DataFrame]):
             frame = frame.with_columns(pl.col(clamp).clip(lower_bound=0.0))
         counts = [s.name for s in self.statistics if s.kind == "count"]  # integer noise
         return frame.with_columns(pl.col(counts).round().cast(pl.Int64))
+
+
+def _statistic_entry(s: Statistic) -> dict[str, Any]:
+    """A statistic as a grouped spec entry's ``statistics`` item."""
+    entry: dict[str, Any] = {"stat": s.kind, "epsilon": s.epsilon, "column": s.column}
+    if s.kind == "cov":
+        o = s.options
+        entry = {"stat": "cov", "epsilon": s.epsilon, "x": s.column, "y": o["y"]}
+        entry |= {"lower_y": o["lower_y"], "upper_y": o["upper_y"]}
+    return {**entry, "lower": s.lower, "upper": s.upper, "method": s.method, "name": s.name}
 
 
 def group_by(
@@ -554,3 +614,447 @@ def group_by(
         nonnegative=nonnegative,
         nulls=nulls,
     )
+
+
+# -- the suite of a grouped release (plain data: dpframe.polars.expectations) -------------
+
+
+def grouped_columns(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(column, role, statistic) of every column a grouped release declares, keys aside."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for s in arguments["statistics"]:
+        stat, name, x, y = s["stat"], s.get("name"), s.get("x"), s.get("y")
+        if stat == "count":
+            out.append((name or "count", "count", s))
+        elif stat == "cov":
+            n = name or f"{x}_{y}"
+            out += [
+                (f"{n}_var_{x}", "cov_var", s),
+                (f"{n}_var_{y}", "cov_var", s),
+                (f"{n}_cov", "cov", s),
+                (f"{n}_corr", "corr", s),
+            ]
+        else:
+            out.append((name or f"{s.get('column')}_{stat}", stat, s))
+    names = [c for c, _, _ in out]
+    dup = sorted({c for c in names if names.count(c) > 1})
+    if dup:
+        raise InvalidParameterError(
+            f"release {arguments['name']!r}: statistics {dup} would be released under the "
+            "same column name; give them distinct name= values"
+        )
+    return out
+
+
+def grouped_output_types(arguments: Mapping[str, Any]) -> dict[str, str]:
+    """The dtype of every statistic column a grouped release declares: a count an Int64,
+    every other statistic a Float64."""
+    return {
+        c: "Int64" if role == "count" else "Float64" for c, role, _ in grouped_columns(arguments)
+    }
+
+
+# A statistic of a group with public size below this is released as null (dpframe.agg).
+_MIN_SIZE = {"mean": 1, "proportion": 1, "var": 2, "cov_var": 2, "cov": 2}
+
+
+def _recorded_keys(margins: pl.DataFrame, schema: pl.Schema, keys: list[str]) -> pl.DataFrame:
+    """Recorded margins with their keys in the released table's dtypes (a date or time is
+    recorded as text, :meth:`GroupedRelease.facts`; a value that does not fit is null)."""
+    casts = []
+    for k in keys:
+        if k not in schema or k not in margins.columns:
+            continue
+        target = schema[k]
+        if target.is_temporal() and margins.schema[k] == pl.String:
+            casts.append(pl.col(k).str.strptime(target, strict=False))  # type: ignore[arg-type]
+        else:
+            casts.append(pl.col(k).cast(target, strict=False))
+    return margins.with_columns(casts)
+
+
+def _public_margins(
+    arguments: Mapping[str, Any], facts: Mapping[str, Any], schema: pl.Schema
+) -> tuple[pl.DataFrame, str | None]:
+    """The public key frame (and the name of its sizes column) a grouped suite reads."""
+    name = arguments["name"]
+    margins = facts.get("margins")
+    sizes = facts.get("sizes")
+    if margins is None:
+        raise MissingMarginsError(
+            f"release {name!r} (grouped): pass margins= (the public key frame "
+            f"{arguments.get('margins')!r}) to check its keys and row count"
+        )
+    if isinstance(margins, Mapping):  # as a published file records them
+        margins = _recorded_keys(pl.DataFrame(dict(margins)), schema, arguments["by"])
+    if not isinstance(margins, pl.DataFrame):
+        raise InvalidParameterError(
+            f"margins must be a polars DataFrame, got {type(margins).__name__}"
+        )
+    keys = list(arguments["by"])
+    absent = [k for k in keys if k not in margins.columns]
+    if absent:
+        raise InvalidParameterError(
+            f"margins= has no key column(s) {absent} of release {name!r} (by={keys})"
+        )
+    if sizes is not None and sizes not in margins.columns:
+        raise InvalidParameterError(f"sizes={sizes!r} is not a column of margins=")
+    return margins, sizes
+
+
+def _bounds(
+    arguments: Mapping[str, Any], col: str, role: str, s: Mapping[str, Any]
+) -> tuple[float | None, float | None]:
+    """The bounds a released statistic column lies in (either may be open)."""
+    if role in ("count", "sum"):
+        clamped = arguments.get("nonnegative", True) and is_nonnegative(s["stat"], s.get("lower"))
+        return (0.0 if clamped else None), None
+    if role == "mean":
+        return s.get("lower"), s.get("upper")
+    if role == "proportion":
+        return 0.0, 1.0
+    if role == "var":
+        return 0.0, variance_cap(s.get("lower"), s.get("upper"))
+    if role == "cov_var":
+        y = s.get("y")
+        if y is not None and col.endswith(f"_var_{y}") and y != s.get("x"):
+            return 0.0, variance_cap(s.get("lower_y"), s.get("upper_y"))
+        return 0.0, variance_cap(s.get("lower"), s.get("upper"))
+    return None, None
+
+
+def _expect_per_statistic(
+    suite: Suite,
+    table: tuple[str, pl.DataFrame, list[str]],
+    target: tuple[str, list[str], str],
+    rule: str,
+    example: str,
+    *,
+    exact: bool = False,
+) -> None:
+    """A derived table of one row per group and statistic (``table``: its name, frame and
+    the columns shown beside the keys and ``"statistic"``), whose ``target`` column (with
+    the keys and the noun of a message) must be at most 0 (exactly 0 if ``exact``)."""
+    name, frame, shown = table
+    column, keys, noun = target
+    suite.add_table(name, for_gx(frame), [*keys, "statistic", *shown])
+    bounds = {"min_value": 0.0, "max_value": 0.0} if exact else {"max_value": 0.0}
+    meta = {"subject_from": "statistic", "noun": noun, "rule": rule, "example": example}
+    suite.expect(
+        "expect_column_values_to_be_between",
+        name,
+        column=column,
+        **bounds,
+        meta={**meta, "where": keys},
+    )
+
+
+def _expect_integers(
+    suite: Suite, frame: pl.DataFrame, keys: list[str], outputs: list[tuple[str, str, Any]]
+) -> None:
+    """Counts are integers (integer noise on integer counts)."""
+    schema = frame.schema
+    counts = [c for c, role, _ in outputs if role == "count" and c in schema]
+    if counts and all(k in schema for k in keys):
+        parts = [
+            frame.select(
+                *[pl.col(k).cast(pl.String) for k in keys],
+                pl.lit(c).alias("statistic"),
+                pl.col(c).cast(pl.Float64, strict=False).alias("value"),
+            )
+            for c in counts
+        ]
+        ints = pl.concat(parts).with_columns(
+            pl.when(pl.col("value").is_finite())
+            .then((pl.col("value") - pl.col("value").round()).abs())
+            .otherwise(0.0)
+            .alias("fraction")
+        )
+        _expect_per_statistic(
+            suite,
+            ("integers", ints, ["value"]),
+            ("fraction", keys, "values"),
+            "not an integer (a count is released with integer noise)",
+            "{value}",
+            exact=True,
+        )
+
+
+def _expect_correlations(
+    suite: Suite, frame: pl.DataFrame, keys: list[str], outputs: list[tuple[str, str, Any]]
+) -> None:
+    """A correlation is its released covariance over the released standard deviations,
+    clipped to [-1, 1], and undefined (null) exactly where a released variance is 0."""
+    schema = frame.schema
+    corrs = [(c, s) for c, role, s in outputs if role == "corr"]
+    if corrs and all(k in schema for k in keys):
+        parts = []
+        for col, s in corrs:
+            n = col.removesuffix("_corr")
+            vx, vy, cv = f"{n}_var_{s['x']}", f"{n}_var_{s['y']}", f"{n}_cov"
+            f64 = pl.Float64
+            var_x = table_column(frame, vx).cast(f64, strict=False)
+            var_y = table_column(frame, vy).cast(f64, strict=False)
+            cov = table_column(frame, cv).cast(f64, strict=False)
+            corr = table_column(frame, col).cast(f64, strict=False)
+            defined = (var_x * var_y) > 0
+            expected = pl.when(defined).then((cov / (var_x * var_y).sqrt()).clip(-1.0, 1.0))
+            present = corr.is_not_null() & ~corr.is_nan()
+            parts.append(
+                frame.select(
+                    *[pl.col(k).cast(pl.String) for k in keys],
+                    pl.lit(col).alias("statistic"),
+                    corr.alias("corr"),
+                    expected.alias("expected"),
+                    pl.lit(f"{cv} / sqrt({vx} * {vy})").alias("of"),
+                    pl.when(defined & present)
+                    .then((corr - expected).abs() - RTOL * (1 + expected.abs()))
+                    .when(defined != present)
+                    .then(1.0)
+                    .otherwise(0.0)
+                    .alias("off"),
+                )
+            )
+        _expect_per_statistic(
+            suite,
+            ("correlations", pl.concat(parts), ["corr", "expected", "of"]),
+            ("off", keys, "groups"),
+            "inconsistent with the released cov and variances (a correlation is "
+            "cov / sqrt(var_x var_y) clipped to [-1, 1], and NaN/null exactly where a "
+            "variance is 0)",
+            "corr {corr}, expected {expected} = {of}",
+        )
+
+
+def _expect_cauchy_schwarz(
+    suite: Suite, frame: pl.DataFrame, keys: list[str], outputs: list[tuple[str, str, Any]]
+) -> None:
+    """Cauchy-Schwarz for every covariance."""
+    covs = [(c, s) for c, role, s in outputs if role == "cov"]
+    if covs:
+        parts = []
+        for col, s in covs:
+            n = col.removesuffix("_cov")
+            vx, vy = f"{n}_var_{s['x']}", f"{n}_var_{s['y']}"
+            bound = (
+                table_column(frame, vx).cast(pl.Float64).clip(lower_bound=0)
+                * table_column(frame, vy).cast(pl.Float64).clip(lower_bound=0)
+            ).sqrt()
+            parts.append(
+                frame.select(
+                    *[table_column(frame, k, pl.String) for k in keys],
+                    pl.lit(col).alias("statistic"),
+                    table_column(frame, col).cast(pl.Float64).alias("cov"),
+                    bound.alias("bound"),
+                    pl.lit(f"sqrt({vx} * {vy})").alias("bound_of"),
+                )
+            )
+        pairs = pl.concat(parts, how="vertical_relaxed").with_columns(
+            (pl.col("cov").abs() - pl.col("bound") * (1 + RTOL)).alias("excess")
+        )
+        _expect_per_statistic(
+            suite,
+            ("pairs", pairs, ["cov", "bound", "bound_of"]),
+            ("excess", keys, "groups"),
+            "beyond Cauchy-Schwarz |cov| <= sqrt(var_x var_y)",
+            "|{cov}| > {bound_of} = {bound}",
+        )
+
+
+def _expect_sizes(
+    suite: Suite,
+    frame: pl.DataFrame,
+    keys: list[str],
+    public: pl.DataFrame,
+    margins: pl.DataFrame,
+    sizes: str,
+    nullable: dict[str, int],
+) -> None:
+    """With public sizes, a null only where the group is too small to have a value."""
+    schema = frame.schema
+    have_keys = all(k in schema for k in keys)
+    sized = (
+        frame.join(
+            public.join(
+                margins.select(*keys, sizes).with_columns(
+                    pl.col(k).cast(schema[k], strict=False) for k in keys if k in schema
+                ),
+                on=keys,
+                how="left",
+                nulls_equal=True,
+            ).select(*keys, pl.col(sizes).alias("__size")),
+            on=keys,
+            how="left",
+            nulls_equal=True,
+        )
+        if have_keys
+        else None
+    )
+    parts = []
+    for col, need in nullable.items():
+        if sized is None or col not in sized.columns:
+            continue
+        c = pl.col(col)
+        missing = c.is_null() | (c.is_nan() if sized.schema[col].is_float() else False)
+        parts.append(
+            sized.filter(missing).select(
+                *keys,
+                pl.lit(col).alias("statistic"),
+                pl.col("__size").cast(pl.Float64).alias("size"),
+                (pl.col("__size").cast(pl.Float64) - (need - 1)).alias("size_over"),
+            )
+        )
+    empty = pl.DataFrame(
+        schema={
+            **{k: schema.get(k, pl.String) for k in keys},
+            "statistic": pl.String,
+            "size": pl.Float64,
+            "size_over": pl.Float64,
+        }
+    )
+    nulls = pl.concat([empty, *parts], how="vertical_relaxed")
+    suite.add_table("nulls", for_gx(nulls), [*keys, "statistic", "size"])
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "nulls",
+        column="size_over",
+        max_value=0.0,
+        meta={
+            "subject_from": "statistic",
+            "noun": "null values",
+            "rule": "are in groups that should have a value (a null is allowed only "
+            "where the public size is 0, or at most 1 for a variance or covariance)",
+            "example": "size {size}",
+            "where": keys,
+        },
+    )
+
+
+def _expect_statistics(
+    suite: Suite,
+    arguments: Mapping[str, Any],
+    outputs: list[tuple[str, str, Any]],
+    sizes: str | None,
+    where: dict[str, Any],
+) -> dict[str, int]:
+    """Every statistic finite, in its bounds and not null (a correlation in [-1, 1] and
+    undefined where a variance is 0); returns, with public sizes, the columns a null is
+    allowed in and the smallest size a group needs to have a value there."""
+    nullable: dict[str, int] = {}
+    for col, role, s in outputs:
+        if role == "corr":
+            # a correlation is undefined (null/NaN) where a released variance is 0
+            pass
+        elif sizes is not None and role in _MIN_SIZE:
+            nullable[col] = _MIN_SIZE[role]  # checked against the public sizes below
+        else:
+            suite.expect("expect_column_values_to_not_be_null", "main", column=col, meta=where)
+        lo, hi = _bounds(arguments, col, role, s)
+        if role == "corr":
+            suite.expect(
+                "expect_column_values_to_be_between",
+                "main",
+                column=col,
+                min_value=-1.0 - RTOL,
+                max_value=1.0 + RTOL,
+                meta={**where, "rule": "outside [-1, 1]"},
+            )
+        else:
+            expect_finite_between(suite, "main", col, lo, hi, where)
+    return nullable
+
+
+def _expect_each_key_once(
+    suite: Suite, frame: pl.DataFrame, keys: list[str], public: pl.DataFrame
+) -> None:
+    """Every public key released exactly once."""
+    have_keys = all(k in frame.schema for k in keys)
+    if have_keys:
+        counts = frame.group_by(keys).agg(pl.len().alias("rows"))
+        key_table = public.join(counts, on=keys, how="left", nulls_equal=True).with_columns(
+            pl.col("rows").fill_null(0)
+        )
+    else:
+        key_table = public.with_columns(pl.lit(None, dtype=pl.UInt32).alias("rows"))
+    suite.add_table("keys", for_gx(key_table), keys)
+    suite.expect(
+        "expect_column_values_to_be_between",
+        "keys",
+        column="rows",
+        min_value=1,
+        max_value=1,
+        meta={
+            "subject": "keys",
+            "noun": "public keys",
+            "rule": "not released exactly once",
+            "example": "{rows} rows",
+            "where": keys,
+        },
+    )
+
+
+def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+    """The suite of a grouped release's table: from its spec entry (keys and statistics)
+    and the public facts its file records (``margins``, ``sizes``), with no input data.
+
+    The key columns take only the public margins' values, every margin key appears exactly
+    once, the row count is the margins' height, the columns are exactly the keys and the
+    statistics, each count an Int64 and every other statistic a Float64; every statistic
+    is finite and lies in its bounds (a mean in ``[lower, upper]``, a proportion in
+    ``[0, 1]``, a variance in ``[0, R**2 / 2]`` -- the largest sample variance of values in
+    bounds of width ``R`` --, a count ``>= 0`` and a sum of non-negative values ``>= 0``
+    when ``nonnegative``, a correlation in ``[-1, 1]``); a count is an integer; a
+    covariance obeys Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``; a correlation is
+    ``cov / sqrt(var_x var_y)`` clipped to ``[-1, 1]``, and null exactly where a released
+    variance is 0; no nulls -- except in a correlation column (a correlation is undefined
+    where a released variance is 0, so it may be null or NaN) and, when the margins carry
+    public group sizes (``sizes``), in a statistic of a group too small to have one (size
+    0; size 0 or 1 for a variance or covariance), which the release leaves null.
+    """
+    suite, lazy = start(arguments, table)
+    frame = lazy.collect() if isinstance(lazy, pl.LazyFrame) else lazy
+    schema = frame.schema
+    margins, sizes = _public_margins(arguments, facts, schema)
+    keys = list(arguments["by"])
+    outputs = grouped_columns(arguments)
+    public = margins.select(keys).unique(maintain_order=True)
+    public = public.with_columns(
+        pl.col(k).cast(schema[k], strict=False) for k in keys if k in schema
+    )
+
+    suite.add_table("main", for_gx(frame), keys)
+    where = {"where": keys}
+    suite.expect(
+        "expect_table_columns_to_match_set",
+        "main",
+        column_set=keys + [c for c, _, _ in outputs],
+        exact_match=True,
+    )
+    suite.expect(
+        "expect_table_row_count_to_equal",
+        "main",
+        value=public.height,
+        meta={"expected": "one row per public key of the margins"},
+    )
+    for k in keys:
+        suite.expect("expect_column_values_to_not_be_null", "main", column=k, meta=where)
+        suite.expect(
+            "expect_column_values_to_be_in_set",
+            "main",
+            column=k,
+            value_set=values_like(margins[k].unique(maintain_order=True).to_list(), schema.get(k)),
+            meta={**where, "rule": "not among the margins' keys"},
+        )
+
+    nullable = _expect_statistics(suite, arguments, outputs, sizes, {"where": keys})
+    types = grouped_output_types(arguments)
+    expect_types(suite, frame, types, "types")
+
+    _expect_integers(suite, frame, keys, outputs)
+    _expect_correlations(suite, frame, keys, outputs)
+    _expect_each_key_once(suite, frame, keys, public)
+
+    _expect_cauchy_schwarz(suite, frame, keys, outputs)
+    if sizes is not None:
+        _expect_sizes(suite, frame, keys, public, margins, sizes, nullable)
+    return suite

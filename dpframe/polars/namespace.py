@@ -1,8 +1,10 @@
 """The ``.dp`` (and ``.dpf``) namespaces: a forwarding veneer over typed functions.
 
-Every method forwards to the function of the same name (``.dp.pram`` to
-:func:`dpframe.pram.apply`, ``lf.dp.group_by`` to :func:`dpframe.group_by`, ...):
-no logic and no maths here.
+Every method *is* the function of the same name with its receiver bound (``.dp.pram`` is
+:func:`dpframe.pram.apply`, ``lf.dp.group_by`` is :func:`dpframe.group_by`, ...): the
+same parameters, kinds, defaults and types, declared once, on the function; no logic
+and no maths here. Only ``df.dp.with_columns`` / ``df.dp.select``, which run polars'
+own methods through :func:`dpframe.collect`, have no function of their own.
 
 ``import dpframe`` registers the namespaces on ``pl.Expr``, ``pl.DataFrame`` and
 ``pl.LazyFrame`` under two names:
@@ -17,52 +19,109 @@ no logic and no maths here.
 
 from __future__ import annotations
 
-import os
+import importlib
+import inspect
 import warnings
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import polars as pl
 from polars.api import NameSpace
 
-from dpframe.core.accountant import Accountant
-from dpframe.core.constraints import Compression
-from dpframe.core.randomness import RandomSource
-from dpframe.core.units import PrivacyUnit
 from dpframe.errors import InvalidParameterError, NamespaceConflictWarning
 from dpframe.polars.column import gaussian, laplace, truncated_laplace
-from dpframe.polars.frame import (
-    CovarianceMatrixRelease,
-    ProportionsRelease,
-    covariance_matrix,
-    proportions,
-)
-from dpframe.polars.grouped import GroupBy, group_by
+from dpframe.polars.frame import covariance_matrix, proportions
+from dpframe.polars.grouped import group_by
 from dpframe.polars.io import sink_parquet, write_parquet
 from dpframe.polars.pram import apply
 from dpframe.polars.runner import collect
 
+if TYPE_CHECKING:
+    from dpframe.risk.frame import drha, drha_expr
+
 __all__ = ["DataFrameDP", "ExprDP", "LazyFrameDP", "register_namespace"]
 
+P = ParamSpec("P")
+T = TypeVar("T")
+R = TypeVar("R", pl.Expr, pl.DataFrame, pl.LazyFrame)
+F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
 
-class ExprDP:
+
+class _Later:
+    """A function of ``module`` imported on first use (``dpframe.risk`` loads scipy)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self._module, self.__name__ = module, name
+
+    def _function(self) -> Callable[..., Any]:
+        function: Callable[..., Any] = getattr(importlib.import_module(self._module), self.__name__)
+        return function
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self._function())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function()(*args, **kwargs)
+
+
+if not TYPE_CHECKING:
+    drha = _Later("dpframe.risk.frame", "drha")
+    drha_expr = _Later("dpframe.risk.frame", "drha_expr")
+
+
+def forward(
+    function: Callable[Concatenate[Any, P], T], doc: str
+) -> Callable[Concatenate[Any, P], T]:
+    """The method ``function`` with the namespace's polars object as its receiver.
+
+    Its parameters are the function's after the receiver, for mypy (``P``), for
+    ``inspect.signature`` (through ``__wrapped__``) and for the reference site (the
+    griffe extension ``docs/_ext/sphinx_roles.py:Forwards``); ``doc`` is its docstring
+    (the namespace's examples).
+    """
+
+    def method(self: _Namespace[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return function(self._target, *args, **kwargs)
+
+    method.__name__ = getattr(function, "__name__", "method")
+    method.__doc__ = doc
+    method.__dict__["__wrapped__"] = _Signature(function)
+    return method
+
+
+class _Signature:
+    """What ``inspect`` sees of a forward: the function's signature with ``self`` for
+    its receiver (read on first use: a ``_Later`` function is imported then)."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self._function = function
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        signature = inspect.signature(self._function)
+        _receiver, *rest = signature.parameters.values()
+        self_ = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return signature.replace(parameters=[self_, *rest])
+
+
+class _Namespace(Generic[R]):
+    """What polars builds on ``obj.dp``: the object (the receiver of every method)."""
+
+    def __init__(self, target: R) -> None:
+        self._target: R = target
+
+    def __init_subclass__(cls) -> None:
+        for name, member in vars(cls).items():
+            if isinstance(getattr(member, "__wrapped__", None), _Signature):  # a forward
+                member.__qualname__ = f"{cls.__qualname__}.{name}"
+
+
+class ExprDP(_Namespace[pl.Expr]):
     """``pl.col(...).dp``: releases on a column of statistics."""
 
-    def __init__(self, expr: pl.Expr) -> None:
-        self._expr = expr
-
-    def laplace(
-        self,
-        *,
-        epsilon: float,
-        sensitivity: float,
-        composition: str,
-        public_groups: bool = False,
-        granularity: float | None = None,
-        accountant: Accountant | None = None,
-        seed: int | RandomSource | None = None,
-    ) -> pl.Expr:
+    laplace = forward(
+        laplace,
         """Laplace release of this column of statistics; see :func:`dpframe.laplace`.
 
         Examples
@@ -77,30 +136,11 @@ class ExprDP:
         ...     )
         >>> noisy.columns, acct.spent.epsilon
         (['mean'], 0.5)
-        """
-        return laplace(
-            self._expr,
-            epsilon=epsilon,
-            sensitivity=sensitivity,
-            composition=composition,
-            public_groups=public_groups,
-            granularity=granularity,
-            accountant=accountant,
-            seed=seed,
-        )
+        """,
+    )
 
-    def gaussian(
-        self,
-        *,
-        sensitivity: float,
-        composition: str,
-        rho: float | None = None,
-        sigma: float | None = None,
-        public_groups: bool = False,
-        granularity: float | None = None,
-        accountant: Accountant | None = None,
-        seed: int | RandomSource | None = None,
-    ) -> pl.Expr:
+    gaussian = forward(
+        gaussian,
         """Discrete Gaussian release of this column of statistics, charged ``rho``
         (zCDP); see :func:`dpframe.gaussian`.
 
@@ -114,34 +154,11 @@ class ExprDP:
         ...     )
         >>> noisy.height, round(acct.spent.rho, 12)
         (2, 0.1)
-        """
-        return gaussian(
-            self._expr,
-            sensitivity=sensitivity,
-            composition=composition,
-            rho=rho,
-            sigma=sigma,
-            public_groups=public_groups,
-            granularity=granularity,
-            accountant=accountant,
-            seed=seed,
-        )
+        """,
+    )
 
-    def truncated_laplace(
-        self,
-        epsilon: float,
-        lower: float | pl.Expr | None,
-        upper: float | pl.Expr | None,
-        sensitivity: float | pl.Expr,
-        *,
-        method: str = "truncated",
-        calibration: str = "exact",
-        composition: str,
-        public_groups: bool = False,
-        granularity: float | None = None,
-        accountant: Accountant | None = None,
-        seed: int | RandomSource | None = None,
-    ) -> pl.Expr:
+    truncated_laplace = forward(
+        truncated_laplace,
         """Bounded release of this column; see :func:`dpframe.truncated_laplace`.
 
         Examples
@@ -156,36 +173,11 @@ class ExprDP:
         ...     )
         >>> bool(noisy["share"].is_between(0, 1).all())  # released within the bounds
         True
-        """
-        return truncated_laplace(
-            self._expr,
-            epsilon,
-            lower,
-            upper,
-            sensitivity,
-            method=method,
-            calibration=calibration,
-            composition=composition,
-            public_groups=public_groups,
-            granularity=granularity,
-            accountant=accountant,
-            seed=seed,
-        )
+        """,
+    )
 
-    def pram(
-        self,
-        epsilon: float | None = None,
-        *,
-        categories: Sequence[Any] | None = None,
-        prior: Any = "uniform",
-        matrix: Any = None,
-        diagonal: str = "optimal",
-        prior_share: float = 0.1,
-        accountant: Accountant | None = None,
-        seed: int | RandomSource | None = None,
-        estimable: bool | float = True,
-        design: str = "auto",
-    ) -> pl.Expr:
+    pram = forward(
+        apply,
         """Post-randomize this categorical column; see :func:`dpframe.pram.apply`.
 
         A row-wise release: run the query with :func:`dpframe.collect`,
@@ -201,36 +193,11 @@ class ExprDP:
         ...     ).dp.collect()
         >>> set(out["tenure"]) <= {"own", "rent", "other"}, acct.spent.epsilon
         (True, 1.0)
-        """
-        return apply(
-            self._expr,
-            epsilon,
-            categories=categories,
-            prior=prior,
-            matrix=matrix,
-            diagonal=diagonal,
-            prior_share=prior_share,
-            accountant=accountant,
-            seed=seed,
-            estimable=estimable,
-            design=design,
-        )
+        """,
+    )
 
-    def drha(
-        self,
-        *,
-        epsilon: float | None = None,
-        levels: Sequence[Any] | None = None,
-        delta: float | None = None,
-        mechanism: str = "laplace",
-        measure: str = "local",
-        sensitivity: float = 1.0,
-        alpha: Any = None,
-        size_model: Any = None,
-        scenario8: str = "conservative",
-        method: str = "exact",
-        rho: float | None = None,
-    ) -> pl.Expr:
+    drha = forward(
+        drha_expr,
         """Per-cell DR-HA in ``group_by(qids).agg(...)``; see :func:`dpframe.risk.frame.drha_expr`.
 
         An assessment of the confidential data: spends no budget, not for publication.
@@ -244,44 +211,13 @@ class ExprDP:
         ... )
         >>> risk["risk"].round(4).to_list()
         [0.6681, 0.4226]
-        """
-        from dpframe.risk.frame import drha_expr  # scipy: loaded on first use
-
-        return drha_expr(
-            self._expr,
-            epsilon=epsilon,
-            levels=levels,
-            delta=delta,
-            mechanism=mechanism,
-            measure=measure,
-            sensitivity=sensitivity,
-            alpha=alpha,
-            size_model=size_model,
-            scenario8=scenario8,
-            method=method,
-            rho=rho,
-        )
+        """,
+    )
 
 
-class _FrameDP:
-    def __init__(self, frame: pl.DataFrame | pl.LazyFrame) -> None:
-        self._frame = frame
-
-    def group_by(
-        self,
-        keys: str | Sequence[str],
-        *,
-        margins: pl.DataFrame | None,
-        sizes: str | None = None,
-        unknown_keys: str = "error",
-        accountant: Accountant | None = None,
-        seed: int | RandomSource | None = None,
-        unit: str | PrivacyUnit | None = None,
-        max_rows: int | None = None,
-        max_groups: int | None = None,
-        nonnegative: bool = True,
-        nulls: str | Mapping[str, float | str] = "refuse",
-    ) -> GroupBy:
+class _FrameDP(_Namespace[F]):
+    group_by = forward(
+        group_by,
         """Grouped release over public keys; see :func:`dpframe.group_by`.
 
         Examples
@@ -295,25 +231,11 @@ class _FrameDP:
         ...     ).collect()
         >>> sorted(table["region"])  # every public key, also one with no record
         ['Islands', 'North', 'South']
-        """
-        return group_by(
-            self._frame,
-            keys,
-            margins=margins,
-            sizes=sizes,
-            unknown_keys=unknown_keys,
-            accountant=accountant,
-            seed=seed,
-            unit=unit,
-            max_rows=max_rows,
-            max_groups=max_groups,
-            nonnegative=nonnegative,
-            nulls=nulls,
-        )
+        """,
+    )
 
-    def covariance_matrix(
-        self, columns: Sequence[str], bounds: Sequence[tuple[float, float]], **kwargs: Any
-    ) -> CovarianceMatrixRelease:
+    covariance_matrix = forward(
+        covariance_matrix,
         """Covariance-matrix release; see :func:`dpframe.covariance_matrix`.
 
         Examples
@@ -326,10 +248,11 @@ class _FrameDP:
         ...     table = table.collect()
         >>> table.columns
         ['column', 'x', 'y']
-        """
-        return covariance_matrix(self._frame, columns, bounds, **kwargs)
+        """,
+    )
 
-    def proportions(self, column: str, **kwargs: Any) -> ProportionsRelease:
+    proportions = forward(
+        proportions,
         """Proportion-vector release; see :func:`dpframe.proportions`.
 
         Examples
@@ -342,17 +265,11 @@ class _FrameDP:
         ...     ).collect()
         >>> round(table["proportion"].sum(), 9)
         1.0
-        """
-        return proportions(self._frame, column, **kwargs)
+        """,
+    )
 
-    def drha(
-        self,
-        *,
-        qids: Sequence[str] | str,
-        sensitive: str,
-        epsilon: Any = None,
-        **kwargs: Any,
-    ) -> pl.DataFrame:
+    drha = forward(
+        drha,
         """DR-HA table for an ε (or ρ, ``rho=``) grid; see :func:`dpframe.risk.frame.drha`.
 
         An assessment of the confidential data: spends no budget, not for publication.
@@ -365,14 +282,11 @@ class _FrameDP:
         ...                    weighted=False)
         >>> table.select("epsilon", "risk").rows()[1]
         (100.0, 0.5)
-        """
-        from dpframe.risk.frame import drha  # scipy: loaded on first use
+        """,
+    )
 
-        return drha(self._frame, qids, sensitive, epsilon=epsilon, **kwargs)
-
-    def write_parquet(
-        self, path: str | os.PathLike[str], *, ledger: Any, spec: dict[str, Any] | None = None
-    ) -> Path:
+    write_parquet = forward(
+        write_parquet,
         """Atomic Parquet write with provenance; see :func:`dpframe.write_parquet`.
 
         Examples
@@ -384,11 +298,11 @@ class _FrameDP:
         >>> _ = pl.DataFrame({"x": [1.5]}).dp.write_parquet(path, ledger=acct)
         >>> dpframe.read_provenance(path).epsilon
         0.5
-        """
-        return write_parquet(self._frame, path, ledger=ledger, spec=spec)
+        """,
+    )
 
 
-class DataFrameDP(_FrameDP):
+class DataFrameDP(_FrameDP[pl.DataFrame]):
     """``df.dp``: grouped releases, row-wise releases and Parquet with provenance."""
 
     def with_columns(
@@ -410,7 +324,7 @@ class DataFrameDP(_FrameDP):
         >>> out.columns
         ['id', 'c']
         """
-        return collect(self._frame.lazy().with_columns(*exprs, **named), public=public)
+        return collect(self._target.lazy().with_columns(*exprs, **named), public=public)
 
     def select(
         self, *exprs: Any, public: Sequence[str] | None = None, **named: Any
@@ -426,10 +340,10 @@ class DataFrameDP(_FrameDP):
         >>> out.height, acct.spent.epsilon
         (3, 1.0)
         """
-        return collect(self._frame.lazy().select(*exprs, **named), public=public)
+        return collect(self._target.lazy().select(*exprs, **named), public=public)
 
 
-class LazyFrameDP(_FrameDP):
+class LazyFrameDP(_FrameDP[pl.LazyFrame]):
     """``lf.dp``: grouped releases, row-wise runners and Parquet with provenance."""
 
     def collect(
@@ -448,16 +362,11 @@ class LazyFrameDP(_FrameDP):
         >>> out.height, acct.spent.epsilon
         (3, 1.0)
         """
-        return collect(self._frame, public=public, **collect_kwargs)
+        # not forward(collect): its **collect_kwargs could take the frame by name
+        return collect(self._target, public=public, **collect_kwargs)
 
-    def sink_parquet(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        public: Sequence[str] | None = None,
-        spec: dict[str, Any] | None = None,
-        compression: Compression = "zstd",
-    ) -> Path:
+    sink_parquet = forward(
+        sink_parquet,
         """Stream to Parquet with provenance; see :func:`dpframe.sink_parquet`.
 
         Examples
@@ -471,8 +380,8 @@ class LazyFrameDP(_FrameDP):
         ...     _ = query.dp.sink_parquet(path)
         >>> dpframe.read_provenance(path).epsilon
         0.5
-        """
-        return sink_parquet(self._frame, path, public=public, spec=spec, compression=compression)
+        """,
+    )
 
 
 _TARGETS: tuple[tuple[type, type, Any], ...] = (

@@ -80,6 +80,14 @@ from dpframe.mechanisms.pram.plan import (
     plan_pram,
 )
 from dpframe.mechanisms.proportions import project_to_simplex
+from dpframe.polars.expectations import (
+    Suite,
+    declared,
+    for_gx,
+    input_rows,
+    start,
+    values_like,
+)
 from dpframe.polars.io import METADATA_KEY, guard_release_output, provenance_json
 from dpframe.polars.release import Release, bounded_unit, resolve_accountant
 from dpframe.polars.runner import RunnerRelease, current_run
@@ -468,6 +476,8 @@ class MicrodataRelease(Release[list[ArmedPram]]):
     """PRAM of whole columns of a frame, written once (see :func:`release`)."""
 
     kind = "PRAM microdata"
+    rowwise = True
+    required_facts = ("input_rows",)
     substitute_only = "pram"
     #: under a person unit: every row randomized, charged for max_rows rows a person
     person_level = True
@@ -540,6 +550,49 @@ class MicrodataRelease(Release[list[ArmedPram]]):
     @property
     def columns(self) -> list[str]:
         return [p.column for p in self._plans]
+
+    def output_types(self) -> dict[str, str]:
+        """The released columns and their dtypes: each randomized column and each kept one
+        in its input dtype (from the public schema)."""
+        schema = self.engine.schema()
+        return {c: str(schema[c]) for c in [*self.columns, *self.keep]}
+
+    def to_spec(self, name: str | None = None) -> dict[str, Any]:
+        """Its arguments as a spec entry: ``kind = "pram"``, its columns and categories, and
+        the columns it carries through unchanged (``public``)."""
+        columns = [
+            {"column": p.column, "epsilon": p.charges[0].epsilon, "categories": list(p.categories)}
+            for p in self._plans
+        ]
+        return {
+            "name": self.spec_name(name),
+            "kind": "pram",
+            "columns": columns,
+            "public": self.keep,
+            **self.unit_entry(groups=False),
+        }
+
+    def facts(self) -> dict[str, Any]:
+        """The input's rows (every record is kept), which its file records for its checks."""
+        return {"input_rows": self.input_rows}
+
+    @classmethod
+    def read_facts(cls, facts: Mapping[str, Any], entries: Sequence[LedgerEntry]) -> dict[str, Any]:
+        """The recorded facts and each column's categories as its verified ledger entries
+        record them (not the file's own dtypes)."""
+        categories = {
+            e.columns[0]: e.details["design"]["categories"]
+            for e in entries
+            if e.mechanism == "pram"
+            and len(e.columns) == 1
+            and isinstance(e.details.get("design"), dict)
+            and isinstance(e.details["design"].get("categories"), list)
+        }
+        return {**facts, "categories": categories}
+
+    @classmethod
+    def suite(cls, arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+        return pram_suite(arguments, facts, table)
 
     def _exact_inputs(self) -> list[Any]:
         if not self.unit.is_record:  # no person may have more rows than are charged for
@@ -888,3 +941,103 @@ def estimate_grouped(
                 }
             )
     return pl.DataFrame(rows)
+
+
+# -- the suite of PRAM'd microdata (plain data: dpframe.polars.expectations) ------------
+
+
+def pram_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+    """The suite of PRAM'd microdata: from its spec entry (columns, categories, ``public``)
+    and the facts its file records (``input_rows``; ``categories``, from its verified
+    ledger entries), with no input data.
+
+    Exactly the declared columns (a column PRAM did not randomize must not be published);
+    every PRAM'd column takes only its declared categories (``categories=``, or the
+    categories its release recorded, or of its Enum dtype, or the keys of a public prior),
+    holds no null, and has as many rows as the input (``input_rows``). ``facts`` may also
+    hold ``value_counts``, each column's ``(<column>, rows)`` counts computed by the engine
+    (Spark), so the microdata itself is not read on the driver (``table`` then gives only
+    the dtypes), and ``keep``, columns the release carried through unchanged.
+    """
+    suite, frame = start(arguments, table)
+    rows = input_rows(facts)
+    counted: Mapping[str, pl.DataFrame] = facts.get("value_counts") or {}
+    recorded: Mapping[str, Any] = facts.get("categories") or {}
+    lf = frame.lazy()
+    schema = lf.collect_schema()
+    columns = [dict(c) for c in arguments["columns"]]
+    allowed = [c["column"] for c in columns]
+    allowed += [*(arguments.get("public") or ()), *(facts.get("keep") or ())]
+    # exactly the declared columns (and those the release was told to keep as they are):
+    # a column PRAM did not randomize must not leave
+    suite.add_table(
+        "columns", pl.DataFrame({"column": list(schema)}, schema={"column": pl.String}), ["column"]
+    )
+    suite.expect(
+        "expect_column_values_to_be_in_set",
+        "columns",
+        column="column",
+        value_set=allowed,
+        meta={
+            "subject": "columns",
+            "noun": "columns",
+            "rule": f"not among the declared PRAM columns {allowed} (published without "
+            "randomization)",
+            "where": [],
+        },
+    )
+    for c in columns:
+        col = c["column"]
+        cats = c.get("categories")
+        if cats is None:
+            cats = recorded.get(col)
+        if cats is None and isinstance(c.get("prior"), Mapping):
+            cats = list(c["prior"])
+        cats = declared(
+            cats,
+            schema.get(col),
+            f"release {suite.release!r}, column {col!r}",
+            "give categories=[...] in the spec or release an Enum column",
+        )
+        table = f"values.{col}"
+        if col in counted:  # counted by the engine
+            values = counted[col].select(col, "rows").sort(col, nulls_last=True)
+        elif col in schema:
+            counts = lf.group_by(col).agg(pl.len().alias("rows"))
+            values = counts.sort(col, nulls_last=True).collect()
+        else:
+            values = pl.DataFrame(schema={"rows": pl.UInt32})
+        suite.add_table(table, for_gx(values), [col, "rows"])
+        suite.expect("expect_column_to_exist", table, column=col)
+        suite.expect(
+            "expect_column_values_to_be_in_set",
+            table,
+            column=col,
+            value_set=values_like(cats, schema.get(col)),
+            meta={
+                "noun": "distinct values",
+                "rule": f"outside the declared categories {cats}",
+                "example": "{value} in {rows} row(s)",
+                "where": [],
+            },
+        )
+        suite.expect(
+            "expect_column_values_to_not_be_null",
+            table,
+            column=col,
+            meta={"noun": "distinct values", "example": "in {rows} row(s)"},
+        )
+        if rows is not None:
+            suite.expect(
+                "expect_column_sum_to_be_between",
+                table,
+                column="rows",
+                min_value=rows,
+                max_value=rows,
+                meta={
+                    "subject": col,
+                    "what": "row count",
+                    "expected": f"{rows} (the input's rows)",
+                },
+            )
+    return suite

@@ -32,7 +32,7 @@ import copy
 import html
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast
 
 import polars as pl
@@ -46,6 +46,7 @@ from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.units import BOUNDS, RECORD, PrivacyUnit, as_unit
 from dpframe.engines import Engine, engine_for
 from dpframe.errors import DPFrameError, InvalidParameterError
+from dpframe.polars.expectations import Suite
 
 __all__ = [
     "SUMMARY_SCHEMA",
@@ -220,6 +221,11 @@ class Release(Generic[ResultT]):
     #: why the kind needs substitute neighbours (a key of core.neighbours.REASONS), if it
     #: does; a kind made under both relations overrides ``_plans_under``
     substitute_only = "dataset size"
+    #: whether its output is microdata the engine writes (never kept in memory)
+    rowwise = False
+    #: the facts its suite cannot do without (asked of the input, or of the file it wrote,
+    #: when its file does not record them)
+    required_facts: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -261,14 +267,12 @@ class Release(Generic[ResultT]):
         Examples
         --------
         >>> import polars as pl, dpframe
+        >>> acct = dpframe.Accountant(epsilon=1.0, neighbours="add_remove")
         >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
-        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
-        >>> acct = dpframe.Accountant(epsilon=1.0)
-        >>> release = people.dp.group_by("region", margins=regions, accountant=acct).agg(
-        ...     dpframe.agg.count(epsilon=0.5)
-        ... )
-        >>> release.neighbours
-        'substitute'
+        >>> regions = pl.DataFrame({"region": ["North", "South"]})
+        >>> grouping = dpframe.group_by(people, "region", margins=regions, accountant=acct)
+        >>> grouping.agg(dpframe.agg.count(epsilon=0.5)).neighbours
+        'add_remove'
         """
         if self.accountant is not None:
             return self.accountant.neighbours
@@ -294,6 +298,51 @@ class Release(Generic[ResultT]):
 
     def _finish(self, outputs: tuple[Any, ...]) -> ResultT:
         raise NotImplementedError
+
+    # -- the declaration: its spec entry, its file's facts, its suite -----------------------
+
+    def to_spec(self, name: str | None = None) -> dict[str, Any]:
+        """The release's arguments as a release spec's entry (``name``, ``kind`` and the
+        public function's arguments): what its suite is built from, here and when its
+        published file is checked again from its provenance."""
+        raise InvalidParameterError(
+            f"a {self.kind} has no release spec entry, so no suite to check it against"
+        )
+
+    def unit_entry(self, *, groups: bool = True) -> dict[str, Any]:
+        """Its privacy unit as a spec entry states it: nothing for a record unit, else the
+        person column and its bounds (``max_groups`` only for a release with groups)."""
+        u = self.unit
+        if u.is_record:
+            return {}
+        entry = {"unit": u.person, "max_rows": u.max_rows}
+        return {**entry, "max_groups": u.max_groups} if groups else entry
+
+    def spec_name(self, name: str | None = None) -> str:
+        """The name its spec entry and suite use: ``name``, its own, or its kind and id."""
+        return name or self.name or f"{self.kind.replace(' ', '_')}_{self.id[:8]}"
+
+    def facts(self) -> dict[str, Any]:
+        """The public facts its published file records for its checks (margins, sizes,
+        the input's rows): its suite reads them with its spec entry, never the input."""
+        return {}
+
+    @classmethod
+    def read_facts(cls, facts: Mapping[str, Any], entries: Sequence[LedgerEntry]) -> dict[str, Any]:
+        """The facts a published file of this kind holds for its suite: those its
+        provenance records (:meth:`facts`), and what its verified ledger entries record."""
+        return dict(facts)
+
+    @classmethod
+    def suite(cls, arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
+        """The suite of the kind's released ``table`` from its spec entry and facts."""
+        raise InvalidParameterError(f"a {cls.kind} has no expectation suite")
+
+    def expectations(self, table: Any, facts: Mapping[str, Any] | None = None) -> Suite:
+        """Its suite (plain data, :mod:`dpframe.polars.expectations`) for its released
+        ``table``: from :meth:`to_spec` and :meth:`facts` (or the ``facts`` given)."""
+        given = self.facts() if facts is None else facts
+        return type(self).suite(self.to_spec(), given, table)
 
     # -- the one path ---------------------------------------------------------------------
 
@@ -346,14 +395,11 @@ class Release(Generic[ResultT]):
         Examples
         --------
         >>> import polars as pl, dpframe
-        >>> people = pl.DataFrame({"region": ["North", "South", "North"]})
-        >>> regions = pl.DataFrame({"region": ["North", "South", "Islands"]})
-        >>> acct = dpframe.Accountant(epsilon=1.0)
-        >>> release = people.dp.group_by("region", margins=regions, accountant=acct).agg(
-        ...     dpframe.agg.count(epsilon=0.5)
-        ... )
-        >>> release.epsilon
-        0.5
+        >>> votes = pl.DataFrame({"vote": ["a", "b", "b", "c"] * 50})
+        >>> release = dpframe.proportions(votes, "vote", categories=["a", "b", "c"],
+        ...                               epsilon=0.8, n=200)
+        >>> release.epsilon  # declared: nothing read, nothing spent
+        0.8
         """
         return float(exact_sum(c.epsilon for p in self._plans_of() for c in p.charges))
 

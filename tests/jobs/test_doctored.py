@@ -1,9 +1,10 @@
 """Doctored releases: every promise of a published table is a check (issue 15).
 
 A reviewer doctors each published table of the demo (and of the test spec, which adds a
-variance) -- keeping its metadata, as an attacker would -- and runs ``dpframe check``:
-each doctoring must fail with a message naming the table, the column and the rule, and
-the untouched run must pass.
+variance): each doctoring must fail the suite its file's provenance declares (the spec
+entry and the facts it records, as ``dpframe check`` reads them) with a message naming the
+table, the column and the rule, and the untouched run must pass. A few doctored files,
+their metadata kept as an attacker would, go through ``dpframe check`` end to end.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from typer.testing import CliRunner
 
 from dpframe.cli import app
 from dpframe.jobs import load_spec, run
+from dpframe.jobs.checks import CheckResult, check_release
+from dpframe.jobs.kinds import release_class
+from dpframe.jobs.spec import parse_spec
+from dpframe.polars.io import read_provenance
 from tests.jobs.conftest import write_spec
 
 #: the test spec's grouped release, with a variance too (bounds [0, 10]: at most 50)
@@ -168,6 +173,17 @@ def _check(spec_path: Path) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
+def _suite_check(path: Path, release: str, change) -> CheckResult:
+    """The published file of ``release`` doctored in memory, validated against the suite
+    of the spec entry and facts its own provenance records (as ``dpframe check`` does)."""
+    prov = read_provenance(path)
+    spec = parse_spec(prov.spec, source=str(path))
+    entry = next(r for r in spec.release if r.name == release)
+    kind = release_class(entry)
+    facts = kind.read_facts(prov.facts, prov.entries)
+    return check_release(kind.suite(entry.model_dump(), facts, change(pl.read_parquet(path))))
+
+
 def test_the_untouched_run_passes(published):
     _, spec_path = published
     code, output = _check(spec_path)
@@ -175,27 +191,40 @@ def test_the_untouched_run_passes(published):
 
 
 @pytest.mark.parametrize(("release", "what", "change", "words"), CASES, ids=[c[1] for c in CASES])
-def test_a_doctored_table_fails_its_check(published, release, what, change, words):
-    folder, spec_path = published
+def test_a_doctored_table_fails_its_suite(published, release, what, change, words):
+    """Each doctoring fails the release's suite, built from what its file records (one
+    ``dpframe check`` of a doctored folder is in the folder tests below)."""
+    folder, _ = published
     path = (folder / "released" / "current" / f"{release}.parquet").resolve()
-    kept = path.with_suffix(".kept")
-    shutil.copyfile(path, kept)
-    try:
-        if release == "by_region" and "satisfaction_var" in json.dumps(words):
-            col = _var_column(pl.read_parquet(path))
-            words = [col if w == "satisfaction_var" else w for w in words]
-            change = {
-                "variance 1e12": _set(col, 1e12),
-                "variance +inf": _set(col, math.inf),
-            }[what]
-        _rewrite(path, change)
-        code, output = _check(spec_path)
-    finally:
-        shutil.move(kept, path)
-    assert code != 0, f"{what}: passed\n{output}"
+    if release == "by_region" and "satisfaction_var" in json.dumps(words):
+        col = _var_column(pl.read_parquet(path))
+        words = [col if w == "satisfaction_var" else w for w in words]
+        change = {
+            "variance 1e12": _set(col, 1e12),
+            "variance +inf": _set(col, math.inf),
+        }[what]
+    result = _suite_check(path, release, change)
+    output = result.report()
+    assert not result.success, f"{what}: passed\n{output}"
     assert release in output, output
     for w in words:
         assert w in output, f"{what}: {w!r} not in\n{output}"
+
+
+def test_a_doctored_file_fails_dpframe_check(published):
+    """End to end: a doctored published file makes ``dpframe check`` fail, naming it."""
+    folder, spec_path = published
+    path = (folder / "released" / "current" / f"{GROUPED}.parquet").resolve()
+    kept = path.with_suffix(".kept")
+    shutil.copyfile(path, kept)
+    try:
+        _rewrite(path, _set("count", math.inf))
+        code, output = _check(spec_path)
+    finally:
+        shutil.move(kept, path)
+    assert code != 0, output
+    for w in (GROUPED, "count", "finite"):
+        assert w in output, output
 
 
 FOLDER_CASES = [
