@@ -152,10 +152,11 @@ class PrivacyUnit:
         for b in BOUNDS:
             object.__setattr__(self, b, stated.get(b, 1))
         if self.person is None and (self.max_rows, self.max_groups) != (1, 1):
+            fix = advise(python="pass unit='<person column>'", spec="set unit = '<person column>'")
             raise InvalidParameterError(
                 f"max_rows={self.max_rows}, max_groups={self.max_groups}: contribution "
-                "bounds need a person identifier; pass unit='<person column>' (with one "
-                "row per person the bounds are 1)"
+                f"bounds need a person identifier; {fix} (with one row per person the "
+                "bounds are 1)"
             )
 
     @property

@@ -68,7 +68,7 @@ from dpframe.core.missing import check_nulls
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.outputs import Read, read_conflict
 from dpframe.core.postgres import is_postgres_url, redact
-from dpframe.core.units import BOUNDS, missing_bounds
+from dpframe.core.units import BOUNDS, as_unit, missing_bounds
 from dpframe.engines.protocol import is_spark_frame
 from dpframe.errors import InvalidParameterError, LedgerMismatchError
 from dpframe.mechanisms import statistics as agg
@@ -161,11 +161,7 @@ class PrivacySpec(_Model):
 
     @model_validator(mode="after")
     def _bounds_need_a_person(self) -> PrivacySpec:
-        if self.unit == "record" and (self.max_rows, self.max_groups) != (None, None):
-            raise ValueError(
-                "max_rows/max_groups bound each person's rows: name the person column, "
-                "unit = '<column>'"
-            )
+        as_unit(self.unit, self.max_rows, self.max_groups, needs=())  # the Accountant's rule
         return self
 
     def open_ledger(self, target: Path | str) -> Any:
@@ -444,14 +440,6 @@ class PramSpec(_Release):
         description="other columns of the input published beside the randomized ones, as "
         "they are (dpframe.pram.release(keep=...)): public by your choice",
     )
-
-    @field_validator("columns")
-    @classmethod
-    def _distinct(cls, v: list[PramColumnSpec]) -> list[PramColumnSpec]:
-        names = [c.column for c in v]
-        if len(set(names)) != len(names):
-            raise ValueError(f"a column appears twice: {names}")
-        return v
 
     def epsilon_total(self) -> Fraction:
         return exact_sum(c.epsilon for c in self.columns)

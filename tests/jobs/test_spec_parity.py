@@ -184,6 +184,19 @@ CASES: dict[str, tuple[Callable[[Any], Any], str, str]] = {
         'kind = "pram"\ncolumns = [{ column = "band", epsilon = 1, categories = ["a", "b"], '
         'diagonal = "max" }]',
     ),
+    "bounds without a person": (
+        lambda acc: dpframe.Accountant(epsilon=1, max_rows=2),
+        "max_rows = 2\n" + BUDGET,
+        grouped("{ stat = 'count', epsilon = 1 }"),
+    ),
+    "pram column twice": (
+        lambda acc: dpframe.pram.release(
+            FRAME, [{"column": "band", "epsilon": 1, "categories": ["a", "b"]}] * 2, accountant=acc
+        ).collect(),
+        BUDGET,
+        'kind = "pram"\ncolumns = [{ column = "band", epsilon = 1, categories = ["a", "b"] }, '
+        '{ column = "band", epsilon = 1, categories = ["a", "b"] }]',
+    ),
     "rho and epsilon both": (
         py_budget(epsilon=1, rho=0.5, delta=1e-6),
         "budget = { epsilon = 1.0, rho = 0.5, delta = 1e-6 }",
@@ -277,6 +290,7 @@ ADVISED = {
     "sigma without gaussian",
     "gaussian with epsilon",
     "zcdp budget without delta",
+    "bounds without a person",
 }
 
 
