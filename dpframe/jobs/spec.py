@@ -62,7 +62,7 @@ from pydantic import (
 from dpframe.core.accountant import check_budget
 from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact, exact_sum
-from dpframe.core.constraints import check_key_names, spec_field
+from dpframe.core.constraints import check, check_key_names, spec_field
 from dpframe.core.missing import as_written as nulls_as_written
 from dpframe.core.missing import check_nulls
 from dpframe.core.neighbours import require_substitute
@@ -402,11 +402,21 @@ class GroupedSpec(_Release):
         return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
 
 
+def _prior(value: Any) -> Any:
+    """PRAM's ``prior``: a name checked as :func:`dpframe.pram.release` checks it (its
+    option set, ``PRIOR_KINDS``), or a distribution (checked by the release)."""
+    return check("prior", value) if isinstance(value, str) else value
+
+
 class PramColumnSpec(_Model):
     column: str
     epsilon: PositiveEps
     categories: list[Any] | None = None
-    prior: Literal["uniform"] | dict[str, float] | list[float] = "uniform"
+    prior: Annotated[str | dict[str, float] | list[float], BeforeValidator(_prior)] = Field(
+        "uniform",
+        description="'uniform', 'dp' (a DP estimate, spending part of the column's "
+        "epsilon), or a public distribution: as dpframe.pram.release takes it",
+    )
     diagonal: Diagonal = "optimal"
     design: Annotated[str, BeforeValidator(spec_field("design"))] = Field(
         "auto",

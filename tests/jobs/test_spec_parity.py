@@ -241,6 +241,16 @@ CASES: dict[str, tuple[Callable[[Any], Any], str, str]] = {
         BUDGET,
         'kind = "pram"\ncolumns = [{ column = "band", epsilon = 1, categories = ["a", "a", "b"] }]',
     ),
+    "unknown prior": (
+        lambda acc: dpframe.pram.release(
+            FRAME,
+            [{"column": "band", "epsilon": 1, "categories": ["a", "b"], "prior": "census"}],
+            accountant=acc,
+        ).collect(),
+        BUDGET,
+        'kind = "pram"\ncolumns = [{ column = "band", epsilon = 1, categories = ["a", "b"], '
+        'prior = "census" }]',
+    ),
     "unknown design": (
         lambda acc: dpframe.pram.release(
             FRAME,
@@ -363,7 +373,7 @@ statistics = [{ stat = "count", epsilon = 1 }]
 name = "micro"
 kind = "pram"
 public = ["region", "income"]
-columns = [{ column = "band", epsilon = 1, categories = ["a", "b"] }]
+columns = [{ column = "band", epsilon = 1, categories = ["a", "b"], prior = "dp" }]
 """
 
 
@@ -375,7 +385,7 @@ def _python_twins(folder: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     python_micro = dpframe.pram.release(
         FRAME,
-        [{"column": "band", "epsilon": 1, "categories": ["a", "b"]}],
+        [{"column": "band", "epsilon": 1, "categories": ["a", "b"], "prior": "dp"}],
         keep=["region", "income"],
     ).write(folder / "python_micro.parquet")
     python_micro = pl.read_parquet(folder / "python_micro.parquet")
@@ -383,7 +393,8 @@ def _python_twins(folder: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def test_the_spec_takes_pram_public_and_grouped_unknown_keys(tmp_path: Path) -> None:
-    """``dpframe.pram.release(keep=...)`` is the spec's ``public``, and
+    """``dpframe.pram.release(keep=...)`` is the spec's ``public``, its ``prior="dp"`` the
+    spec's ``prior = "dp"`` (refused by the spec before), and
     ``group_by(unknown_keys="drop")`` its ``unknown_keys``: both run from a spec and give
     the Python call's columns and groups."""
     from dpframe.jobs import run
@@ -393,8 +404,10 @@ def test_the_spec_takes_pram_public_and_grouped_unknown_keys(tmp_path: Path) -> 
     run(load_spec(tmp_path / "spec.toml"), progress=False)
     grouped_out = pl.read_parquet(tmp_path / "out" / "north.parquet")
     micro_out = pl.read_parquet(tmp_path / "out" / "micro.parquet")
-    with dpframe.Accountant(epsilon=10.0):
+    with dpframe.Accountant(epsilon=10.0) as python_accountant:
         python_grouped, python_micro = _python_twins(tmp_path)
+    spent = dpframe.Accountant.open(tmp_path / "ledger.db").spent.epsilon
+    assert spent == python_accountant.spent.epsilon == 2.0
     assert grouped_out["region"].to_list() == python_grouped["region"].to_list() == ["North"]
     assert set(micro_out.columns) == set(python_micro.columns) == {"band", "region", "income"}
     assert micro_out["income"].to_list() == FRAME["income"].to_list()  # public: as it is
