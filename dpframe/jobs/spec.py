@@ -74,6 +74,7 @@ from dpframe.errors import InvalidParameterError, LedgerMismatchError
 from dpframe.mechanisms import statistics as agg
 from dpframe.mechanisms.statistics import Statistic
 from dpframe.polars.frame import check_covariance_arguments
+from dpframe.polars.pram import column_specs
 
 __all__ = [
     "CovarianceSpec",
@@ -450,6 +451,12 @@ class PramSpec(_Release):
         description="other columns of the input published beside the randomized ones, as "
         "they are (dpframe.pram.release(keep=...)): public by your choice",
     )
+
+    @field_validator("columns")
+    @classmethod
+    def _distinct(cls, v: list[PramColumnSpec]) -> list[PramColumnSpec]:
+        column_specs([c.model_dump() for c in v])  # dpframe.pram.release's rule
+        return v
 
     def epsilon_total(self) -> Fraction:
         return exact_sum(c.epsilon for c in self.columns)

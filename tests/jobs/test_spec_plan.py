@@ -106,7 +106,7 @@ def test_bad_specs_name_the_field(change, message):
                 "kind": "pram",
                 "columns": [{"column": "a", "epsilon": 0.1}, {"column": "a", "epsilon": 0.1}],
             },
-            "twice",
+            "columns must name each column once, got \\['a', 'a'\\]",
         ),
         ({"name": "bad name!", "kind": "proportions", "column": "c", "epsilon": 0.1}, "name"),
         (
