@@ -15,6 +15,7 @@ anything.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +76,17 @@ def py_grouped(stat: Callable[[], Any], **extra: Any) -> Callable[[Any], Any]:
 
 def py_budget(**budget: Any) -> Callable[[Any], Any]:
     return lambda acc: dpframe.Accountant(**budget)
+
+
+def pram_case(**setting: Any) -> tuple[Callable[[Any], Any], str, str]:
+    """A PRAM release of ``band`` with ``setting``: the Python call, [privacy], the TOML."""
+    entry = {"column": "band", "epsilon": 1, "categories": ["a", "b"], **setting}
+    toml = ", ".join(f"{k} = {json.dumps(v)}" for k, v in entry.items())
+    return (
+        lambda acc: dpframe.pram.release(FRAME, [entry], accountant=acc).collect(),
+        BUDGET,
+        f'kind = "pram"\ncolumns = [{{ {toml} }}]',
+    )
 
 
 #: name -> (the Python call, given an accountant; the spec's [privacy] lines; its release)
@@ -174,16 +186,7 @@ CASES: dict[str, tuple[Callable[[Any], Any], str, str]] = {
         BUDGET,
         'kind = "proportions"\ncolumn = "band"\ncategories = ["a", "b"]\nepsilon = 1\nn = 0',
     ),
-    "unknown diagonal": (
-        lambda acc: dpframe.pram.release(
-            FRAME,
-            [{"column": "band", "epsilon": 1, "categories": ["a", "b"], "diagonal": "max"}],
-            accountant=acc,
-        ).collect(),
-        BUDGET,
-        'kind = "pram"\ncolumns = [{ column = "band", epsilon = 1, categories = ["a", "b"], '
-        'diagonal = "max" }]',
-    ),
+    "unknown diagonal": pram_case(diagonal="max"),
     "bounds without a person": (
         lambda acc: dpframe.Accountant(epsilon=1, max_rows=2),
         "max_rows = 2\n" + BUDGET,
@@ -234,33 +237,9 @@ CASES: dict[str, tuple[Callable[[Any], Any], str, str]] = {
         BUDGET,
         'kind = "proportions"\ncolumn = "band"\ncategories = ["a"]\nepsilon = 1',
     ),
-    "categories repeated": (
-        lambda acc: dpframe.pram.release(
-            FRAME, [{"column": "band", "epsilon": 1, "categories": ["a", "a", "b"]}], accountant=acc
-        ).collect(),
-        BUDGET,
-        'kind = "pram"\ncolumns = [{ column = "band", epsilon = 1, categories = ["a", "a", "b"] }]',
-    ),
-    "unknown prior": (
-        lambda acc: dpframe.pram.release(
-            FRAME,
-            [{"column": "band", "epsilon": 1, "categories": ["a", "b"], "prior": "census"}],
-            accountant=acc,
-        ).collect(),
-        BUDGET,
-        'kind = "pram"\ncolumns = [{ column = "band", epsilon = 1, categories = ["a", "b"], '
-        'prior = "census" }]',
-    ),
-    "unknown design": (
-        lambda acc: dpframe.pram.release(
-            FRAME,
-            [{"column": "band", "epsilon": 1, "categories": ["a", "b"], "design": "best"}],
-            accountant=acc,
-        ).collect(),
-        BUDGET,
-        'kind = "pram"\ncolumns = [{ column = "band", epsilon = 1, categories = ["a", "b"], '
-        'design = "best" }]',
-    ),
+    "categories repeated": pram_case(categories=["a", "a", "b"]),
+    "unknown prior": pram_case(prior="census"),
+    "unknown design": pram_case(design="best"),
     "covariance bounds of the wrong length": (
         lambda acc: dpframe.covariance_matrix(
             FRAME, ["income", "age"], [(0, 100)], epsilon=1, n=4, accountant=acc
