@@ -290,13 +290,13 @@ def release(
 
 def _release(spec: Path, data_docs: bool, progress: bool, engine: str) -> Any:
     """The ``release`` command's job: its result, or an exit code said on stderr."""
-    from dpframe.engines import ENGINE_NAMES
+    from dpframe.core.constraints import ENGINES
     from dpframe.errors import BudgetExceededError, DPFrameError
     from dpframe.jobs import CheckFailedError
     from dpframe.jobs import plan as make_plan
     from dpframe.jobs import run as run_job
 
-    if engine not in ENGINE_NAMES:
+    if engine not in ENGINES:
         typer.echo(f"error: --engine must be polars or spark, got {engine!r}", err=True)
         raise typer.Exit(EXIT_INVALID)
     loaded = _load(spec)

@@ -215,6 +215,135 @@ def test_the_engine_name_scan_finds_each_way_of_telling_engines_apart(source):
     assert _engine_tests(ast.parse(source))
 
 
+# -- each option set declared once ------------------------------------------------------
+
+CONSTRAINTS = ROOT / "core" / "constraints.py"
+
+
+def _strings(node: ast.AST) -> list[str] | None:
+    """The strings of a tuple/list/set literal whose items are all constants (``None``
+    allowed), else ``None``."""
+    if not isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return None
+    if not all(isinstance(e, ast.Constant) for e in node.elts):
+        return None
+    return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+
+
+def _declared(root: Path = ROOT) -> tuple[dict[frozenset[str], str], set[str]]:
+    """core/constraints' option sets (module-level tuples of 2+ strings, by their strings)
+    and the parameter names of its ``PARAMETERS`` table."""
+    tree = ast.parse((root / "core" / "constraints.py").read_text())
+    sets: dict[frozenset[str], str] = {}
+    params: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            name = target.id if isinstance(target, ast.Name) else ""
+            strings = _strings(node.value) if node.value is not None else None
+            if strings is not None and len(set(strings)) >= 2:
+                sets.setdefault(frozenset(strings), name)
+            if name == "PARAMETERS":
+                table = next(n for n in ast.walk(node.value) if isinstance(n, ast.Dict))
+                params = {k.value for k in table.keys if isinstance(k, ast.Constant)}
+    return sets, params
+
+
+def _option_set_problems(root: Path = ROOT) -> list[str]:
+    """Option sets declared outside core/constraints, found on the source:
+
+    * a call of ``check_choice`` (its option set named at the call site) outside
+      core/constraints: a parameter is checked with ``check("<parameter>", value)``,
+      whose option set is declared once in ``PARAMETERS``;
+    * ``check("<parameter>", ...)`` (imported from core/constraints) naming no
+      parameter of ``PARAMETERS``;
+    * a tuple, list or set literal of strings (alone, inside ``Literal[...]`` or
+      ``frozenset(...)``) whose strings are those of an option set core/constraints
+      declares (2+ strings): the set declared again (column names and other tuples of
+      strings that are no declared set are not matched);
+    * in jobs/spec.py, a ``Literal[...]`` of 2+ strings: the spec's option fields are
+      checked by the parameter's constraint (``spec_field``), not by a second list.
+    """
+    sets, params = _declared(root)
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == "core/constraints.py":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        checks = {
+            a.asname or a.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module == "dpframe.core.constraints"
+            for a in n.names
+            if a.name == "check"
+        }
+        for node in ast.walk(tree):
+            where = f"{rel}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id == "check_choice":
+                    problems.append(f"{where}: check_choice names its option set at the call")
+                first = node.args[0] if node.args else None
+                if (
+                    node.func.id in checks
+                    and isinstance(first, ast.Constant)
+                    and first.value not in params
+                ):
+                    problems.append(f"{where}: check({first.value!r}) is no parameter")
+            if (
+                isinstance(node, ast.Subscript)
+                and rel == "jobs/spec.py"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "Literal"
+            ):
+                items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                strs = [e for e in items if isinstance(e, ast.Constant)]
+                if sum(isinstance(e.value, str) for e in strs) >= 2:
+                    problems.append(f"{where}: Literal[...] of options in the spec")
+            strings = _strings(node)
+            if strings and frozenset(strings) in sets and len(set(strings)) >= 2:
+                declared = sets[frozenset(strings)]
+                problems.append(
+                    f"{where}: {tuple(strings)} declared again (constraints.{declared})"
+                )
+    return problems
+
+
+def test_option_sets_are_declared_once_in_core_constraints():
+    """Every option set lives in core/constraints (``PARAMETERS``); what this matches is
+    in :func:`_option_set_problems`'s docstring."""
+    assert _option_set_problems() == []
+
+
+def test_the_option_set_scan_finds_option_sets_declared_again(tmp_path):
+    """The scan is not vacuous: each form it refuses, planted in a copy of two modules."""
+    (tmp_path / "core").mkdir()
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "core" / "constraints.py").write_text(CONSTRAINTS.read_text())
+    (tmp_path / "core" / "units.py").write_text(
+        "from dpframe.core.constraints import check, check_choice\n"
+        "_N = ('add_remove', 'substitute')\n"
+        "def f(neighbours, norm):\n"
+        "    check_choice('norm', norm, NORMS)\n"
+        "    check('nrom', norm)\n"
+        "    return neighbours in ('substitute', 'add_remove')\n"
+        "COLUMNS = ('region', 'age_band')  # not an option set: not matched\n"
+    )
+    (tmp_path / "jobs" / "spec.py").write_text(
+        "from typing import Literal\n"
+        "kind: Literal['grouped']  # one string: a tag, not matched\n"
+        "stat: Literal['count', 'median']\n"
+    )
+    found = _option_set_problems(tmp_path)
+    assert [p.split(":")[:2] for p in found] == [
+        ["core/units.py", "2"],
+        ["core/units.py", "4"],
+        ["core/units.py", "5"],
+        ["core/units.py", "6"],
+        ["jobs/spec.py", "3"],
+    ], found
+
+
 def _kind_classes() -> set[str]:
     """The release kinds' classes: every subclass of ``Release`` in ``polars/`` (not the
     base itself) and every release entry of a spec (a model of ``jobs/spec.py`` with a

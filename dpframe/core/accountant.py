@@ -51,10 +51,8 @@ from dpframe.core.advice import advise
 from dpframe.core.budget import charge_for, exact
 from dpframe.core.chain import anchor, anchor_problem
 from dpframe.core.constraints import (
-    ACCOUNTINGS,
-    NEIGHBOURS,
     PRIVACY_MAX,
-    check_choice,
+    check,
     check_delta,
     check_epsilon,
     check_privacy_amount,
@@ -92,6 +90,7 @@ __all__ = [
     "Charge",
     "LedgerEntry",
     "Reservation",
+    "check_budget",
     "current_accountant",
     "ledger_exists",
 ]
@@ -141,6 +140,58 @@ def current_accountant() -> Accountant | None:
     """
     stack = _ACTIVE.get()
     return stack[-1] if stack else None
+
+
+def check_budget(
+    epsilon: Any, delta: Any, rho: Any, accounting: Any, *, stored: bool = False
+) -> tuple[float, float, float | None]:
+    """A budget's rules, for :class:`Accountant` and the release spec's ``[privacy.budget]``
+    alike: ``(epsilon, delta, rho)`` checked (``rho`` ``None`` for a pure budget; a zCDP
+    budget's epsilon is the one its rho implies at delta). ``stored``: read from a ledger
+    (whose header records both epsilon and rho).
+
+    Examples
+    --------
+    >>> check_budget(1.0, 0.0, None, None)
+    (1.0, 0.0, None)
+    """
+    from dpframe.core import zcdp
+
+    check("accounting", accounting)
+    delta = check_delta(delta)
+    if rho is None and accounting != "zcdp":
+        if epsilon is None:
+            raise InvalidParameterError(
+                "epsilon: the accountant needs a budget: epsilon=... (and delta=...), or "
+                "rho=... for a zCDP budget"
+            )
+        return check_epsilon(epsilon), delta, None
+    if rho is not None and epsilon is not None and not stored:
+        raise InvalidParameterError(
+            "rho, epsilon: give one budget -- rho=... (zCDP), or epsilon=... with "
+            "delta=... and accounting='zcdp' for the rho that implies them"
+        )
+    if delta <= 0:
+        fix = advise(python="pass delta=...", spec="set privacy.budget.delta = ...")
+        raise InvalidParameterError(
+            "delta: a zCDP budget implies (epsilon, delta)-DP only for a delta > 0; "
+            f"{fix} (e.g. 1e-6, well below 1/number of people)"
+        )
+    if rho is None:
+        if epsilon is None:
+            raise InvalidParameterError(
+                "epsilon: accounting='zcdp' needs epsilon=... and delta=... (or rho=...)"
+            )
+        rho = zcdp.rho_for(check_epsilon(epsilon), delta)
+    rho = check_privacy_amount("rho", rho)
+    implied = zcdp.epsilon_of_rho(rho, delta)
+    if implied > PRIVACY_MAX:
+        raise InvalidParameterError(
+            f"rho: a zCDP budget of rho={rho!r} implies epsilon={implied!r} at "
+            f"delta={delta!r}, above dpframe's largest privacy amount {PRIVACY_MAX:g}; "
+            "pass a smaller rho"
+        )
+    return implied, delta, rho
 
 
 class Accountant:
@@ -196,44 +247,10 @@ class Accountant:
         max_groups: int | None = None,
         _store: Any = None,
     ) -> None:
-        from dpframe.core import zcdp
-
-        check_choice("accounting", accounting, ACCOUNTINGS)
-        self._delta = check_delta(delta)
-        if rho is not None or accounting == "zcdp":
-            if rho is not None and epsilon is not None and _store is None:
-                raise InvalidParameterError(
-                    "rho, epsilon: give one budget -- rho=... (zCDP), or epsilon=... with "
-                    "delta=... and accounting='zcdp' for the rho that implies them"
-                )
-            if self._delta <= 0:
-                raise InvalidParameterError(
-                    "delta: a zCDP budget implies (epsilon, delta)-DP only for a delta > 0; "
-                    "pass delta=... (e.g. 1e-6, well below 1/number of people)"
-                )
-            if rho is None:
-                if epsilon is None:
-                    raise InvalidParameterError(
-                        "epsilon: accounting='zcdp' needs epsilon=... and delta=... (or rho=...)"
-                    )
-                rho = zcdp.rho_for(check_epsilon(epsilon), self._delta)
-            self._rho: float | None = check_privacy_amount("rho", rho)
-            self._epsilon = zcdp.epsilon_of_rho(self._rho, self._delta)
-            if self._epsilon > PRIVACY_MAX:
-                raise InvalidParameterError(
-                    f"rho: a zCDP budget of rho={self._rho!r} implies epsilon="
-                    f"{self._epsilon!r} at delta={self._delta!r}, above dpframe's largest "
-                    f"privacy amount {PRIVACY_MAX:g}; pass a smaller rho"
-                )
-        else:
-            if epsilon is None:
-                raise InvalidParameterError(
-                    "epsilon: the accountant needs a budget: epsilon=... (and delta=...), or "
-                    "rho=... for a zCDP budget"
-                )
-            self._rho = None
-            self._epsilon = check_epsilon(epsilon)
-        self._neighbours = check_choice("neighbours", neighbours, NEIGHBOURS)
+        self._epsilon, self._delta, self._rho = check_budget(
+            epsilon, delta, rho, accounting, stored=_store is not None
+        )
+        self._neighbours = check("neighbours", neighbours)
         self._unit = as_unit(unit, max_rows, max_groups, needs=())
         given = {"max_rows": max_rows, "max_groups": max_groups}
         named = (

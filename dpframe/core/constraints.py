@@ -32,26 +32,45 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from dpframe.core.advice import advise
-from dpframe.core.missing import check_nulls
 from dpframe.errors import InvalidParameterError
 
 __all__ = [
     "ACCOUNTINGS",
+    "ALPHA_ESTIMATES",
     "CALIBRATIONS",
+    "COLUMN_MECHANISMS",
     "COMPOSITIONS",
     "COMPRESSIONS",
     "DIAGONALS",
+    "ENGINES",
     "INT64_MAX",
+    "MARGINAL_MEASURES",
+    "MEMBERSHIPS",
     "METHODS",
     "NEIGHBOURS",
     "NOISES",
+    "NORMS",
+    "NULLS",
     "PARAMETERS",
+    "POLARS_ENGINES",
     "PRAM_DESIGNS",
+    "PRAM_ESTIMATES",
+    "PRIOR_FITS",
     "PRIOR_KINDS",
     "PRIVACY_MAX",
     "PRIVACY_MIN",
     "REPAIRS",
     "RESERVED_PREFIX",
+    "RISK_GAUSSIANS",
+    "RISK_MEASURES",
+    "RISK_MECHANISMS",
+    "RISK_METHODS",
+    "RISK_ZCDP",
+    "SCENARIO8",
+    "SHRINKAGE_MEASURES",
+    "SIZE_MODELS",
+    "STAIRCASE_METHODS",
+    "STATISTICS",
     "STRATEGIES",
     "UNKNOWN_KEYS",
     "Compression",
@@ -106,6 +125,53 @@ Compression = Literal["zstd", "lz4", "snappy", "gzip", "brotli", "uncompressed"]
 UNKNOWN_KEYS = ("error", "drop")
 #: The PRAM priors that are not a given distribution.
 PRIOR_KINDS = ("uniform", "dp")
+#: The statistics of a grouped release (``dpframe.agg.<stat>``; a spec's ``stat``).
+STATISTICS = ("count", "sum", "mean", "proportion", "var", "cov")
+#: A column release's noise: ``"laplace"`` (unbounded), or bounded ``"truncated"`` / ``"bit"``.
+COLUMN_MECHANISMS = ("laplace", "truncated", "bit")
+#: What :func:`dpframe.pram.estimate` is given: released counts per category, or codes.
+PRAM_ESTIMATES = ("counts", "codes")
+#: The solution methods of PRAM's global design (the staircase LP).
+STAIRCASE_METHODS = ("auto", "enumerate", "column-generation")
+#: The norms a sensitivity is measured in: l1 (Laplace) or l2 (Gaussian).
+NORMS = ("l1", "l2")
+#: ``"public"``: a record's group cannot change between neighbours (the group sizes are
+#: fixed); ``"private"``: under substitution a record may move to another group.
+MEMBERSHIPS = ("public", "private")
+#: The named ``nulls=`` policies (a mapping of fill values is the third).
+NULLS = ("refuse", "drop")
+#: The engines a release job runs on.
+ENGINES = ("polars", "spark")
+#: The engines of ``polars.LazyFrame.collect`` a query may ask for.
+POLARS_ENGINES = ("auto", "in-memory", "streaming", "gpu")
+#: DR-HA's noise mechanisms (:mod:`dpframe.risk`).
+RISK_MECHANISMS = (
+    "laplace",
+    "gaussian",
+    "gaussian_pdp",
+    "analytic_gaussian",
+    "discrete_gaussian",
+)
+#: DR-HA: the (epsilon, delta) Gaussians, which take a delta.
+RISK_GAUSSIANS = ("gaussian", "gaussian_pdp", "analytic_gaussian")
+#: DR-HA: the mechanisms whose privacy parameter is rho (zCDP) rather than epsilon.
+RISK_ZCDP = ("discrete_gaussian",)
+#: DR-HA's risk measures.
+RISK_MEASURES = ("local", "expected", "shrinkage", "marginal", "marginal_shrinkage")
+#: DR-HA: the measures that need a Dirichlet prior (``alpha=``).
+SHRINKAGE_MEASURES = ("shrinkage", "marginal_shrinkage")
+#: DR-HA: the measures that need a model of the cell sizes (``size_model=``).
+MARGINAL_MEASURES = ("marginal", "marginal_shrinkage")
+#: DR-HA's Scenario 8: the paper's conservative bound, or each record's exact probability.
+SCENARIO8 = ("conservative", "records")
+#: DR-HA: the closed form (``"exact"``) or the paper's printed one.
+RISK_METHODS = ("exact", "paper")
+#: How a Dirichlet prior is fitted: maximum likelihood or moments.
+PRIOR_FITS = ("mle", "moments")
+#: The models of DR-HA's cell sizes.
+SIZE_MODELS = ("poisson", "negbin")
+#: A DR-HA prior estimated from the table (empirical Bayes).
+ALPHA_ESTIMATES = ("eb",)
 
 
 # -- the primitive checks ------------------------------------------------------------------
@@ -424,12 +490,6 @@ def _estimable(name: str, value: Any) -> bool | float:
     )
 
 
-def _nulls(name: str, value: Any) -> str | dict[str, float | str]:
-    """``nulls=`` as written (its rule: :func:`dpframe.core.missing.check_nulls`)."""
-    checked = check_nulls(value, public_sizes=False)
-    return dict(checked.fill) if checked.policy == "fill" else checked.policy
-
-
 PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
     {
         "epsilon": Constraint(
@@ -439,7 +499,8 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "sensitivity": Constraint("a finite number > 0", check_positive),
         "scale": Constraint("a finite number > 0", check_positive),
         "bound": Constraint("a finite number", check_real),
-        "n": _integer(2, "the public number of records"),
+        "proportions_n": _integer(1, "the public dataset size"),
+        "covariance_n": _integer(2, "the public dataset size of a sample covariance"),
         "seed": Constraint("None (secure) or an int >= 0", _seed),
         "max_rows": _integer(1, "a person keeps at least one row per group"),
         "max_groups": _integer(1, "a person keeps at least one group"),
@@ -457,8 +518,24 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "estimable": Constraint("True, False or a margin in (0, 1]", _estimable),
         "unknown_keys": _options(UNKNOWN_KEYS),
         "nonnegative": Constraint("True or False", _flag),
-        "nulls": Constraint("'refuse', 'drop' or a mapping {column: fill value}", _nulls),
         "compression": _options(COMPRESSIONS),
+        "accounting": _options(ACCOUNTINGS),
+        "prior": _options(PRIOR_KINDS),
+        "stat": _options(STATISTICS),
+        "column_mechanism": _options(COLUMN_MECHANISMS),
+        "pram_estimate": _options(PRAM_ESTIMATES),
+        "staircase_method": _options(STAIRCASE_METHODS),
+        "norm": _options(NORMS),
+        "membership": _options(MEMBERSHIPS),
+        "engine": _options(ENGINES),
+        "polars_engine": _options(POLARS_ENGINES),
+        "risk_mechanism": _options(RISK_MECHANISMS),
+        "risk_measure": _options(RISK_MEASURES),
+        "scenario8": _options(SCENARIO8),
+        "risk_method": _options(RISK_METHODS),
+        "prior_fit": _options(PRIOR_FITS),
+        "size_model": _options(SIZE_MODELS),
+        "alpha_estimate": _options(ALPHA_ESTIMATES),
     }
 )
 
@@ -474,18 +551,19 @@ def check(parameter: str, value: Any, *, name: str | None = None) -> Any:
     return PARAMETERS[parameter].validate(name or parameter, value)
 
 
-def spec_field(parameter: str, *, optional: bool = False) -> Callable[[Any], Any]:
+def spec_field(parameter: str, *, optional: bool = False) -> Callable[[Any, Any], Any]:
     """A before-validator for the release spec's field of this parameter.
 
     The spec (pydantic) reports the :class:`~dpframe.errors.InvalidParameterError` (a
     ``ValueError``) at the field's location; the value is checked exactly as the
-    Python function would check it (no silent coercion of strings to numbers).
+    Python function would check it (no silent coercion of strings to numbers), and named
+    as the field is (the Python argument of the same name): the same sentence.
     ``optional``: ``None`` (the field left out) passes.
     """
 
-    def validate(value: Any) -> Any:
+    def validate(value: Any, info: Any) -> Any:
         if optional and value is None:
             return None
-        return check(parameter, value)
+        return check(parameter, value, name=getattr(info, "field_name", None))
 
     return validate

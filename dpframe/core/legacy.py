@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dpframe.core.constraints import NEIGHBOURS, check_choice, check_delta, check_epsilon
+from dpframe.core.constraints import check, check_delta, check_epsilon
 from dpframe.core.records import LedgerEntry
 from dpframe.core.sqlite import SQLiteStore
 from dpframe.core.stores import LEDGER_FORMAT, Changes, LedgerState, new_header
@@ -90,7 +90,7 @@ def _header(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         return {
             "epsilon": check_epsilon(doc["epsilon"]),
             "delta": check_delta(doc.get("delta", 0.0)),
-            "neighbours": check_choice("neighbours", doc.get("neighbours"), NEIGHBOURS),
+            "neighbours": check("neighbours", doc.get("neighbours")),
         }
     except (KeyError, InvalidParameterError) as exc:
         raise LedgerIntegrityError(f"ledger {path}: bad header ({exc})") from None

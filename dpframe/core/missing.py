@@ -38,12 +38,10 @@ from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
+from dpframe.core.constraints import NULLS
 from dpframe.errors import InvalidParameterError
 
-__all__ = ["NULLS", "MissingValues", "check_nulls"]
-
-#: the named policies (a mapping of fill values is the third)
-NULLS = ("refuse", "drop")
+__all__ = ["NULLS", "MissingValues", "as_written", "check_nulls"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +59,13 @@ class MissingValues:
         if self.policy == "fill":
             return "missing values filled: " + ", ".join(f"{k}={v!r}" for k, v in self.fill.items())
         return None
+
+
+def as_written(value: Any) -> str | dict[str, float | str]:
+    """``nulls=`` checked (without public sizes) and given back as written: a policy's
+    name or the mapping of fill values (the release spec's field)."""
+    checked = check_nulls(value, public_sizes=False)
+    return dict(checked.fill) if checked.policy == "fill" else checked.policy
 
 
 def _fill_value(column: str, value: Any) -> float | str:

@@ -31,7 +31,7 @@ dpframe.errors.InvalidParameterError: accountant: PRAM protects the values of re
 from __future__ import annotations
 
 from dpframe.core.advice import advise
-from dpframe.core.constraints import NEIGHBOURS, check_choice
+from dpframe.core.constraints import check
 from dpframe.errors import InvalidParameterError
 
 __all__ = [
@@ -104,7 +104,7 @@ def require_substitute(neighbours: str, why: str, *, argument: str) -> None:
 
     ``why`` is a key of :data:`REASONS`; ``argument`` is named first in the message.
     """
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     if neighbours != "substitute":
         fix = _fix()
         reason = REASONS[why].format(fix=fix, Fix=fix[:1].upper() + fix[1:])
@@ -117,5 +117,5 @@ def groups_changed(neighbours: str, public_groups: bool) -> int:
     One under add/remove (the record is in one group). Under substitution two -- the
     record may leave one group and join another -- unless group membership is public.
     """
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     return 2 if neighbours == "substitute" and not public_groups else 1

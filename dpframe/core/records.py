@@ -17,8 +17,7 @@ from typing import Any
 
 from dpframe.core.chain import entry_hash
 from dpframe.core.constraints import (
-    COMPOSITIONS,
-    check_choice,
+    check,
     check_delta,
     check_epsilon,
     check_privacy_amount,
@@ -111,7 +110,7 @@ class Charge:
             scale = check_real("scale", self.scale)
             if scale < 0:
                 raise InvalidParameterError(f"scale must be >= 0 (or None), got {scale!r}")
-        check_choice("composition", self.composition, COMPOSITIONS)
+        check("composition", self.composition)
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
             raise InvalidParameterError(
                 f"name must be a non-empty string or None, got {self.name!r}"

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from dpframe.core.constraints import NEIGHBOURS, check_choice, check_real
+from dpframe.core.constraints import MEMBERSHIPS, check, check_real
 from dpframe.errors import InvalidParameterError
 
 __all__ = [
@@ -59,10 +59,6 @@ __all__ = [
     "variance_bounds",
 ]
 
-#: ``"public"``: a record's group cannot change between neighbours (the group sizes are
-#: fixed); ``"private"``: under substitution a record may move to another group.
-MEMBERSHIPS = ("public", "private")
-
 
 def histogram_counts(neighbours: str = "substitute") -> float:
     """l1 sensitivity of a vector of counts over disjoint groups (a histogram).
@@ -75,7 +71,7 @@ def histogram_counts(neighbours: str = "substitute") -> float:
     >>> histogram_counts("add_remove"), histogram_counts("substitute")
     (1.0, 2.0)
     """
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     return 1.0 if neighbours == "add_remove" else 2.0
 
 
@@ -96,7 +92,7 @@ def grouped_sum(lower: float, upper: float, neighbours: str = "substitute") -> f
     hi = check_real("upper", upper)
     if not lo < hi:
         raise InvalidParameterError(f"lower must be < upper, got lower={lo!r}, upper={hi!r}")
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     m = max(abs(lo), abs(hi))
     return m if neighbours == "add_remove" else 2.0 * m
 
@@ -249,7 +245,7 @@ def mean(lower: float, upper: float, n: int, neighbours: str = "substitute") -> 
     """
     width = _width("lower", lower, "upper", upper)
     n = _count("n", n, 1, "the mean of no records is undefined")
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     return width / n
 
 
@@ -274,7 +270,7 @@ def proportion(n: int, neighbours: str = "substitute") -> float:
     (0.25, 0.25)
     """
     n = _count("n", n, 1, "a proportion of no records is undefined")
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     return 1.0 / n
 
 
@@ -309,7 +305,7 @@ def histogram_proportions(n: int, neighbours: str = "substitute") -> float:
     (0.5, 0.5)
     """
     n = _count("n", n, 1, "proportions of no records are undefined")
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     return 2.0 / n
 
 
@@ -347,7 +343,7 @@ def variance(lower: float, upper: float, n: int, neighbours: str = "substitute")
     """
     width = _width("lower", lower, "upper", upper)
     n = _count("n", n, 2, "the sample variance (divisor n - 1) needs two records")
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     return _finite(width * width / n, "variance")
 
 
@@ -394,7 +390,7 @@ def covariance(
     wx = _width("lower_x", lower_x, "upper_x", upper_x)
     wy = _width("lower_y", lower_y, "upper_y", upper_y)
     n = _count("n", n, 2, "the sample covariance (divisor n - 1) needs two pairs")
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     return _finite(wx * wy / n, "covariance")
 
 
@@ -460,8 +456,8 @@ def _pooled_unit(
 ) -> float:
     """The checked arguments of a pooled statistic's sensitivity, passed to ``unit``."""
     groups = _sizes(sizes)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
-    check_choice("membership", membership, MEMBERSHIPS)
+    check("neighbours", neighbours)
+    check("membership", membership)
     return unit(groups, neighbours, membership)
 
 

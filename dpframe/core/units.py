@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from dpframe.core.constraints import NEIGHBOURS, check, check_bounds, check_choice
+from dpframe.core.advice import advise
+from dpframe.core.constraints import NORMS, check, check_bounds
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
 __all__ = [
@@ -54,9 +55,6 @@ __all__ = [
     "sum_sensitivity",
 ]
 
-#: The norms a sensitivity is measured in: l1 (Laplace) or l2 (Gaussian).
-NORMS = ("l1", "l2")
-
 #: A bound not given to :class:`PrivacyUnit` (1 for the record unit; refused for a person)
 _UNSTATED: Any = object()
 
@@ -72,12 +70,10 @@ def missing_bounds(
     person: str,
     given: dict[str, Any],
     needs: tuple[str, ...] = BOUNDS,
-    *,
-    spec: bool = False,
 ) -> str | None:
     """What is wrong when a person-level release does not state its bounds (``None``:
     nothing). The one rule for functions, ``.dp`` methods, accountants' releases and the
-    spec (``spec=True``: the fix worded for a TOML spec).
+    spec (the fix in the entry point's words, :func:`dpframe.core.advice.advise`).
 
     Examples
     --------
@@ -99,10 +95,9 @@ def missing_bounds(
         "Choose them from public knowledge of how the data is made (e.g. a high quantile of "
         "rows per person in a public or earlier dataset, never this one's raw rows): rows "
         "beyond a bound are dropped (bias down), and the noise grows with each bound. "
-        + (
-            f"Set {' and '.join(f'{b} = ...' for b in needs)} in the release or in [privacy] "
-            if spec
-            else f"Pass {', '.join(f'{b}=...' for b in needs)} with unit=, or to the accountant "
+        + advise(
+            spec=f"Set {' and '.join(f'{b} = ...' for b in needs)} in the release or in [privacy] ",
+            python=f"Pass {', '.join(f'{b}=...' for b in needs)} with unit=, or to the accountant ",
         )
         + "(docs/privacy-units.md). Nothing was spent."
     )
@@ -157,10 +152,11 @@ class PrivacyUnit:
         for b in BOUNDS:
             object.__setattr__(self, b, stated.get(b, 1))
         if self.person is None and (self.max_rows, self.max_groups) != (1, 1):
+            fix = advise(python="pass unit='<person column>'", spec="set unit = '<person column>'")
             raise InvalidParameterError(
                 f"max_rows={self.max_rows}, max_groups={self.max_groups}: contribution "
-                "bounds need a person identifier; pass unit='<person column>' (with one "
-                "row per person the bounds are 1)"
+                f"bounds need a person identifier; {fix} (with one row per person the "
+                "bounds are 1)"
             )
 
     @property
@@ -254,7 +250,7 @@ def changed_groups(unit: PrivacyUnit, neighbours: str, groups: int | None = None
     >>> changed_groups(PrivacyUnit(), "substitute"), changed_groups(PrivacyUnit(), "add_remove")
     (2, 1)
     """
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("neighbours", neighbours)
     k = unit.max_groups * (2 if neighbours == "substitute" else 1)
     return k if groups is None else min(k, groups)
 
@@ -273,7 +269,7 @@ def count_sensitivity(unit: PrivacyUnit, neighbours: str, norm: str = "l1") -> f
     >>> count_sensitivity(one, "substitute"), count_sensitivity(one, "add_remove")
     (2.0, 1.0)
     """
-    check_choice("norm", norm, NORMS)
+    check("norm", norm)
     k = changed_groups(unit, neighbours)
     r = float(unit.max_rows)
     return k * r if norm == "l1" else math.sqrt(k) * r
@@ -305,8 +301,8 @@ def sum_sensitivity(
     4.0
     """
     lo, hi = check_bounds(lower, upper)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
-    check_choice("norm", norm, NORMS)
+    check("neighbours", neighbours)
+    check("norm", norm)
     r, g = float(unit.max_rows), float(unit.max_groups)
     m = max(abs(lo), abs(hi))
     if neighbours == "add_remove":

@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from dpframe.core.constraints import ENGINES
 from dpframe.engines.polars import PolarsEngine
 from dpframe.engines.protocol import CovarianceInputs, Engine, is_spark_frame
 from dpframe.engines.spark import SparkEngine
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 #: the engines a user can name (``dpframe release --engine``, ``dpframe.jobs.run(engine=)``)
-ENGINE_NAMES = ("polars", "spark")
+ENGINE_NAMES = ENGINES  # the option set, declared in core/constraints
 
 
 def engine_for(frame: Any) -> Engine:

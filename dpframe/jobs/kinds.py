@@ -35,10 +35,8 @@ from dpframe.jobs.spec import (
     ProportionsSpec,
     Spec,
     SpecError,
-    StatisticSpec,
+    statistic,
 )
-from dpframe.mechanisms import statistics as agg
-from dpframe.mechanisms.statistics import Statistic
 from dpframe.polars.frame import CovarianceMatrixRelease, ProportionsRelease
 from dpframe.polars.grouped import GroupBy, GroupedRelease
 from dpframe.polars.pram import MicrodataRelease
@@ -92,37 +90,6 @@ class Context:
             "max_rows": p.max_rows if rows is None else rows,
             "max_groups": p.max_groups if groups is None else groups,
         }
-
-
-def statistic(s: StatisticSpec) -> Statistic:
-    """The ``dpframe.agg`` statistic a spec entry describes."""
-    name = {"name": s.name} if s.name is not None else {}
-    noise = {"epsilon": s.epsilon, "mechanism": s.mechanism, "rho": s.rho, "sigma": s.sigma}
-    if s.stat == "count":
-        return agg.count(**noise, **name)
-    if s.stat == "sum":
-        return agg.sum(s.column, lower=s.lower, upper=s.upper, **noise, **name)
-    if s.stat == "mean":
-        return agg.mean(
-            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
-        )
-    if s.stat == "proportion":
-        return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
-    if s.stat == "var":
-        return agg.var(
-            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
-        )
-    return agg.cov(
-        s.x,
-        s.y,
-        lower_x=s.lower,
-        upper_x=s.upper,
-        lower_y=s.lower_y,
-        upper_y=s.upper_y,
-        epsilon=s.epsilon,
-        method=s.method,
-        **name,
-    )
 
 
 def margins_for(

@@ -59,16 +59,22 @@ from pydantic import (
     model_validator,
 )
 
+from dpframe.core.accountant import check_budget
 from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact, exact_sum
-from dpframe.core.constraints import check_key_names, spec_field
+from dpframe.core.constraints import check, check_key_names, spec_field
+from dpframe.core.missing import as_written as nulls_as_written
 from dpframe.core.missing import check_nulls
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.outputs import Read, read_conflict
 from dpframe.core.postgres import is_postgres_url, redact
-from dpframe.core.units import BOUNDS, missing_bounds
+from dpframe.core.units import BOUNDS, as_unit, missing_bounds
 from dpframe.engines import is_input_frame
 from dpframe.errors import InvalidParameterError, LedgerMismatchError
+from dpframe.mechanisms import statistics as agg
+from dpframe.mechanisms.statistics import Statistic
+from dpframe.polars.frame import check_covariance_arguments
+from dpframe.polars.pram import column_specs
 
 __all__ = [
     "CovarianceSpec",
@@ -82,6 +88,7 @@ __all__ = [
     "SpecError",
     "StatisticSpec",
     "load_spec",
+    "statistic",
 ]
 
 SPEC_VERSION = 1
@@ -114,20 +121,13 @@ class Budget(_Model):
     rho: Annotated[float | None, BeforeValidator(spec_field("rho", optional=True))] = Field(
         None, description="a zCDP budget (needs delta > 0): Gaussian releases charge rho"
     )
-    accounting: Literal["pure", "zcdp"] | None = Field(
+    accounting: Annotated[str | None, BeforeValidator(spec_field("accounting"))] = Field(
         None, description="'zcdp' with epsilon and delta: the rho budget that implies them"
     )
 
     @model_validator(mode="after")
     def _one_budget(self) -> Budget:
-        if self.rho is not None and self.epsilon is not None:
-            raise ValueError("give one budget: rho= (zCDP), or epsilon= (with delta=)")
-        if self.rho is None and self.epsilon is None:
-            raise ValueError("give the budget: epsilon= (and delta=), or rho= for zCDP")
-        if (self.rho is not None or self.accounting == "zcdp") and self.delta <= 0:
-            raise ValueError(
-                "a zCDP budget states the (epsilon, delta) it implies: give delta > 0 (e.g. 1e-6)"
-            )
+        check_budget(self.epsilon, self.delta, self.rho, self.accounting)  # the Accountant's
         return self
 
 
@@ -162,11 +162,7 @@ class PrivacySpec(_Model):
 
     @model_validator(mode="after")
     def _bounds_need_a_person(self) -> PrivacySpec:
-        if self.unit == "record" and (self.max_rows, self.max_groups) != (None, None):
-            raise ValueError(
-                "max_rows/max_groups bound each person's rows: name the person column, "
-                "unit = '<column>'"
-            )
+        as_unit(self.unit, self.max_rows, self.max_groups, needs=())  # the Accountant's rule
         return self
 
     def open_ledger(self, target: Path | str) -> Any:
@@ -262,7 +258,7 @@ class MarginSpec(_Model):
 
 
 class StatisticSpec(_Model):
-    stat: Literal["count", "sum", "mean", "proportion", "var", "cov"]
+    stat: Annotated[str, BeforeValidator(spec_field("stat"))]
     epsilon: OptionalEps = None
     mechanism: Annotated[str, BeforeValidator(spec_field("mechanism"))] = Field(
         "laplace", description="a count's or sum's noise: 'laplace' (epsilon) or 'gaussian'"
@@ -282,15 +278,14 @@ class StatisticSpec(_Model):
     @model_validator(mode="after")
     def _fields(self) -> StatisticSpec:
         s = self.stat
-        if self.mechanism == "gaussian":
-            if s not in ("count", "sum"):
+        if s not in ("count", "sum"):  # (fields dpframe.agg.<stat> does not take)
+            if self.mechanism == "gaussian":
                 raise ValueError(f"mechanism = 'gaussian' is for counts and sums, not {s}")
-            if self.epsilon is not None or (self.rho is None) == (self.sigma is None):
-                raise ValueError("gaussian noise takes rho= or sigma= (one), not epsilon=")
-        elif self.epsilon is None:
-            raise ValueError(f"{s} needs epsilon=")
-        elif self.rho is not None or self.sigma is not None:
-            raise ValueError("rho= and sigma= are for mechanism = 'gaussian'")
+            extra = [f for f in ("rho", "sigma") if getattr(self, f) is not None]
+            if extra:
+                raise ValueError(
+                    f"a {s} takes no {', '.join(extra)} (Gaussian noise is for counts and sums)"
+                )
         if s == "count":
             extra = [f for f in ("column", "lower", "upper") if getattr(self, f) is not None]
             if extra:
@@ -310,10 +305,7 @@ class StatisticSpec(_Model):
             missing = [f for f in ("column", "lower", "upper") if getattr(self, f) is None]
             if missing:
                 raise ValueError(f"{s} needs {', '.join(missing)}")
-        if self.lower is not None and self.upper is not None and self.lower >= self.upper:
-            raise ValueError(f"lower ({self.lower}) must be < upper ({self.upper})")
-        if self.lower_y is not None and self.upper_y is not None and self.lower_y >= self.upper_y:
-            raise ValueError(f"lower_y ({self.lower_y}) must be < upper_y ({self.upper_y})")
+        statistic(self)  # the noise and bounds rules of dpframe.agg.<stat>, in its words
         return self
 
     @property
@@ -323,6 +315,37 @@ class StatisticSpec(_Model):
         if self.lower is None or self.upper is None:
             return None
         return (self.lower, self.upper)
+
+
+def statistic(s: StatisticSpec) -> Statistic:
+    """The ``dpframe.agg`` statistic a spec entry describes."""
+    name = {"name": s.name} if s.name is not None else {}
+    noise = {"epsilon": s.epsilon, "mechanism": s.mechanism, "rho": s.rho, "sigma": s.sigma}
+    if s.stat == "count":
+        return agg.count(**noise, **name)
+    if s.stat == "sum":
+        return agg.sum(s.column, lower=s.lower, upper=s.upper, **noise, **name)
+    if s.stat == "mean":
+        return agg.mean(
+            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
+        )
+    if s.stat == "proportion":
+        return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
+    if s.stat == "var":
+        return agg.var(
+            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
+        )
+    return agg.cov(
+        s.x,
+        s.y,
+        lower_x=s.lower,
+        upper_x=s.upper,
+        lower_y=s.lower_y,
+        upper_y=s.upper_y,
+        epsilon=s.epsilon,
+        method=s.method,
+        **name,
+    )
 
 
 #: what a release writes into the output folder, after its name
@@ -362,7 +385,7 @@ class GroupedSpec(_Release):
         description="clamp released counts (and sums of non-negative values) at 0: "
         "post-processing, so the table passes 'counts >= 0'",
     )
-    nulls: Annotated[str | dict[str, float | str], BeforeValidator(spec_field("nulls"))] = Field(
+    nulls: Annotated[str | dict[str, float | str], BeforeValidator(nulls_as_written)] = Field(
         "refuse",
         description="records with a null or NaN in a key or a statistic's column: "
         "'refuse', 'drop' (refused with public sizes), or {column = fill value}",
@@ -380,11 +403,21 @@ class GroupedSpec(_Release):
         return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
 
 
+def _prior(value: Any) -> Any:
+    """PRAM's ``prior``: a name checked as :func:`dpframe.pram.release` checks it (its
+    option set, ``PRIOR_KINDS``), or a distribution (checked by the release)."""
+    return check("prior", value) if isinstance(value, str) else value
+
+
 class PramColumnSpec(_Model):
     column: str
     epsilon: PositiveEps
     categories: list[Any] | None = None
-    prior: Literal["uniform"] | dict[str, float] | list[float] = "uniform"
+    prior: Annotated[str | dict[str, float] | list[float], BeforeValidator(_prior)] = Field(
+        "uniform",
+        description="'uniform', 'dp' (a DP estimate, spending part of the column's "
+        "epsilon), or a public distribution: as dpframe.pram.release takes it",
+    )
     diagonal: Diagonal = "optimal"
     design: Annotated[str, BeforeValidator(spec_field("design"))] = Field(
         "auto",
@@ -422,9 +455,7 @@ class PramSpec(_Release):
     @field_validator("columns")
     @classmethod
     def _distinct(cls, v: list[PramColumnSpec]) -> list[PramColumnSpec]:
-        names = [c.column for c in v]
-        if len(set(names)) != len(names):
-            raise ValueError(f"a column appears twice: {names}")
+        column_specs([c.model_dump() for c in v])  # dpframe.pram.release's rule
         return v
 
     def epsilon_total(self) -> Fraction:
@@ -436,7 +467,7 @@ class ProportionsSpec(_Release):
     column: str
     epsilon: PositiveEps
     categories: list[Any] | None = None
-    n: Annotated[int | None, BeforeValidator(spec_field("n", optional=True))] = Field(
+    n: Annotated[int | None, BeforeValidator(spec_field("proportions_n", optional=True))] = Field(
         None, description="public size; default: the input's rows"
     )
     strategy: Strategy = "rescale"
@@ -452,22 +483,14 @@ class CovarianceSpec(_Release):
     columns: list[str] = Field(min_length=2)
     bounds: list[tuple[Finite, Finite]]
     epsilon: PositiveEps
-    n: Annotated[int | None, BeforeValidator(spec_field("n", optional=True))] = None
+    n: Annotated[int | None, BeforeValidator(spec_field("covariance_n", optional=True))] = None
     method: Method = "truncated"
     repair: Repair = None
 
     @model_validator(mode="after")
     def _bounds(self) -> CovarianceSpec:
-        if len(self.bounds) != len(self.columns):
-            raise ValueError(
-                f"bounds needs one [lower, upper] per column: {len(self.columns)} columns, "
-                f"{len(self.bounds)} pairs"
-            )
-        for c, (lo, hi) in zip(self.columns, self.bounds, strict=True):
-            if lo >= hi:
-                raise ValueError(f"bounds of {c!r}: lower ({lo}) must be < upper ({hi})")
-        if len(set(self.columns)) != len(self.columns):
-            raise ValueError(f"columns must be distinct: {self.columns}")
+        # the columns' and bounds' rules of dpframe.covariance_matrix, in its words
+        check_covariance_arguments(self.columns, self.bounds)
         return self
 
     def epsilon_total(self) -> Fraction:
@@ -528,7 +551,7 @@ class Spec(_Model):
                     b: getattr(self.privacy, b) if getattr(r, b) is None else getattr(r, b)
                     for b in stated
                 }
-                problem = missing_bounds(person, given, stated, spec=True)
+                problem = missing_bounds(person, given, stated)
                 if problem is not None:
                     raise ValueError(f"release {r.name!r}: {problem}")
             if isinstance(r, GroupedSpec | PramSpec) and r.unit is not None:

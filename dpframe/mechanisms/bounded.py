@@ -43,9 +43,7 @@ import numpy as np
 
 from dpframe.core.budget import charge_for
 from dpframe.core.constraints import (
-    CALIBRATIONS,
-    METHODS,
-    check_choice,
+    check,
     check_epsilon,
     check_open_bounds,
     check_positive,
@@ -358,8 +356,8 @@ def calibrate_bounded(
     eps = check_epsilon(epsilon)
     sens = check_positive("sensitivity", sensitivity)
     lo, hi = check_open_bounds(lower, upper)
-    check_choice("method", method, METHODS)
-    check_choice("calibration", calibration, CALIBRATIONS)
+    check("method", method)
+    check("calibration", calibration)
     g = _granularity(sens, lo, hi) if granularity is None else check_granularity(granularity)
     units = math.floor(sens / g) + 1
     a, b = _grid_bounds(lo, hi, g)

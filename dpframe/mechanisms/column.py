@@ -37,11 +37,9 @@ import numpy as np
 
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import charge_for
+from dpframe.core.constraints import COLUMN_MECHANISMS as MECHANISMS
 from dpframe.core.constraints import (
-    CALIBRATIONS,
-    COMPOSITIONS,
-    NEIGHBOURS,
-    check_choice,
+    check,
     check_epsilon,
     check_int,
     check_positive,
@@ -56,7 +54,6 @@ from dpframe.mechanisms.laplace import calibrate_laplace
 __all__ = ["MECHANISMS", "ColumnPlan", "GaussianColumnPlan", "plan_column", "plan_gaussian_column"]
 
 #: ``"laplace"`` (unbounded), or a bounded mechanism: ``"truncated"`` or ``"bit"``.
-MECHANISMS = ("laplace", "truncated", "bit")
 _NAMES = {"laplace": "laplace", "truncated": "truncated_laplace", "bit": "bit_laplace"}
 
 
@@ -186,11 +183,11 @@ def plan_column(
     ``row_params`` maps ``"sensitivity"``, ``"lower"`` or ``"upper"`` to one *public*
     value per row; the others are the fixed arguments.
     """
-    check_choice("mechanism", mechanism, MECHANISMS)
+    check("column_mechanism", mechanism, name="mechanism")
     eps = check_epsilon(epsilon)
-    check_choice("composition", composition, COMPOSITIONS)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
-    check_choice("calibration", calibration, CALIBRATIONS)
+    check("composition", composition)
+    check("neighbours", neighbours)
+    check("calibration", calibration)
     if not isinstance(public_groups, bool):
         raise InvalidParameterError(f"public_groups must be True or False, got {public_groups!r}")
     n_rows = check_int("n_rows", n_rows, 1, "a column to release has at least one row")
@@ -344,8 +341,8 @@ def plan_gaussian_column(
     """
     from dpframe.mechanisms.gaussian import calibrate_gaussian
 
-    check_choice("composition", composition, COMPOSITIONS)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("composition", composition)
+    check("neighbours", neighbours)
     if not isinstance(public_groups, bool):
         raise InvalidParameterError(f"public_groups must be True or False, got {public_groups!r}")
     n_rows = check_int("n_rows", n_rows, 1, "a column to release has at least one row")

@@ -23,11 +23,7 @@ from dpframe.core import sensitivity as sens
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import split_epsilon
 from dpframe.core.constraints import (
-    CALIBRATIONS,
-    METHODS,
-    NEIGHBOURS,
-    REPAIRS,
-    check_choice,
+    check,
     check_epsilon,
     check_int,
 )
@@ -223,7 +219,8 @@ def _correlation(s: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------- covariance matrix
 
 
-def _bounds(bounds: Any, p: int) -> list[tuple[float, float]]:
+def bound_pairs(bounds: Any, p: int) -> list[tuple[float, float]]:
+    """``bounds`` as ``p`` finite pairs ``(lower, upper)`` with ``lower < upper``."""
     try:
         items = list(bounds)
     except TypeError:
@@ -250,8 +247,8 @@ def _bounds(bounds: Any, p: int) -> list[tuple[float, float]]:
                 )
         if not float(lo) < float(hi):
             raise InvalidParameterError(
-                f"bounds[{j}] must satisfy lower < upper, got ({lo!r}, {hi!r}); pass the "
-                "public bounds of column j in increasing order"
+                f"bounds[{j}] must satisfy lower < upper, got ({float(lo)!r}, "
+                f"{float(hi)!r}); pass the public bounds of column j in increasing order"
             )
         out.append((float(lo), float(hi)))
     return out
@@ -300,12 +297,12 @@ def plan_covariance_matrix(
     ['S[0,0]', 'S[1,1]', 'S[0,1]']
     """
     eps = check_epsilon(epsilon)
-    check_choice("method", method, METHODS)
-    check_choice("calibration", calibration, CALIBRATIONS)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
-    check_choice("repair", repair, REPAIRS)
+    check("method", method)
+    check("calibration", calibration)
+    check("neighbours", neighbours)
+    check("repair", repair)
     p = check_int("p", p, 1, "a covariance matrix of at least one column")
-    bnds = _bounds(bounds, p)
+    bnds = bound_pairs(bounds, p)
     n = check_int("n", n, 2, "the sample covariance (divisor n - 1) needs two records")
     weights = _weights_matrix(split, p)
     pairs = [(j, j) for j in range(p)] + [(j, k) for j in range(p) for k in range(j + 1, p)]

@@ -33,7 +33,11 @@ import numpy as np
 
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import charge_for
-from dpframe.core.constraints import COMPOSITIONS, check_choice, check_epsilon, check_positive
+from dpframe.core.constraints import (
+    check,
+    check_epsilon,
+    check_positive,
+)
 from dpframe.core.executor import summary_row
 from dpframe.core.grid import check_granularity, default_granularity, grid_indices
 from dpframe.errors import InvalidParameterError
@@ -307,5 +311,5 @@ def plan_laplace(
     (1.0, 2.0)
     """
     cal = calibrate_laplace(epsilon, sensitivity, granularity, values_on_grid=values_on_grid)
-    check_choice("composition", composition, COMPOSITIONS)
+    check("composition", composition)
     return LaplacePlan(cal, column, composition, mechanism, note, dict(details or {}))

@@ -23,11 +23,7 @@ from dpframe.core import sensitivity as sens
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import split_epsilon
 from dpframe.core.constraints import (
-    CALIBRATIONS,
-    METHODS,
-    NEIGHBOURS,
-    STRATEGIES,
-    check_choice,
+    check,
     check_epsilon,
     check_int,
 )
@@ -268,10 +264,10 @@ def plan_proportions(
     ['level 1', 'level 2']
     """
     eps = check_epsilon(epsilon)
-    check_choice("strategy", strategy, STRATEGIES)
-    check_choice("method", method, METHODS)
-    check_choice("calibration", calibration, CALIBRATIONS)
-    check_choice("neighbours", neighbours, NEIGHBOURS)
+    check("strategy", strategy)
+    check("method", method)
+    check("calibration", calibration)
+    check("neighbours", neighbours)
     k_cat = check_int("k", k, 2, "a vector of proportions has at least two categories")
     n = check_int("n", n, 1, "proportions of no records are undefined")
     l1 = sens.histogram_proportions(n, neighbours)

@@ -46,13 +46,12 @@ import numpy as np
 
 from dpframe.core import sensitivity as sens
 from dpframe.core.accountant import Charge
+from dpframe.core.advice import advise
 from dpframe.core.budget import split_epsilon
+from dpframe.core.constraints import STATISTICS as KINDS
 from dpframe.core.constraints import (
-    CALIBRATIONS,
-    METHODS,
     check,
     check_bounds,
-    check_choice,
     check_epsilon,
 )
 from dpframe.core.executor import summary_row
@@ -87,7 +86,6 @@ __all__ = [
 ]
 
 #: The statistics a grouped release offers.
-KINDS = ("count", "sum", "mean", "proportion", "var", "cov")
 #: The exact per-group aggregates an engine computes (see :class:`Part`).
 OPS = ("count", "sum", "mean", "var", "cov")
 
@@ -996,8 +994,8 @@ def _bounded(
         column,
         lo,
         hi,
-        check_choice("method", method, METHODS),
-        check_choice("calibration", calibration, CALIBRATIONS),
+        check("method", method),
+        check("calibration", calibration),
     )
 
 
@@ -1006,17 +1004,21 @@ def _noise(mechanism: Any, epsilon: Any, rho: Any, sigma: Any) -> tuple[str, flo
     mechanism = check("mechanism", mechanism)
     if mechanism == "laplace":
         if rho is not None or sigma is not None:
+            fix = advise(
+                python="pass mechanism='gaussian' (on a zCDP budget), or epsilon=...",
+                spec="set mechanism = 'gaussian' (on a zCDP budget), or epsilon = ...",
+            )
             raise InvalidParameterError(
-                "rho, sigma: these set Gaussian noise; pass mechanism='gaussian' (on a zCDP "
-                "budget), or epsilon=... for Laplace noise"
+                f"rho, sigma: these set Gaussian noise; {fix} for Laplace noise"
             )
         if epsilon is None:
             raise InvalidParameterError("epsilon: Laplace noise needs epsilon=... (> 0)")
         return mechanism, check_epsilon(epsilon), {}
     if epsilon is not None:
+        fix = advise(python="pass rho=... (or sigma=...", spec="set rho = ... (or sigma = ...")
         raise InvalidParameterError(
-            "epsilon: Gaussian noise is charged rho (zCDP), not epsilon; pass rho=... (or "
-            "sigma=..., the noise's standard deviation) instead"
+            f"epsilon: Gaussian noise is charged rho (zCDP), not epsilon; {fix}, the noise's "
+            "standard deviation) instead"
         )
     if (rho is None) == (sigma is None):
         raise InvalidParameterError(
@@ -1196,8 +1198,8 @@ def cov(
         x,
         lx,
         ux,
-        check_choice("method", method, METHODS),
-        check_choice("calibration", calibration, CALIBRATIONS),
+        check("method", method),
+        check("calibration", calibration),
         options={"y": y, "lower_y": ly, "upper_y": uy},
     )
     if stat.calibration == "paper" and stat.method == "truncated":

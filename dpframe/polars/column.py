@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.core.accountant import Accountant, Charge, LedgerEntry
-from dpframe.core.constraints import check_positive
+from dpframe.core.constraints import check, check_positive
 from dpframe.core.executor import Once, Step, execute
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.values import check_finite
@@ -558,8 +558,7 @@ def truncated_laplace(
     fixed = {"lower": lower, "upper": upper, "sensitivity": sensitivity}
     per_row = {k: v for k, v in fixed.items() if isinstance(v, pl.Expr)}
     fixed = {k: (None if k in per_row else v) for k, v in fixed.items()}
-    if method not in ("truncated", "bit"):
-        raise InvalidParameterError(f"method must be one of 'truncated', 'bit'; got {method!r}")
+    check("method", method)
     return _column_release(
         expr,
         per_row,

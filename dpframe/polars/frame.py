@@ -19,14 +19,14 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.core.constraints import check_categories, check_int
+from dpframe.core.constraints import check, check_categories
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.sensitivity import variance_bound
 from dpframe.core.values import refuse_bad_values
 from dpframe.engines.driver import check_categories_fit, check_sources, declared_counts
 from dpframe.errors import InvalidDataError, InvalidParameterError
-from dpframe.mechanisms.covariance import CovarianceResult, plan_covariance_matrix
+from dpframe.mechanisms.covariance import CovarianceResult, bound_pairs, plan_covariance_matrix
 from dpframe.mechanisms.proportions import ProportionsResult, plan_proportions
 from dpframe.polars.expectations import (
     PROPORTIONS_TOLERANCE,
@@ -60,6 +60,33 @@ def check_public_size(n: int, rows: int) -> None:
             f"n={n} is declared public, but the frame has {rows} rows; the sensitivities "
             "assume the declared size, so pass the true public size (nothing was charged)"
         )
+
+
+def check_covariance_arguments(
+    columns: Any, bounds: Any
+) -> tuple[list[str], list[tuple[float, float]]]:
+    """:func:`covariance_matrix`'s ``columns`` (two or more distinct names) and ``bounds``
+    (one finite ``(lower, upper)`` pair per column, ``lower < upper``), checked; the
+    release spec's covariance entry is checked by this too."""
+    if isinstance(columns, str) or not isinstance(columns, Sequence):
+        raise InvalidParameterError(
+            f"columns must be a list of two or more column names, got {columns!r}"
+        )
+    names = list(columns)
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise InvalidParameterError(f"columns must be two or more distinct names, got {names}")
+    if not all(isinstance(c, str) for c in names):
+        raise InvalidParameterError(f"columns must be column names, got {names}")
+    if isinstance(bounds, str) or not isinstance(bounds, Sequence):
+        raise InvalidParameterError(
+            f"bounds must be one (lower, upper) pair per column, got {bounds!r}"
+        )
+    if len(bounds) != len(names):
+        raise InvalidParameterError(
+            f"bounds must give one (lower, upper) pair per column: {len(names)} "
+            f"columns, {len(bounds)} pairs"
+        )
+    return names, bound_pairs(bounds, len(names))
 
 
 class CovarianceMatrixRelease(Release[pl.DataFrame]):
@@ -102,28 +129,9 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
     ) -> None:
         super().__init__(frame, accountant, seed, neighbours)
         require_substitute(self.neighbours, "dataset size", argument="n")
-        if isinstance(columns, str) or not isinstance(columns, Sequence):
-            raise InvalidParameterError(
-                f"columns must be a list of two or more column names, got {columns!r}"
-            )
-        self.columns = list(columns)
-        if len(self.columns) < 2 or len(set(self.columns)) != len(self.columns):
-            raise InvalidParameterError(
-                f"columns must be two or more distinct names, got {self.columns}"
-            )
-        if not all(isinstance(c, str) for c in self.columns):
-            raise InvalidParameterError(f"columns must be column names, got {self.columns}")
-        if isinstance(bounds, str) or not isinstance(bounds, Sequence):
-            raise InvalidParameterError(
-                f"bounds must be one (lower, upper) pair per column, got {bounds!r}"
-            )
-        self.bounds: list[Any] = [tuple(b) for b in bounds]  # pairs checked by the plan
-        if len(self.bounds) != len(self.columns):
-            raise InvalidParameterError(
-                f"bounds must give one (lower, upper) pair per column: {len(self.columns)} "
-                f"columns, {len(self.bounds)} pairs"
-            )
-        self.n = check_int("n", n, 2, "the public dataset size of a sample covariance")
+        self.columns = check_covariance_arguments(columns, bounds)[0]
+        self.bounds: list[Any] = [tuple(b) for b in bounds]
+        self.n = check("covariance_n", n, name="n")
         self.plan = plan_covariance_matrix(
             len(self.columns),
             self.n,
@@ -296,7 +304,7 @@ class ProportionsRelease(Release[pl.DataFrame]):
         self.categories = declared_categories(
             self.engine.schema(), column, categories, "proportions"
         )
-        self.n = check_int("n", n, 1, "the public dataset size")
+        self.n = check("proportions_n", n, name="n")
         self.plan = plan_proportions(
             len(self.categories),
             self.n,

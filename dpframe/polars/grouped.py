@@ -29,9 +29,7 @@ import polars.selectors as cs
 from dpframe.core.advice import advise
 from dpframe.core.constraints import (
     INT64_MAX,
-    UNKNOWN_KEYS,
     check,
-    check_choice,
     check_key_names,
 )
 from dpframe.core.executor import MechanismPlan
@@ -176,7 +174,7 @@ class GroupBy:
                 "margins has duplicate key rows; pass each group once (margins.unique())"
             )
         self.margins = margins
-        self.unknown_keys = check_choice("unknown_keys", unknown_keys, UNKNOWN_KEYS)
+        self.unknown_keys = check("unknown_keys", unknown_keys)
         self.accountant = accountant
         self.seed = seed
 

@@ -451,7 +451,9 @@ def pending_expressions(accountant: Accountant | None = None) -> list[PramExpres
 # ---------------------------------------------------------------------------
 
 
-def _column_specs(columns: Any) -> list[dict[str, Any]]:
+def column_specs(columns: Any) -> list[dict[str, Any]]:
+    """:func:`release`'s ``columns``: entries with a ``column`` name and known settings,
+    each column once (the release spec's PRAM columns are checked by this too)."""
     if isinstance(columns, (Mapping, str)) or not isinstance(columns, Sequence):
         raise InvalidParameterError(
             "columns must be a list of {'column': ..., 'epsilon': ..., 'categories': ...} "
@@ -498,7 +500,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
             frame, accountant, seed, neighbours, unit=_rows_unit(unit, max_rows, accountant)
         )
         schema = self.engine.schema()
-        specs = _column_specs(columns)
+        specs = column_specs(columns)
         if isinstance(keep, str):  # one name, not its letters
             keep = [keep]
         if not isinstance(keep, Sequence) or not all(isinstance(c, str) for c in keep):

@@ -39,7 +39,7 @@ import polars as pl
 
 from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
 from dpframe.core.budget import exact_sum
-from dpframe.core.constraints import NEIGHBOURS, check_choice
+from dpframe.core.constraints import check
 from dpframe.core.executor import SUMMARY_FIELDS, MechanismPlan, Once, Step, execute
 from dpframe.core.neighbours import OTHER, require_substitute, short_reason
 from dpframe.core.randomness import RandomSource, as_source
@@ -239,7 +239,7 @@ class Release(Generic[ResultT]):
         self.engine: Engine = engine_for(frame)
         self.accountant = resolve_accountant(accountant)
         if neighbours is not None:  # a release planned before its accountant is opened
-            check_choice("neighbours", neighbours, NEIGHBOURS)
+            check("neighbours", neighbours)
             if self.accountant is not None and self.accountant.neighbours != neighbours:
                 raise InvalidParameterError(
                     f"neighbours={neighbours!r} differs from the accountant's "

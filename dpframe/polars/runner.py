@@ -48,7 +48,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.accountant import Accountant, Charge, LedgerEntry
-from dpframe.core.constraints import Compression
+from dpframe.core.constraints import POLARS_ENGINES, Compression
 from dpframe.core.executor import Execution, Step, drawing, execute
 from dpframe.errors import (
     BudgetExceededError,
@@ -540,7 +540,7 @@ def _check_collect_arguments(kwargs: dict[str, Any]) -> None:
             f"arguments of polars.LazyFrame.collect ({', '.join(sorted(known))})"
         )
     engine = kwargs.get("engine", "auto")
-    if isinstance(engine, str) and engine not in ("auto", "in-memory", "streaming", "gpu"):
+    if isinstance(engine, str) and engine not in POLARS_ENGINES:
         raise InvalidParameterError(
             f"dpframe.collect: engine must be 'auto', 'in-memory', 'streaming' or 'gpu'; "
             f"got {engine!r}"

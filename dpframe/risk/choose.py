@@ -42,11 +42,11 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from dpframe.core.constraints import check_choice, check_real
+from dpframe.core.constraints import check, check_real
 from dpframe.errors import EpsilonAtEdgeWarning, EpsilonNotFoundError, InvalidParameterError
-from dpframe.risk.measures import ASSESSMENT, SCENARIO8, _check_counts
+from dpframe.risk.measures import ASSESSMENT, _check_counts
 from dpframe.risk.montecarlo import _CHUNK_ELEMENTS, _check_reps, _check_rng
-from dpframe.risk.noise import MECHANISMS, ZCDP, epsilon_grid, noise_scale, sample_noise
+from dpframe.risk.noise import ZCDP, epsilon_grid, noise_scale, sample_noise
 
 __all__ = ["DEFAULT_EPSILONS", "EpsilonChoice", "choose_epsilon", "choose_rho", "marginal_tvd"]
 
@@ -325,7 +325,7 @@ def marginal_tvd(
     >>> bool(out.filter(pl.col("epsilon") == 100.0)["tvd_mean"].max() < 0.01)
     True
     """
-    check_choice("mechanism", mechanism, MECHANISMS)
+    check("risk_mechanism", mechanism, name="mechanism")
     eps = epsilon_grid(epsilon)
     noise_scale(mechanism, eps, delta, sensitivity)  # validates delta, sensitivity
     n_reps = _check_reps(reps, "reps", minimum=2)
@@ -580,8 +580,8 @@ def choose_epsilon(
     With ``mechanism="discrete_gaussian"`` the grid (``epsilons=``) and the answer are
     ρ (zCDP) values (:func:`choose_rho` says so in its names).
     """
-    check_choice("mechanism", mechanism, MECHANISMS)
-    check_choice("scenario8", scenario8, SCENARIO8)
+    check("risk_mechanism", mechanism, name="mechanism")
+    check("scenario8", scenario8)
     target = check_real("target_risk", target_risk)
     if not 0.0 <= target <= 1.0:
         raise InvalidParameterError(f"target_risk must be in [0, 1], got {target_risk!r}")

@@ -20,13 +20,11 @@ import numpy as np
 import polars as pl
 
 from dpframe.core.advice import advise
-from dpframe.core.constraints import check_choice
+from dpframe.core.constraints import MARGINAL_MEASURES, SHRINKAGE_MEASURES, check
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.risk.measures import ASSESSMENT
 
 __all__ = ["CellTable", "cell_table", "drha", "drha_cells", "drha_expr"]
-
-_NEIGHBOURS = ("substitute", "add_remove")
 
 
 @dataclass(frozen=True)
@@ -193,7 +191,7 @@ def _sensitivity(
             )
         neighbours = accountant.neighbours  # read only: DR-HA spends nothing
     if neighbours is not None:
-        check_choice("neighbours", neighbours, _NEIGHBOURS)
+        check("neighbours", neighbours)
         if sensitivity is not None:
             raise InvalidParameterError(
                 "neighbours= sets the sensitivity: drop sensitivity= or neighbours="
@@ -209,17 +207,17 @@ def _prior_and_sizes(
     from dpframe.risk import priors
 
     a, sm = None, None
-    if measure in ("shrinkage", "marginal_shrinkage"):
+    if measure in SHRINKAGE_MEASURES:
         if isinstance(alpha, str):
-            check_choice("alpha", alpha, ("eb",))
+            check("alpha_estimate", alpha, name="alpha")
             a = priors.dirichlet_eb(counts).alpha
         elif alpha is None:
             raise InvalidParameterError(f"measure={measure!r} needs alpha= ('eb' or K values)")
         else:
             a = np.asarray(alpha, dtype=np.float64)
-    if measure in ("marginal", "marginal_shrinkage"):
+    if measure in MARGINAL_MEASURES:
         if isinstance(size_model, str):
-            check_choice("size_model", size_model, ("poisson", "negbin"))
+            check("size_model", size_model)
             sm = priors.fit_size_model(counts.sum(axis=1), family=size_model)
         elif size_model is None:
             raise InvalidParameterError(f"measure={measure!r} needs size_model= ('poisson', ...)")
@@ -486,26 +484,23 @@ def drha_expr(
     >>> out["risk"].round(4).to_list()
     [0.6681, 0.4226]
     """
-    from dpframe.risk.measures import MEASURES
     from dpframe.risk.noise import ZCDP, noise_scale, privacy_grid
 
     if isinstance(expr, str):
         expr = pl.col(expr)
-    check_choice("measure", measure, MEASURES)
+    check("risk_measure", measure, name="measure")
     privacy_grid(mechanism, epsilon, rho)  # the right parameter for the mechanism
     param = "rho" if mechanism in ZCDP else "epsilon"
     value = rho if mechanism in ZCDP else epsilon
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidParameterError(f"{param} must be one number here, got {value!r}")
     noise_scale(mechanism, float(value), delta, sensitivity)  # validate now
-    if measure in ("shrinkage", "marginal_shrinkage") and (alpha is None or isinstance(alpha, str)):
+    if measure in SHRINKAGE_MEASURES and (alpha is None or isinstance(alpha, str)):
         raise InvalidParameterError(
             f"measure={measure!r} per group needs alpha= values (a group cannot see the "
             "table; estimate them with dpframe.risk.priors.dirichlet_eb first)"
         )
-    if measure in ("marginal", "marginal_shrinkage") and (
-        size_model is None or isinstance(size_model, str)
-    ):
+    if measure in MARGINAL_MEASURES and (size_model is None or isinstance(size_model, str)):
         raise InvalidParameterError(
             f"measure={measure!r} per group needs a fitted size_model= (see "
             "dpframe.risk.priors.fit_size_model)"

@@ -92,11 +92,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.core.constraints import check_choice
+from dpframe.core.constraints import MARGINAL_MEASURES as _MARGINAL
+from dpframe.core.constraints import RISK_GAUSSIANS as GAUSSIANS
+from dpframe.core.constraints import RISK_MEASURES as MEASURES
+from dpframe.core.constraints import RISK_METHODS as METHODS
+from dpframe.core.constraints import SCENARIO8, check
+from dpframe.core.constraints import SHRINKAGE_MEASURES as _SHRINKAGE
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.risk.noise import (
-    GAUSSIANS,
-    MECHANISMS,
     ZCDP,
     absent_probability,
     noise_scale,
@@ -105,14 +108,8 @@ from dpframe.risk.noise import (
 
 __all__ = ["MEASURES", "METHODS", "SCENARIO8", "CellRisk", "cell_risk"]
 
-MEASURES = ("local", "expected", "shrinkage", "marginal", "marginal_shrinkage")
 # The label of every DR-HA output: it describes the confidential data, and is not a release.
 ASSESSMENT = "DR-HA of the confidential table: no budget spent, not for publication"
-
-SCENARIO8 = ("conservative", "records")
-METHODS = ("exact", "paper")
-_SHRINKAGE = ("shrinkage", "marginal_shrinkage")
-_MARGINAL = ("marginal", "marginal_shrinkage")
 
 
 @dataclass(frozen=True, eq=False)
@@ -655,10 +652,10 @@ def cell_risk(
     ...           scenario8="records").all_exact
     True
     """
-    check_choice("measure", measure, MEASURES)
-    check_choice("mechanism", mechanism, MECHANISMS)
-    check_choice("scenario8", scenario8, SCENARIO8)
-    check_choice("method", method, METHODS)
+    check("risk_measure", measure, name="measure")
+    check("risk_mechanism", mechanism, name="mechanism")
+    check("scenario8", scenario8)
+    check("risk_method", method, name="method")
     if method == "paper" and scenario8 == "records":
         raise InvalidParameterError(
             "method='paper' has no closed form for scenario8='records' (eq. 7): use "

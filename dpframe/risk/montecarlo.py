@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.core.constraints import check_choice
+from dpframe.core.constraints import check
 from dpframe.errors import InvalidParameterError
-from dpframe.risk.measures import ASSESSMENT, SCENARIO8, _check_counts
+from dpframe.risk.measures import ASSESSMENT, _check_counts
 from dpframe.risk.noise import ZCDP, noise_scale, privacy_grid, sample_noise
 
 __all__ = ["Simulation", "simulate"]
@@ -223,7 +223,7 @@ def simulate(
     eps = privacy_grid(mechanism, epsilon, rho)
     scales = noise_scale(mechanism, eps, delta, sensitivity)
     n_reps = _check_reps(reps)
-    check_choice("scenario8", scenario8, SCENARIO8)
+    check("scenario8", scenario8)
     if progress not in (None, True, False):
         raise InvalidParameterError(f"progress must be True, False or None, got {progress!r}")
     gen = _check_rng(rng)

@@ -45,7 +45,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.core.constraints import check_choice, check_number_array
+from dpframe.core.constraints import RISK_MECHANISMS as MECHANISMS
+from dpframe.core.constraints import RISK_ZCDP as ZCDP
+from dpframe.core.constraints import check, check_number_array
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.gaussian import (
     calibrate_gaussian,
@@ -62,12 +64,6 @@ __all__ = [
     "table_sensitivity",
 ]
 
-MECHANISMS = ("laplace", "gaussian", "gaussian_pdp", "analytic_gaussian", "discrete_gaussian")
-#: the (ε, δ) Gaussians: they take a delta
-GAUSSIANS = ("gaussian", "gaussian_pdp", "analytic_gaussian")
-#: the mechanisms whose privacy parameter is ρ (zCDP) rather than ε
-ZCDP = ("discrete_gaussian",)
-
 
 def table_sensitivity(mechanism: str, neighbours: str) -> float:
     """Sensitivity of a frequency table (l1 for Laplace, l2 for the Gaussians).
@@ -80,8 +76,8 @@ def table_sensitivity(mechanism: str, neighbours: str) -> float:
     >>> table_sensitivity("laplace", "substitute"), table_sensitivity("gaussian", "add_remove")
     (2.0, 1.0)
     """
-    check_choice("mechanism", mechanism, MECHANISMS)
-    check_choice("neighbours", neighbours, ("substitute", "add_remove"))
+    check("risk_mechanism", mechanism, name="mechanism")
+    check("neighbours", neighbours)
     if neighbours == "add_remove":
         return 1.0
     return 2.0 if mechanism == "laplace" else math.sqrt(2.0)
@@ -117,7 +113,7 @@ def privacy_grid(mechanism: str, epsilon: Any = None, rho: Any = None) -> np.nda
     >>> privacy_grid("discrete_gaussian", rho=[0.1, 1.0]).tolist()
     [0.1, 1.0]
     """
-    check_choice("mechanism", mechanism, MECHANISMS)
+    check("risk_mechanism", mechanism, name="mechanism")
     if mechanism in ZCDP:
         if epsilon is not None:
             raise InvalidParameterError(
@@ -212,7 +208,7 @@ def noise_scale(
     >>> round(float(noise_scale("gaussian", 0.5, delta=1e-5)), 4)
     9.6896
     """
-    check_choice("mechanism", mechanism, MECHANISMS)
+    check("risk_mechanism", mechanism, name="mechanism")
     eps = _epsilons(epsilon)
     d = _delta(mechanism, delta)
     sens = _sensitivity(sensitivity)
@@ -300,7 +296,7 @@ def absent_probability(mechanism: str, count: npt.ArrayLike, scale: npt.ArrayLik
     >>> p.round(6).tolist()
     [0.696735, 0.303265]
     """
-    check_choice("mechanism", mechanism, MECHANISMS)
+    check("risk_mechanism", mechanism, name="mechanism")
     x = 0.5 - np.asarray(count, dtype=np.float64)
     s = np.asarray(scale, dtype=np.float64)
     if mechanism in ZCDP:
@@ -329,7 +325,7 @@ def sample_noise(
     The discrete Gaussian's noise is integer and cannot be scaled: ``scale`` must then
     be the one σ of the draw, and the draws are exact ``N_Z(0, σ²)`` (as float64).
     """
-    check_choice("mechanism", mechanism, MECHANISMS)
+    check("risk_mechanism", mechanism, name="mechanism")
     s = np.asarray(scale, dtype=np.float64)
     if mechanism in ZCDP:
         if s.size != 1:

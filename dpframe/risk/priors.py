@@ -109,7 +109,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import optimize, special, stats
 
-from dpframe.core.constraints import check_choice
+from dpframe.core.constraints import check
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
 __all__ = [
@@ -446,7 +446,7 @@ def dirichlet_eb(
     >>> round(dirichlet_eb(counts, method="moments").precision, 3)
     1.768
     """
-    check_choice("method", method, ("mle", "moments"))
+    check("prior_fit", method, name="method")
     lo = _check_bound("min_precision", min_precision, 0.0, math.inf)
     hi = _check_bound("max_precision", max_precision, lo, math.inf)
     c_all = _as_count_table(counts)
@@ -829,7 +829,7 @@ def fit_size_model(
     >>> sorted(nb.params), float(nb.pmf.sum().round(12))
     (['p', 'r'], 1.0)
     """
-    check_choice("family", family, ("poisson", "negbin"))
+    check("size_model", family, name="family")
     tail = _check_bound("tail", tail, 0.0, 1.0)
     if not isinstance(truncated, bool):
         raise InvalidParameterError(f"truncated must be True or False, got {truncated!r}")

@@ -66,6 +66,8 @@ Surfaces:
 #   .dp.pram on a column missing from the frame: polars' ColumnNotFoundError names the
 #       column, before any charge
 #   [plan] privacy.budget.epsilon = 1e-300: a valid budget; the plan says it does not fit
+#   [plan] pram prior = 'dp', proportions n = 1: the spec takes what dpframe.pram.release
+#       and dpframe.proportions take (tests/jobs/test_spec_parity.py)
 #   [plan] privacy.ledger in a missing folder: planning does not write the ledger (the
 #       [run] case refuses)
 #   [run] grouped on empty input (0 rows): public margins give the groups (noisy zeros)
@@ -3663,9 +3665,6 @@ spec_case(
     kinds=("pram",),
 )
 spec_case(
-    "pram prior = 'dp'", setp("release.0.columns.0.prior", "dp"), "prior", kinds=("pram",), q=True
-)
-spec_case(
     "pram prior list with NaN",
     setp("release.0.columns.0.prior", [NAN, 0.5, 0.25, 0.25]),
     "prior",
@@ -3766,7 +3765,6 @@ spec_case(
     ("strategy", "universal_histogram", "power"),
     kinds=("proportions",),
 )
-spec_case("proportions n = 1", setp("release.0.n", 1), "n", kinds=("proportions",))
 spec_case("proportions n = '100'", setp("release.0.n", "100"), "n", kinds=("proportions",))
 spec_case(
     "proportions n = 99 (not the row count)",

@@ -98,7 +98,7 @@ def test_bad_specs_name_the_field(change, message):
                 "bounds": [[0, 1]],
                 "epsilon": 0.1,
             },
-            "one \\[lower, upper\\] per column",
+            "bounds must give one \\(lower, upper\\) pair per column: 2 columns, 1 pairs",
         ),
         (
             {
@@ -106,7 +106,7 @@ def test_bad_specs_name_the_field(change, message):
                 "kind": "pram",
                 "columns": [{"column": "a", "epsilon": 0.1}, {"column": "a", "epsilon": 0.1}],
             },
-            "twice",
+            "columns must name each column once, got \\['a', 'a'\\]",
         ),
         ({"name": "bad name!", "kind": "proportions", "column": "c", "epsilon": 0.1}, "name"),
         (
@@ -299,7 +299,7 @@ def test_spec_errors_point_at_names_not_list_indices():
     with pytest.raises(SpecError) as err:
         parse_spec(spec)
     text = str(err.value)
-    assert "release 'g' > statistic 2 (mean of income) > lower: bound must be" in text
+    assert "release 'g' > statistic 2 (mean of income) > lower: lower must be a real" in text
     assert "release 'p' > column 'a' > epsilon: Field required" in text
     assert "release 'q': kind is missing" in text
     assert "release.0" not in text and "grouped.statistics" not in text

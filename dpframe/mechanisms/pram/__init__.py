@@ -17,10 +17,10 @@ neighbours the release is ``ε``-DP iff every column of the matrix satisfies
 * :mod:`~dpframe.mechanisms.pram.estimation` -- unbiased frequencies from released data.
 """
 
+from dpframe.core.constraints import DIAGONALS
 from dpframe.mechanisms.pram.cyclic import CyclicDesign, cyclic_design
 from dpframe.mechanisms.pram.estimation import KINDS, PramEstimate, estimate, project_simplex
 from dpframe.mechanisms.pram.optimum import (
-    DIAGONALS,
     ESTIMABLE_MARGIN,
     MAX_EPSILON,
     MI_RTOL,

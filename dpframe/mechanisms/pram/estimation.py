@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.core.constraints import check_choice
+from dpframe.core.constraints import PRAM_ESTIMATES as KINDS
+from dpframe.core.constraints import check
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.pram.optimum import SINGULAR_RTOL, PramDesign, _PramInverse
 from dpframe.mechanisms.pram.sampling import _check_codes, check_matrix
@@ -22,7 +23,6 @@ from dpframe.mechanisms.pram.sampling import _check_codes, check_matrix
 __all__ = ["KINDS", "PramEstimate", "estimate", "project_simplex"]
 
 #: What :func:`estimate` is given: released counts per category, or released codes.
-KINDS = ("counts", "codes")
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,7 +91,7 @@ def estimate(
     >>> bool(np.all(np.abs(est.p_hat - [0.5, 0.3, 0.2]) < 4 * est.standard_errors))
     True
     """
-    check_choice("kind", kind, KINDS)
+    check("pram_estimate", kind, name="kind")
     if isinstance(design, PramDesign):
         s = design.n_categories
         inv: Any = _PramInverse(design.q)

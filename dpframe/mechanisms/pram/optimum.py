@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.core.constraints import DIAGONALS, check, check_choice, check_epsilon
+from dpframe.core.constraints import check, check_epsilon
 from dpframe.core.frozen import frozen_array
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.pram.sampling import PramSampler, _pram_matrix, _round_pram, check_matrix
@@ -259,7 +259,7 @@ def vertex_families(
     """
     s = _check_s(n_categories)
     eps = _check_design_epsilon(epsilon)
-    check_choice("diagonal", diagonal, DIAGONALS)
+    check("diagonal", diagonal)
     eta = _margin(estimable)
     fams = _families(s, math.exp(eps), diagonal, eta)
     return [(f.values, f.counts, f.equations) for f in fams]
@@ -1289,7 +1289,7 @@ def design(
     """
     pv = _check_p(p)
     eps = _check_design_epsilon(epsilon)
-    check_choice("diagonal", diagonal, DIAGONALS)
+    check("diagonal", diagonal)
     eta = _margin(estimable)
     best = _optimise(pv, math.exp(eps), diagonal)
     if eta > 0 and not _keeps_margin(np.asarray(best.q), math.exp(eps), eta):

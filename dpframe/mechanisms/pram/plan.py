@@ -44,11 +44,8 @@ import numpy as np
 from dpframe.core.accountant import Charge
 from dpframe.core.budget import charge_for, split_epsilon
 from dpframe.core.constraints import (
-    DIAGONALS,
-    PRIOR_KINDS,
     check,
     check_categories,
-    check_choice,
     check_epsilon,
 )
 from dpframe.core.executor import summary_row
@@ -858,7 +855,7 @@ def plan_pram(
             "order). dpframe never takes them from the data, because which values occur "
             "is itself private. An Enum column carries its own."
         )
-    check_choice("diagonal", diagonal, DIAGONALS)
+    check("diagonal", diagonal)
     estimable = check("estimable", estimable)
     design = check("design", design)
     if design == "variance" and isinstance(prior, str) and prior == "dp":
@@ -920,7 +917,7 @@ def plan_pram(
         raise InvalidParameterError("epsilon is required (unless matrix= is given)")
     eps = check_epsilon(epsilon)
     if isinstance(prior, str):
-        check_choice("prior", prior, PRIOR_KINDS)
+        check("prior", prior)
         if prior == "dp":
             if not (isinstance(prior_share, float | int) and 0 < prior_share < 1):
                 raise InvalidParameterError(

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpframe.core.constraints import STAIRCASE_METHODS as METHODS
+from dpframe.core.constraints import check
 from dpframe.core.frozen import frozen_array
 from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms.pram.optimum import SINGULAR_RTOL, _check_design_epsilon, _check_p
@@ -56,8 +58,6 @@ __all__ = [
 ENUMERATE_MAX = 14
 #: Largest ``S`` accepted by ``method="enumerate"`` (2^18 patterns: seconds, 100 MB).
 _ENUMERATE_HARD_MAX = 18
-#: The solution methods of :func:`global_design`.
-METHODS = ("auto", "enumerate", "column-generation")
 #: :func:`check_estimable` refuses a channel whose condition number exceeds this
 #: (``1 / SINGULAR_RTOL``: the singularity threshold of the paper's family).
 MAX_CONDITION = 1.0 / SINGULAR_RTOL
@@ -453,9 +453,7 @@ class GlobalDesign:
 
 
 def _check_method(method: Any) -> str:
-    if method not in METHODS:
-        raise InvalidParameterError(f"method must be one of {METHODS}, got {method!r}")
-    return str(method)
+    return str(check("staircase_method", method, name="method"))
 
 
 def _all_masks(s: int) -> np.ndarray:
