@@ -8,11 +8,7 @@ import numpy as np
 import pytest
 
 from dpframe.core.budget import split_epsilon
-
-
-def exact_sum(values) -> Fraction:
-    """How the accountant adds charges: the decimals they print as."""
-    return sum((Fraction(repr(float(v))) for v in values), Fraction(0))
+from tests.oracles import exact_sum
 
 
 def rng(seed: int = 0) -> np.random.Generator:

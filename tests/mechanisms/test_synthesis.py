@@ -25,14 +25,10 @@ from dpframe.mechanisms.synthesis import (
     multiple_synthesis,
     plan_multiple_synthesis,
 )
+from tests.oracles import exact_sum
 
 P4 = np.array([0.1, 0.2, 0.3, 0.4])
 BOUNDS2 = [(-3.0, 3.0), (-4.5, 4.5)]  # the paper's Simulation study 1
-
-
-def exact_sum(values) -> Fraction:
-    """How the accountant adds charges: the decimals they print as."""
-    return sum((Fraction(repr(float(v))) for v in values), Fraction(0))
 
 
 def rng(seed: int = 0) -> np.random.Generator:
