@@ -8,8 +8,11 @@ Independent checks, sharing no code with the module:
   combination, and keeping the feasible unique solutions (``_polytope_vertices``). MI is
   convex in the channel, so its maximum over the polytope is the maximum over these
   vertices. The LP must equal it to a relative 1e-9 (both are exact to ~1e-14).
-* S = 6..12: random restarts of SLSQP over full S x S matrices (DP as linear constraints)
-  never beat the LP value by more than a relative 1e-9.
+* S = 6 and 10: random restarts of SLSQP over full S x S matrices (DP as linear
+  constraints) never beat the LP value by more than a relative 1e-9. A heuristic oracle at
+  two sizes is enough: at every S the LP's optimality is proven by its certificate (column
+  generation's dual bound, checked below against the enumeration at S = 3..12 and against
+  random DP channels), so larger S would only test SLSQP.
 * Column generation equals the enumeration and certifies its gap; the channel is ε-DP on
   its floats; the global MI is never below the paper family's optimum.
 
@@ -299,23 +302,31 @@ def _local_optimum(p: np.ndarray, eps: float, rng: np.random.Generator) -> float
     return float(terms.sum())
 
 
-@pytest.mark.parametrize("s", [6, 10, *(pytest.param(s, marks=SLOW) for s in (7, 8, 9, 11, 12))])
+@pytest.mark.parametrize("s", [6, 10])
 def test_local_optimizer_never_beats_the_lp(s):
-    """S = 6 and 10 in the quick run; the others take 5-20 s each (more on a loaded
-    machine): marked slow."""
+    """Two sizes (S = 7, 8, 9, 11, 12 took 5-20 s each and tested SLSQP more than the LP,
+    whose optimality the certificate tests prove at every S)."""
     rng = np.random.default_rng(s)
     restarts = 2 if s <= 8 else 1
-    beaten_paper = 0
     for eps in (0.1, 1.0):
         for name, p in _priors(s)[: 3 if s <= 8 else 2]:
             d = st.global_design(p, eps)
             for _ in range(restarts):
                 local = _local_optimum(p, eps, rng)
                 assert local <= d.mutual_information * (1 + RTOL), (s, eps, name, local)
-            beaten_paper += d.mutual_information > optimum.design(
+
+
+@pytest.mark.parametrize("s", range(6, 13))
+def test_global_strictly_beats_the_paper_family_somewhere(s):
+    """At every S = 6..12 the global design is strictly better than the paper's family
+    for some prior and epsilon (the priors and epsilons the local-optimizer check used)."""
+    beaten_paper = 0
+    for eps in (0.1, 1.0):
+        for _, p in _priors(s)[: 3 if s <= 8 else 2]:
+            beaten_paper += st.global_design(p, eps).mutual_information > optimum.design(
                 p, eps, estimable=False
             ).mutual_information * (1 + 1e-9)
-    assert beaten_paper  # the global design is strictly better somewhere at every S
+    assert beaten_paper
 
 
 # ---------------------------------------------------------------------------
