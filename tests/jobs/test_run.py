@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -513,91 +514,175 @@ def test_every_published_name_switches_with_one_run(tmp_path):
     assert _hidden(out) == [".runs"]
 
 
-def test_a_job_killed_while_publishing_leaves_one_run(tmp_path):
-    """SIGKILL at seeded random moments of a (slowed) publish: after every kill, each
-    top-level name that exists is in one run, whose manifest's files all exist; the
-    next run repairs the rest.
+# every file-system change publish() makes: a kill is injected before each of them
+_FS_CHANGES = ("mkdir", "rename", "replace", "rmdir", "symlink", "unlink")
+_KILLED = 77  # the exit status of a child killed before a change
+
+
+def _stage(out: Path, run: str, names: list[str]) -> Path:
+    """A claimed staging folder holding ``names`` (``data_docs`` a folder), as a job's."""
+    from dpframe.jobs.publish import new_staging
+
+    staging = new_staging(out, run)
+    for name in names:
+        if name == "data_docs":
+            (staging / name).mkdir()
+            (staging / name / "index.html").write_text(run)
+        else:
+            (staging / name).write_text(run)
+    return staging
+
+
+def _publish_killed_before_change(out: Path, run: str, names: list[str], k: int) -> bool:
+    """Stage and publish ``run`` in a forked child that dies (``os._exit``: no ``finally``,
+    no handler, as under SIGKILL) just before publish()'s ``k``-th file-system change.
+    Returns whether it died (False: publish() made fewer than ``k`` changes)."""
+    import warnings
+
+    from dpframe.jobs.publish import publish
+
+    with warnings.catch_warnings():  # the child calls no polars and takes no lock
+        warnings.simplefilter("ignore")
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            staging = _stage(out, run, names)
+            count = [0]
+
+            def killed_before(change):
+                def call(*args, **kwargs):
+                    count[0] += 1
+                    if count[0] == k:
+                        os._exit(_KILLED)
+                    return change(*args, **kwargs)
+
+                return call
+
+            for name in _FS_CHANGES:
+                setattr(os, name, killed_before(getattr(os, name)))
+            publish(staging, out, run=run, releases={"by_region": "by_region.parquet"})
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    assert code in (0, _KILLED), code
+    return code == _KILLED
+
+
+def test_publish_killed_before_each_rename_and_link_leaves_one_run(tmp_path):
+    """A job killed before any of publish()'s file-system changes (each rename, link,
+    unlink, folder made or removed: every one, in turn) leaves the readers one whole run,
+    the previous one or the new one; repair() (the next job's first step) finishes it;
+    and the next publish keeps exactly itself and its previous run.
 
     Old: the staged files were moved into the output folder one by one, so a kill left a
     table of one run beside the validation result of another.
     """
-    import random
-    import signal
+    from dpframe.jobs.publish import publish, repair
+
+    old_names = ["by_region.parquet", "by_region.suite.json", "data_docs", "scores_matrix.parquet"]
+    new_names = ["by_region.parquet", "by_region.suite.json", "data_docs", "scores_cov.parquet"]
+    states = []
+    k = 0
+    while True:
+        k += 1
+        out = tmp_path / f"kill-{k}"
+        out.mkdir()
+        for older in ("oldest", "old"):  # "oldest": a run the new one's publish deletes
+            publish(_stage(out, older, old_names), out, run=older, releases={})
+        if not _publish_killed_before_change(out, "new", new_names, k):
+            break  # publish() made k - 1 changes: every one was preceded by a kill
+        # what a reader sees now: one run, whole
+        current = Path(os.path.realpath(out / "current"))
+        assert current.name in ("old", "new"), k
+        manifest = json.loads((current / "manifest.json").read_text())
+        assert manifest["files"] == sorted(old_names if current.name == "old" else new_names)
+        assert all((current / f).read_text() == current.name for f in manifest["files"] if "." in f)
+        for p in out.iterdir():
+            if p.name.startswith(".") or p.name == "current" or not p.exists():
+                continue
+            assert Path(os.path.realpath(p)).parent == current, (k, p)
+        linked = [f for f in manifest["files"] if os.path.lexists(out / f)]
+        owned = (current / ".owner").exists()
+        states.append((current.name == "new", len(linked) < len(manifest["files"]), owned))
+        repair(out)  # the next job's first step
+        assert _published(out).name == current.name, k
+        assert _hidden(out) == [".runs"], k
+        assert not [r for r in (out / ".runs").iterdir() if (r / ".owner").exists()], k
+        publish(_stage(out, "next", old_names), out, run="next", releases={})
+        assert _published(out).name == "next"
+        assert sorted(p.name for p in (out / ".runs").iterdir()) == sorted(["next", current.name])
+        assert _hidden(out) == [".runs"]
+    # the kills fell in every step: before the commit (the previous run still current),
+    # between the commit and the last link (the new run current, some of its names
+    # missing), after (the new run current and linked, its owner file left) and while
+    # deleting the oldest run
+    assert any(not new for new, _, _ in states), states
+    assert any(new and missing for new, missing, _ in states), states
+    assert any(new and not missing and owned for new, missing, owned in states), states
+    assert any(new and not missing and not owned for new, missing, owned in states), states
+
+
+def test_a_job_killed_while_publishing_leaves_one_run(tmp_path):
+    """One whole `dpframe release` job, SIGKILLed while publishing (between the commit
+    and its last link): a reader sees the new run, whole; the next run repairs the rest.
+    (A kill before each of publish()'s changes:
+    test_publish_killed_before_each_rename_and_link_leaves_one_run.)"""
     import subprocess
     import sys
-    import time
 
-    spec_path = write_spec(tmp_path, rows=1000, budget=9 * EPSILON_TOTAL + 1)
+    spec_path = write_spec(tmp_path, rows=1000, budget=3 * EPSILON_TOTAL + 1)
     out = tmp_path / "released"
-    spec = load_spec(spec_path)
-    run(spec, progress=False)  # a published run to replace
-    # the job through the CLI, with a publish slowed down by the driver only (a short
-    # sleep before each rename, link and unlink once publishing has begun)
+    run(load_spec(spec_path), progress=False)  # a published run to replace
+    # the job renames a release: a name to link, and a name to drop
+    _edit_spec(spec_path, 'name = "scores_cov"', 'name = "scores_matrix"')
+    # the job through the CLI; its driver SIGKILLs it at its second link of publishing
+    # (the first is the commit: `current`)
     driver = tmp_path / "driver.py"
     driver.write_text(
-        "import os, sys, time\n"
+        "import os, signal, sys\n"
         "import dpframe.jobs.job as job\n"
         "from dpframe.cli import app\n"
-        "slow = []\n"
-        "def slowed(f):\n"
-        "    def g(*a, **k):\n"
-        "        if slow:\n"
-        "            time.sleep(0.05)\n"
-        "        return f(*a, **k)\n"
-        "    return g\n"
-        "os.replace, os.symlink, os.unlink = map(slowed, (os.replace, os.symlink, os.unlink))\n"
+        "links = []\n"
+        "symlink = os.symlink\n"
+        "def killing(*a, **k):\n"
+        "    if links:\n"
+        "        links.append(1)\n"
+        "        if len(links) == 3:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return symlink(*a, **k)\n"
+        "os.symlink = killing\n"
         "publish = job.publish\n"
         "def announced(*a, **k):\n"
-        "    slow.append(1)\n"
-        "    print('PUBLISHING', flush=True)\n"
+        "    links.append(0)\n"
         "    return publish(*a, **k)\n"
         "job.publish = announced\n"
         "sys.argv[0] = 'dpframe'\n"
         "app()\n"
     )
+    before = os.path.realpath(out / "current")
     cmd = [sys.executable, str(driver), "release", str(spec_path), "--no-progress"]
-    rng = random.Random(14)
-    states = []
-    names = ["scores_cov", "scores_matrix"]
-    for i in range(7):  # each job renames a release: names to link, and names to drop
-        _edit_spec(spec_path, f'name = "{names[i % 2]}"', f'name = "{names[(i + 1) % 2]}"')
-        before = os.path.realpath(out / "current")
-        job = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        lines = []
-        for line in job.stdout:
-            lines.append(line.decode())
-            if line.startswith(b"PUBLISHING"):
-                break
-        else:
-            pytest.fail("the job never reached publishing:\n" + "".join(lines))
-        time.sleep(rng.uniform(0.0, 0.6))
-        job.send_signal(signal.SIGKILL)
-        job.wait(timeout=60)
-        job.stdout.close()
-        # what a reader sees now: one run, whole
-        current = Path(os.path.realpath(out / "current"))
-        manifest = json.loads((current / "manifest.json").read_text())
-        assert all((current / f).exists() for f in manifest["files"])
-        for p in out.iterdir():
-            if p.name.startswith(".") or p.name == "current" or not p.exists():
-                continue
-            assert Path(os.path.realpath(p)).parent == current, p
-        linked = [f for f in manifest["files"] if os.path.lexists(out / f)]
-        owned = [r for r in (out / ".runs").iterdir() if (r / ".owner").exists()]
-        states.append((str(current) != before, len(linked) < len(manifest["files"]), len(owned)))
-    # the kills fell in different steps: before the commit (the previous run still
-    # current), between the commit and the last link (the new run current, some of its
-    # names missing), and after (the new run current, the dead job's owner file left)
-    assert any(not new for new, _, _ in states), states
-    assert any(new and missing for new, missing, _ in states), states
-    assert any(new and owned for new, _, owned in states), states
+    job = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert job.returncode == -signal.SIGKILL, job.stdout + job.stderr
+    # what a reader sees now: the new run, whole, some of its names not linked yet
+    current = Path(os.path.realpath(out / "current"))
+    assert str(current) != before
+    manifest = json.loads((current / "manifest.json").read_text())
+    assert all((current / f).exists() for f in manifest["files"])
+    for p in out.iterdir():
+        if p.name.startswith(".") or p.name == "current" or not p.exists():
+            continue
+        assert Path(os.path.realpath(p)).parent == current, p
+    assert [f for f in manifest["files"] if not os.path.lexists(out / f)]
+    assert (current / ".owner").exists()
     last = run(load_spec(spec_path), progress=False)  # repairs everything
     folder = _published(out)
     assert folder.name == last.run
     assert _hidden(out) == [".runs"]
     runs = sorted(p.name for p in (out / ".runs").iterdir())
     previous = json.loads((folder / "manifest.json").read_text())["previous"]
-    assert runs == sorted([last.run, previous])
+    assert runs == sorted([last.run, previous]) and previous == current.name
     assert not [r for r in runs if (out / ".runs" / r / ".owner").exists()]
 
 
