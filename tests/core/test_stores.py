@@ -405,6 +405,7 @@ def _fresh(backend, epsilon):
     Accountant.open(backend.target, epsilon=epsilon)
 
 
+@pytest.mark.slow  # ten processes
 def test_ten_processes_never_overspend_and_never_lose_an_entry(backend):
     _fresh(backend, 1.5)
     ctx = mp.get_context("spawn")
@@ -423,6 +424,7 @@ def test_ten_processes_never_overspend_and_never_lose_an_entry(backend):
     assert final.remaining.epsilon == 0.0
 
 
+@pytest.mark.slow  # another process appending for seconds
 def test_opening_while_another_process_appends_sees_one_snapshot(backend):
     """Opening reads the header, the entries and the issued count in one transaction: read
     apart, an append landing between them looked like deleted entries."""

@@ -213,6 +213,7 @@ def _check_case(case: Case, folder: Path, before: tuple, said: str, code: int) -
             assert Path(os.path.realpath(p)).parent == Path(os.path.realpath(out / "current"))
 
 
+@pytest.mark.slow  # 20 jobs in a terminal
 def test_ctrl_c_and_sigterm_at_20_seeded_moments_of_a_release_in_a_terminal(tmp_path):
     """``dpframe release`` in a pseudo-terminal, stopped by SIGINT to its process group
     (and SIGTERM) at 20 seeded moments: before the charge, between draws (and just after a

@@ -357,6 +357,7 @@ def test_published_files_are_readable_and_a_rerun_replaces_data_docs(tmp_path, m
     assert mode & 0o044  # readable by others, like any file the umask allows
 
 
+@pytest.mark.slow  # three jobs in processes of their own
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_three_overlapping_jobs_whose_budget_fits_two(tmp_path, request, store):
     """A cron overlap: three `dpframe release` of one spec at once, the budget fits two.
@@ -624,6 +625,7 @@ def test_publish_killed_before_each_rename_and_link_leaves_one_run(tmp_path):
     assert any(new and not missing and not owned for new, missing, owned in states), states
 
 
+@pytest.mark.slow  # a job in a process of its own
 def test_a_job_killed_while_publishing_leaves_one_run(tmp_path):
     """One whole `dpframe release` job, SIGKILLed while publishing (between the commit
     and its last link): a reader sees the new run, whole; the next run repairs the rest.
@@ -772,6 +774,7 @@ def test_a_killed_jobs_reservation_blocks_every_later_release_job(tmp_path):
     assert dpframe.Accountant.open(ledger).reservations == ()  # the dead job's, given back
 
 
+@pytest.mark.slow  # nine jobs in processes of their own
 def test_release_jobs_killed_at_random_moments_leave_a_ledger_that_matches_what_was_published(
     tmp_path,
 ):

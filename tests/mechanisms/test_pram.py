@@ -247,7 +247,11 @@ def test_design_matches_exhaustive_oracle(s, diagonal):
 @pytest.mark.parametrize("diagonal", DIAGONALS)
 @pytest.mark.parametrize(
     ("s", "eta"),
-    [(s, pram.ESTIMABLE_MARGIN) for s in range(2, 8)] + [(s, 0.3) for s in range(2, 6)],
+    [
+        pytest.param(s, pram.ESTIMABLE_MARGIN, marks=[pytest.mark.slow] if s >= 6 else [])
+        for s in range(2, 8)
+    ]
+    + [(s, 0.3) for s in range(2, 6)],
 )
 def test_estimable_design_matches_exhaustive_oracle(s, eta, diagonal):
     """estimable=eta against every arrangement of every vertex of the estimable set's
@@ -282,6 +286,7 @@ def _family_arrangements(values: tuple, counts: tuple) -> np.ndarray:
     return np.concatenate([po.arrangements(np.repeat(values, c)) for c in counts])
 
 
+@pytest.mark.slow  # seconds: every arrangement of each family
 @pytest.mark.parametrize("diagonal", DIAGONALS)
 def test_branch_and_bound_finds_each_family_optimum(diagonal):
     """Each family's search (private API) against the oracle restricted to that family.

@@ -36,6 +36,7 @@ def _visits(seed: int = 0, people: int = 60) -> pl.DataFrame:
     )
 
 
+@pytest.mark.slow  # seconds of repeated releases
 def test_a_person_level_release_bounds_each_person_and_charges_the_scaled_sensitivity():
     acct = dpframe.Accountant(epsilon=2.0, unit="patient", max_rows=2, max_groups=2)
     visits = _visits()
@@ -204,6 +205,7 @@ def _people(rows) -> dict:
     return out
 
 
+@pytest.mark.slow  # seconds: every neighbour of a table, released
 @pytest.mark.parametrize(("max_rows", "max_groups"), [(1, 1), (2, 1), (1, 2)])
 def test_no_neighbour_moves_the_grouped_counts_by_more_than_charged_or_is_refused(
     max_rows, max_groups

@@ -219,6 +219,7 @@ def test_auto_for_estimation_never_picks_a_matrix_estimate_refuses(s, epsilon):
     assert np.isfinite(est.p_hat).all()
 
 
+@pytest.mark.slow  # seconds: the variance search, then the release
 def test_variance_design_that_estimate_would_refuse_is_refused_before_the_charge():
     with pytest.raises(InvalidParameterError, match="ill-conditioned"):
         plan_pram("x", cats(10), 1e-9, design="variance")

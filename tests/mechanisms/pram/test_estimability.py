@@ -76,7 +76,7 @@ def _characterised_singular(q: tuple[Fraction, ...]) -> bool:
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("s", [2, 3, 4])
+@pytest.mark.parametrize("s", [2, 3, pytest.param(4, marks=pytest.mark.slow)])
 def test_determinant_formula_and_singularity_exactly_on_a_grid(s):
     """Every q on the grid {j/12} (which holds 1/2, 1/3 and 1/4): the exact determinant
     equals e_{S-1}(S q - 1) / (S (S-1)^(S-1)), and it is 0 exactly when the
@@ -148,7 +148,8 @@ def test_a_singular_vertex_with_no_uniform_row():
     [
         (2, list(itertools.product((0.5, 2.0), (0.05, 0.5), DIAGONALS))),
         (3, list(itertools.product((0.5, 2.0), (0.05, 0.5), DIAGONALS))),
-        (4, [(2.0, 0.05, "optimal")]),  # ~5 s: 48 pieces x 194,580 subsets
+        # ~5 s: 48 pieces x 194,580 subsets
+        pytest.param(4, [(2.0, 0.05, "optimal")], marks=pytest.mark.slow),
     ],
 )
 def test_oracle_estimable_vertices_equal_brute_force(s, cases):
@@ -181,6 +182,7 @@ def _grid():
             yield from ((s, eps, p) for p in (*priors, point, zeros / zeros.sum()))
 
 
+@pytest.mark.slow  # a few seconds: the plain and estimable optima over a grid of priors
 def test_default_designs_are_estimable_where_the_plain_optimum_is_not():
     singular = {"optimal": 0, "dominant": 0}
     for (s, eps, p), diagonal in itertools.product(_grid(), DIAGONALS):
@@ -208,6 +210,7 @@ def test_default_designs_are_estimable_where_the_plain_optimum_is_not():
     assert singular["optimal"] >= 10 and singular["dominant"] >= 20, singular
 
 
+@pytest.mark.slow  # a few seconds of sampled designs
 def test_the_margin_is_kept_by_the_sampled_design():
     """At most one category within delta (up to the grid's rounding) of 1/S."""
     for (s, eps, p), diagonal in itertools.product(_grid(), DIAGONALS):

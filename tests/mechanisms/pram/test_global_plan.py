@@ -184,6 +184,7 @@ def test_column_generation_always_certifies_a_finite_bound():
 # -- design="variance" (the least estimator variance found) -------------------------------
 
 
+@pytest.mark.slow  # seconds per epsilon: the variance search
 @pytest.mark.parametrize("epsilon", [0.1, 1.0])
 def test_variance_plan_charges_epsilon_and_beats_or_equals_krr_and_paper(epsilon):
     from dpframe.mechanisms.pram.variance import estimation_risk

@@ -222,7 +222,11 @@ def test_vertex_enumeration_finds_known_vertices():
     }
 
 
-CASES_SMALL = [(s, eps) for s in (2, 3, 4, 5) for eps in (0.1, 0.5, 1.0, 2.0)]
+CASES_SMALL = [
+    pytest.param(s, eps, marks=[SLOW] if s == 5 else [])  # S = 5: seconds of vertices
+    for s in (2, 3, 4, 5)
+    for eps in (0.1, 0.5, 1.0, 2.0)
+]
 
 
 def _check_against_vertices(s: int, eps: float) -> None:
