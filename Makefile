@@ -4,6 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SPARK  := $(VENV)/.installed-spark
+PYTEST_DIST ?= loadfile
 
 .PHONY: setup setup-spark setup-postgres setup-chromium demo docs test lint format bench bench-spark bench-opendp-env clean
 
@@ -54,14 +55,16 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Two pytest workers (pytest-xdist), each test file on one worker (its module fixtures
-# made once): about 8 min on 2 cores against 14 in one process.
+# made once): about 8 min on 2 cores against 14 in one process. `make test
+# PYTEST_DIST=worksteal` spreads single tests instead (a file's last tests can be taken
+# by the idle worker). While developing, `pytest -m "not slow"` is the quick loop.
 # pytest exits 5 when it collected no test: that is a failure too. DPFRAME_REQUIRE_SPARK,
 # DPFRAME_REQUIRE_POSTGRES and DPFRAME_REQUIRE_CHROMIUM make a missing pyspark, PostgreSQL
 # or Chromium fail their tests instead of skipping them.
 test: setup-spark setup-postgres setup-chromium
 	$(BIN)/ruff check dpframe tests benchmarks examples
 	DPFRAME_REQUIRE_SPARK=1 DPFRAME_REQUIRE_POSTGRES=1 DPFRAME_REQUIRE_CHROMIUM=1 \
-	  $(BIN)/python -m pytest -n 2 --dist loadfile; rc=$$?; \
+	  $(BIN)/python -m pytest -n 2 --dist $(PYTEST_DIST); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: setup
