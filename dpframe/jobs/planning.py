@@ -230,7 +230,7 @@ class Job:
             frame=self.frame,
             schema=self.schema,
             rows=self.rows,
-            margins=self.margins,
+            tables=self.margins,
             accountant=accountant,
             seed=self.seed,
         )

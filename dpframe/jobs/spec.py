@@ -71,9 +71,8 @@ from dpframe.core.postgres import is_postgres_url, redact
 from dpframe.core.units import BOUNDS, as_unit, missing_bounds
 from dpframe.engines import is_input_frame
 from dpframe.errors import InvalidParameterError, LedgerMismatchError
-from dpframe.mechanisms import statistics as agg
-from dpframe.mechanisms.statistics import Statistic
 from dpframe.polars.frame import check_covariance_arguments
+from dpframe.polars.grouped import statistic
 from dpframe.polars.pram import column_specs
 
 __all__ = [
@@ -315,37 +314,6 @@ class StatisticSpec(_Model):
         if self.lower is None or self.upper is None:
             return None
         return (self.lower, self.upper)
-
-
-def statistic(s: StatisticSpec) -> Statistic:
-    """The ``dpframe.agg`` statistic a spec entry describes."""
-    name = {"name": s.name} if s.name is not None else {}
-    noise = {"epsilon": s.epsilon, "mechanism": s.mechanism, "rho": s.rho, "sigma": s.sigma}
-    if s.stat == "count":
-        return agg.count(**noise, **name)
-    if s.stat == "sum":
-        return agg.sum(s.column, lower=s.lower, upper=s.upper, **noise, **name)
-    if s.stat == "mean":
-        return agg.mean(
-            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
-        )
-    if s.stat == "proportion":
-        return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
-    if s.stat == "var":
-        return agg.var(
-            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
-        )
-    return agg.cov(
-        s.x,
-        s.y,
-        lower_x=s.lower,
-        upper_x=s.upper,
-        lower_y=s.lower_y,
-        upper_y=s.upper_y,
-        epsilon=s.epsilon,
-        method=s.method,
-        **name,
-    )
 
 
 #: what a release writes into the output folder, after its name

@@ -40,7 +40,7 @@ from dpframe.polars.expectations import (
     start,
     values_like,
 )
-from dpframe.polars.release import Release
+from dpframe.polars.release import Release, SpecContext, spec_categories
 
 __all__ = [
     "CovarianceMatrixRelease",
@@ -111,6 +111,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
     """
 
     kind = "covariance matrix"
+    spec_kind = "covariance"
 
     def __init__(
         self,
@@ -162,6 +163,23 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
     def output_types(self) -> dict[str, str]:
         """The released columns and their dtypes: the variable's name, then one per variable."""
         return covariance_output_types(self.columns)
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """``dpframe.covariance_matrix(...)`` of a spec's ``kind = "covariance"`` entry."""
+        return cls(
+            context.frame,
+            entry.columns,
+            [tuple(b) for b in entry.bounds],
+            epsilon=entry.epsilon,
+            n=entry.n if entry.n is not None else context.rows(),
+            method=entry.method,
+            calibration="exact",
+            repair=entry.repair,
+            accountant=context.accountant,
+            seed=context.source(entry),
+            neighbours=context.neighbours,
+        )
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "covariance"``, columns, bounds, ``n``."""
@@ -277,6 +295,7 @@ class ProportionsRelease(Release[pl.DataFrame]):
     """
 
     kind = "proportions"
+    spec_kind = "proportions"
 
     def __init__(
         self,
@@ -323,6 +342,24 @@ class ProportionsRelease(Release[pl.DataFrame]):
         """The released columns and their dtypes (the category column's is the input's if
         an Enum or an integer)."""
         return {self.column: str(self._categories().dtype), "proportion": "Float64"}
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """``dpframe.proportions(...)`` of a spec's ``kind = "proportions"`` entry."""
+        return cls(
+            context.frame,
+            entry.column,
+            epsilon=entry.epsilon,
+            n=entry.n if entry.n is not None else context.rows(),
+            categories=spec_categories(entry, entry.column, entry.categories, context),
+            strategy=entry.strategy,
+            method=entry.method,
+            calibration="exact",
+            accountant=context.accountant,
+            seed=context.source(entry),
+            neighbours=context.neighbours,
+            dtype=context.schema.get(entry.column),
+        )
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "proportions"``, column, categories."""

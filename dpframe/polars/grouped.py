@@ -46,6 +46,7 @@ from dpframe.engines.driver import (
     textual_key,
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
+from dpframe.mechanisms import statistics as agg
 from dpframe.mechanisms.statistics import (
     Drawn,
     Statistic,
@@ -64,9 +65,23 @@ from dpframe.polars.expectations import (
     values_like,
     variance_cap,
 )
-from dpframe.polars.release import Release, Summary, as_summary, bounded_unit, resolve_accountant
+from dpframe.polars.release import (
+    Release,
+    SpecContext,
+    Summary,
+    as_summary,
+    bounded_unit,
+    resolve_accountant,
+)
 
-__all__ = ["GroupBy", "GroupedRelease", "group_by", "grouped_columns", "grouped_suite"]
+__all__ = [
+    "GroupBy",
+    "GroupedRelease",
+    "group_by",
+    "grouped_columns",
+    "grouped_suite",
+    "statistic",
+]
 
 
 def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> Any:
@@ -245,6 +260,7 @@ class GroupedRelease(Release[pl.DataFrame]):
     """
 
     kind = "grouped release"
+    spec_kind = "grouped"
     person_level = True
     required_facts = ("margins",)
 
@@ -414,6 +430,23 @@ class GroupedRelease(Release[pl.DataFrame]):
     def output_types(self) -> dict[str, str]:
         """The released statistic columns (after the keys) and their dtypes."""
         return grouped_output_types(self.to_spec())
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """``dpframe.group_by(...).agg(...)`` of a spec's ``kind = "grouped"`` entry."""
+        return GroupBy(
+            context.frame,
+            entry.by,
+            margins=context.margins(entry),
+            sizes=context.margins_sizes(entry),
+            unknown_keys=entry.unknown_keys,
+            accountant=context.accountant,
+            seed=context.source(entry),
+            neighbours=context.neighbours,
+            nonnegative=entry.nonnegative,
+            nulls=entry.nulls,
+            **context.unit(entry),
+        ).agg(*[statistic(s) for s in entry.statistics])
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "grouped"``, its keys and statistics."""
@@ -1058,3 +1091,34 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     if sizes is not None:
         _expect_sizes(suite, frame, keys, public, margins, sizes, nullable)
     return suite
+
+
+def statistic(s: Any) -> Statistic:
+    """The ``dpframe.agg`` statistic a spec's statistic entry describes."""
+    name = {"name": s.name} if s.name is not None else {}
+    noise = {"epsilon": s.epsilon, "mechanism": s.mechanism, "rho": s.rho, "sigma": s.sigma}
+    if s.stat == "count":
+        return agg.count(**noise, **name)
+    if s.stat == "sum":
+        return agg.sum(s.column, lower=s.lower, upper=s.upper, **noise, **name)
+    if s.stat == "mean":
+        return agg.mean(
+            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
+        )
+    if s.stat == "proportion":
+        return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
+    if s.stat == "var":
+        return agg.var(
+            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
+        )
+    return agg.cov(
+        s.x,
+        s.y,
+        lower_x=s.lower,
+        upper_x=s.upper,
+        lower_y=s.lower_y,
+        upper_y=s.upper_y,
+        epsilon=s.epsilon,
+        method=s.method,
+        **name,
+    )

@@ -89,7 +89,13 @@ from dpframe.polars.expectations import (
     values_like,
 )
 from dpframe.polars.io import METADATA_KEY, guard_release_output, provenance_json
-from dpframe.polars.release import Release, bounded_unit, resolve_accountant
+from dpframe.polars.release import (
+    Release,
+    SpecContext,
+    bounded_unit,
+    resolve_accountant,
+    spec_categories,
+)
 from dpframe.polars.runner import RunnerRelease, current_run
 
 __all__ = [
@@ -478,6 +484,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
     """PRAM of whole columns of a frame, written once (see :func:`release`)."""
 
     kind = "PRAM microdata"
+    spec_kind = "pram"
     rowwise = True
     required_facts = ("input_rows",)
     substitute_only = "pram"
@@ -558,6 +565,30 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         in its input dtype (from the public schema)."""
         schema = self.engine.schema()
         return {c: str(schema[c]) for c in [*self.columns, *self.keep]}
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """``dpframe.pram.release(...)`` of a spec's ``kind = "pram"`` entry."""
+        columns = []
+        for c in entry.columns:
+            if c.column not in context.schema:
+                raise context.error(
+                    f"release {entry.name!r}: column {c.column!r} is not in the input"
+                )
+            spec = c.model_dump()
+            spec["categories"] = spec_categories(entry, c.column, c.categories, context)
+            columns.append(spec)
+        unit = context.unit(entry)  # PRAM has no groups: only the person and max_rows
+        return cls(
+            context.frame,
+            columns,
+            keep=entry.public,
+            accountant=context.accountant,
+            seed=context.source(entry),
+            neighbours=context.neighbours,
+            unit=unit.get("unit"),
+            max_rows=unit.get("max_rows"),
+        )
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "pram"``, its columns and categories, and

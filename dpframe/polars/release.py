@@ -33,7 +33,7 @@ import html
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 import polars as pl
 
@@ -51,10 +51,12 @@ from dpframe.polars.expectations import Suite
 __all__ = [
     "SUMMARY_SCHEMA",
     "Release",
+    "SpecContext",
     "Summary",
     "as_summary",
     "bounded_unit",
     "resolve_accountant",
+    "spec_categories",
     "summary_frame",
 ]
 
@@ -192,6 +194,71 @@ def resolve_unit(unit: Any, accountant: Accountant | None, person_level: bool) -
 ResultT = TypeVar("ResultT")
 
 
+class SpecContext(Protocol):
+    """What a job gives a release kind's :meth:`Release.from_spec`: its input and the
+    job's public facts (declared here so that ``polars/`` never imports ``jobs/``; the
+    job's :class:`dpframe.jobs.kinds.Context` is one)."""
+
+    @property
+    def frame(self) -> Any:
+        """The input (a polars or a Spark frame), never read by ``from_spec``."""
+        ...
+
+    @property
+    def schema(self) -> pl.Schema:
+        """The input's schema."""
+        ...
+
+    @property
+    def accountant(self) -> Any:
+        """The job's accountant (its ledger), charged by the release when it runs."""
+        ...
+
+    @property
+    def neighbours(self) -> str:
+        """The spec's neighbour relation."""
+        ...
+
+    @property
+    def error(self) -> type[InvalidParameterError]:
+        """The error a spec entry's mistake raises (the spec's own error class)."""
+        ...
+
+    def rows(self) -> int:
+        """The input's row count (public under substitute neighbours), counted once."""
+        ...
+
+    def source(self, entry: Any) -> RandomSource:
+        """Release ``entry``'s random source (secure, or derived from a seeded spec)."""
+        ...
+
+    def unit(self, entry: Any) -> dict[str, Any]:
+        """Release ``entry``'s privacy unit as the release objects take it."""
+        ...
+
+    def margins(self, entry: Any) -> pl.DataFrame:
+        """The public key frame of margins ``entry.margins`` fitted to ``entry.by``."""
+        ...
+
+    def margins_sizes(self, entry: Any) -> str | None:
+        """The public sizes column of margins ``entry.margins``, if any."""
+        ...
+
+
+def spec_categories(entry: Any, column: str, categories: Any, context: SpecContext) -> list[Any]:
+    """A spec entry's categories of ``column``, else those its input's Enum dtype
+    declares: never taken from the data."""
+    if categories is not None:
+        return list(categories)
+    dtype = context.schema.get(column)
+    if isinstance(dtype, pl.Enum):
+        return dtype.categories.to_list()
+    raise context.error(
+        f"release {entry.name!r}: give the categories of {column!r} in the spec (or make it "
+        "an Enum): they are never taken from the data"
+    )
+
+
 class Release(Generic[ResultT]):
     """Base of the frame-level release objects (see the module docstring).
 
@@ -226,6 +293,8 @@ class Release(Generic[ResultT]):
     #: the facts its suite cannot do without (asked of the input, or of the file it wrote,
     #: when its file does not record them)
     required_facts: tuple[str, ...] = ()
+    #: its ``kind = "..."`` in a release spec (None: no spec entry)
+    spec_kind: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -300,6 +369,13 @@ class Release(Generic[ResultT]):
         raise NotImplementedError
 
     # -- the declaration: its spec entry, its file's facts, its suite -----------------------
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """The release a spec's entry of this kind describes (its validated arguments),
+        over the job's input and public facts (``context``): nothing is read but the
+        schema and, for a kind that needs it, the row count."""
+        raise InvalidParameterError(f"a {cls.kind} has no release spec entry")
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """The release's arguments as a release spec's entry (``name``, ``kind`` and the
