@@ -82,8 +82,8 @@ from dpframe.errors import (
     ReleaseInterrupted,
 )
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
-from dpframe.jobs.kinds import margins_for, release_class
-from dpframe.jobs.planning import Job, JobPlan, plan
+from dpframe.jobs.kinds import release_class
+from dpframe.jobs.planning import Job, JobPlan, margins_for, plan
 from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,

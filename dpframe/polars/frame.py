@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from fractions import Fraction
+from typing import Annotated, Any, Literal
 
 import polars as pl
+from pydantic import BeforeValidator, Field, model_validator
 
-from dpframe.core.constraints import check, check_categories
+from dpframe.core.budget import exact
+from dpframe.core.constraints import check, check_categories, spec_field
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.sensitivity import variance_bound
@@ -40,7 +43,15 @@ from dpframe.polars.expectations import (
     start,
     values_like,
 )
-from dpframe.polars.release import Release, SpecContext, spec_categories
+from dpframe.polars.release import (
+    Finite,
+    Method,
+    PositiveEps,
+    Release,
+    SpecContext,
+    SpecEntry,
+    spec_categories,
+)
 
 __all__ = [
     "CovarianceMatrixRelease",
@@ -89,6 +100,47 @@ def check_covariance_arguments(
     return names, bound_pairs(bounds, len(names))
 
 
+class ProportionsSpec(SpecEntry):
+    kind: Literal["proportions"]
+    column: str
+    epsilon: PositiveEps
+    categories: list[Any] | None = None
+    n: Annotated[int | None, BeforeValidator(spec_field("proportions_n", optional=True))] = Field(
+        None, description="public size; default: the input's rows"
+    )
+    strategy: Annotated[str, BeforeValidator(spec_field("strategy"))] = "rescale"
+    method: Method = "truncated"
+    tolerance: Annotated[float, Field(gt=0, lt=0.5)] = 1e-9
+
+    def check_in(self, spec: Any) -> None:
+        self.require_substitute(spec, "dataset size")
+
+    def epsilon_total(self) -> Fraction:
+        return exact(self.epsilon)
+
+
+class CovarianceSpec(SpecEntry):
+    kind: Literal["covariance"]
+    columns: list[str] = Field(min_length=2)
+    bounds: list[tuple[Finite, Finite]]
+    epsilon: PositiveEps
+    n: Annotated[int | None, BeforeValidator(spec_field("covariance_n", optional=True))] = None
+    method: Method = "truncated"
+    repair: Annotated[str | None, BeforeValidator(spec_field("repair"))] = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> CovarianceSpec:
+        # the columns' and bounds' rules of dpframe.covariance_matrix, in its words
+        check_covariance_arguments(self.columns, self.bounds)
+        return self
+
+    def check_in(self, spec: Any) -> None:
+        self.require_substitute(spec, "dataset size")
+
+    def epsilon_total(self) -> Fraction:
+        return exact(self.epsilon)
+
+
 class CovarianceMatrixRelease(Release[pl.DataFrame]):
     """The release of a covariance matrix (see :func:`covariance_matrix`).
 
@@ -111,7 +163,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
     """
 
     kind = "covariance matrix"
-    spec_kind = "covariance"
+    spec_model = CovarianceSpec
 
     def __init__(
         self,
@@ -295,7 +347,7 @@ class ProportionsRelease(Release[pl.DataFrame]):
     """
 
     kind = "proportions"
-    spec_kind = "proportions"
+    spec_model = ProportionsSpec
 
     def __init__(
         self,

@@ -33,17 +33,19 @@ import html
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
+from fractions import Fraction
+from typing import Annotated, Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 import polars as pl
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
 from dpframe.core.budget import exact_sum
-from dpframe.core.constraints import check
+from dpframe.core.constraints import check, spec_field
 from dpframe.core.executor import SUMMARY_FIELDS, MechanismPlan, Once, Step, execute
 from dpframe.core.neighbours import OTHER, require_substitute, short_reason
 from dpframe.core.randomness import RandomSource, as_source
-from dpframe.core.units import BOUNDS, RECORD, PrivacyUnit, as_unit
+from dpframe.core.units import BOUNDS, RECORD, PrivacyUnit, as_unit, missing_bounds
 from dpframe.engines import Engine, engine_for
 from dpframe.errors import DPFrameError, InvalidParameterError
 from dpframe.polars.expectations import Suite
@@ -52,6 +54,8 @@ __all__ = [
     "SUMMARY_SCHEMA",
     "Release",
     "SpecContext",
+    "SpecEntry",
+    "SpecModel",
     "Summary",
     "as_summary",
     "bounded_unit",
@@ -194,6 +198,70 @@ def resolve_unit(unit: Any, accountant: Accountant | None, person_level: bool) -
 ResultT = TypeVar("ResultT")
 
 
+class SpecModel(BaseModel):
+    """A part of a release spec: every field named, none coerced, frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# a spec entry's fields, each checked by its parameter's constraint of
+# dpframe.core.constraints, as the Python functions check it (no string taken as a number)
+PositiveEps = Annotated[float, BeforeValidator(spec_field("epsilon"))]
+OptionalEps = Annotated[float | None, BeforeValidator(spec_field("epsilon", optional=True))]
+Finite = Annotated[float, BeforeValidator(spec_field("bound"))]
+Method = Annotated[str, BeforeValidator(spec_field("method"))]
+
+
+class SpecEntry(SpecModel):
+    """A release spec's entry of one kind (``[[release]] kind = "..."``): its name and the
+    keyword arguments of the kind's public function, checked by the function's own rules.
+
+    A kind declares its entry beside its release class (``Release.spec_model``, with a
+    ``kind: Literal["..."]`` field); :mod:`dpframe.jobs.spec` builds the spec's entries
+    from the registry of kinds (:data:`dpframe.jobs.kinds.KINDS`).
+    """
+
+    # a file name on every file system: <name>.validation.json stays under 255 bytes
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=128)]
+
+    def epsilon_total(self) -> Fraction:
+        """The epsilon the entry charges, exactly."""
+        raise NotImplementedError
+
+    def check_in(self, spec: Any) -> None:
+        """Refuse (``ValueError``, naming the release) what this entry cannot be within
+        the whole ``spec`` (its margins, privacy unit, neighbour relation): checked when
+        the spec is validated, before anything runs."""
+
+    def check_person(self, spec: Any, stated: tuple[str, ...]) -> None:
+        """The person unit's rules for an entry with its own ``unit`` and the bounds
+        ``stated``: each bound given (here or under ``[privacy]``), and no other person
+        than the ledger's."""
+        own = getattr(self, "unit", None)
+        person = own or spec.privacy.unit
+        if person != "record":
+            given = {
+                b: getattr(spec.privacy, b) if getattr(self, b) is None else getattr(self, b)
+                for b in stated
+            }
+            problem = missing_bounds(person, given, stated)
+            if problem is not None:
+                raise ValueError(f"release {self.name!r}: {problem}")
+        if own is not None:
+            if spec.privacy.unit not in ("record", own):
+                raise ValueError(
+                    f"release {self.name!r}: unit {own!r} differs from the ledger's person "
+                    f"column {spec.privacy.unit!r}; leave it out to take the spec's"
+                )
+            if own == "record" and spec.privacy.unit != "record":
+                raise ValueError(f"release {self.name!r}: this ledger protects people")
+
+    def require_substitute(self, spec: Any, needs: str) -> None:
+        """The rule of :mod:`dpframe.core.neighbours` for a kind that needs substitute
+        neighbours (``needs``: a key of its ``REASONS``), checked before anything runs."""
+        require_substitute(spec.privacy.neighbours, needs, argument=f"release {self.name!r}")
+
+
 class SpecContext(Protocol):
     """What a job gives a release kind's :meth:`Release.from_spec`: its input and the
     job's public facts (declared here so that ``polars/`` never imports ``jobs/``; the
@@ -293,8 +361,9 @@ class Release(Generic[ResultT]):
     #: the facts its suite cannot do without (asked of the input, or of the file it wrote,
     #: when its file does not record them)
     required_facts: tuple[str, ...] = ()
-    #: its ``kind = "..."`` in a release spec (None: no spec entry)
-    spec_kind: ClassVar[str | None] = None
+    #: its release spec entry (``kind = "..."`` and the public function's arguments;
+    #: None: no spec entry), read by ``from_spec``
+    spec_model: ClassVar[type[SpecEntry] | None] = None
 
     def __init__(
         self,
