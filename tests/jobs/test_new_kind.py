@@ -199,3 +199,11 @@ def test_a_new_kind_s_spec_entry_is_checked_by_its_own_model(tmp_path, tally_kin
 def test_without_its_registration_the_kind_is_unknown(tmp_path):
     with pytest.raises(SpecError, match="unknown kind"):
         load_spec(_spec(tmp_path))
+
+
+def test_each_registered_kind_names_itself_the_same_everywhere():
+    """The registry's name of a kind is its spec entry's ``kind`` (the TOML's), the one
+    its ``to_spec`` writes: declared by the class, never restated by the jobs."""
+    for name, cls in dpframe.jobs.kinds.KINDS.items():
+        assert cls.spec_model is not None, name
+        assert cls.spec_model.model_fields["kind"].annotation == Literal[name]
