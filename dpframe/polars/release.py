@@ -265,7 +265,7 @@ class SpecEntry(SpecModel):
 class SpecContext(Protocol):
     """What a job gives a release kind's :meth:`Release.from_spec`: its input and the
     job's public facts (declared here so that ``polars/`` never imports ``jobs/``; the
-    job's :class:`dpframe.jobs.kinds.Context` is one)."""
+    job's :class:`dpframe.jobs.planning.Context` is one)."""
 
     @property
     def frame(self) -> Any:
