@@ -346,33 +346,37 @@ def test_the_option_set_scan_finds_option_sets_declared_again(tmp_path):
 
 def _kind_classes() -> set[str]:
     """The release kinds' classes: every subclass of ``Release`` in ``polars/`` (not the
-    base itself) and every release entry of a spec (a model of ``jobs/spec.py`` with a
-    ``kind`` field)."""
+    base itself) and every release entry of a spec (a subclass of ``SpecEntry``, declared
+    beside its release in ``polars/``, or a model of ``jobs/spec.py`` with a ``kind``
+    field)."""
     bases: dict[str, set[str]] = {}
     for path in (ROOT / "polars").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
                 names = {ast.unparse(b).split("[")[0].split(".")[-1] for b in node.bases}
                 bases[node.name] = names
-    releases = {"Release"}
-    while True:
-        more = {c for c, b in bases.items() if b & releases} - releases
-        if not more:
-            break
-        releases |= more
-    entries = {
+
+    def subclasses(base: str) -> set[str]:
+        found = {base}
+        while True:
+            more = {c for c, b in bases.items() if b & found} - found
+            if not more:
+                return found - {base}
+            found |= more
+
+    releases = subclasses("Release")
+    entries = subclasses("SpecEntry") | {
         node.name
         for node in ast.walk(ast.parse((ROOT / "jobs" / "spec.py").read_text()))
         if isinstance(node, ast.ClassDef)
         and any(isinstance(s, ast.AnnAssign) and ast.unparse(s.target) == "kind" for s in node.body)
     }
-    return (releases - {"Release"}) | entries
+    return releases | entries
 
 
-#: where a branch on a release's kind may stand in jobs/: the registry of kinds, and (for
-#: now) the spec's cross-field validators, which issue 33 item 2 moves into the public
-#: functions themselves (another change)
-KIND_BRANCHES_ALLOWED = {"dpframe.jobs.kinds", "dpframe.jobs.spec"}
+#: where a branch on a release's kind may stand in jobs/: the registry of kinds (the spec's
+#: rules within the whole spec are each entry's own ``check_in``)
+KIND_BRANCHES_ALLOWED = {"dpframe.jobs.kinds"}
 
 
 def test_the_jobs_never_branch_on_a_release_kind():

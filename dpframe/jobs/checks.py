@@ -47,7 +47,7 @@ import polars as pl
 
 from dpframe.core.files import atomic_write_text
 from dpframe.errors import ChecksUnavailableError, InvalidDataError, InvalidParameterError
-from dpframe.jobs.kinds import RELEASES
+from dpframe.jobs.kinds import KINDS
 from dpframe.polars.expectations import FINITE, RTOL, Suite, bounds_rule
 from dpframe.polars.io import read_provenance
 from dpframe.polars.release import Release
@@ -137,7 +137,7 @@ def suite_for(
     columns a PRAM release was told to carry through unchanged (``keep=``): the only
     columns allowed beside the randomized ones.
     """
-    kind = RELEASES.get(getattr(entry, "kind", None)) if hasattr(entry, "model_dump") else None
+    kind = KINDS.get(getattr(entry, "kind", None)) if hasattr(entry, "model_dump") else None
     if kind is None:
         raise InvalidParameterError(
             "release must be a release spec (GroupedSpec, PramSpec, ProportionsSpec or "

@@ -82,8 +82,8 @@ from dpframe.errors import (
     ReleaseInterrupted,
 )
 from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
-from dpframe.jobs.kinds import kind_of, margins_for, release_class
-from dpframe.jobs.planning import Job, JobPlan, plan
+from dpframe.jobs.kinds import release_class
+from dpframe.jobs.planning import Job, JobPlan, margins_for, plan
 from dpframe.jobs.progress import JobProgress
 from dpframe.jobs.publish import (
     OWNER,
@@ -275,13 +275,13 @@ def _stage(
     the facts its check reads (as a later check of the published file reads them)."""
     path = staging / f"{r.name}.parquet"
     facts = rel.facts()
-    if kind_of(r).rowwise:
+    if release_class(r).rowwise:
         target = eng.output_target(path)
         rel.write_armed(finished, target, spec=spec.to_dict(), facts=facts)
         table = eng.written_frame(path)
         facts = {**facts, "value_counts": _written_counts(eng, path, rel.columns)}
     else:
-        table = kind_of(r).postprocess(r, finished)
+        table = finished
         write_parquet(
             table,
             path,
@@ -464,7 +464,7 @@ def _same_rows(job: Job, releases: Mapping[str, Any]) -> None:
     """Refuse, before any charge, a row-wise release that counted another number of input
     rows than the job's count it records (the input changed since it was counted)."""
     for r in job.spec.release:
-        if not kind_of(r).rowwise:
+        if not release_class(r).rowwise:
             continue
         seen, counted = releases[r.name].input_rows, job.rows()
         if seen != counted:
@@ -508,7 +508,7 @@ def _run(
         acct = spending.accountant = _open_ledger(job)
         eng = spending.engine = job.engine
         names = [r.name for r in spec.release]
-        rowwise = {r.name for r in spec.release if kind_of(r).rowwise}
+        rowwise = {r.name for r in spec.release if release_class(r).rowwise}
         # per release: read and check, draw, write, check; then reserve, report, publish
         bar = JobProgress(progress, total=4 * len(names) + 3)
         with bar:

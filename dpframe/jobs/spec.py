@@ -42,11 +42,13 @@ Example (``docs/release-cli.md`` has the full tutorial)::
 
 from __future__ import annotations
 
+import operator
 import os
 import tomllib
 from fractions import Fraction
+from functools import reduce
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import polars as pl
 from pydantic import (
@@ -58,23 +60,21 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from dpframe.core.accountant import check_budget
 from dpframe.core.advice import spec_entry
-from dpframe.core.budget import exact, exact_sum
-from dpframe.core.constraints import check, check_key_names, spec_field
-from dpframe.core.missing import as_written as nulls_as_written
-from dpframe.core.missing import check_nulls
-from dpframe.core.neighbours import require_substitute
+from dpframe.core.constraints import spec_field
 from dpframe.core.outputs import Read, read_conflict
 from dpframe.core.postgres import is_postgres_url, redact
-from dpframe.core.units import BOUNDS, as_unit, missing_bounds
+from dpframe.core.units import as_unit
 from dpframe.engines import is_input_frame
 from dpframe.errors import InvalidParameterError, LedgerMismatchError
-from dpframe.mechanisms import statistics as agg
-from dpframe.mechanisms.statistics import Statistic
-from dpframe.polars.frame import check_covariance_arguments
-from dpframe.polars.pram import column_specs
+from dpframe.jobs.kinds import KINDS
+from dpframe.polars.frame import CovarianceSpec, ProportionsSpec
+from dpframe.polars.grouped import GroupedSpec, StatisticSpec, statistic
+from dpframe.polars.pram import PramColumnSpec, PramSpec
+from dpframe.polars.release import OptionalEps, SpecEntry
 
 __all__ = [
     "CovarianceSpec",
@@ -88,6 +88,7 @@ __all__ = [
     "SpecError",
     "StatisticSpec",
     "load_spec",
+    "rebuild_entries",
     "statistic",
 ]
 
@@ -104,14 +105,7 @@ class _Model(BaseModel):
 
 # each field checked by the parameter's constraint of dpframe.core.constraints, as the
 # Python functions check it (no silent coercion of a string to a number)
-PositiveEps = Annotated[float, BeforeValidator(spec_field("epsilon"))]
-OptionalEps = Annotated[float | None, BeforeValidator(spec_field("epsilon", optional=True))]
 Delta = Annotated[float, BeforeValidator(spec_field("delta"))]
-Finite = Annotated[float, BeforeValidator(spec_field("bound"))]
-Method = Annotated[str, BeforeValidator(spec_field("method"))]
-Strategy = Annotated[str, BeforeValidator(spec_field("strategy"))]
-Diagonal = Annotated[str, BeforeValidator(spec_field("diagonal"))]
-Repair = Annotated[str | None, BeforeValidator(spec_field("repair"))]
 Neighbours = Annotated[str, BeforeValidator(spec_field("neighbours"))]
 
 
@@ -257,249 +251,32 @@ class MarginSpec(_Model):
         return self
 
 
-class StatisticSpec(_Model):
-    stat: Annotated[str, BeforeValidator(spec_field("stat"))]
-    epsilon: OptionalEps = None
-    mechanism: Annotated[str, BeforeValidator(spec_field("mechanism"))] = Field(
-        "laplace", description="a count's or sum's noise: 'laplace' (epsilon) or 'gaussian'"
-    )
-    rho: Annotated[float | None, BeforeValidator(spec_field("rho", optional=True))] = None
-    sigma: Annotated[float | None, BeforeValidator(spec_field("sigma", optional=True))] = None
-    column: str | None = None
-    x: str | None = None
-    y: str | None = None
-    lower: Finite | None = None
-    upper: Finite | None = None
-    lower_y: Finite | None = None
-    upper_y: Finite | None = None
-    method: Method = "truncated"
-    name: str | None = None
-
-    @model_validator(mode="after")
-    def _fields(self) -> StatisticSpec:
-        s = self.stat
-        if s not in ("count", "sum"):  # (fields dpframe.agg.<stat> does not take)
-            if self.mechanism == "gaussian":
-                raise ValueError(f"mechanism = 'gaussian' is for counts and sums, not {s}")
-            extra = [f for f in ("rho", "sigma") if getattr(self, f) is not None]
-            if extra:
-                raise ValueError(
-                    f"a {s} takes no {', '.join(extra)} (Gaussian noise is for counts and sums)"
-                )
-        if s == "count":
-            extra = [f for f in ("column", "lower", "upper") if getattr(self, f) is not None]
-            if extra:
-                raise ValueError(f"a count takes no {', '.join(extra)}")
-        elif s == "cov":
-            missing = [
-                f
-                for f in ("x", "y", "lower", "upper", "lower_y", "upper_y")
-                if getattr(self, f) is None
-            ]
-            if missing:
-                raise ValueError(f"cov needs {', '.join(missing)} (x, y and both pairs of bounds)")
-        elif s == "proportion":
-            if self.column is None:
-                raise ValueError("proportion needs column= (a 0/1 column)")
-        else:
-            missing = [f for f in ("column", "lower", "upper") if getattr(self, f) is None]
-            if missing:
-                raise ValueError(f"{s} needs {', '.join(missing)}")
-        statistic(self)  # the noise and bounds rules of dpframe.agg.<stat>, in its words
-        return self
-
-    @property
-    def bounds(self) -> tuple[float, float] | None:
-        if self.stat == "proportion":
-            return (0.0, 1.0)
-        if self.lower is None or self.upper is None:
-            return None
-        return (self.lower, self.upper)
-
-
-def statistic(s: StatisticSpec) -> Statistic:
-    """The ``dpframe.agg`` statistic a spec entry describes."""
-    name = {"name": s.name} if s.name is not None else {}
-    noise = {"epsilon": s.epsilon, "mechanism": s.mechanism, "rho": s.rho, "sigma": s.sigma}
-    if s.stat == "count":
-        return agg.count(**noise, **name)
-    if s.stat == "sum":
-        return agg.sum(s.column, lower=s.lower, upper=s.upper, **noise, **name)
-    if s.stat == "mean":
-        return agg.mean(
-            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
-        )
-    if s.stat == "proportion":
-        return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
-    if s.stat == "var":
-        return agg.var(
-            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
-        )
-    return agg.cov(
-        s.x,
-        s.y,
-        lower_x=s.lower,
-        upper_x=s.upper,
-        lower_y=s.lower_y,
-        upper_y=s.upper_y,
-        epsilon=s.epsilon,
-        method=s.method,
-        **name,
-    )
-
-
 #: what a release writes into the output folder, after its name
 OUTPUT_SUFFIXES = (".parquet", ".suite.json", ".validation.json", ".checks")
 
 
-class _Release(_Model):
-    # a file name on every file system: <name>.validation.json stays under 255 bytes
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=128)]
+def _entries() -> Any:
+    """The spec's release entries: the entry model of each registered kind
+    (:data:`dpframe.jobs.kinds.KINDS`, ``Release.spec_model``), told apart by ``kind``."""
+    models = [cls.spec_model for cls in KINDS.values() if cls.spec_model is not None]
+    return Annotated[reduce(operator.or_, models), Field(discriminator="kind")]
 
-    def epsilon_total(self) -> Fraction:
-        raise NotImplementedError
+
+if TYPE_CHECKING:
+    ReleaseSpec: TypeAlias = SpecEntry
+else:
+    ReleaseSpec = _entries()
 
 
-class GroupedSpec(_Release):
-    kind: Literal["grouped"]
-    by: list[str] = Field(min_length=1)
-    margins: str
-    unknown_keys: Annotated[str, BeforeValidator(spec_field("unknown_keys"))] = Field(
-        "error",
-        description="records whose keys are not in the margins: 'error' (refused, before "
-        "anything is charged) or 'drop' (left out, as group_by(unknown_keys='drop'))",
+def rebuild_entries() -> None:
+    """Build the spec's release entries again from the registry of kinds (after a kind
+    is registered at run time, as ``tests/jobs/test_new_kind.py`` does)."""
+    global ReleaseSpec
+    ReleaseSpec = _entries()
+    Spec.__pydantic_fields__["release"] = FieldInfo.from_annotated_attribute(
+        list[ReleaseSpec], Field(min_length=1)
     )
-    statistics: list[StatisticSpec] = Field(min_length=1)
-    unit: str | None = Field(
-        None,
-        min_length=1,
-        description="this release's person column, on a record ledger (a person-level "
-        "release also protects every row); default: the spec's [privacy] unit",
-    )
-    max_rows: Annotated[int | None, BeforeValidator(spec_field("max_rows", optional=True))] = None
-    max_groups: Annotated[int | None, BeforeValidator(spec_field("max_groups", optional=True))] = (
-        None
-    )
-    nonnegative: Annotated[bool, BeforeValidator(spec_field("nonnegative"))] = Field(
-        True,
-        description="clamp released counts (and sums of non-negative values) at 0: "
-        "post-processing, so the table passes 'counts >= 0'",
-    )
-    nulls: Annotated[str | dict[str, float | str], BeforeValidator(nulls_as_written)] = Field(
-        "refuse",
-        description="records with a null or NaN in a key or a statistic's column: "
-        "'refuse', 'drop' (refused with public sizes), or {column = fill value}",
-    )
-
-    @field_validator("by")
-    @classmethod
-    def _distinct_keys(cls, v: list[str]) -> list[str]:
-        try:
-            return check_key_names(v, "by")
-        except InvalidParameterError as exc:  # the error's place already says "by"
-            raise ValueError(str(exc).removeprefix("by: ")) from None
-
-    def epsilon_total(self) -> Fraction:
-        return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
-
-
-def _prior(value: Any) -> Any:
-    """PRAM's ``prior``: a name checked as :func:`dpframe.pram.release` checks it (its
-    option set, ``PRIOR_KINDS``), or a distribution (checked by the release)."""
-    return check("prior", value) if isinstance(value, str) else value
-
-
-class PramColumnSpec(_Model):
-    column: str
-    epsilon: PositiveEps
-    categories: list[Any] | None = None
-    prior: Annotated[str | dict[str, float] | list[float], BeforeValidator(_prior)] = Field(
-        "uniform",
-        description="'uniform', 'dp' (a DP estimate, spending part of the column's "
-        "epsilon), or a public distribution: as dpframe.pram.release takes it",
-    )
-    diagonal: Diagonal = "optimal"
-    design: Annotated[str, BeforeValidator(spec_field("design"))] = Field(
-        "auto",
-        description="'auto': for estimation (estimable not false), the least estimator "
-        "variance among k-RR, the paper's design and (up to 10 categories) the variance "
-        "search; otherwise the paper's design. 'paper': the MI optimum within the paper's "
-        "family; 'global': over every epsilon-DP matrix (needs estimable = false unless it "
-        "is invertible); 'variance': the least estimator variance found (up to 12 "
-        "categories)",
-    )
-    estimable: Annotated[bool | float, BeforeValidator(spec_field("estimable"))] = Field(
-        True,
-        description="keep the matrix invertible so shares can be estimated (True: a 5% "
-        "margin from 1/S; a number in (0, 1]: that margin; false: the plain optimum)",
-    )
-
-
-class PramSpec(_Release):
-    kind: Literal["pram"]
-    columns: list[PramColumnSpec] = Field(min_length=1)
-    unit: str | None = Field(
-        None,
-        min_length=1,
-        description="this release's person column, on a record ledger: every row is "
-        "randomized, each at epsilon / max_rows, and a person with more than max_rows rows "
-        "is refused; default: the spec's [privacy] unit",
-    )
-    max_rows: Annotated[int | None, BeforeValidator(spec_field("max_rows", optional=True))] = None
-    public: list[str] = Field(
-        default_factory=list,
-        description="other columns of the input published beside the randomized ones, as "
-        "they are (dpframe.pram.release(keep=...)): public by your choice",
-    )
-
-    @field_validator("columns")
-    @classmethod
-    def _distinct(cls, v: list[PramColumnSpec]) -> list[PramColumnSpec]:
-        column_specs([c.model_dump() for c in v])  # dpframe.pram.release's rule
-        return v
-
-    def epsilon_total(self) -> Fraction:
-        return exact_sum(c.epsilon for c in self.columns)
-
-
-class ProportionsSpec(_Release):
-    kind: Literal["proportions"]
-    column: str
-    epsilon: PositiveEps
-    categories: list[Any] | None = None
-    n: Annotated[int | None, BeforeValidator(spec_field("proportions_n", optional=True))] = Field(
-        None, description="public size; default: the input's rows"
-    )
-    strategy: Strategy = "rescale"
-    method: Method = "truncated"
-    tolerance: Annotated[float, Field(gt=0, lt=0.5)] = 1e-9
-
-    def epsilon_total(self) -> Fraction:
-        return exact(self.epsilon)
-
-
-class CovarianceSpec(_Release):
-    kind: Literal["covariance"]
-    columns: list[str] = Field(min_length=2)
-    bounds: list[tuple[Finite, Finite]]
-    epsilon: PositiveEps
-    n: Annotated[int | None, BeforeValidator(spec_field("covariance_n", optional=True))] = None
-    method: Method = "truncated"
-    repair: Repair = None
-
-    @model_validator(mode="after")
-    def _bounds(self) -> CovarianceSpec:
-        # the columns' and bounds' rules of dpframe.covariance_matrix, in its words
-        check_covariance_arguments(self.columns, self.bounds)
-        return self
-
-    def epsilon_total(self) -> Fraction:
-        return exact(self.epsilon)
-
-
-ReleaseSpec = Annotated[
-    GroupedSpec | PramSpec | ProportionsSpec | CovarianceSpec, Field(discriminator="kind")
-]
+    Spec.model_rebuild(force=True)
 
 
 class Spec(_Model):
@@ -526,55 +303,8 @@ class Spec(_Model):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"release names must be unique; repeated: {dup}")
-        for r in self.release:
-            if isinstance(r, GroupedSpec) and r.margins not in self.margins:
-                raise ValueError(
-                    f"release {r.name!r}: margins {r.margins!r} is not defined under [margins]"
-                )
-            if isinstance(r, GroupedSpec) and self.margins[r.margins].sizes is None:
-                default = StatisticSpec.model_fields["method"].default
-                chosen = [  # (the default, as a stored resolved spec spells it, is no choice)
-                    s.name or s.column or s.x
-                    for s in r.statistics
-                    if "method" in s.model_fields_set and s.method != default
-                ]
-                if chosen:
-                    raise ValueError(
-                        f"release {r.name!r}: method= ({chosen}) applies only with public "
-                        f"group sizes (margins.{r.margins}.sizes); without them means, "
-                        "proportions and variances are ratios of noisy sums and counts"
-                    )
-            person = getattr(r, "unit", None) or self.privacy.unit
-            if isinstance(r, GroupedSpec | PramSpec) and person != "record":
-                stated = BOUNDS if isinstance(r, GroupedSpec) else ("max_rows",)
-                given = {
-                    b: getattr(self.privacy, b) if getattr(r, b) is None else getattr(r, b)
-                    for b in stated
-                }
-                problem = missing_bounds(person, given, stated)
-                if problem is not None:
-                    raise ValueError(f"release {r.name!r}: {problem}")
-            if isinstance(r, GroupedSpec | PramSpec) and r.unit is not None:
-                if self.privacy.unit not in ("record", r.unit):
-                    raise ValueError(
-                        f"release {r.name!r}: unit {r.unit!r} differs from the ledger's person "
-                        f"column {self.privacy.unit!r}; leave it out to take the spec's"
-                    )
-                if r.unit == "record" and self.privacy.unit != "record":
-                    raise ValueError(f"release {r.name!r}: this ledger protects people")
-            needs = None
-            if isinstance(r, ProportionsSpec | CovarianceSpec):
-                needs = "dataset size"
-            elif isinstance(r, PramSpec):
-                needs = "pram"
-            elif isinstance(r, GroupedSpec) and self.margins[r.margins].sizes is not None:
-                needs = "public sizes"
-                try:  # the rule of dpframe.core.missing: dropping records changes the sizes
-                    check_nulls(r.nulls, public_sizes=True)
-                except InvalidParameterError as exc:
-                    raise ValueError(f"release {r.name!r}: {exc}") from None
-            if needs:  # the rule of dpframe.core.neighbours, checked before anything runs
-                require_substitute(self.privacy.neighbours, needs, argument=f"release {r.name!r}")
+        for r in self.release:  # each kind's rules within the whole spec
+            r.check_in(self)
         if self.frame is not None and not is_input_frame(self.frame):
             raise ValueError(
                 "frame must be a polars LazyFrame or DataFrame, or a Spark DataFrame, "

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from fractions import Fraction
+from typing import Annotated, Any, Literal
 
 import polars as pl
+from pydantic import BeforeValidator, Field, model_validator
 
-from dpframe.core.constraints import check, check_categories
+from dpframe.core.budget import exact
+from dpframe.core.constraints import check, check_categories, spec_field
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.sensitivity import variance_bound
@@ -40,7 +43,15 @@ from dpframe.polars.expectations import (
     start,
     values_like,
 )
-from dpframe.polars.release import Release
+from dpframe.polars.release import (
+    Finite,
+    Method,
+    PositiveEps,
+    Release,
+    SpecContext,
+    SpecEntry,
+    spec_categories,
+)
 
 __all__ = [
     "CovarianceMatrixRelease",
@@ -89,6 +100,47 @@ def check_covariance_arguments(
     return names, bound_pairs(bounds, len(names))
 
 
+class ProportionsSpec(SpecEntry):
+    kind: Literal["proportions"]
+    column: str
+    epsilon: PositiveEps
+    categories: list[Any] | None = None
+    n: Annotated[int | None, BeforeValidator(spec_field("proportions_n", optional=True))] = Field(
+        None, description="public size; default: the input's rows"
+    )
+    strategy: Annotated[str, BeforeValidator(spec_field("strategy"))] = "rescale"
+    method: Method = "truncated"
+    tolerance: Annotated[float, Field(gt=0, lt=0.5)] = 1e-9
+
+    def check_in(self, spec: Any) -> None:
+        self.require_substitute(spec, "dataset size")
+
+    def epsilon_total(self) -> Fraction:
+        return exact(self.epsilon)
+
+
+class CovarianceSpec(SpecEntry):
+    kind: Literal["covariance"]
+    columns: list[str] = Field(min_length=2)
+    bounds: list[tuple[Finite, Finite]]
+    epsilon: PositiveEps
+    n: Annotated[int | None, BeforeValidator(spec_field("covariance_n", optional=True))] = None
+    method: Method = "truncated"
+    repair: Annotated[str | None, BeforeValidator(spec_field("repair"))] = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> CovarianceSpec:
+        # the columns' and bounds' rules of dpframe.covariance_matrix, in its words
+        check_covariance_arguments(self.columns, self.bounds)
+        return self
+
+    def check_in(self, spec: Any) -> None:
+        self.require_substitute(spec, "dataset size")
+
+    def epsilon_total(self) -> Fraction:
+        return exact(self.epsilon)
+
+
 class CovarianceMatrixRelease(Release[pl.DataFrame]):
     """The release of a covariance matrix (see :func:`covariance_matrix`).
 
@@ -111,6 +163,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
     """
 
     kind = "covariance matrix"
+    spec_model = CovarianceSpec
 
     def __init__(
         self,
@@ -162,6 +215,23 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
     def output_types(self) -> dict[str, str]:
         """The released columns and their dtypes: the variable's name, then one per variable."""
         return covariance_output_types(self.columns)
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """``dpframe.covariance_matrix(...)`` of a spec's ``kind = "covariance"`` entry."""
+        return cls(
+            context.frame,
+            entry.columns,
+            [tuple(b) for b in entry.bounds],
+            epsilon=entry.epsilon,
+            n=entry.n if entry.n is not None else context.rows(),
+            method=entry.method,
+            calibration="exact",
+            repair=entry.repair,
+            accountant=context.accountant,
+            seed=context.source(entry),
+            neighbours=context.neighbours,
+        )
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "covariance"``, columns, bounds, ``n``."""
@@ -277,6 +347,7 @@ class ProportionsRelease(Release[pl.DataFrame]):
     """
 
     kind = "proportions"
+    spec_model = ProportionsSpec
 
     def __init__(
         self,
@@ -323,6 +394,24 @@ class ProportionsRelease(Release[pl.DataFrame]):
         """The released columns and their dtypes (the category column's is the input's if
         an Enum or an integer)."""
         return {self.column: str(self._categories().dtype), "proportion": "Float64"}
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """``dpframe.proportions(...)`` of a spec's ``kind = "proportions"`` entry."""
+        return cls(
+            context.frame,
+            entry.column,
+            epsilon=entry.epsilon,
+            n=entry.n if entry.n is not None else context.rows(),
+            categories=spec_categories(entry, entry.column, entry.categories, context),
+            strategy=entry.strategy,
+            method=entry.method,
+            calibration="exact",
+            accountant=context.accountant,
+            seed=context.source(entry),
+            neighbours=context.neighbours,
+            dtype=context.schema.get(entry.column),
+        )
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "proportions"``, column, categories."""

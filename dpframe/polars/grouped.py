@@ -20,21 +20,26 @@ The maths of each statistic is :mod:`dpframe.mechanisms.statistics` (``dpframe.a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from fractions import Fraction
+from typing import Annotated, Any, Literal, cast
 
 import numpy as np
 import polars as pl
 import polars.selectors as cs
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from dpframe.core.advice import advise
+from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import (
     INT64_MAX,
     check,
     check_key_names,
+    spec_field,
 )
 from dpframe.core.executor import MechanismPlan
+from dpframe.core.missing import as_written as nulls_as_written
 from dpframe.core.missing import check_nulls
-from dpframe.core.units import PrivacyUnit
+from dpframe.core.units import BOUNDS, PrivacyUnit
 from dpframe.engines.bounding import check_unit
 from dpframe.engines.driver import (
     check_fill,
@@ -46,6 +51,7 @@ from dpframe.engines.driver import (
     textual_key,
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
+from dpframe.mechanisms import statistics as agg
 from dpframe.mechanisms.statistics import (
     Drawn,
     Statistic,
@@ -64,9 +70,160 @@ from dpframe.polars.expectations import (
     values_like,
     variance_cap,
 )
-from dpframe.polars.release import Release, Summary, as_summary, bounded_unit, resolve_accountant
+from dpframe.polars.release import (
+    Finite,
+    Method,
+    OptionalEps,
+    Release,
+    SpecContext,
+    SpecEntry,
+    SpecModel,
+    Summary,
+    as_summary,
+    bounded_unit,
+    resolve_accountant,
+)
 
-__all__ = ["GroupBy", "GroupedRelease", "group_by", "grouped_columns", "grouped_suite"]
+__all__ = [
+    "GroupBy",
+    "GroupedRelease",
+    "GroupedSpec",
+    "StatisticSpec",
+    "group_by",
+    "grouped_columns",
+    "grouped_suite",
+    "statistic",
+]
+
+
+class StatisticSpec(SpecModel):
+    stat: Annotated[str, BeforeValidator(spec_field("stat"))]
+    epsilon: OptionalEps = None
+    mechanism: Annotated[str, BeforeValidator(spec_field("mechanism"))] = Field(
+        "laplace", description="a count's or sum's noise: 'laplace' (epsilon) or 'gaussian'"
+    )
+    rho: Annotated[float | None, BeforeValidator(spec_field("rho", optional=True))] = None
+    sigma: Annotated[float | None, BeforeValidator(spec_field("sigma", optional=True))] = None
+    column: str | None = None
+    x: str | None = None
+    y: str | None = None
+    lower: Finite | None = None
+    upper: Finite | None = None
+    lower_y: Finite | None = None
+    upper_y: Finite | None = None
+    method: Method = "truncated"
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _fields(self) -> StatisticSpec:
+        s = self.stat
+        if s not in ("count", "sum"):  # (fields dpframe.agg.<stat> does not take)
+            if self.mechanism == "gaussian":
+                raise ValueError(f"mechanism = 'gaussian' is for counts and sums, not {s}")
+            extra = [f for f in ("rho", "sigma") if getattr(self, f) is not None]
+            if extra:
+                raise ValueError(
+                    f"a {s} takes no {', '.join(extra)} (Gaussian noise is for counts and sums)"
+                )
+        if s == "count":
+            extra = [f for f in ("column", "lower", "upper") if getattr(self, f) is not None]
+            if extra:
+                raise ValueError(f"a count takes no {', '.join(extra)}")
+        elif s == "cov":
+            missing = [
+                f
+                for f in ("x", "y", "lower", "upper", "lower_y", "upper_y")
+                if getattr(self, f) is None
+            ]
+            if missing:
+                raise ValueError(f"cov needs {', '.join(missing)} (x, y and both pairs of bounds)")
+        elif s == "proportion":
+            if self.column is None:
+                raise ValueError("proportion needs column= (a 0/1 column)")
+        else:
+            missing = [f for f in ("column", "lower", "upper") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"{s} needs {', '.join(missing)}")
+        statistic(self)  # the noise and bounds rules of dpframe.agg.<stat>, in its words
+        return self
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        if self.stat == "proportion":
+            return (0.0, 1.0)
+        if self.lower is None or self.upper is None:
+            return None
+        return (self.lower, self.upper)
+
+
+class GroupedSpec(SpecEntry):
+    kind: Literal["grouped"]
+    by: list[str] = Field(min_length=1)
+    margins: str
+    unknown_keys: Annotated[str, BeforeValidator(spec_field("unknown_keys"))] = Field(
+        "error",
+        description="records whose keys are not in the margins: 'error' (refused, before "
+        "anything is charged) or 'drop' (left out, as group_by(unknown_keys='drop'))",
+    )
+    statistics: list[StatisticSpec] = Field(min_length=1)
+    unit: str | None = Field(
+        None,
+        min_length=1,
+        description="this release's person column, on a record ledger (a person-level "
+        "release also protects every row); default: the spec's [privacy] unit",
+    )
+    max_rows: Annotated[int | None, BeforeValidator(spec_field("max_rows", optional=True))] = None
+    max_groups: Annotated[int | None, BeforeValidator(spec_field("max_groups", optional=True))] = (
+        None
+    )
+    nonnegative: Annotated[bool, BeforeValidator(spec_field("nonnegative"))] = Field(
+        True,
+        description="clamp released counts (and sums of non-negative values) at 0: "
+        "post-processing, so the table passes 'counts >= 0'",
+    )
+    nulls: Annotated[str | dict[str, float | str], BeforeValidator(nulls_as_written)] = Field(
+        "refuse",
+        description="records with a null or NaN in a key or a statistic's column: "
+        "'refuse', 'drop' (refused with public sizes), or {column = fill value}",
+    )
+
+    @field_validator("by")
+    @classmethod
+    def _distinct_keys(cls, v: list[str]) -> list[str]:
+        try:
+            return check_key_names(v, "by")
+        except InvalidParameterError as exc:  # the error's place already says "by"
+            raise ValueError(str(exc).removeprefix("by: ")) from None
+
+    def check_in(self, spec: Any) -> None:
+        if self.margins not in spec.margins:
+            raise ValueError(
+                f"release {self.name!r}: margins {self.margins!r} is not defined under [margins]"
+            )
+        sizes = spec.margins[self.margins].sizes
+        if sizes is None:
+            default = StatisticSpec.model_fields["method"].default
+            chosen = [  # (the default, as a stored resolved spec spells it, is no choice)
+                s.name or s.column or s.x
+                for s in self.statistics
+                if "method" in s.model_fields_set and s.method != default
+            ]
+            if chosen:
+                raise ValueError(
+                    f"release {self.name!r}: method= ({chosen}) applies only with public "
+                    f"group sizes (margins.{self.margins}.sizes); without them means, "
+                    "proportions and variances are ratios of noisy sums and counts"
+                )
+        self.check_person(spec, BOUNDS)
+        if sizes is not None:
+            try:  # the rule of dpframe.core.missing: dropping records changes the sizes
+                check_nulls(self.nulls, public_sizes=True)
+            except InvalidParameterError as exc:
+                raise ValueError(f"release {self.name!r}: {exc}") from None
+            self.require_substitute(spec, "public sizes")
+
+    def epsilon_total(self) -> Fraction:
+        return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
 
 
 def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> Any:
@@ -245,6 +402,7 @@ class GroupedRelease(Release[pl.DataFrame]):
     """
 
     kind = "grouped release"
+    spec_model = GroupedSpec
     person_level = True
     required_facts = ("margins",)
 
@@ -414,6 +572,23 @@ class GroupedRelease(Release[pl.DataFrame]):
     def output_types(self) -> dict[str, str]:
         """The released statistic columns (after the keys) and their dtypes."""
         return grouped_output_types(self.to_spec())
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """``dpframe.group_by(...).agg(...)`` of a spec's ``kind = "grouped"`` entry."""
+        return GroupBy(
+            context.frame,
+            entry.by,
+            margins=context.margins(entry),
+            sizes=context.margins_sizes(entry),
+            unknown_keys=entry.unknown_keys,
+            accountant=context.accountant,
+            seed=context.source(entry),
+            neighbours=context.neighbours,
+            nonnegative=entry.nonnegative,
+            nulls=entry.nulls,
+            **context.unit(entry),
+        ).agg(*[statistic(s) for s in entry.statistics])
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "grouped"``, its keys and statistics."""
@@ -1058,3 +1233,34 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     if sizes is not None:
         _expect_sizes(suite, frame, keys, public, margins, sizes, nullable)
     return suite
+
+
+def statistic(s: Any) -> Statistic:
+    """The ``dpframe.agg`` statistic a spec's statistic entry describes."""
+    name = {"name": s.name} if s.name is not None else {}
+    noise = {"epsilon": s.epsilon, "mechanism": s.mechanism, "rho": s.rho, "sigma": s.sigma}
+    if s.stat == "count":
+        return agg.count(**noise, **name)
+    if s.stat == "sum":
+        return agg.sum(s.column, lower=s.lower, upper=s.upper, **noise, **name)
+    if s.stat == "mean":
+        return agg.mean(
+            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
+        )
+    if s.stat == "proportion":
+        return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
+    if s.stat == "var":
+        return agg.var(
+            s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
+        )
+    return agg.cov(
+        s.x,
+        s.y,
+        lower_x=s.lower,
+        upper_x=s.upper,
+        lower_y=s.lower_y,
+        upper_y=s.upper_y,
+        epsilon=s.epsilon,
+        method=s.method,
+        **name,
+    )

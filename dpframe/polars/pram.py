@@ -34,13 +34,16 @@ import threading
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from fractions import Fraction
+from typing import Annotated, Any, Literal, cast
 
 import numpy as np
 import polars as pl
+from pydantic import BeforeValidator, Field, field_validator
 
 from dpframe.core.accountant import Accountant, Charge, LedgerEntry
-from dpframe.core.constraints import check_categories
+from dpframe.core.budget import exact_sum
+from dpframe.core.constraints import check, check_categories, spec_field
 from dpframe.core.executor import MechanismPlan, Step
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.units import PrivacyUnit, check_person_rows
@@ -89,7 +92,16 @@ from dpframe.polars.expectations import (
     values_like,
 )
 from dpframe.polars.io import METADATA_KEY, guard_release_output, provenance_json
-from dpframe.polars.release import Release, bounded_unit, resolve_accountant
+from dpframe.polars.release import (
+    PositiveEps,
+    Release,
+    SpecContext,
+    SpecEntry,
+    SpecModel,
+    bounded_unit,
+    resolve_accountant,
+    spec_categories,
+)
 from dpframe.polars.runner import RunnerRelease, current_run
 
 __all__ = [
@@ -474,10 +486,74 @@ def column_specs(columns: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _prior(value: Any) -> Any:
+    """PRAM's ``prior``: a name checked as :func:`dpframe.pram.release` checks it (its
+    option set, ``PRIOR_KINDS``), or a distribution (checked by the release)."""
+    return check("prior", value) if isinstance(value, str) else value
+
+
+class PramColumnSpec(SpecModel):
+    column: str
+    epsilon: PositiveEps
+    categories: list[Any] | None = None
+    prior: Annotated[str | dict[str, float] | list[float], BeforeValidator(_prior)] = Field(
+        "uniform",
+        description="'uniform', 'dp' (a DP estimate, spending part of the column's "
+        "epsilon), or a public distribution: as dpframe.pram.release takes it",
+    )
+    diagonal: Annotated[str, BeforeValidator(spec_field("diagonal"))] = "optimal"
+    design: Annotated[str, BeforeValidator(spec_field("design"))] = Field(
+        "auto",
+        description="'auto': for estimation (estimable not false), the least estimator "
+        "variance among k-RR, the paper's design and (up to 10 categories) the variance "
+        "search; otherwise the paper's design. 'paper': the MI optimum within the paper's "
+        "family; 'global': over every epsilon-DP matrix (needs estimable = false unless it "
+        "is invertible); 'variance': the least estimator variance found (up to 12 "
+        "categories)",
+    )
+    estimable: Annotated[bool | float, BeforeValidator(spec_field("estimable"))] = Field(
+        True,
+        description="keep the matrix invertible so shares can be estimated (True: a 5% "
+        "margin from 1/S; a number in (0, 1]: that margin; false: the plain optimum)",
+    )
+
+
+class PramSpec(SpecEntry):
+    kind: Literal["pram"]
+    columns: list[PramColumnSpec] = Field(min_length=1)
+    unit: str | None = Field(
+        None,
+        min_length=1,
+        description="this release's person column, on a record ledger: every row is "
+        "randomized, each at epsilon / max_rows, and a person with more than max_rows rows "
+        "is refused; default: the spec's [privacy] unit",
+    )
+    max_rows: Annotated[int | None, BeforeValidator(spec_field("max_rows", optional=True))] = None
+    public: list[str] = Field(
+        default_factory=list,
+        description="other columns of the input published beside the randomized ones, as "
+        "they are (dpframe.pram.release(keep=...)): public by your choice",
+    )
+
+    @field_validator("columns")
+    @classmethod
+    def _distinct(cls, v: list[PramColumnSpec]) -> list[PramColumnSpec]:
+        column_specs([c.model_dump() for c in v])  # dpframe.pram.release's rule
+        return v
+
+    def check_in(self, spec: Any) -> None:
+        self.check_person(spec, ("max_rows",))
+        self.require_substitute(spec, "pram")
+
+    def epsilon_total(self) -> Fraction:
+        return exact_sum(c.epsilon for c in self.columns)
+
+
 class MicrodataRelease(Release[list[ArmedPram]]):
     """PRAM of whole columns of a frame, written once (see :func:`release`)."""
 
     kind = "PRAM microdata"
+    spec_model = PramSpec
     rowwise = True
     required_facts = ("input_rows",)
     substitute_only = "pram"
@@ -558,6 +634,30 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         in its input dtype (from the public schema)."""
         schema = self.engine.schema()
         return {c: str(schema[c]) for c in [*self.columns, *self.keep]}
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """``dpframe.pram.release(...)`` of a spec's ``kind = "pram"`` entry."""
+        columns = []
+        for c in entry.columns:
+            if c.column not in context.schema:
+                raise context.error(
+                    f"release {entry.name!r}: column {c.column!r} is not in the input"
+                )
+            spec = c.model_dump()
+            spec["categories"] = spec_categories(entry, c.column, c.categories, context)
+            columns.append(spec)
+        unit = context.unit(entry)  # PRAM has no groups: only the person and max_rows
+        return cls(
+            context.frame,
+            columns,
+            keep=entry.public,
+            accountant=context.accountant,
+            seed=context.source(entry),
+            neighbours=context.neighbours,
+            unit=unit.get("unit"),
+            max_rows=unit.get("max_rows"),
+        )
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """Its arguments as a spec entry: ``kind = "pram"``, its columns and categories, and

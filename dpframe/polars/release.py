@@ -33,17 +33,19 @@ import html
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, cast
+from fractions import Fraction
+from typing import Annotated, Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 import polars as pl
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
 from dpframe.core.budget import exact_sum
-from dpframe.core.constraints import check
+from dpframe.core.constraints import check, spec_field
 from dpframe.core.executor import SUMMARY_FIELDS, MechanismPlan, Once, Step, execute
 from dpframe.core.neighbours import OTHER, require_substitute, short_reason
 from dpframe.core.randomness import RandomSource, as_source
-from dpframe.core.units import BOUNDS, RECORD, PrivacyUnit, as_unit
+from dpframe.core.units import BOUNDS, RECORD, PrivacyUnit, as_unit, missing_bounds
 from dpframe.engines import Engine, engine_for
 from dpframe.errors import DPFrameError, InvalidParameterError
 from dpframe.polars.expectations import Suite
@@ -51,10 +53,14 @@ from dpframe.polars.expectations import Suite
 __all__ = [
     "SUMMARY_SCHEMA",
     "Release",
+    "SpecContext",
+    "SpecEntry",
+    "SpecModel",
     "Summary",
     "as_summary",
     "bounded_unit",
     "resolve_accountant",
+    "spec_categories",
     "summary_frame",
 ]
 
@@ -192,6 +198,135 @@ def resolve_unit(unit: Any, accountant: Accountant | None, person_level: bool) -
 ResultT = TypeVar("ResultT")
 
 
+class SpecModel(BaseModel):
+    """A part of a release spec: every field named, none coerced, frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# a spec entry's fields, each checked by its parameter's constraint of
+# dpframe.core.constraints, as the Python functions check it (no string taken as a number)
+PositiveEps = Annotated[float, BeforeValidator(spec_field("epsilon"))]
+OptionalEps = Annotated[float | None, BeforeValidator(spec_field("epsilon", optional=True))]
+Finite = Annotated[float, BeforeValidator(spec_field("bound"))]
+Method = Annotated[str, BeforeValidator(spec_field("method"))]
+
+
+class SpecEntry(SpecModel):
+    """A release spec's entry of one kind (``[[release]] kind = "..."``): its name and the
+    keyword arguments of the kind's public function, checked by the function's own rules.
+
+    A kind declares its entry beside its release class (``Release.spec_model``, with a
+    ``kind: Literal["..."]`` field); :mod:`dpframe.jobs.spec` builds the spec's entries
+    from the registry of kinds (:data:`dpframe.jobs.kinds.KINDS`).
+    """
+
+    # a file name on every file system: <name>.validation.json stays under 255 bytes
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=128)]
+
+    def epsilon_total(self) -> Fraction:
+        """The epsilon the entry charges, exactly."""
+        raise NotImplementedError
+
+    def check_in(self, spec: Any) -> None:
+        """Refuse (``ValueError``, naming the release) what this entry cannot be within
+        the whole ``spec`` (its margins, privacy unit, neighbour relation): checked when
+        the spec is validated, before anything runs."""
+
+    def check_person(self, spec: Any, stated: tuple[str, ...]) -> None:
+        """The person unit's rules for an entry with its own ``unit`` and the bounds
+        ``stated``: each bound given (here or under ``[privacy]``), and no other person
+        than the ledger's."""
+        own = getattr(self, "unit", None)
+        person = own or spec.privacy.unit
+        if person != "record":
+            given = {
+                b: getattr(spec.privacy, b) if getattr(self, b) is None else getattr(self, b)
+                for b in stated
+            }
+            problem = missing_bounds(person, given, stated)
+            if problem is not None:
+                raise ValueError(f"release {self.name!r}: {problem}")
+        if own is not None:
+            if spec.privacy.unit not in ("record", own):
+                raise ValueError(
+                    f"release {self.name!r}: unit {own!r} differs from the ledger's person "
+                    f"column {spec.privacy.unit!r}; leave it out to take the spec's"
+                )
+            if own == "record" and spec.privacy.unit != "record":
+                raise ValueError(f"release {self.name!r}: this ledger protects people")
+
+    def require_substitute(self, spec: Any, needs: str) -> None:
+        """The rule of :mod:`dpframe.core.neighbours` for a kind that needs substitute
+        neighbours (``needs``: a key of its ``REASONS``), checked before anything runs."""
+        require_substitute(spec.privacy.neighbours, needs, argument=f"release {self.name!r}")
+
+
+class SpecContext(Protocol):
+    """What a job gives a release kind's :meth:`Release.from_spec`: its input and the
+    job's public facts (declared here so that ``polars/`` never imports ``jobs/``; the
+    job's :class:`dpframe.jobs.planning.Context` is one)."""
+
+    @property
+    def frame(self) -> Any:
+        """The input (a polars or a Spark frame), never read by ``from_spec``."""
+        ...
+
+    @property
+    def schema(self) -> pl.Schema:
+        """The input's schema."""
+        ...
+
+    @property
+    def accountant(self) -> Any:
+        """The job's accountant (its ledger), charged by the release when it runs."""
+        ...
+
+    @property
+    def neighbours(self) -> str:
+        """The spec's neighbour relation."""
+        ...
+
+    @property
+    def error(self) -> type[InvalidParameterError]:
+        """The error a spec entry's mistake raises (the spec's own error class)."""
+        ...
+
+    def rows(self) -> int:
+        """The input's row count (public under substitute neighbours), counted once."""
+        ...
+
+    def source(self, entry: Any) -> RandomSource:
+        """Release ``entry``'s random source (secure, or derived from a seeded spec)."""
+        ...
+
+    def unit(self, entry: Any) -> dict[str, Any]:
+        """Release ``entry``'s privacy unit as the release objects take it."""
+        ...
+
+    def margins(self, entry: Any) -> pl.DataFrame:
+        """The public key frame of margins ``entry.margins`` fitted to ``entry.by``."""
+        ...
+
+    def margins_sizes(self, entry: Any) -> str | None:
+        """The public sizes column of margins ``entry.margins``, if any."""
+        ...
+
+
+def spec_categories(entry: Any, column: str, categories: Any, context: SpecContext) -> list[Any]:
+    """A spec entry's categories of ``column``, else those its input's Enum dtype
+    declares: never taken from the data."""
+    if categories is not None:
+        return list(categories)
+    dtype = context.schema.get(column)
+    if isinstance(dtype, pl.Enum):
+        return dtype.categories.to_list()
+    raise context.error(
+        f"release {entry.name!r}: give the categories of {column!r} in the spec (or make it "
+        "an Enum): they are never taken from the data"
+    )
+
+
 class Release(Generic[ResultT]):
     """Base of the frame-level release objects (see the module docstring).
 
@@ -226,6 +361,9 @@ class Release(Generic[ResultT]):
     #: the facts its suite cannot do without (asked of the input, or of the file it wrote,
     #: when its file does not record them)
     required_facts: tuple[str, ...] = ()
+    #: its release spec entry (``kind = "..."`` and the public function's arguments;
+    #: None: no spec entry), read by ``from_spec``
+    spec_model: ClassVar[type[SpecEntry] | None] = None
 
     def __init__(
         self,
@@ -300,6 +438,13 @@ class Release(Generic[ResultT]):
         raise NotImplementedError
 
     # -- the declaration: its spec entry, its file's facts, its suite -----------------------
+
+    @classmethod
+    def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
+        """The release a spec's entry of this kind describes (its validated arguments),
+        over the job's input and public facts (``context``): nothing is read but the
+        schema and, for a kind that needs it, the row count."""
+        raise InvalidParameterError(f"a {cls.kind} has no release spec entry")
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
         """The release's arguments as a release spec's entry (``name``, ``kind`` and the

@@ -85,7 +85,7 @@ def test_one_release_command_plans_once_builds_once_and_counts_the_rows_once(tmp
     for module in (dpframe.jobs, dpframe.jobs.planning, dpframe.jobs.job):
         monkeypatch.setattr(module, "plan", counted_plan)
     # build: the registry's function, and every release object constructed, by class
-    for module in (dpframe.jobs.kinds, dpframe.jobs.planning):
+    for module in (dpframe.jobs.planning,):
         _count(monkeypatch, module, "build", calls)
     built: Counter[str] = Counter()
     real_init = Release.__init__
