@@ -591,6 +591,10 @@ def _run(
     return result
 
 
+#: the facts a published file may record for its checks (every kind's ``facts()``)
+FILE_FACTS = ("input_rows", "margins", "sizes")
+
+
 def _check_file(r: Any, path: Path, given: dict[str, Any], input_engine: Any) -> Any:
     """Check one published file of release ``r`` with what its provenance recorded (and
     the public ``given`` facts, which take precedence): never its input, unless the file
@@ -601,6 +605,10 @@ def _check_file(r: Any, path: Path, given: dict[str, Any], input_engine: Any) ->
     except InvalidParameterError:  # no provenance: checked against the spec alone
         recorded, entries = {}, ()
     cls = release_class(r)
+    # a file records only the facts a release declares (its facts(): margins, sizes, the
+    # input's rows); what a caller or an engine gives a check (keep, value_counts) is
+    # never read from a file: a doctored one would pass a column it never randomized
+    recorded = {k: v for k, v in recorded.items() if k in FILE_FACTS}
     # the facts recorded and what its ledger entries record (their details are
     # hash-verified), not today's input or the file's own dtypes
     facts = cls.read_facts({**recorded, **given}, entries)
