@@ -22,7 +22,9 @@ them):
 
 :func:`bounded_frame` returns the kept records lazily (the choices are drawn once, when
 it is called, so every evaluation of the result sees the same rows for a frame with a
-stable row order); :func:`bounded_grouped_parts` is the fast path of a grouped release
+stable row order; every kept pair's rows are numbered when read again, so no pair keeps
+more than ``max_rows`` rows nor a person an unchosen group if the input changed);
+:func:`bounded_grouped_parts` is the fast path of a grouped release
 of counts and sums: the compiled kernel where the codes are the values' integers, else
 the pairs by polars; it never goes back to the rows except for oversized pairs.
 
@@ -216,14 +218,20 @@ def bounded_frame(
     person, r = unit.person, unit.max_rows
     rng = (source or RandomSource()).generator()
     key = rule_key(rng)
-    every = _pairs(frame, person, keys, [])
-    pairs = _choose_groups(every, person, keys, unit.max_groups, key)
+    pairs = _choose_groups(_pairs(frame, person, keys, []), person, keys, unit.max_groups, key)
     on = [person, *keys]
     small = pairs.filter(pl.col(_N) <= r)
     big = pairs.filter(pl.col(_N) > r)
-    if big.height == 0 and pairs.height == every.height:
-        return frame  # everyone is within the bounds
-    kept = frame.join(small.lazy().select(on), on=on, how="semi", nulls_equal=True)
+    # the records are read again when the result is collected: even a pair within the
+    # bounds when chosen keeps its first r rows only (and only the pairs chosen), so the
+    # caps hold on an input that changes between the reads (as on Spark)
+    position = pl.int_range(pl.len(), dtype=pl.Int64).over(on, order_by=_ROW)
+    kept = (
+        frame.with_row_index(_ROW)
+        .join(small.lazy().select(on), on=on, how="semi", nulls_equal=True)
+        .filter(position < r)
+        .drop(_ROW)
+    )
     if big.height:
         kept = pl.concat([kept, _oversized_rows(frame, person, keys, big, r, rng)])
     return kept
