@@ -595,15 +595,32 @@ def _run(
 FILE_FACTS = ("input_rows", "margins", "sizes")
 
 
-def _check_file(r: Any, path: Path, given: dict[str, Any], input_engine: Any) -> Any:
+def _check_file(
+    r: Any,
+    path: Path,
+    given: dict[str, Any],
+    input_engine: Any,
+    ledger: Mapping[str, LedgerEntry] | None = None,
+) -> Any:
     """Check one published file of release ``r`` with what its provenance recorded (and
     the public ``given`` facts, which take precedence): never its input, unless the file
-    records no input row count its kind needs (a file of an older dpframe)."""
+    records no input row count its kind needs (a file of an older dpframe). With
+    ``ledger`` (the spec's ledger's entries by id), each entry the file records must be
+    the ledger's own: the categories a check reads from them are then the release's."""
     try:
         prov = read_provenance(path)
         recorded, entries = prov.facts, prov.entries
     except InvalidParameterError:  # no provenance: checked against the spec alone
         recorded, entries = {}, ()
+    if ledger is not None:
+        for e in entries:
+            held = ledger.get(e.id)
+            if held is None or held.to_dict() != e.to_dict():
+                raise LedgerIntegrityError(
+                    f"release {r.name!r}: {path} records ledger entry {e.id!r}, which the "
+                    "ledger does not hold as recorded: the file's provenance was edited; "
+                    "nothing was checked"
+                )
     cls = release_class(r)
     # a file records only the facts a release declares (its facts(): margins, sizes, the
     # input's rows); what a caller or an engine gives a check (keep, value_counts) is
@@ -695,6 +712,7 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     out = spec.resolve(spec.output.folder).absolute()
     folder = run_folder(out)  # resolved once
     _refuse_unchecked(out, folder)
+    ledger = _ledger_entries(spec)
     results = []
     for r in spec.release:
         path = folder / f"{r.name}.parquet"
@@ -703,7 +721,8 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
                 f"release {r.name!r}: {out / path.name} does not exist (run release first)"
             )
         given = _spec_facts(spec, r, path)
-        results.append(_check_file(r, path, given, lambda: engine_for(spec.lazy_input())))
+        input_engine = lambda: engine_for(spec.lazy_input())  # noqa: E731
+        results.append(_check_file(r, path, given, input_engine, ledger))
     if not folder.is_dir():
         raise DPFrameError(
             f"the run checked ({folder}) was removed by newer publishes meanwhile; run check again"
@@ -718,6 +737,19 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
         for name in (REPORT_DATA, REPORT):
             record_entry(out, folder, name)
     return results
+
+
+def _ledger_entries(spec: Spec) -> dict[str, LedgerEntry]:
+    """The entries of the spec's ledger by id: what its published files' provenance is
+    checked against (a file's entries are plain hashes anyone can recompute)."""
+    target = spec.ledger_target()
+    if not ledger_exists(target):
+        raise LedgerIntegrityError(
+            f"ledger {redacted_ledger(target)} does not exist: the published files' ledger "
+            "entries (the categories their checks read) cannot be checked against it. Put "
+            "the ledger back; nothing was checked."
+        )
+    return {e.id: e for e in spec.privacy.open_ledger(target).ledger}
 
 
 def _spec_facts(spec: Spec, r: Any, path: Path) -> dict[str, Any]:

@@ -401,3 +401,31 @@ def test_a_fact_no_writer_records_is_not_read_from_a_file(published, fact):
         shutil.move(kept, path)
     assert code != 0, output
     assert "income" in output, output
+
+
+def test_a_file_whose_ledger_entries_were_forged_fails_dpframe_check(published):
+    """``dpframe check release.toml`` reads a PRAM column's categories (the spec declaring
+    none) from the file's ledger entries: entries edited to hold a category the release
+    never had -- their hash dropped, as an entry of an older dpframe has none -- must not
+    make a value outside the categories pass."""
+    folder, spec_path = published
+    path = (folder / "released" / "current" / f"{PRAM}.parquet").resolve()
+    kept = path.with_suffix(".kept")
+    shutil.copyfile(path, kept)
+    try:
+        meta = pl.read_parquet_metadata(path)
+        doc = json.loads(meta["dpframe"])
+        for e in doc["entries"]:
+            design = (e.get("details") or {}).get("design")
+            if isinstance(design, dict) and e.get("columns") == ["region"]:
+                design["categories"] = [*design["categories"], "Atlantis"]
+                e["hash"] = ""
+        meta["dpframe"] = json.dumps(doc)
+        frame = _set("region", "Atlantis")(
+            pl.read_parquet(path).with_columns(pl.col("region").cast(pl.String))
+        )
+        frame.write_parquet(path, metadata={k: v for k, v in meta.items() if k != "ARROW:schema"})
+        code, output = _check(spec_path)
+    finally:
+        shutil.move(kept, path)
+    assert code != 0, output
