@@ -434,6 +434,11 @@ def _plan_to_run(spec: Spec, given: JobPlan | None, engine: str | None, spark: A
             "plan was made from another spec: run a plan with the spec it was made from "
             "(dpframe.jobs.run(spec, plan=dpframe.jobs.plan(spec))); nothing was charged"
         )
+    if given.job.spec_changed():  # its lists changed in place: not what was planned
+        raise SpecError(
+            "plan: the spec changed since it was planned (a release, a statistic or a "
+            "setting edited in place): plan the spec again; nothing was charged"
+        )
     if engine is not None or spark is not None:
         raise SpecError(
             "plan= runs on the engine it was planned for: give engine= and spark= to "
