@@ -215,10 +215,12 @@ def bounded_frame(
         return frame
     keys = list(keys)
     check_unit(frame.collect_schema(), unit, keys)
-    person, r = unit.person, unit.max_rows
+    person = unit.person
     rng = (source or RandomSource()).generator()
     key = rule_key(rng)
-    pairs = _choose_groups(_pairs(frame, person, keys, []), person, keys, unit.max_groups, key)
+    every = _pairs(frame, person, keys, [])
+    r = min(unit.max_rows, int(every[_N].sum()))  # no pair has more rows (a u32 count)
+    pairs = _choose_groups(every, person, keys, unit.max_groups, key)
     on = [person, *keys]
     small = pairs.filter(pl.col(_N) <= r)
     big = pairs.filter(pl.col(_N) > r)
@@ -398,10 +400,11 @@ def _polars_parts(
     """:func:`bounded_grouped_parts` by polars: pairs aggregated, then chosen (the rule's
     key: ``rng``'s first draw)."""
     key = rule_key(rng)
-    person, r = unit.person, unit.max_rows
+    person = unit.person
     exprs = {n: e.sum() for n, e in values.items()}
     bad_sums = [e.sum().alias(b) for b, e in bads.items()]
     pairs = _pairs(frame, person, keys, [*[e.alias(n) for n, e in exprs.items()], *bad_sums])
+    r = min(unit.max_rows, int(pairs[_N].sum()))  # no pair has more rows (a u32 count)
     totals = {b: int(pairs[b].sum() or 0) for b in bads}
     kept = _choose_groups(pairs.drop(list(bads)), person, keys, unit.max_groups, key)
     on = [person, *keys]
