@@ -22,7 +22,9 @@ them):
 
 :func:`bounded_frame` returns the kept records lazily (the choices are drawn once, when
 it is called, so every evaluation of the result sees the same rows for a frame with a
-stable row order); :func:`bounded_grouped_parts` is the fast path of a grouped release
+stable row order; every kept pair's rows are numbered when read again, so no pair keeps
+more than ``max_rows`` rows nor a person an unchosen group if the input changed);
+:func:`bounded_grouped_parts` is the fast path of a grouped release
 of counts and sums: the compiled kernel where the codes are the values' integers, else
 the pairs by polars; it never goes back to the rows except for oversized pairs.
 
@@ -213,17 +215,25 @@ def bounded_frame(
         return frame
     keys = list(keys)
     check_unit(frame.collect_schema(), unit, keys)
-    person, r = unit.person, unit.max_rows
+    person = unit.person
     rng = (source or RandomSource()).generator()
     key = rule_key(rng)
     every = _pairs(frame, person, keys, [])
+    r = min(unit.max_rows, int(every[_N].sum()))  # no pair has more rows (a u32 count)
     pairs = _choose_groups(every, person, keys, unit.max_groups, key)
     on = [person, *keys]
     small = pairs.filter(pl.col(_N) <= r)
     big = pairs.filter(pl.col(_N) > r)
-    if big.height == 0 and pairs.height == every.height:
-        return frame  # everyone is within the bounds
-    kept = frame.join(small.lazy().select(on), on=on, how="semi", nulls_equal=True)
+    # the records are read again when the result is collected: even a pair within the
+    # bounds when chosen keeps its first r rows only (and only the pairs chosen), so the
+    # caps hold on an input that changes between the reads (as on Spark)
+    position = pl.int_range(pl.len(), dtype=pl.Int64).over(on, order_by=_ROW)
+    kept = (
+        frame.with_row_index(_ROW)
+        .join(small.lazy().select(on), on=on, how="semi", nulls_equal=True)
+        .filter(position < r)
+        .drop(_ROW)
+    )
     if big.height:
         kept = pl.concat([kept, _oversized_rows(frame, person, keys, big, r, rng)])
     return kept
@@ -390,10 +400,11 @@ def _polars_parts(
     """:func:`bounded_grouped_parts` by polars: pairs aggregated, then chosen (the rule's
     key: ``rng``'s first draw)."""
     key = rule_key(rng)
-    person, r = unit.person, unit.max_rows
+    person = unit.person
     exprs = {n: e.sum() for n, e in values.items()}
     bad_sums = [e.sum().alias(b) for b, e in bads.items()]
     pairs = _pairs(frame, person, keys, [*[e.alias(n) for n, e in exprs.items()], *bad_sums])
+    r = min(unit.max_rows, int(pairs[_N].sum()))  # no pair has more rows (a u32 count)
     totals = {b: int(pairs[b].sum() or 0) for b in bads}
     kept = _choose_groups(pairs.drop(list(bads)), person, keys, unit.max_groups, key)
     on = [person, *keys]

@@ -549,7 +549,10 @@ def bounded_sums(
             np.full(ngroups, -1, np.int64),
             marks,
         )
-    k = int(max_groups)
+    # a person holds at most ngroups groups and n rows: the same choice with the bounds
+    # capped there, and the state's size (and the compiled code's int64) stays bounded
+    k = min(int(max_groups), ngroups)
+    r = min(int(max_rows), n)
     gbits = max(1, (g1 - g0).bit_length())
     shift = max(0, (_STATE_BYTES // (8 * k * (2 + m))).bit_length() - 1)  # state in cache
     shift = min(shift, max(1, (p1 - p0).bit_length()), 64 - _RANDOM_BITS - gbits)
@@ -584,7 +587,7 @@ def bounded_sums(
     tmarks = np.zeros(n, dtype=np.uint8)  # each record's mark, in partition order
     threads = max(1, min(threads, off.size - 1))
     kept, sums, nmarked = _choose(
-        qk, off, shift, gbits, k, int(max_rows), vp, ngroups, threads, tmarks, bool(mark_kept)
+        qk, off, shift, gbits, k, r, vp, ngroups, threads, tmarks, bool(mark_kept)
     )
     del qk, vp
     if nmarked:

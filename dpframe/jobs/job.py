@@ -434,6 +434,11 @@ def _plan_to_run(spec: Spec, given: JobPlan | None, engine: str | None, spark: A
             "plan was made from another spec: run a plan with the spec it was made from "
             "(dpframe.jobs.run(spec, plan=dpframe.jobs.plan(spec))); nothing was charged"
         )
+    if given.job.spec_changed():  # its lists changed in place: not what was planned
+        raise SpecError(
+            "plan: the spec changed since it was planned (a release, a statistic or a "
+            "setting edited in place): plan the spec again; nothing was charged"
+        )
     if engine is not None or spark is not None:
         raise SpecError(
             "plan= runs on the engine it was planned for: give engine= and spark= to "
@@ -591,16 +596,41 @@ def _run(
     return result
 
 
-def _check_file(r: Any, path: Path, given: dict[str, Any], input_engine: Any) -> Any:
+#: the facts a published file may record for its checks (every kind's ``facts()``)
+FILE_FACTS = ("input_rows", "margins", "sizes")
+
+
+def _check_file(
+    r: Any,
+    path: Path,
+    given: dict[str, Any],
+    input_engine: Any,
+    ledger: Mapping[str, LedgerEntry] | None = None,
+) -> Any:
     """Check one published file of release ``r`` with what its provenance recorded (and
     the public ``given`` facts, which take precedence): never its input, unless the file
-    records no input row count its kind needs (a file of an older dpframe)."""
+    records no input row count its kind needs (a file of an older dpframe). With
+    ``ledger`` (the spec's ledger's entries by id), each entry the file records must be
+    the ledger's own: the categories a check reads from them are then the release's."""
     try:
         prov = read_provenance(path)
         recorded, entries = prov.facts, prov.entries
     except InvalidParameterError:  # no provenance: checked against the spec alone
         recorded, entries = {}, ()
+    if ledger is not None:
+        for e in entries:
+            held = ledger.get(e.id)
+            if held is None or held.to_dict() != e.to_dict():
+                raise LedgerIntegrityError(
+                    f"release {r.name!r}: {path} records ledger entry {e.id!r}, which the "
+                    "ledger does not hold as recorded: the file's provenance was edited; "
+                    "nothing was checked"
+                )
     cls = release_class(r)
+    # a file records only the facts a release declares (its facts(): margins, sizes, the
+    # input's rows); what a caller or an engine gives a check (keep, value_counts) is
+    # never read from a file: a doctored one would pass a column it never randomized
+    recorded = {k: v for k, v in recorded.items() if k in FILE_FACTS}
     # the facts recorded and what its ledger entries record (their details are
     # hash-verified), not today's input or the file's own dtypes
     facts = cls.read_facts({**recorded, **given}, entries)
@@ -687,6 +717,7 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
     out = spec.resolve(spec.output.folder).absolute()
     folder = run_folder(out)  # resolved once
     _refuse_unchecked(out, folder)
+    ledger = _ledger_entries(spec)
     results = []
     for r in spec.release:
         path = folder / f"{r.name}.parquet"
@@ -695,7 +726,8 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
                 f"release {r.name!r}: {out / path.name} does not exist (run release first)"
             )
         given = _spec_facts(spec, r, path)
-        results.append(_check_file(r, path, given, lambda: engine_for(spec.lazy_input())))
+        input_engine = lambda: engine_for(spec.lazy_input())  # noqa: E731
+        results.append(_check_file(r, path, given, input_engine, ledger))
     if not folder.is_dir():
         raise DPFrameError(
             f"the run checked ({folder}) was removed by newer publishes meanwhile; run check again"
@@ -710,6 +742,19 @@ def check(spec: Spec, *, data_docs: bool = False) -> list[Any]:
         for name in (REPORT_DATA, REPORT):
             record_entry(out, folder, name)
     return results
+
+
+def _ledger_entries(spec: Spec) -> dict[str, LedgerEntry]:
+    """The entries of the spec's ledger by id: what its published files' provenance is
+    checked against (a file's entries are plain hashes anyone can recompute)."""
+    target = spec.ledger_target()
+    if not ledger_exists(target):
+        raise LedgerIntegrityError(
+            f"ledger {redacted_ledger(target)} does not exist: the published files' ledger "
+            "entries (the categories their checks read) cannot be checked against it. Put "
+            "the ledger back; nothing was checked."
+        )
+    return {e.id: e for e in spec.privacy.open_ledger(target).ledger}
 
 
 def _spec_facts(spec: Spec, r: Any, path: Path) -> dict[str, Any]:

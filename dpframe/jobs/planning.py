@@ -12,6 +12,7 @@ margins, the input's schema, and its row count where a release needs the dataset
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -221,6 +222,13 @@ class Job:
     #: each file the input reads, with its size and modification time when resolved
     #: (``None``: they cannot be listed; the run's output guard then refuses)
     files: tuple[tuple[str, int, int], ...] | None
+    #: the spec as it was resolved (its JSON form): a spec changed in place since (its
+    #: lists are mutable) is refused by ``run(spec, plan=...)``
+    resolved: str = ""
+
+    def spec_changed(self) -> bool:
+        """Whether the spec differs from what it was when the job was resolved."""
+        return spec_json(self.spec) != self.resolved
 
     def changed_input(self) -> str | None:
         """The first input file that is not as it was when the job was resolved (a lazy
@@ -384,7 +392,13 @@ def resolve(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: 
         seed=spec.privacy.seed,
         rows=RowCount(eng),
         files=input_files(eng.frame),
+        resolved=spec_json(spec),
     )
+
+
+def spec_json(spec: Spec) -> str:
+    """The spec's JSON form, canonical (what a plan is held to)."""
+    return json.dumps(spec.to_dict(), sort_keys=True, default=str)
 
 
 def ledger_state(job: Job) -> tuple[float, Path | str]:

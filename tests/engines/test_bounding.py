@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import polars as pl
 import pytest
@@ -9,6 +11,7 @@ from scipy import stats
 
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
+from dpframe.engines import bounding
 from dpframe.engines.bounding import bounded_frame
 from dpframe.engines.bounding_rule import segment_sample
 from dpframe.engines.polars import PolarsEngine
@@ -257,3 +260,39 @@ def test_spark_same_caps_laws_and_refusals(spark):
     with pytest.raises(InvalidDataError) as polars_err:
         PolarsEngine(_null_person()).bounded(PrivacyUnit("pid", 1, 1), ["g"])
     assert str(spark_err.value) == str(polars_err.value)
+
+
+@pytest.mark.parametrize("within", [False, True], ids=["chosen", "all-within-bounds"])
+def test_caps_hold_on_an_input_that_changes_between_reads(tmp_path, within):
+    """The rows are chosen in one pass and read again when the result is collected: a
+    pair that had few rows when chosen and more when read again keeps at most
+    ``max_rows`` (as on Spark), and a person never gains a group."""
+    path = tmp_path / "records.csv"
+    first = {"pid": [1, 2], "g": ["a", "a"]} if within else {"pid": [1, 1, 2], "g": ["a", "b", "a"]}
+    pl.DataFrame(first).with_columns(x=pl.lit(0)).write_csv(path)
+    unit = PrivacyUnit("pid", max_rows=2, max_groups=1)
+    out = bounded_frame(pl.scan_csv(path), unit, ["g"], RandomSource(seed=3))
+    grown = pl.DataFrame({"pid": [1] * 6 + [2] * 6, "g": ["a", "b"] * 3 + ["a"] * 6})
+    grown.with_columns(x=pl.int_range(12)).write_csv(tmp_path / "new.csv")
+    os.replace(tmp_path / "new.csv", path)
+    kept = out.collect()
+    per_pair = kept.group_by("pid", "g").len()
+    assert per_pair["len"].max() <= 2, per_pair
+    assert kept.group_by("pid").agg(pl.col("g").n_unique())["g"].max() <= 1
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "polars"])
+def test_bounds_above_the_data_keep_everything_on_both_paths(kernel):
+    """max_rows and max_groups are unbounded integers: bounds far above any person's
+    rows and groups (2**31 - 1, 2**40) keep every row, on the compiled kernel (its state
+    was sized by max_groups) and on polars (a pair's row count is a u32)."""
+    lf = pl.LazyFrame({"pid": [1] * 5 + [2], "g": list("aabcaa"), "x": [1.0] * 6})
+    for bound in (2**31 - 1, 2**40):
+        unit = PrivacyUnit("pid", max_rows=bound, max_groups=bound)
+        out = bounding.bounded_grouped_parts(
+            lf, unit, ["g"], {"s": pl.col("x")}, [], {}, RandomSource(seed=1), kernel=kernel
+        ).sort("g")
+        assert out["__rows"].to_list() == [4, 1, 1]
+        assert out["s"].to_list() == [4.0, 1.0, 1.0]
+    framed = bounded_frame(lf, PrivacyUnit("pid", max_rows=2**40, max_groups=2**40), ["g"])
+    assert framed.collect().height == 6

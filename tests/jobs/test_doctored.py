@@ -368,3 +368,64 @@ def test_a_check_of_a_copy_never_reads_through_a_link_in_it(published, tmp_path)
     res = CliRunner().invoke(app, ["check", str(copy)])
     assert res.exit_code == 0, res.output
     assert (copy / "microdata.parquet" / "leak").is_symlink()
+
+
+def _record_fact(path: Path, name: str, value) -> None:
+    """Rewrite a published file's provenance with one more fact, as an attacker would."""
+    meta = pl.read_parquet_metadata(path)
+    doc = json.loads(meta["dpframe"])
+    doc.setdefault("facts", {})[name] = value
+    meta["dpframe"] = json.dumps(doc)
+    frame = pl.read_parquet(path)
+    frame.write_parquet(path, metadata={k: v for k, v in meta.items() if k != "ARROW:schema"})
+
+
+@pytest.mark.parametrize("fact", ["keep", "value_counts"])
+def test_a_fact_no_writer_records_is_not_read_from_a_file(published, fact):
+    """A file's provenance records only the facts its kind's ``facts()`` gives: ``keep``
+    (columns carried through unrandomized) and ``value_counts`` are the caller's and the
+    engine's, never a file's. A doctored PRAM file with a raw column beside the
+    randomized ones, recording it as kept, still fails ``dpframe check``."""
+    folder, spec_path = published
+    path = (folder / "released" / "current" / f"{PRAM}.parquet").resolve()
+    kept = path.with_suffix(".kept")
+    shutil.copyfile(path, kept)
+    try:
+        frame = pl.read_parquet(path).with_columns(pl.lit(123.0).alias("income"))
+        meta = pl.read_parquet_metadata(path)
+        frame.write_parquet(path, metadata={k: v for k, v in meta.items() if k != "ARROW:schema"})
+        value = ["income"] if fact == "keep" else {"income": {"income": [123.0], "rows": [1]}}
+        _record_fact(path, fact, value)
+        code, output = _check(spec_path)
+    finally:
+        shutil.move(kept, path)
+    assert code != 0, output
+    assert "income" in output, output
+
+
+def test_a_file_whose_ledger_entries_were_forged_fails_dpframe_check(published):
+    """``dpframe check release.toml`` reads a PRAM column's categories (the spec declaring
+    none) from the file's ledger entries: entries edited to hold a category the release
+    never had -- their hash dropped, as an entry of an older dpframe has none -- must not
+    make a value outside the categories pass."""
+    folder, spec_path = published
+    path = (folder / "released" / "current" / f"{PRAM}.parquet").resolve()
+    kept = path.with_suffix(".kept")
+    shutil.copyfile(path, kept)
+    try:
+        meta = pl.read_parquet_metadata(path)
+        doc = json.loads(meta["dpframe"])
+        for e in doc["entries"]:
+            design = (e.get("details") or {}).get("design")
+            if isinstance(design, dict) and e.get("columns") == ["region"]:
+                design["categories"] = [*design["categories"], "Atlantis"]
+                e["hash"] = ""
+        meta["dpframe"] = json.dumps(doc)
+        frame = _set("region", "Atlantis")(
+            pl.read_parquet(path).with_columns(pl.col("region").cast(pl.String))
+        )
+        frame.write_parquet(path, metadata={k: v for k, v in meta.items() if k != "ARROW:schema"})
+        code, output = _check(spec_path)
+    finally:
+        shutil.move(kept, path)
+    assert code != 0, output

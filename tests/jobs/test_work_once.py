@@ -284,3 +284,16 @@ def test_a_plan_runs_only_with_its_own_spec_once_on_its_engine(tmp_path):
     with pytest.raises(SpecError, match="were drawn already"):
         run(mine, plan=the_plan, progress=False)
     assert dpframe.Accountant.open(tmp_path / "mine" / "ledger.db").spent.epsilon == spent
+
+
+def test_a_spec_changed_after_its_plan_is_refused_before_any_charge(tmp_path):
+    """A spec's lists can be changed in place after it was planned: the plan's releases
+    would run as planned but the published provenance (and the check's suite) would be
+    the changed spec's -- a statistic recorded at epsilon 0.001 that drew 0.3."""
+    spec = load_spec(_demo(tmp_path, seed=None))
+    the_plan = plan(spec)
+    statistics = spec.release[0].statistics
+    statistics[0] = statistics[0].model_copy(update={"epsilon": 0.001})
+    with pytest.raises(SpecError, match="changed since it was planned"):
+        run(spec, plan=the_plan, progress=False)
+    _nothing_spent_or_written(tmp_path)
