@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 import traceback
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,10 +113,18 @@ def test_bad_input(case: Case, tmp_path, monkeypatch) -> None:
         reason = nobody_missing()
         if reason is not None:
             pytest.skip(reason)
-        with reachable_by_nobody(tmp_path) as reason:
-            if reason is not None:
-                pytest.skip(reason)
-            outcome = run_case(case, tmp_path)
+        # a folder of its own under /tmp: pytest's folders sit under a 0700 parent that
+        # other pytest processes set back to 0700 at any moment, cutting uid 65534 off
+        # mid-case (a raw PermissionError where the case expects dpframe's refusal)
+        own = Path(tempfile.mkdtemp(prefix="dpframe-nobody-"))
+        monkeypatch.chdir(own)
+        try:
+            with reachable_by_nobody(own) as reason:
+                if reason is not None:
+                    pytest.skip(reason)
+                outcome = run_case(case, own)
+        finally:
+            shutil.rmtree(own, ignore_errors=True)
     else:
         outcome = run_case(case, tmp_path)
     assert outcome.cls == "pass", outcome.explain(case)

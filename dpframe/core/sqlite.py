@@ -146,9 +146,10 @@ class SQLiteStore(DatabaseStore):
                 raise LedgerMismatchError(
                     f"ledger {target} was created by another process meanwhile; open it"
                 ) from None
-        finally:
+        finally:  # a clean-up that cannot run never hides why the creation failed
             for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-                leftover.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    leftover.unlink(missing_ok=True)
         return cls(target, header)
 
     # -- what DatabaseStore needs ---------------------------------------------------------------

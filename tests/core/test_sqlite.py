@@ -141,3 +141,26 @@ def test_another_applications_database_is_refused_and_left_untouched(tmp_path):
     assert other.read_bytes() == before
     tables = sqlite3.connect(other).execute("SELECT name FROM sqlite_master").fetchall()
     assert tables == [("users",)]
+
+
+def test_a_clean_up_that_cannot_run_never_hides_why_creating_a_ledger_failed(
+    tmp_path, monkeypatch
+) -> None:
+    """A folder cut off mid-creation (its parent's search permission taken back) failed
+    in the clean-up of the temporary file with a raw PermissionError, hiding dpframe's
+    refusal; the creation's own error comes out, and nothing is left behind."""
+    from pathlib import Path
+
+    def cut_off(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    def no_link(src: object, dst: object) -> None:
+        raise FileExistsError(17, "File exists")
+
+    monkeypatch.setattr(os, "link", no_link)
+    monkeypatch.setattr(Path, "unlink", cut_off)
+    with pytest.raises(dpframe.DPFrameError) as caught:  # dpframe's words, not the OS's
+        Accountant.open(tmp_path / "ledger.db", epsilon=1.0)
+    assert "ledger.db" in str(caught.value)
+    monkeypatch.undo()
+    assert not (tmp_path / "ledger.db").exists()
