@@ -598,7 +598,7 @@ class QuantilePlan:
         >>> round(plan.rank_error(0.95), 3)   # 2 * 0.5 / 1 * ln(100 / 0.05)
         7.601
         """
-        beta_total = 1.0 - check_quantile_level(level)
+        beta_total = 1.0 - _check_level(level)
         nodes = {node.j: node for lvl in _tree(self.q) for node in lvl}
         log_k = math.log(self.grid.bins + 1)
 
@@ -617,7 +617,7 @@ class QuantilePlan:
         return max(bound(t, beta_total / depth(t)) for t in range(len(self.q)))
 
 
-def check_quantile_level(level: Any) -> float:
+def _check_level(level: Any) -> float:
     """A probability strictly in (0, 1) (the level of an error bound)."""
     x = float(check("bound", level, name="level"))
     if not 0.0 < x < 1.0:
