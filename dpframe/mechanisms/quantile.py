@@ -796,12 +796,14 @@ def _select_level(
     dens = np.array([n.den for n in level], dtype=object if big else np.int64)
     if big:
         below, n_sub = below.astype(object), n_sub.astype(object)
-    score = np.abs(
-        np.repeat(dens[node_of_seg], seg_len) * below
-        - np.repeat(nums[node_of_seg] * n_sub, seg_len)
+    score = _score(
+        below,
+        np.repeat(n_sub, seg_len),
+        np.repeat(nums[node_of_seg], seg_len),
+        np.repeat(dens[node_of_seg], seg_len),
     )
     gap = score - np.repeat(np.minimum.reduceat(score, seg_start), seg_len)
-    factors = [eps / (2 * rows * max(n.num, n.den - n.num)) for n in level]
+    factors = [eps / (2 * rows * _sensitivity(n.num, n.den)) for n in level]
     heads = _coins(gap, np.repeat(node_of_seg, seg_len), factors, rng)
     count = np.add.reduceat(heads.astype(np.int64), seg_start)
     pick = rng.integers(0, count, dtype=np.int64)  # uniform among each part's heads
@@ -809,6 +811,18 @@ def _select_level(
     before = running[seg_start] - heads[seg_start]
     where = np.searchsorted(running, before + pick + 1, side="left")
     return (lo.ravel() + where - seg_start).reshape(groups, k)
+
+
+def _score(below: np.ndarray, n: np.ndarray, num: Any, den: Any) -> np.ndarray:
+    """The score ``|den * L - num * n|`` of candidates with ``L`` rows below them in a
+    sub-problem of ``n`` rows at target ``num / den`` (0 is the best). One row added or
+    removed moves it by at most ``max(num, den - num)``."""
+    return np.abs(den * below - num * n)
+
+
+def _sensitivity(num: int, den: int) -> int:
+    """The most one row moves :func:`_score`."""
+    return max(num, den - num)
 
 
 def _coins(
