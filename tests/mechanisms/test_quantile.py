@@ -248,3 +248,33 @@ def test_quantiles_of_recovers_quantiles_with_large_epsilon():
     q = [0.05, 0.25, 0.5, 0.75, 0.95]
     out = quantiles_of(values, q, grid, 5.0, rng)
     assert np.all(np.abs(out - np.quantile(values, q)) <= 0.01 + 1e-12)
+
+
+def test_python_integer_path_gives_the_int64_paths_output(monkeypatch):
+    # the scores in Python integers (for den * n >= 2**61) draw exactly as in int64
+    from dpframe.mechanisms import quantile as qm
+
+    grid = uniform_grid(0, 1, bins=60)
+    plan = plan_quantiles([0.1, 0.3, 0.5, 0.9], grid, 0.7, rows=2, sides=2)
+    hist = np.random.default_rng(4).poisson(2.0, (50, 60))
+    hist[3] = 0
+    fast = plan.draw(hist, np.random.default_rng(9))
+    monkeypatch.setattr(qm, "_INT_SAFE", 0)
+    slow = plan.draw(hist, np.random.default_rng(9))
+    assert np.array_equal(fast, slow)
+
+
+def test_chunks_of_groups_do_not_change_the_law_shape(monkeypatch):
+    # many groups across several chunks: every group released, in order
+    from dpframe.mechanisms import quantile as qm
+
+    monkeypatch.setattr(qm, "_CHUNK", 64)
+    grid = uniform_grid(0, 1, bins=20)
+    plan = plan_quantiles([0.5], grid, 50.0)
+    hist = np.zeros((30, 20), dtype=np.int64)
+    hist[np.arange(30), np.arange(30) % 20] = 1000  # group i: all rows in bin i % 20
+    out = plan.draw(hist, np.random.default_rng(0))[:, 0]
+    # the median is an edge of the full bin: its left or right edge
+    left = grid.edges[np.arange(30) % 20]
+    right = grid.edges[np.arange(30) % 20 + 1]
+    assert np.all((out == left) | (out == right))

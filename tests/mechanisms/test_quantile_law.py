@@ -189,9 +189,9 @@ def test_sampler_law_with_the_exact_fallback_forced(hist, q, eps, rows, monkeypa
     taken = []
     real = qm._exact_coin
 
-    def counting(u, x, rng):
+    def counting(u, bits, x, rng):
         taken.append(1)
-        return real(u, x, rng)
+        return real(u, bits, x, rng)
 
     monkeypatch.setattr(qm, "_exact_coin", counting)
     plan = plan_quantiles(q, uniform_grid(0, 4, bins=4), eps, rows=rows)
@@ -199,6 +199,39 @@ def test_sampler_law_with_the_exact_fallback_forced(hist, q, eps, rows, monkeypa
     n = 20_000
     assert chi_square_pvalue(sample_law(plan, hist, n, seed=23), law, n) > ALPHA
     assert len(taken) > n // 10  # the fallback did the work
+
+
+# (hist over 8 bins, q, epsilon): steep scores, so most candidates are far from the best
+FAR_CASES = [
+    ([3, 0, 1, 2, 0, 0, 4, 1], [0.5], 6.0),
+    ([1, 1, 2, 0, 3, 1, 0, 2], [0.2, 0.5, 0.8], 12.0),
+]
+
+
+@pytest.mark.parametrize(("hist", "q", "eps"), FAR_CASES)
+@pytest.mark.parametrize("far_bits", [16, 2])
+def test_sampler_law_with_far_candidates(hist, q, eps, far_bits, monkeypatch):
+    # with 2 bits a far coin's first bits are all 0 a quarter of the time: the path that
+    # draws 53 more bits for it does real work (with 16 bits, the window's coins do)
+    monkeypatch.setattr(qm, "_FAR_BITS", far_bits)
+    monkeypatch.setattr(qm, "_X_NEAR", Fraction(7 * far_bits, 10))
+    calls = []
+    real = qm._coins
+
+    def counting(gap, node, factors, u, bits, rng):
+        calls.append((bits, gap.size))
+        return real(gap, node, factors, u, bits, rng)
+
+    monkeypatch.setattr(qm, "_coins", counting)
+    plan = plan_quantiles(q, uniform_grid(0, 8, bins=8), eps)
+    law = release_law(hist, q, plan.epsilon_level, 1)
+    n = 50_000
+    assert chi_square_pvalue(sample_law(plan, hist, n, seed=29), law, n) > ALPHA
+    window = sum(size for bits, size in calls if bits == 53)
+    far = sum(size for bits, size in calls if bits == 53 + far_bits)
+    assert window < 9 * n * plan.levels * 0.75  # some candidates were far
+    if far_bits == 2:
+        assert far > n / 10
 
 
 def test_exact_coin_decides_with_more_bits():
@@ -211,11 +244,11 @@ def test_exact_coin_decides_with_more_bits():
     frac = float(scaled - u)
     rng = np.random.default_rng(0)
     n = 4000
-    heads = sum(qm._exact_coin(u, Fraction(1, 3), rng) for _ in range(n))
+    heads = sum(qm._exact_coin(u, 53, Fraction(1, 3), rng) for _ in range(n))
     assert abs(heads / n - frac) <= 5 * math.sqrt(frac * (1 - frac) / n)
-    assert qm._exact_coin(0, Fraction(10**6), rng) in (True, False)  # tiny p, u = 0
-    assert qm._exact_coin(2**53 - 1, Fraction(0), rng) is True  # p = 1
-    assert qm._exact_coin(2**52, Fraction(10**6), rng) is False
+    assert qm._exact_coin(0, 53, Fraction(10**6), rng) in (True, False)  # tiny p, u = 0
+    assert qm._exact_coin(2**53 - 1, 53, Fraction(0), rng) is True  # p = 1
+    assert qm._exact_coin(2**52, 53, Fraction(10**6), rng) is False
 
 
 # -- (b) the score's sensitivity, brute-forced ------------------------------------------------
