@@ -24,27 +24,50 @@ the bins left of ``c``; ``n``: the sub-problem's rows; ``q = num / den`` exactly
 output is uniform among the heads (the best candidate's coin is always heads): exactly
 PF's law (a random order and the first head), drawn for all candidates and groups at once.
 
-Exact and float-safe: a coin is ``U < exp(-x)`` for a uniform ``U`` built from 53 random
-bits (and 64 more at a time when needed); a float pre-filter decides it when its proven
-error bound allows, exact rational bounds on ``exp(-x)`` from ``decimal`` otherwise
-(:func:`dpframe.mechanisms.discrete._exp_bounds`). The uniform choice among heads is one
-integer draw. The output is an edge of the public grid: no floating-point value computed
-from the data is released.
+Exact and float-safe: a coin is ``U < exp(-x)`` for its own uniform ``U``, of which only
+as many bits are drawn as the decision needs; a float pre-filter decides when its proven
+error bound allows (relative error ``2**-40 + x 2**-48`` on ``exp(-x)``, libm assumed
+within ``2**-46`` as in :mod:`~dpframe.mechanisms.discrete`), exact rational bounds on
+``exp(-x)`` from ``decimal`` otherwise, drawing 63 more bits of ``U`` until they decide.
+The score is V-shaped in the candidate, so the candidates with ``x < X_NEAR = 11.2`` form
+a window around the best one (found by binary search, in integers): their coins start
+from 53 bits; every other coin has ``exp(-x) < 2**-16`` and starts from 16 bits, which
+decide it (tails) unless all 16 are 0 (then 53 more follow). The uniform choice among
+heads is one integer draw. The output is an edge of the public grid: no floating-point
+value computed from the data is released. Scores are exact integers (int64 while ``den *
+n < 2**61``, Python integers beyond; no overflow, e.g. 1e9 rows a group).
+
+Time: the work of a selection depends on the data through the size of its window (the
+candidates within ``x < 11.2`` of the best) and the rare exact fallbacks, as
+:mod:`~dpframe.mechanisms.discrete`'s does through its fallback; the far coins cost the
+same wherever the quantile lies. Speed: 1e4 groups x 1000 bins x 3 quantiles draw in
+about 0.1 s, a tenth of a float Gumbel-max exponential mechanism over the same candidates
+(``benchmarks/bench_quantile_draw.py``).
 
 How its error behaves
 ---------------------
 The error is in *ranks*: ``|L(q_hat) - q n|``, the rows between the released value and
-the true quantile. It does not grow with ``n``: with ``m`` targets, ``B`` bins, ``rows``
-rows per person and ``eps_level = epsilon / (D * sides)``, one selection misses its
-target by more than ``2 rows max(q, 1 - q) / eps_level * ln(K / beta)`` (``K <= B + 1``
-candidates) with probability at most ``beta`` (each bad candidate needs its coin: ``P(out
-= c) <= exp(-x_c)``). A quantile's error adds its ancestors' errors, each scaled by a
-factor below 1 (:meth:`QuantilePlan.rank_error` gives the bound at a level, for a stated
-design before anything is spent). So the relative rank error ``|F(q_hat) - q|`` falls as
-``1 / n``; it grows only with ``log(B)``, ``log(m)`` (through ``D``) and ``1 / epsilon``.
-Rows tied inside one bin are not counted: a released value is an edge, so a bin holding
-many rows costs up to its rows in rank -- choose the grid finer than the precision
-wanted.
+the true quantile, and it does not grow with ``n`` (so the relative rank error ``|F(q_hat)
+- q|`` falls as ``1 / n``). One selection at relative target ``q'`` over ``K <= B + 1``
+candidates, with ``eps_level = epsilon / (D * sides)``, misses its sub-problem's target by
+more than
+
+    t(beta) = 2 * rows * max(q', 1 - q') / eps_level * ln(K / beta)
+
+rows with probability at most ``beta``: a candidate is output only if its coin is heads,
+so ``P(out = c) <= exp(-x_c)``, and a union bound over the candidates. A sub-problem lies
+between two released targets ``a`` and ``b`` (or the ends, which have no error), whose
+errors move its target: ``E_t <= t_t(beta) + (1 - q'_t) E_a + q'_t E_b``. With ``beta =
+(1 - level) / d_t`` for the ``d_t <= D`` selections target ``t`` depends on,
+:meth:`QuantilePlan.rank_error` is the largest such ``E_t``: a data-free bound, shown
+before anything is spent. It grows like ``D**2 * rows * sides / epsilon`` (a level's ε
+is ``epsilon / (D sides)`` and up to ``D`` errors add) and only logarithmically with the
+bins: far slower than the ``m`` ways split of one selection per quantile.
+
+Rows tied inside one bin are not counted: a released value is an edge, so a selection's
+best edge is up to half its fullest bin from its target, and a quantile carries up to
+``d_t`` such halves. Choose the grid finer than the precision wanted (1000 bins by
+default).
 
 Examples
 --------
@@ -114,7 +137,7 @@ _INT_SAFE = 2**61
 # -- the grid --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Grid:
     """Candidate values of a quantile: sorted edges ``e_0 < e_1 < ... < e_B``.
 
@@ -142,6 +165,14 @@ class Grid:
     def __post_init__(self) -> None:
         edges = _checked_edges(self.edges, "edges")
         object.__setattr__(self, "edges", edges)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Grid):
+            return NotImplemented
+        return bool(np.array_equal(self.edges, other.edges))
+
+    def __hash__(self) -> int:
+        return hash(self.edges.tobytes())
 
     @property
     def bins(self) -> int:

@@ -277,3 +277,10 @@ def test_chunks_of_groups_do_not_change_the_law_shape(monkeypatch):
     hist[np.arange(30), b] = 1000
     out = plan.draw(hist, np.random.default_rng(0))[:, 0]
     assert np.array_equal(out, grid.edges[b])
+
+
+def test_grids_and_plans_compare_and_hash_by_value():
+    a, b = uniform_grid(0, 1, bins=4), grid_from_edges([0, 0.25, 0.5, 0.75, 1])
+    assert a == b and hash(a) == hash(b) and a != uniform_grid(0, 1, bins=5)
+    assert plan_quantiles(0.5, a, 1.0) == plan_quantiles(0.5, b, 1.0)
+    assert len({plan_quantiles(0.5, a, 1.0), plan_quantiles(0.5, b, 1.0)}) == 1
