@@ -823,9 +823,9 @@ def _select_level(
     groups, width = cum.shape
     k = len(level)
     ints: Any = object if big else np.int64
-    col = lambda t: t if t >= 0 else found.shape[1] - 1  # noqa: E731 - -1 is the start
-    lo = found[:, [col(n.a) for n in level]].ravel()  # one entry per part (group, node)
-    hi = found[:, [col(n.b) for n in level]].ravel()
+    start_col = found.shape[1] - 1  # target -1, the start, is the last column
+    lo = found[:, [n.a if n.a >= 0 else start_col for n in level]].ravel()  # per part
+    hi = found[:, [n.b for n in level]].ravel()
     node = np.tile(np.arange(k), groups)
     row = np.repeat(np.arange(groups, dtype=np.int64) * width, k)
     flat = cum.ravel()
