@@ -84,7 +84,7 @@ def test_the_exact_privacy_loss_is_at_most_the_charged_epsilon(neighbours, with_
     d_prime = people(OTHERS if neighbours == "add_remove" else {**OTHERS, **REPLACEMENT})
     charged = 0.7 + (0.4 if with_count else 0.0)
     losses = []
-    for seed in range(12):  # twelve bounding keys
+    for seed in range(6):  # six bounding keys
         one, two = (
             release(d, neighbours, seed, with_count),
             release(d_prime, neighbours, seed, with_count),
