@@ -288,7 +288,7 @@ def distinct_sensitivity(unit: PrivacyUnit, neighbours: str, norm: str = "l1") -
     does not move). That is :func:`changed_groups`, and its square root. The other
     persons' kept groups do not change (a person's kept rows depend on their own rows
     only: :mod:`dpframe.engines.bounding_rule`). Brute-forced in
-    ``tests/core/test_units.py``.
+    ``tests/core/test_distinct_sensitivity.py``.
 
     Examples
     --------

@@ -501,7 +501,9 @@ def check_distinct_unit(stat: Statistic, unit: PrivacyUnit) -> None:
         )
 
 
-def _part_noise(stat: Statistic, neighbours: str, unit: PrivacyUnit, norm: str) -> tuple:
+def _part_noise(
+    stat: Statistic, neighbours: str, unit: PrivacyUnit, norm: str
+) -> tuple[float, str, bool]:
     """A count's, distinct count's or sum's sensitivity in ``norm``, the name of the part
     its noise is added to, and whether it is an integer (noise on a grid of 1)."""
     if stat.kind == "count":
