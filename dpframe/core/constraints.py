@@ -129,7 +129,7 @@ UNKNOWN_KEYS = ("error", "drop")
 #: The PRAM priors that are not a given distribution.
 PRIOR_KINDS = ("uniform", "dp")
 #: The statistics of a grouped release (``dpframe.agg.<stat>``; a spec's ``stat``).
-STATISTICS = ("count", "sum", "mean", "proportion", "var", "cov")
+STATISTICS = ("count", "sum", "mean", "proportion", "var", "cov", "count_distinct")
 #: A column release's noise: ``"laplace"`` (unbounded), or bounded ``"truncated"`` / ``"bit"``.
 COLUMN_MECHANISMS = ("laplace", "truncated", "bit")
 #: What :func:`dpframe.pram.estimate` is given: released counts per category, or codes.

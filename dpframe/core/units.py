@@ -48,6 +48,7 @@ __all__ = [
     "changed_groups",
     "check_person_rows",
     "count_sensitivity",
+    "distinct_sensitivity",
     "missing_bounds",
     "per_row_epsilon",
     "pram_rows",
@@ -273,6 +274,33 @@ def count_sensitivity(unit: PrivacyUnit, neighbours: str, norm: str = "l1") -> f
     k = changed_groups(unit, neighbours)
     r = float(unit.max_rows)
     return k * r if norm == "l1" else math.sqrt(k) * r
+
+
+def distinct_sensitivity(unit: PrivacyUnit, neighbours: str, norm: str = "l1") -> float:
+    """Sensitivity of the vector of per-group numbers of distinct persons among the kept
+    rows (``dpframe.agg.count_distinct``).
+
+    After bounding a person is in at most ``G = max_groups`` groups, and counts once in
+    each however many rows they keep there (``max_rows`` plays no part): a person changes
+    at most ``G`` entries by 1 under add/remove (l1 ``G``, l2 ``sqrt(G)``), and at most
+    ``2G`` entries by 1 under substitution (l1 ``2G``, l2 ``sqrt(2G)``: the old person
+    leaves their groups, the new one enters theirs; where the two share a group its count
+    does not move). That is :func:`changed_groups`, and its square root. The other
+    persons' kept groups do not change (a person's kept rows depend on their own rows
+    only: :mod:`dpframe.engines.bounding_rule`). Brute-forced in
+    ``tests/core/test_distinct_sensitivity.py``.
+
+    Examples
+    --------
+    >>> unit = PrivacyUnit("patient", max_rows=5, max_groups=3)
+    >>> distinct_sensitivity(unit, "add_remove"), distinct_sensitivity(unit, "substitute")
+    (3.0, 6.0)
+    >>> distinct_sensitivity(unit, "add_remove", "l2") == 3 ** 0.5
+    True
+    """
+    check("norm", norm)
+    k = changed_groups(unit, neighbours)
+    return float(k) if norm == "l1" else math.sqrt(k)
 
 
 def sum_sensitivity(

@@ -249,8 +249,9 @@ def bounded_grouped_parts(
     source: RandomSource | None = None,
     *,
     kernel: bool = True,
+    distinct: Sequence[str] = (),
 ) -> pl.DataFrame:
-    """The per-group parts of a person-level release of counts and sums.
+    """The per-group parts of a person-level release of counts, sums and distinct persons.
 
     What ``PolarsEngine(bounded_frame(...)).grouped_parts(...)`` returns, faster. When the
     person column and the keys have integer codes (integers, booleans, strings,
@@ -282,6 +283,10 @@ def bounded_grouped_parts(
         Default: secure.
     kernel : bool, default True
         False forces the polars path (for tests comparing the two).
+    distinct : sequence of str, default ()
+        The names of the parts counting the distinct persons of each group's kept rows
+        (the kept ``(person, group)`` pairs: each keeps at least one row), as Float64;
+        from the same choice as the counts and sums.
 
     Returns
     -------
@@ -303,8 +308,8 @@ def bounded_grouped_parts(
     check_unit(schema, unit, keys)
     rng = (source or RandomSource()).generator()
     if kernel and all(encodable(schema[c]) for c in [unit.person, *keys]):
-        return _kernel_parts(frame, unit, keys, values, counts, bads, rng)
-    return _polars_parts(frame, unit, keys, values, counts, bads, rng)
+        return _kernel_parts(frame, unit, keys, values, counts, bads, rng, distinct)
+    return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
 
 
 def _kernel_parts(
@@ -315,6 +320,7 @@ def _kernel_parts(
     counts: Sequence[str],
     bads: dict[str, pl.Expr],
     rng: np.random.Generator,
+    distinct: Sequence[str] = (),
 ) -> pl.DataFrame:
     """:func:`bounded_grouped_parts` by the compiled kernel (see its docstring); the
     rule's key is ``rng``'s first draw (after the fallback to the polars path)."""
@@ -339,7 +345,7 @@ def _kernel_parts(
     p_range = bk.value_range([x.to_numpy() for x in pid.get_chunks()])
     g_range = bk.value_range([x.to_numpy() for x in gid.get_chunks()])
     if g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:  # more than 2**26 groups
-        return _polars_parts(frame, unit, keys, values, counts, bads, rng)
+        return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
     key = rule_key(rng)
     work = pl.DataFrame([pid.alias("p"), gid, *[parts[f"v{j}"] for j in range(len(names))]])
     if len({tuple(len(x) for x in work[c].get_chunks()) for c in work.columns}) > 1:
@@ -350,9 +356,18 @@ def _kernel_parts(
         for i, p in enumerate(chunks["p"])
     ]
     kept, sums, group_row, marks = bk.bounded_sums(
-        chunks["p"], chunks["g"], vals, key, unit.max_groups, unit.max_rows, p_range, g_range
+        chunks["p"],
+        chunks["g"],
+        vals,
+        key,
+        unit.max_groups,
+        unit.max_rows,
+        p_range,
+        g_range,
+        mark_kept=bool(distinct),  # every kept row marked: the kept pairs
     )
     del chunks, vals
+    persons = _kept_pairs_per_group(work, marks, g_range[0], kept.size) if distinct else kept
     big = np.flatnonzero(marks == bk.OVERSIZED)
     del marks
     if big.size:  # pairs with more than max_rows rows: the rule's rows of each
@@ -374,9 +389,28 @@ def _kernel_parts(
         cols[n] = pl.Series(n, kept[groups], dtype=pl.Float64)
     for j, n in enumerate(names):
         cols[n] = pl.Series(n, sums[groups, j], dtype=pl.Float64)
+    for n in distinct:
+        cols[n] = pl.Series(n, persons[groups], dtype=pl.Float64)
     out = out.with_columns(**cols) if keys else pl.DataFrame(cols)
     totals = {b: int(parts[f"b{j}"].sum() or 0) for j, b in enumerate(bads)}
     return _with_bad_totals(out, totals)
+
+
+def _kept_pairs_per_group(
+    work: pl.DataFrame, marks: np.ndarray, g0: int, ngroups: int
+) -> np.ndarray:
+    """The number of kept ``(person, group)`` pairs of each group (its distinct persons),
+    from the kernel's marks of every row (a kept pair's rows: ``KEPT`` or ``OVERSIZED``),
+    indexed by group code minus ``g0``."""
+    import numpy as np
+
+    from dpframe.engines.bounding_kernel import DROPPED
+
+    rows = work.select("p", "g").filter(pl.Series(marks != DROPPED))
+    per = rows.unique().group_by("g").len()
+    out = np.zeros(ngroups, dtype=np.int64)
+    out[per["g"].to_numpy() - g0] = per["len"].to_numpy()
+    return out
 
 
 def _with_bad_totals(out: pl.DataFrame, totals: dict[str, int]) -> pl.DataFrame:
@@ -396,6 +430,7 @@ def _polars_parts(
     counts: Sequence[str],
     bads: dict[str, pl.Expr],
     rng: np.random.Generator,
+    distinct: Sequence[str] = (),
 ) -> pl.DataFrame:
     """:func:`bounded_grouped_parts` by polars: pairs aggregated, then chosen (the rule's
     key: ``rng``'s first draw)."""
@@ -424,5 +459,6 @@ def _polars_parts(
     agg_exprs = [n_kept.alias(ROWS)]
     agg_exprs += [n_kept.cast(pl.Float64).alias(n) for n in counts]
     agg_exprs += [pl.col(n).sum() for n in exprs]
+    agg_exprs += [pl.len().cast(pl.Float64).alias(n) for n in distinct]  # one row a pair
     out = kept.lazy().group_by(keys).agg(agg_exprs).collect() if keys else kept.select(agg_exprs)
     return _with_bad_totals(out, totals)

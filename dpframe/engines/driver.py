@@ -48,6 +48,8 @@ __all__ = [
     "finish_grouped",
     "fit_margins",
     "missing_count",
+    "person_of",
+    "with_person",
 ]
 
 #: Column of an engine's per-group table counting the records of each group.
@@ -88,6 +90,29 @@ def check_sources(schema: pl.Schema, sources: Sequence[tuple[str, str]], what: s
                 f"column {column!r} has dtype {dtype}; {what} needs a numeric column "
                 f"({cast}); nothing was charged"
             )
+
+
+def with_person(parts: Sequence[Any], person: str | None) -> list[Any]:
+    """``parts`` with each distinct-persons part (``op == "distinct"``) given the unit's
+    person column as its operand, for an engine that counts them on the kept rows."""
+    from dataclasses import replace
+
+    from dpframe.mechanisms.statistics import Operand
+
+    if person is None:
+        return list(parts)
+    return [replace(p, x=Operand(person)) if p.op == "distinct" else p for p in parts]
+
+
+def person_of(part: Any) -> str:
+    """The person column a distinct-persons part counts (:func:`with_person`); refused
+    without one (a record unit has no persons to count: ``dpframe.agg.count_distinct``
+    refuses it before anything is read)."""
+    if part.x is None:
+        raise InvalidParameterError(
+            f"part {part.name!r}: distinct persons are counted under a person unit only"
+        )
+    return str(part.x.column)
 
 
 def check_key_dtype(dtype: pl.DataType, column: str, what: str) -> None:

@@ -38,7 +38,7 @@ from dpframe.engines.bounding import (
     bounded_grouped_parts,
     check_unit,
 )
-from dpframe.engines.driver import BAD_PREFIX, ROWS
+from dpframe.engines.driver import BAD_PREFIX, ROWS, person_of
 from dpframe.engines.progress import rows_done
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -85,6 +85,8 @@ def part_expr(part: Part) -> pl.Expr:
         e = operand(part.x).var(ddof=1)
     elif part.op == "cov":
         e = pl.cov(operand(part.x), operand(part.y), ddof=1)
+    elif part.op == "distinct":
+        e = pl.col(person_of(part)).n_unique().cast(pl.Float64)
     else:
         raise InvalidParameterError(f"unknown aggregate {part.op!r}")
     return e.alias(part.name)
@@ -184,16 +186,20 @@ class PolarsEngine:
         """
         if unit.is_record:
             return self.grouped_parts(keys, parts, sources)
-        wrong = [p.name for p in parts if p.op not in ("count", "sum")]
+        wrong = [p.name for p in parts if p.op not in ("count", "sum", "distinct")]
         if wrong:
             raise InvalidParameterError(
-                f"parts {wrong}: a person-level release is made of counts and sums only"
+                f"parts {wrong}: a person-level release is made of counts and sums (and "
+                "counts of distinct persons) only"
             )
         schema = self.schema()
         values = {p.name: part_values(p) for p in parts if p.op == "sum"}
         counts = list(dict.fromkeys(p.name for p in parts if p.op == "count"))
         bads = {f"{BAD_PREFIX}{c}": bad_rows(c, schema[c]) for c in dict.fromkeys(sources)}
-        return bounded_grouped_parts(self.frame, unit, keys, values, counts, bads, source)
+        distinct = list(dict.fromkeys(p.name for p in parts if p.op == "distinct"))
+        return bounded_grouped_parts(
+            self.frame, unit, keys, values, counts, bads, source, distinct=distinct
+        )
 
     def grouped_parts(
         self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]

@@ -41,7 +41,7 @@ from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit, check_person_rows
 from dpframe.core.values import refuse_missing_ids
 from dpframe.engines.bounding import check_unit
-from dpframe.engines.driver import BAD_PREFIX, ROWS
+from dpframe.engines.driver import BAD_PREFIX, ROWS, person_of, with_person
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.statistics import Operand
@@ -136,6 +136,8 @@ def _part(part: Part) -> Any:
         return sf.var_samp(_operand(part.x))
     if part.op == "cov":
         return sf.covar_samp(_operand(part.x), _operand(part.y))
+    if part.op == "distinct":
+        return sf.countDistinct(sf.col(person_of(part))).cast("double")
     raise InvalidParameterError(f"unknown aggregate {part.op!r}")
 
 
@@ -432,7 +434,7 @@ class SparkEngine:
         check_unit(self.schema(), unit, keys)
         totals = _bad_totals(self.frame, unit.person, sources)
         kept = SparkEngine(_bounded_rows(self.frame, unit, keys, source))
-        out = kept.grouped_parts(keys, parts, [])
+        out = kept.grouped_parts(keys, with_person(parts, unit.person), [])
         first = pl.int_range(pl.len()) == 0
         return out.with_columns(
             pl.when(first).then(pl.lit(n)).otherwise(0).cast(pl.Int64).alias(b)

@@ -56,7 +56,13 @@ from dpframe.core.constraints import (
 )
 from dpframe.core.executor import summary_row
 from dpframe.core.neighbours import require_substitute
-from dpframe.core.units import RECORD, PrivacyUnit, count_sensitivity, sum_sensitivity
+from dpframe.core.units import (
+    RECORD,
+    PrivacyUnit,
+    count_sensitivity,
+    distinct_sensitivity,
+    sum_sensitivity,
+)
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.accuracy import (
     check_level,
@@ -77,6 +83,7 @@ __all__ = [
     "Statistic",
     "StatisticPlan",
     "count",
+    "count_distinct",
     "cov",
     "mean",
     "plan_statistic",
@@ -87,7 +94,7 @@ __all__ = [
 
 #: The statistics a grouped release offers.
 #: The exact per-group aggregates an engine computes (see :class:`Part`).
-OPS = ("count", "sum", "mean", "var", "cov")
+OPS = ("count", "sum", "mean", "var", "cov", "distinct")
 
 
 @dataclass(frozen=True)
@@ -108,8 +115,11 @@ class Part:
 
     ``op`` is ``"count"`` (records in the group), ``"sum"`` (of ``x``, or of ``x * y``),
     ``"mean"`` or ``"var"`` (sample variance, divisor ``n - 1``) of ``x``, or ``"cov"``
-    (sample covariance of ``x`` and ``y``). A group absent from the data gets ``fill``
-    (0 for counts and sums; null -- ``None`` -- for means, variances and covariances).
+    (sample covariance of ``x`` and ``y``), or ``"distinct"`` (the distinct persons of
+    the rows each person keeps: the release's privacy unit says whose, so it has no
+    operand; only a person-level release has it). A group absent from the data gets
+    ``fill`` (0 for counts, sums and distinct persons; null -- ``None`` -- for means,
+    variances and covariances).
     """
 
     name: str
@@ -119,13 +129,13 @@ class Part:
 
     @property
     def fill(self) -> float | None:
-        return 0.0 if self.op in ("count", "sum") else None
+        return 0.0 if self.op in ("count", "sum", "distinct") else None
 
 
 def is_nonnegative(kind: str, lower: float | None) -> bool:
     """Whether a statistic of ``kind`` is never negative: a count, or a sum of values whose
     lower bound is >= 0 (its release is then clamped at 0, and its suite expects >= 0)."""
-    return kind == "count" or (kind == "sum" and (lower or 0) >= 0)
+    return kind in ("count", "count_distinct") or (kind == "sum" and (lower or 0) >= 0)
 
 
 @dataclass(frozen=True)
@@ -167,8 +177,8 @@ class Statistic:
 
     def sources(self) -> list[tuple[str, str]]:
         """The source columns and the dtype each needs (``"numeric"`` or ``"boolean"``)."""
-        if self.column is None:
-            return []
+        if self.column is None or self.kind == "count_distinct":
+            return []  # a distinct count reads the unit's person column, not a source
         need = "boolean" if self.kind == "proportion" else "numeric"
         cols = [self.column, self.options["y"]] if self.kind == "cov" else [self.column]
         return [(c, need) for c in cols]
@@ -190,6 +200,8 @@ class Statistic:
         n = Part(self.part("n"), "count")
         if self.kind == "count":
             return [n]
+        if self.kind == "count_distinct":
+            return [Part(self.part("persons"), "distinct")]
         x = self._x()
         if self.kind == "sum":
             return [Part(self.part("sum"), "sum", x)]
@@ -407,9 +419,11 @@ def plan_statistic(
                 "not the ones whose sizes are public; drop sizes= (sizes are then private)"
             )
         sizes = np.asarray(sizes, dtype=np.int64)
+    if stat.kind == "count_distinct":
+        check_distinct_unit(stat, unit)
     if stat.mechanism == "gaussian":
         plan = _plan_gaussian_part(stat, neighbours, unit)
-    elif stat.kind in ("count", "sum"):
+    elif stat.kind in ("count", "sum", "count_distinct"):
         plan = _plan_laplace_part(stat, neighbours, unit)
     elif stat.kind == "cov":
         if sizes is None:
@@ -449,14 +463,59 @@ def _check_parts(cals: Mapping[str, Any], stat: Statistic) -> Callable:
     return check
 
 
+def check_distinct_unit(stat: Statistic, unit: PrivacyUnit) -> None:
+    """Refuse a distinct count (``dpframe.agg.count_distinct``) that has no persons to
+    count: under the record unit (one row is one person, so it would be the count of
+    rows), or of a ``column`` other than the unit's person column (the distinct values
+    of another column are another statistic, not offered). Nothing is spent.
+
+    Examples
+    --------
+    >>> from dpframe.core.units import PrivacyUnit
+    >>> stat = count_distinct(epsilon=1.0)
+    >>> check_distinct_unit(stat, PrivacyUnit("pid", max_rows=2, max_groups=1))
+    >>> check_distinct_unit(stat, PrivacyUnit())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.InvalidParameterError: unit: 'persons' (count_distinct) counts ...
+    """
+    if unit.is_record:
+        fix = advise(
+            python="pass unit='<person column>' with max_rows=... and max_groups=... to "
+            "group_by (or to the accountant)",
+            spec="set unit = '<person column>' with max_rows and max_groups on the release "
+            "or under [privacy]",
+        )
+        raise InvalidParameterError(
+            f"unit: {stat.name!r} (count_distinct) counts distinct persons, but this "
+            "release's unit is the record (one row is one person: the count of distinct "
+            f"persons would be the count of rows); {fix}, or release a count. Nothing was "
+            "spent."
+        )
+    if stat.column is not None and stat.column != unit.person:
+        raise InvalidParameterError(
+            f"column: count_distinct counts the persons of the release's unit "
+            f"({unit.person!r}), not the distinct values of {stat.column!r} (a statistic "
+            f"this release does not offer); leave column out or give {unit.person!r}. "
+            "Nothing was spent."
+        )
+
+
+def _part_noise(
+    stat: Statistic, neighbours: str, unit: PrivacyUnit, norm: str
+) -> tuple[float, str, bool]:
+    """A count's, distinct count's or sum's sensitivity in ``norm``, the name of the part
+    its noise is added to, and whether it is an integer (noise on a grid of 1)."""
+    if stat.kind == "count":
+        return count_sensitivity(unit, neighbours, norm), "n", True
+    if stat.kind == "count_distinct":
+        return distinct_sensitivity(unit, neighbours, norm), "persons", True
+    return sum_sensitivity(stat.lower, stat.upper, unit, neighbours, norm), "sum", False
+
+
 def _plan_laplace_part(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> StatisticPlan:
-    is_count = stat.kind == "count"
-    if is_count:
-        delta = count_sensitivity(unit, neighbours)
-    else:
-        delta = sum_sensitivity(stat.lower, stat.upper, unit, neighbours)
+    delta, part, is_count = _part_noise(stat, neighbours, unit, "l1")
     cal = _laplace(stat.epsilon, delta, counts=is_count)
-    part = "n" if is_count else "sum"
     return StatisticPlan(
         statistic=stat,
         mechanism="laplace",
@@ -472,16 +531,12 @@ def _plan_laplace_part(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> S
 
 
 def _plan_gaussian_part(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> StatisticPlan:
-    """A count or sum with discrete Gaussian noise, calibrated to its l2 sensitivity
+    """A count, distinct count or sum with discrete Gaussian noise, calibrated to its l2 sensitivity
     (rho-zCDP, :mod:`dpframe.mechanisms.gaussian`)."""
     from dpframe.core.units import changed_groups
     from dpframe.mechanisms.gaussian import calibrate_gaussian
 
-    is_count = stat.kind == "count"
-    if is_count:
-        delta = count_sensitivity(unit, neighbours, "l2")
-    else:
-        delta = sum_sensitivity(stat.lower, stat.upper, unit, neighbours, "l2")
+    delta, part, is_count = _part_noise(stat, neighbours, unit, "l2")
     cal = calibrate_gaussian(
         delta,
         rho=stat.options.get("rho"),
@@ -490,7 +545,6 @@ def _plan_gaussian_part(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> 
         changed=changed_groups(unit, neighbours),
         values_on_grid=is_count,
     )
-    part = "n" if is_count else "sum"
     return StatisticPlan(
         statistic=stat,
         mechanism="gaussian",
@@ -1051,6 +1105,59 @@ def count(
     """
     mech, eps, options = _noise(mechanism, epsilon, rho, sigma)
     return Statistic("count", _check_name(name), eps, options=options, mechanism=mech)
+
+
+def count_distinct(
+    *,
+    column: str | None = None,
+    epsilon: float | None = None,
+    name: str = "persons",
+    mechanism: str = "laplace",
+    rho: float | None = None,
+    sigma: float | None = None,
+) -> Statistic:
+    """The number of distinct persons per group ("patients per ward", not visits), with
+    integer Laplace noise (``epsilon``) or discrete Gaussian noise
+    (``mechanism="gaussian"`` with ``rho`` or ``sigma``), as :func:`count`.
+
+    The persons are those of the release's privacy unit (``group_by(..., unit="pid",
+    max_rows=..., max_groups=...)``), counted over the rows each person keeps: a person
+    counts once in each of at most ``max_groups`` groups, however many rows they have
+    there, so the noise scales with ``max_groups`` only (l1 ``max_groups``, twice that
+    under substitution: :func:`dpframe.core.units.distinct_sensitivity`). Refused under
+    the record unit (one row is one person). Released as an integer column named
+    ``"persons"`` by default, clamped at 0 (``nonnegative``) and, where the same release
+    holds :func:`count` (the persons' kept rows), at most that count in every group
+    (post-processing: a person keeps at least one row in each group they count in).
+
+    Parameters
+    ----------
+    column : str, optional
+        The unit's person column, if you want to name it (anything else is refused: the
+        distinct values of another column are not offered).
+    epsilon, mechanism, rho, sigma
+        The noise, as :func:`count`.
+    name : str, default "persons"
+        The released column.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> visits = pl.DataFrame({"patient": [1, 1, 1, 2, 3], "ward": ["A", "A", "B", "A", "B"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     out = dpframe.group_by(
+    ...         visits, "ward", margins=pl.DataFrame({"ward": ["A", "B"]}),
+    ...         unit="patient", max_rows=3, max_groups=2,
+    ...     ).agg(dpframe.agg.count_distinct(epsilon=1.0)).collect()
+    >>> out.columns, out["persons"].dtype
+    (['ward', 'persons'], Int64)
+    """
+    if column is not None:
+        column = _check_column(column)
+    mech, eps, options = _noise(mechanism, epsilon, rho, sigma)
+    return Statistic(
+        "count_distinct", _check_name(name), eps, column, options=options, mechanism=mech
+    )
 
 
 def sum(

@@ -117,7 +117,7 @@ class StatisticSpec(SpecModel):
     @model_validator(mode="after")
     def _fields(self) -> StatisticSpec:
         s = self.stat
-        if s not in ("count", "sum"):  # (fields dpframe.agg.<stat> does not take)
+        if s not in ("count", "sum", "count_distinct"):  # (fields dpframe.agg.<stat> lacks)
             if self.mechanism == "gaussian":
                 raise ValueError(f"mechanism = 'gaussian' is for counts and sums, not {s}")
             extra = [f for f in ("rho", "sigma") if getattr(self, f) is not None]
@@ -125,7 +125,9 @@ class StatisticSpec(SpecModel):
                 raise ValueError(
                     f"a {s} takes no {', '.join(extra)} (Gaussian noise is for counts and sums)"
                 )
-        if s == "count":
+        if s == "count_distinct":
+            _distinct_fields(self)
+        elif s == "count":
             extra = [f for f in ("column", "lower", "upper") if getattr(self, f) is not None]
             if extra:
                 raise ValueError(f"a count takes no {', '.join(extra)}")
@@ -154,6 +156,17 @@ class StatisticSpec(SpecModel):
         if self.lower is None or self.upper is None:
             return None
         return (self.lower, self.upper)
+
+
+def _distinct_fields(entry: StatisticSpec) -> None:
+    """A count_distinct entry takes the fields of ``dpframe.agg.count_distinct`` only."""
+    fields = ("x", "y", "lower", "upper", "lower_y", "upper_y")
+    extra = [f for f in fields if getattr(entry, f) is not None]
+    if extra:
+        raise ValueError(
+            f"a count_distinct takes no {', '.join(extra)} (it counts the unit's persons; "
+            "column, if given, is the unit's person column)"
+        )
 
 
 class GroupedSpec(SpecEntry):
@@ -524,6 +537,13 @@ class GroupedRelease(Release[pl.DataFrame]):
               noisy count ``N~`` it divided by (drawn and charged with the statistic; not
               the ``count`` statistic's column, which has its own noise).
 
+            A count of distinct persons released beside ``k`` counts is clamped to at
+            most each of them. Its half-widths are then taken at level ``1 - (1 -
+            level) / (k + 1)`` (a union bound keeps ``level``): its own where no count
+            clamped it, and the largest of its own and the counts' where one did (the
+            clamp moves it away from the truth only to a count below its own exact
+            value, so by at most that count's error).
+
         Raises
         ------
         InvalidParameterError
@@ -554,6 +574,7 @@ class GroupedRelease(Release[pl.DataFrame]):
         columns: dict[str, Any] = {}
         for plan, out in zip(self._plans, drawn, strict=True):
             columns.update(plan.accuracy(out, level))
+        columns.update(_clamped_distinct_errors(self._plans, drawn, level))
         series = []
         for name, values in columns.items():
             if name.endswith("_uninformative"):
@@ -691,13 +712,71 @@ class GroupedRelease(Release[pl.DataFrame]):
         if self.grouping.nonnegative:  # post-processing: closer to the truth, never farther
             clamp = [s.name for s in self.statistics if s.nonnegative]
             frame = frame.with_columns(pl.col(clamp).clip(lower_bound=0.0))
-        counts = [s.name for s in self.statistics if s.kind == "count"]  # integer noise
+        frame = _distinct_at_most_rows(frame, self.statistics)
+        counts = [s.name for s in self.statistics if s.kind in _INTEGERS]  # integer noise
         return frame.with_columns(pl.col(counts).round().cast(pl.Int64))
+
+
+#: The statistics released as integers (integer noise on integer counts).
+_INTEGERS = ("count", "count_distinct")
+
+
+def _distinct_at_most_rows(frame: pl.DataFrame, statistics: list[Statistic]) -> pl.DataFrame:
+    """Each released distinct count (``dpframe.agg.count_distinct``) at most every released
+    count of the same release in its group: post-processing of the two noisy releases
+    (a person counted in a group keeps at least one row there, so the exact distinct
+    count never exceeds the exact count; the counts are clamped at 0 first, so a clamped
+    distinct count stays >= 0)."""
+    counts = [s.name for s in statistics if s.kind == "count"]
+    distinct = [s.name for s in statistics if s.kind == "count_distinct"]
+    if not counts or not distinct:
+        return frame
+    cap = pl.min_horizontal(counts)
+    return frame.with_columns(pl.min_horizontal(pl.col(d), cap).alias(d) for d in distinct)
+
+
+def _clamped_distinct_errors(
+    plans: Sequence[StatisticPlan], drawn: Sequence[Drawn], level: float
+) -> dict[str, np.ndarray]:
+    """The half-widths of distinct counts clamped to the release's counts
+    (:func:`_distinct_at_most_rows`): ``|min(D, C_1..C_k) - d| <= max(|D - d|, |C_j -
+    c_j|)`` (the exact ``d <= c_j``), so with each noise within its half-width at level
+    ``1 - (1 - level) / (k + 1)`` (all of them: probability at least ``level``) the
+    released value is within its own half-width where no count clamped it (the noisy
+    ``D`` at most every noisy ``C_j``, known from the draws), and within the largest of
+    them where one did."""
+    from dpframe.mechanisms.accuracy import level_label
+
+    pairs = list(zip(plans, drawn, strict=True))
+    counts = [(p, d) for p, d in pairs if p.statistic.kind == "count"]
+    if not counts:
+        return {}
+    each = 1.0 - (1.0 - level) / (len(counts) + 1)
+
+    def half_width(plan: StatisticPlan, out: Drawn) -> np.ndarray:
+        return plan.accuracy(out, each)[f"{plan.statistic.name}_{level_label(each)}"]
+
+    out = {}
+    for plan, d in pairs:
+        if plan.statistic.kind == "count_distinct":
+            own = half_width(plan, d)
+            h, least = own, None
+            for count, c in counts:
+                h = np.maximum(h, half_width(count, c))
+                noisy = c[count.statistic.name]
+                least = noisy if least is None else np.minimum(least, noisy)
+            clamped = d[plan.statistic.name] > least
+            out[f"{plan.statistic.name}_{level_label(level)}"] = np.where(clamped, h, own)
+    return out
 
 
 def _statistic_entry(s: Statistic) -> dict[str, Any]:
     """A statistic as a grouped spec entry's ``statistics`` item."""
     entry: dict[str, Any] = {"stat": s.kind, "epsilon": s.epsilon, "column": s.column}
+    if s.kind == "count_distinct":
+        noise = {"mechanism": s.mechanism, **s.options}
+        eps = {} if s.mechanism == "gaussian" else {"epsilon": s.epsilon}
+        return {"stat": s.kind, **eps, "column": s.column, "name": s.name, **noise}
     if s.kind == "cov":
         o = s.options
         entry = {"stat": "cov", "epsilon": s.epsilon, "x": s.column, "y": o["y"]}
@@ -801,6 +880,8 @@ def grouped_columns(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[s
         stat, name, x, y = s["stat"], s.get("name"), s.get("x"), s.get("y")
         if stat == "count":
             out.append((name or "count", "count", s))
+        elif stat == "count_distinct":
+            out.append((name or "persons", "count_distinct", s))
         elif stat == "cov":
             n = name or f"{x}_{y}"
             out += [
@@ -822,10 +903,10 @@ def grouped_columns(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[s
 
 
 def grouped_output_types(arguments: Mapping[str, Any]) -> dict[str, str]:
-    """The dtype of every statistic column a grouped release declares: a count an Int64,
-    every other statistic a Float64."""
+    """The dtype of every statistic column a grouped release declares: a count (of rows
+    or of distinct persons) an Int64, every other statistic a Float64."""
     return {
-        c: "Int64" if role == "count" else "Float64" for c, role, _ in grouped_columns(arguments)
+        c: "Int64" if role in _INTEGERS else "Float64" for c, role, _ in grouped_columns(arguments)
     }
 
 
@@ -881,7 +962,7 @@ def _bounds(
     arguments: Mapping[str, Any], col: str, role: str, s: Mapping[str, Any]
 ) -> tuple[float | None, float | None]:
     """The bounds a released statistic column lies in (either may be open)."""
-    if role in ("count", "sum"):
+    if role in ("count", "sum", "count_distinct"):
         clamped = arguments.get("nonnegative", True) and is_nonnegative(s["stat"], s.get("lower"))
         return (0.0 if clamped else None), None
     if role == "mean":
@@ -929,7 +1010,7 @@ def _expect_integers(
 ) -> None:
     """Counts are integers (integer noise on integer counts)."""
     schema = frame.schema
-    counts = [c for c, role, _ in outputs if role == "count" and c in schema]
+    counts = [c for c, role, _ in outputs if role in _INTEGERS and c in schema]
     if counts and all(k in schema for k in keys):
         parts = [
             frame.select(
@@ -953,6 +1034,40 @@ def _expect_integers(
             "{value}",
             exact=True,
         )
+
+
+def _expect_distinct_within_counts(
+    suite: Suite, frame: pl.DataFrame, keys: list[str], outputs: list[tuple[str, str, Any]]
+) -> None:
+    """A distinct count is at most every count of the same release (the release clamps
+    it there: :func:`_distinct_at_most_rows`)."""
+    schema = frame.schema
+    counts = [c for c, role, _ in outputs if role == "count" and c in schema]
+    distinct = [c for c, role, _ in outputs if role == "count_distinct" and c in schema]
+    if not counts or not distinct or not all(k in schema for k in keys):
+        return
+    f64 = pl.Float64
+    parts = [
+        frame.select(
+            *[pl.col(k).cast(pl.String) for k in keys],
+            pl.lit(d).alias("statistic"),
+            pl.col(d).cast(f64, strict=False).alias("persons"),
+            pl.col(c).cast(f64, strict=False).alias("rows"),
+            pl.lit(c).alias("of"),
+            (pl.col(d).cast(f64, strict=False) - pl.col(c).cast(f64, strict=False))
+            .fill_null(0.0)
+            .alias("excess"),
+        )
+        for d in distinct
+        for c in counts
+    ]
+    _expect_per_statistic(
+        suite,
+        ("distinct_persons", pl.concat(parts), ["persons", "rows", "of"]),
+        ("excess", keys, "groups"),
+        "above the released count of rows (a person counted in a group keeps a row there)",
+        "{persons} persons > {of} {rows}",
+    )
 
 
 def _expect_correlations(
@@ -1178,7 +1293,9 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     is finite and lies in its bounds (a mean in ``[lower, upper]``, a proportion in
     ``[0, 1]``, a variance in ``[0, R**2 / 2]`` -- the largest sample variance of values in
     bounds of width ``R`` --, a count ``>= 0`` and a sum of non-negative values ``>= 0``
-    when ``nonnegative``, a correlation in ``[-1, 1]``); a count is an integer; a
+    when ``nonnegative``, a correlation in ``[-1, 1]``); a count is an integer, and so is a
+    count of distinct persons (``>= 0`` when ``nonnegative``), which is at most every
+    count of rows of the same release in each group; a
     covariance obeys Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``; a correlation is
     ``cov / sqrt(var_x var_y)`` clipped to ``[-1, 1]``, and null exactly where a released
     variance is 0; no nulls -- except in a correlation column (a correlation is undefined
@@ -1226,6 +1343,7 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     expect_types(suite, frame, types, "types")
 
     _expect_integers(suite, frame, keys, outputs)
+    _expect_distinct_within_counts(suite, frame, keys, outputs)
     _expect_correlations(suite, frame, keys, outputs)
     _expect_each_key_once(suite, frame, keys, public)
 
@@ -1241,6 +1359,8 @@ def statistic(s: Any) -> Statistic:
     noise = {"epsilon": s.epsilon, "mechanism": s.mechanism, "rho": s.rho, "sigma": s.sigma}
     if s.stat == "count":
         return agg.count(**noise, **name)
+    if s.stat == "count_distinct":
+        return agg.count_distinct(column=s.column, **noise, **name)
     if s.stat == "sum":
         return agg.sum(s.column, lower=s.lower, upper=s.upper, **noise, **name)
     if s.stat == "mean":
