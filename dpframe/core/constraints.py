@@ -24,6 +24,7 @@ dpframe.errors.InvalidParameterError: delta must be in [0, 1), got 1.0
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ __all__ = [
     "PRIOR_KINDS",
     "PRIVACY_MAX",
     "PRIVACY_MIN",
+    "QUANTILE_STATISTICS",
     "REPAIRS",
     "RESERVED_PREFIX",
     "RISK_GAUSSIANS",
@@ -88,6 +90,7 @@ __all__ = [
     "check_open_bounds",
     "check_positive",
     "check_privacy_amount",
+    "check_quantiles",
     "check_real",
 ]
 
@@ -126,7 +129,9 @@ UNKNOWN_KEYS = ("error", "drop")
 #: The PRAM priors that are not a given distribution.
 PRIOR_KINDS = ("uniform", "dp")
 #: The statistics of a grouped release (``dpframe.agg.<stat>``; a spec's ``stat``).
-STATISTICS = ("count", "sum", "mean", "proportion", "var", "cov")
+STATISTICS = ("count", "sum", "mean", "proportion", "var", "cov", "quantile", "median")
+#: The statistics released by selection among a grid of candidates (one column per q).
+QUANTILE_STATISTICS = ("quantile", "median")
 #: A column release's noise: ``"laplace"`` (unbounded), or bounded ``"truncated"`` / ``"bit"``.
 COLUMN_MECHANISMS = ("laplace", "truncated", "bit")
 #: What :func:`dpframe.pram.estimate` is given: released counts per category, or codes.
@@ -438,6 +443,45 @@ def check_categories(categories: Any) -> tuple[Any, ...] | None:
     return cats
 
 
+def check_quantiles(value: Any, name: str = "q") -> tuple[float, ...]:
+    """Probabilities of quantiles: a number or a non-empty list of numbers, each strictly
+    between 0 and 1, strictly increasing (one released column per value, in this order).
+
+    Examples
+    --------
+    >>> check_quantiles([0.25, 0.5, 0.75])
+    (0.25, 0.5, 0.75)
+    >>> check_quantiles(0.5)
+    (0.5,)
+    """
+    values = [value] if isinstance(value, Real) and not isinstance(value, bool) else value
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+        raise InvalidParameterError(
+            f"{name} must be a probability or a non-empty list of them (e.g. "
+            f"[0.25, 0.5, 0.75]), got {value!r}"
+        )
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, Real) or not 0.0 < float(v) < 1.0:
+            raise InvalidParameterError(
+                f"{name} must hold probabilities strictly between 0 and 1 (0.5 is the "
+                f"median), got {v!r}"
+            )
+        out.append(float(v))
+    if any(b <= a for a, b in itertools.pairwise(out)):
+        raise InvalidParameterError(
+            f"{name} must be strictly increasing with no repeats (one column each, in "
+            f"order), got {out}; sort them and drop duplicates"
+        )
+    return tuple(out)
+
+
+def _resolution(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    return check_positive(name, value)
+
+
 # -- the table --------------------------------------------------------------------------
 
 
@@ -506,6 +550,11 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "max_groups": _integer(1, "a person keeps at least one group"),
         "rho": Constraint(f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", check_privacy_amount),
         "sigma": Constraint("a finite number > 0", check_positive),
+        "q": Constraint(
+            "a probability in (0, 1) or a strictly increasing list of them",
+            lambda n, v: check_quantiles(v, n),
+        ),
+        "resolution": Constraint("None (1000 bins) or a finite number > 0", _resolution),
         "mechanism": _options(NOISES),
         "neighbours": _options(NEIGHBOURS),
         "composition": _options(COMPOSITIONS),

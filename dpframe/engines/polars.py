@@ -38,7 +38,7 @@ from dpframe.engines.bounding import (
     bounded_grouped_parts,
     check_unit,
 )
-from dpframe.engines.driver import BAD_PREFIX, ROWS
+from dpframe.engines.driver import BAD_PREFIX, BIN, GROUP, ROWS
 from dpframe.engines.progress import rows_done
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -53,6 +53,7 @@ __all__ = [
     "PolarsEngine",
     "bad_rows",
     "bad_values",
+    "bin_expr",
     "decode",
     "encode",
     "operand",
@@ -88,6 +89,36 @@ def part_expr(part: Part) -> pl.Expr:
     else:
         raise InvalidParameterError(f"unknown aggregate {part.op!r}")
     return e.alias(part.name)
+
+
+def bin_expr(part: Part) -> pl.Expr:
+    """Each record's bin on a ``"hist"`` part's grid, exactly by
+    :meth:`dpframe.mechanisms.quantile.Grid.bin_index`'s rule (the value clipped to the
+    grid's bounds; bin ``k`` holds ``e_k <= x < e_{k+1}``, the last also ``x == e_B``).
+
+    The bin is guessed from the value's position between the bounds, then moved down
+    where ``x < e_k`` and up where ``x >= e_{k+1}``: comparisons with the edges decide
+    it, the arithmetic only saves a search. On a grid of equal steps the guess is off
+    by at most one bin (rounding), so one move each way is exact; elsewhere the edges
+    are searched (``search_sorted``).
+    """
+    import numpy as np
+
+    grid = part.grid
+    edges = np.asarray(grid.edges, dtype=np.float64)
+    bins = int(edges.size - 1)
+    x = pl.col(part.x.column).cast(pl.Float64).clip(float(edges[0]), float(edges[-1]))
+    lit = pl.lit(pl.Series(edges, dtype=pl.Float64))
+    step = (edges[-1] - edges[0]) / bins
+    uniform = np.allclose(np.diff(edges), step, rtol=1e-6, atol=0.0)
+    if not uniform:
+        found = lit.search_sorted(x, side="right").cast(pl.Int64) - 1
+        return found.clip(0, bins - 1).alias(BIN)
+    guess = ((x - float(edges[0])) / step).floor().cast(pl.Int64).clip(0, bins - 1)
+    down = guess - (x < lit.gather(guess)).cast(pl.Int64)
+    down = down.clip(0, bins - 1)
+    up = down + ((x >= lit.gather(down + 1)) & (down < bins - 1)).cast(pl.Int64)
+    return up.alias(BIN)
 
 
 def bad_rows(column: str, dtype: pl.DataType) -> pl.Expr:
@@ -206,6 +237,32 @@ class PolarsEngine:
             exprs.setdefault(f"{BAD_PREFIX}{c}", bad_values(c, schema[c]))
         agg = self.frame.group_by(list(keys)).agg(pl.len().alias(ROWS), *exprs.values())
         return agg.collect(engine="streaming")
+
+    def grouped_histograms(
+        self, parts: Sequence[Part], margins: pl.DataFrame
+    ) -> dict[str, pl.DataFrame]:
+        """For each ``"hist"`` part, one row per record whose keys are in ``margins``
+        (:func:`dpframe.engines.driver.indexed_margins`: the keys, and the margins' row
+        in ``__group``): its ``__group`` and ``__bin`` (:func:`bin_expr`). One streaming
+        pass for all the parts; the driver counts them
+        (:func:`dpframe.engines.driver.dense_histogram`).
+
+        Examples
+        --------
+        >>> from dpframe.engines.driver import indexed_margins
+        >>> from dpframe.mechanisms.statistics import median
+        >>> lf = pl.LazyFrame({"g": ["a", "b", "a"], "x": [0.0, 10.0, 7.5]})
+        >>> part = median("x", lower=0, upper=10, epsilon=1.0, resolution=5).parts(False)[0]
+        >>> margins = indexed_margins(pl.DataFrame({"g": ["b", "a"]}), lf.collect_schema(), ["g"])
+        >>> rows = PolarsEngine(lf).grouped_histograms([part], margins)[part.name]
+        >>> rows.sort("__group", "__bin").rows()
+        [(0, 1), (1, 0), (1, 1)]
+        """
+        keys = [c for c in margins.columns if c != GROUP]
+        joined = self.frame.join(margins.lazy(), on=keys, how="inner")
+        exprs = {p.name: bin_expr(p).cast(pl.Int32).alias(p.name) for p in parts}
+        rows = joined.select(pl.col(GROUP), *exprs.values()).collect(engine="streaming")
+        return {name: rows.select(GROUP, pl.col(name).alias(BIN)) for name in exprs}
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]

@@ -32,6 +32,7 @@ from dpframe.core.advice import advise
 from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import (
     INT64_MAX,
+    QUANTILE_STATISTICS,
     check,
     check_key_names,
     spec_field,
@@ -46,9 +47,12 @@ from dpframe.engines.driver import (
     check_key_dtype,
     check_margins,
     check_sources,
+    dense_histogram,
     finish_grouped,
     fit_margins,
+    indexed_margins,
     textual_key,
+    with_bad_totals,
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms import statistics as agg
@@ -113,10 +117,17 @@ class StatisticSpec(SpecModel):
     upper_y: Finite | None = None
     method: Method = "truncated"
     name: str | None = None
+    q: Annotated[float | list[float] | None, BeforeValidator(spec_field("q", optional=True))] = (
+        Field(None, description="a quantile's probabilities, e.g. [0.25, 0.5, 0.75]")
+    )
+    resolution: Annotated[
+        float | None, BeforeValidator(spec_field("resolution", optional=True))
+    ] = Field(None, description="a quantile's or median's grid step (default: 1000 bins)")
 
     @model_validator(mode="after")
     def _fields(self) -> StatisticSpec:
         s = self.stat
+        _quantile_fields(self)
         if s not in ("count", "sum"):  # (fields dpframe.agg.<stat> does not take)
             if self.mechanism == "gaussian":
                 raise ValueError(f"mechanism = 'gaussian' is for counts and sums, not {s}")
@@ -154,6 +165,16 @@ class StatisticSpec(SpecModel):
         if self.lower is None or self.upper is None:
             return None
         return (self.lower, self.upper)
+
+
+def _quantile_fields(entry: StatisticSpec) -> None:
+    """The fields only a quantile (``q``, ``resolution``) or a median (``resolution``)
+    takes, refused on the other statistics."""
+    s = entry.stat
+    takes = {"quantile": ("q", "resolution"), "median": ("resolution",)}.get(s, ())
+    extra = [f for f in ("q", "resolution") if f not in takes and getattr(entry, f) is not None]
+    if extra:
+        raise ValueError(f"a {s} takes no {', '.join(extra)} (they are a quantile's)")
 
 
 class GroupedSpec(SpecEntry):
@@ -633,13 +654,21 @@ class GroupedRelease(Release[pl.DataFrame]):
         read = list(dict.fromkeys([*g.keys, *(c for c, _ in sources)]))
         policy = [c for c in read if c != self.unit.person]  # an id is never dropped
         engine = self.engine.without_missing(g.missing, policy)
+        hists = [p for p in parts if p.op == "hist"]
+        parts = [p for p in parts if p.op != "hist"]
+        counted = engine  # the rows the histograms count: the same as the other parts'
         if self.unit.is_record:
             agg = engine.grouped_parts(g.keys, parts, read)
-        else:  # each person's rows bounded (chosen at random) as they are aggregated
+        elif not hists:  # each person's rows bounded (chosen at random) as aggregated
             agg = engine.bounded_grouped_parts(self.unit, g.keys, parts, read, self.random)
-        return finish_grouped(
+        else:  # one choice of each person's rows, for the histograms and the other parts
+            counted = engine.bounded(self.unit, g.keys, self.random)
+            every = engine.grouped_parts(g.keys, [], read)  # bad values of all rows
+            agg = with_bad_totals(counted.grouped_parts(g.keys, parts, []), every)
+        exact = finish_grouped(
             agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
         )
+        return exact if not hists else _with_histograms(exact, counted, hists, g)
 
     def check_schema(self) -> None:
         schema = self.engine.schema()
@@ -670,7 +699,9 @@ class GroupedRelease(Release[pl.DataFrame]):
         exact = self.exact_aggregates()
         self._keys_frame = exact.select(self.grouping.keys)
         arrays = {
-            c: exact[c].cast(pl.Float64).fill_null(np.nan).to_numpy()
+            c: exact[c].to_numpy()  # a histogram: int64 (groups, bins)
+            if isinstance(exact.schema[c], pl.Array)
+            else exact[c].cast(pl.Float64).fill_null(np.nan).to_numpy()
             for c in exact.columns
             if c not in self.grouping.keys
         }
@@ -695,14 +726,40 @@ class GroupedRelease(Release[pl.DataFrame]):
         return frame.with_columns(pl.col(counts).round().cast(pl.Int64))
 
 
+def _with_histograms(exact: pl.DataFrame, engine: Any, hists: list[Any], g: GroupBy) -> Any:
+    """``exact`` with one column per ``"hist"`` part: each group's int64 bin counts (a
+    polars Array), counted by ``engine`` (:meth:`grouped_histograms`) over the records
+    whose keys are in the margins, put in shape by the driver (absent groups all 0)."""
+    margins = indexed_margins(g.margins, engine.schema(), g.keys)
+    rows = engine.grouped_histograms(hists, margins)
+    columns = [
+        pl.Series(p.name, dense_histogram(rows[p.name], margins.height, p.grid.bins)) for p in hists
+    ]
+    counts = g.margins.select(g.keys).with_columns(columns)
+    return exact.join(counts, on=g.keys, how="left", nulls_equal=True, maintain_order="left")
+
+
 def _statistic_entry(s: Statistic) -> dict[str, Any]:
     """A statistic as a grouped spec entry's ``statistics`` item."""
+    if s.kind in QUANTILE_STATISTICS:
+        return _quantile_entry(s)
     entry: dict[str, Any] = {"stat": s.kind, "epsilon": s.epsilon, "column": s.column}
     if s.kind == "cov":
         o = s.options
         entry = {"stat": "cov", "epsilon": s.epsilon, "x": s.column, "y": o["y"]}
         entry |= {"lower_y": o["lower_y"], "upper_y": o["upper_y"]}
     return {**entry, "lower": s.lower, "upper": s.upper, "method": s.method, "name": s.name}
+
+
+def _quantile_entry(s: Statistic) -> dict[str, Any]:
+    """A quantile or median as a spec entry's ``statistics`` item (``name`` only if one
+    was given: the columns' names follow from it)."""
+    o = s.options
+    entry: dict[str, Any] = {"stat": s.kind, "epsilon": s.epsilon, "column": s.column}
+    if s.kind == "quantile":
+        entry["q"] = list(o["q"])
+    entry |= {"lower": s.lower, "upper": s.upper, "resolution": o["resolution"]}
+    return {**entry, "name": s.name if o["named"] else None}
 
 
 def group_by(
@@ -801,6 +858,10 @@ def grouped_columns(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[s
         stat, name, x, y = s["stat"], s.get("name"), s.get("x"), s.get("y")
         if stat == "count":
             out.append((name or "count", "count", s))
+        elif stat in QUANTILE_STATISTICS:
+            q = check("q", (s.get("q") or agg.QUARTILES) if stat == "quantile" else 0.5)
+            columns = agg.quantile_columns(s.get("column"), q, name, median=stat == "median")
+            out += [(c, stat, s) for c in columns]
         elif stat == "cov":
             n = name or f"{x}_{y}"
             out += [
@@ -884,7 +945,7 @@ def _bounds(
     if role in ("count", "sum"):
         clamped = arguments.get("nonnegative", True) and is_nonnegative(s["stat"], s.get("lower"))
         return (0.0 if clamped else None), None
-    if role == "mean":
+    if role in ("mean", *QUANTILE_STATISTICS):
         return s.get("lower"), s.get("upper")
     if role == "proportion":
         return 0.0, 1.0
@@ -1249,6 +1310,8 @@ def statistic(s: Any) -> Statistic:
         )
     if s.stat == "proportion":
         return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
+    if s.stat in QUANTILE_STATISTICS:
+        return _quantile_statistic(s, name)
     if s.stat == "var":
         return agg.var(
             s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
@@ -1264,3 +1327,12 @@ def statistic(s: Any) -> Statistic:
         method=s.method,
         **name,
     )
+
+
+def _quantile_statistic(s: Any, name: dict[str, Any]) -> Statistic:
+    """The ``dpframe.agg.quantile`` or ``median`` a spec's statistic entry describes."""
+    bounds = {"lower": s.lower, "upper": s.upper, "epsilon": s.epsilon}
+    if s.stat == "median":
+        return agg.median(s.column, **bounds, resolution=s.resolution, **name)
+    q = agg.QUARTILES if s.q is None else s.q
+    return agg.quantile(s.column, q, **bounds, resolution=s.resolution, **name)
