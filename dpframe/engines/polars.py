@@ -159,6 +159,10 @@ class PolarsEngine:
     def rows(self) -> int:
         return int(self.frame.select(pl.len()).collect(engine="streaming").item())
 
+    def with_constant(self, column: str) -> PolarsEngine:
+        """The records with ``column`` True in every row (the key of a whole frame)."""
+        return PolarsEngine(self.frame.with_columns(pl.lit(True).alias(column)))
+
     def bounded(
         self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
     ) -> PolarsEngine:

@@ -82,6 +82,11 @@ class Engine(Protocol):
 
     def rows(self) -> int: ...
 
+    def with_constant(self, column: str) -> Engine:
+        """The same records with one more column, ``column``, True in every row (the one
+        public key of a release over the whole frame)."""
+        ...
+
     def bounded(
         self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
     ) -> Engine:

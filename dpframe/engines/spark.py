@@ -421,6 +421,12 @@ class SparkEngine:
     def rows(self) -> int:
         return int(self.frame.count())
 
+    def with_constant(self, column: str) -> SparkEngine:
+        """The records with ``column`` True in every row (the key of a whole frame)."""
+        from pyspark.sql import functions as sf
+
+        return SparkEngine(self.frame.withColumn(column, sf.lit(True)))
+
     def without_missing(self, missing: MissingValues, columns: Sequence[str]) -> SparkEngine:
         """As :meth:`PolarsEngine.without_missing`: Spark's ``na.drop`` / ``na.fill`` treat
         NaN in a numeric column as missing too."""

@@ -19,6 +19,7 @@ The maths of each statistic is :mod:`dpframe.mechanisms.statistics` (``dpframe.a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Annotated, Any, Literal, cast
@@ -93,9 +94,12 @@ __all__ = [
     "GroupedRelease",
     "GroupedSpec",
     "StatisticSpec",
+    "WholeFrameRelease",
     "group_by",
     "grouped_columns",
     "grouped_suite",
+    "median",
+    "quantile",
     "statistic",
 ]
 
@@ -117,12 +121,21 @@ class StatisticSpec(SpecModel):
     upper_y: Finite | None = None
     method: Method = "truncated"
     name: str | None = None
+    # (q and resolution are left out of a stored spec when unset: as before quantiles)
     q: Annotated[float | list[float] | None, BeforeValidator(spec_field("q", optional=True))] = (
-        Field(None, description="a quantile's probabilities, e.g. [0.25, 0.5, 0.75]")
+        Field(
+            None,
+            description="a quantile's probabilities, e.g. [0.25, 0.5, 0.75]",
+            exclude_if=lambda v: v is None,
+        )
     )
     resolution: Annotated[
         float | None, BeforeValidator(spec_field("resolution", optional=True))
-    ] = Field(None, description="a quantile's or median's grid step (default: 1000 bins)")
+    ] = Field(
+        None,
+        description="a quantile's or median's grid step (default: 1000 bins)",
+        exclude_if=lambda v: v is None,
+    )
 
     @model_validator(mode="after")
     def _fields(self) -> StatisticSpec:
@@ -1097,6 +1110,40 @@ def _expect_cauchy_schwarz(
         )
 
 
+def _expect_monotone_quantiles(
+    suite: Suite, frame: pl.DataFrame, keys: list[str], outputs: list[tuple[str, str, Any]]
+) -> None:
+    """A quantile statistic's columns are non-decreasing in ``q`` in every group (each
+    released value at most the next one's)."""
+    schema = frame.schema
+    pairs: list[tuple[str, str]] = []
+    for stat in {id(s): s for _, role, s in outputs if role in QUANTILE_STATISTICS}.values():
+        columns = [c for c, _, s in outputs if s is stat]
+        pairs += list(itertools.pairwise(columns))
+    if not pairs or not all(k in schema for k in keys):
+        return
+    parts = [
+        frame.select(
+            *[table_column(frame, k, pl.String) for k in keys],
+            pl.lit(a).alias("statistic"),
+            table_column(frame, a).cast(pl.Float64, strict=False).alias("value"),
+            pl.lit(b).alias("next"),
+            table_column(frame, b).cast(pl.Float64, strict=False).alias("next_value"),
+        )
+        for a, b in pairs
+    ]
+    ordered = pl.concat(parts, how="vertical_relaxed").with_columns(
+        (pl.col("value") - pl.col("next_value")).alias("excess")
+    )
+    _expect_per_statistic(
+        suite,
+        ("quantiles", ordered, ["value", "next", "next_value"]),
+        ("excess", keys, "groups"),
+        "above the next quantile (quantiles are non-decreasing in q)",
+        "{value} > {next} = {next_value}",
+    )
+
+
 def _expect_sizes(
     suite: Suite,
     frame: pl.DataFrame,
@@ -1240,7 +1287,8 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     ``[0, 1]``, a variance in ``[0, R**2 / 2]`` -- the largest sample variance of values in
     bounds of width ``R`` --, a count ``>= 0`` and a sum of non-negative values ``>= 0``
     when ``nonnegative``, a correlation in ``[-1, 1]``); a count is an integer; a
-    covariance obeys Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``; a correlation is
+    covariance obeys Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``; a quantile lies in
+    ``[lower, upper]``, never null, its columns non-decreasing in ``q``; a correlation is
     ``cov / sqrt(var_x var_y)`` clipped to ``[-1, 1]``, and null exactly where a released
     variance is 0; no nulls -- except in a correlation column (a correlation is undefined
     where a released variance is 0, so it may be null or NaN) and, when the margins carry
@@ -1291,6 +1339,7 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     _expect_each_key_once(suite, frame, keys, public)
 
     _expect_cauchy_schwarz(suite, frame, keys, outputs)
+    _expect_monotone_quantiles(suite, frame, keys, outputs)
     if sizes is not None:
         _expect_sizes(suite, frame, keys, public, margins, sizes, nullable)
     return suite
@@ -1336,3 +1385,139 @@ def _quantile_statistic(s: Any, name: dict[str, Any]) -> Statistic:
         return agg.median(s.column, **bounds, resolution=s.resolution, **name)
     q = agg.QUARTILES if s.q is None else s.q
     return agg.quantile(s.column, q, **bounds, resolution=s.resolution, **name)
+
+
+# -- quantiles of a whole frame: a grouped release of one public group ----------------
+
+
+class WholeFrameRelease(GroupedRelease):
+    """A grouped release of one group, every record (:func:`quantile`, :func:`median`):
+    its table and :meth:`accuracy` are one row, without the group's key.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"age": [float(a) for a in range(20, 80)]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = dpframe.median(people, "age", lower=0, upper=100, epsilon=1.0)
+    >>> type(release).__name__, release.outputs
+    ('WholeFrameRelease', ['age_median'])
+    """
+
+    def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
+        return super()._finish(outputs).drop(self.grouping.keys)
+
+    def accuracy(self, level: float = 0.95) -> pl.DataFrame:
+        """As :meth:`GroupedRelease.accuracy`, one row (no key column).
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"age": [float(a) for a in range(20, 80)]})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     release = dpframe.median(people, "age", lower=0, upper=100, epsilon=1.0)
+        ...     _ = release.collect()
+        >>> release.accuracy().columns
+        ['age_median_error95']
+        """
+        return super().accuracy(level).drop(self.grouping.keys)
+
+
+def _whole_frame(
+    frame: Any,
+    stat: Statistic,
+    accountant: Any,
+    seed: Any,
+    unit: Any,
+    max_rows: int | None,
+    nulls: str | Mapping[str, float | str],
+) -> WholeFrameRelease:
+    """``stat`` over every record of ``frame``: one public group (a constant key the
+    frame does not have), each person keeping at most ``max_rows`` rows."""
+    from dpframe.engines import engine_for
+
+    engine = engine_for(frame)
+    names = set(engine.schema().names())
+    key = next(k for k in (f"all{'_' * i}" for i in range(len(names) + 1)) if k not in names)
+    person = {"max_groups": 1} if unit is not None or max_rows is not None else {}
+    grouping = GroupBy(
+        engine.with_constant(key).frame,
+        key,
+        margins=pl.DataFrame({key: [True]}),
+        accountant=accountant,
+        seed=seed,
+        unit=unit,
+        max_rows=max_rows,
+        nulls=nulls,
+        **person,
+    )
+    return WholeFrameRelease(grouping, [stat])
+
+
+def quantile(
+    frame: Any,
+    column: str,
+    *,
+    q: float | Sequence[float] = agg.QUARTILES,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    resolution: float | None = None,
+    accountant: Any = None,
+    seed: Any = None,
+    unit: Any = None,
+    max_rows: int | None = None,
+    nulls: str | Mapping[str, float | str] = "refuse",
+) -> WholeFrameRelease:
+    """Quantiles of ``column`` over the whole frame, all of ``q`` for one ``epsilon``.
+
+    :func:`dpframe.agg.quantile` released over one group holding every record (the
+    grouped machinery: the same checks, engines, charge, suite): ``collect()`` gives a
+    one-row table, one Float64 column per probability (``<column>_q25``, ...), each a
+    grid edge in ``[lower, upper]``, non-decreasing in ``q``. ``unit`` / ``max_rows``:
+    each person keeps at most ``max_rows`` rows (``docs/privacy-units.md``); ``nulls``
+    as in :func:`dpframe.group_by`.
+
+    Examples
+    --------
+    >>> import numpy as np, polars as pl, dpframe
+    >>> df = pl.DataFrame({"income": np.random.default_rng(0).uniform(0, 100, 2000)})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     table = dpframe.quantile(df, "income", lower=0, upper=100, epsilon=1.0).collect()
+    >>> table.columns, table.height, acct.spent.epsilon
+    (['income_q25', 'income_q50', 'income_q75'], 1, 1.0)
+    >>> bool(20 < table["income_q50"].item() < 80)
+    True
+    """
+    stat = agg.quantile(column, q, lower=lower, upper=upper, epsilon=epsilon, resolution=resolution)
+    return _whole_frame(frame, stat, accountant, seed, unit, max_rows, nulls)
+
+
+def median(
+    frame: Any,
+    column: str,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    resolution: float | None = None,
+    accountant: Any = None,
+    seed: Any = None,
+    unit: Any = None,
+    max_rows: int | None = None,
+    nulls: str | Mapping[str, float | str] = "refuse",
+) -> WholeFrameRelease:
+    """The median of ``column`` over the whole frame: :func:`quantile` with ``q=0.5``,
+    released as ``<column>_median``.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> df = pl.DataFrame({"age": [float(a % 60 + 20) for a in range(3000)]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     table = dpframe.median(df, "age", lower=0, upper=100, epsilon=1.0).collect()
+    >>> table.columns, bool(40 < table["age_median"].item() < 60)
+    (['age_median'], True)
+    """
+    stat = agg.median(column, lower=lower, upper=upper, epsilon=epsilon, resolution=resolution)
+    return _whole_frame(frame, stat, accountant, seed, unit, max_rows, nulls)

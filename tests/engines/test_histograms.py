@@ -22,9 +22,7 @@ from ..conftest import spark_available
 
 
 def _part(lower: float, upper: float, resolution: float | None = None):
-    return median("x", lower=lower, upper=upper, epsilon=1.0, resolution=resolution).parts(
-        False
-    )[0]
+    return median("x", lower=lower, upper=upper, epsilon=1.0, resolution=resolution).parts(False)[0]
 
 
 def _edge_values(edges: np.ndarray) -> np.ndarray:
