@@ -60,6 +60,7 @@ __all__ = [
     "PRIOR_KINDS",
     "PRIVACY_MAX",
     "PRIVACY_MIN",
+    "QUANTILE_MAX_BINS",
     "QUANTILE_STATISTICS",
     "REPAIRS",
     "RESERVED_PREFIX",
@@ -90,7 +91,7 @@ __all__ = [
     "check_open_bounds",
     "check_positive",
     "check_privacy_amount",
-    "check_quantiles",
+    "check_quantile_targets",
     "check_real",
 ]
 
@@ -355,6 +356,54 @@ def check_open_bounds(
     return lo, hi
 
 
+#: The most bins (candidates - 1) a quantile's grid may have: a grouped release holds a
+#: (groups, bins) histogram, and each selection flips a coin per candidate.
+QUANTILE_MAX_BINS = 2**20
+
+
+def check_quantile_targets(value: Any, name: str = "q") -> tuple[float, ...]:
+    """Quantile targets: a number or a non-empty sequence of numbers, each strictly
+    inside (0, 1), strictly increasing (each released once, in order).
+
+    Examples
+    --------
+    >>> check_quantile_targets([0.25, 0.5, 0.75])
+    (0.25, 0.5, 0.75)
+    >>> check_quantile_targets(0.5)
+    (0.5,)
+    >>> check_quantile_targets([0.5, 0.25])
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.InvalidParameterError: q must be strictly increasing, got [0.5, 0.25]; ...
+    """
+    if isinstance(value, Real):
+        items: list[Any] = [value]
+    elif hasattr(value, "tolist"):  # a numpy array or scalar
+        listed = value.tolist()
+        items = listed if isinstance(listed, list) else [listed]
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items = list(value)
+    else:
+        raise InvalidParameterError(
+            f"{name} must be a number or a list of numbers in (0, 1), got {value!r:.80}"
+        )
+    if not items:
+        raise InvalidParameterError(f"{name} must name at least one quantile, got {value!r}")
+    qs = [check_real(name, v) for v in items]
+    outside = [v for v in qs if not 0.0 < v < 1.0]
+    if outside:
+        raise InvalidParameterError(
+            f"{name} must hold numbers strictly between 0 and 1 (0.5 is the median), got "
+            f"{outside[:3]}; for the smallest or largest value use a bound, not a quantile"
+        )
+    if any(b <= a for a, b in itertools.pairwise(qs)):
+        raise InvalidParameterError(
+            f"{name} must be strictly increasing, got {qs}; list each quantile once, "
+            "in increasing order"
+        )
+    return tuple(qs)
+
+
 #: Column names dpframe uses for its own work start with this (or hold a ``:``).
 RESERVED_PREFIX = "__"
 
@@ -443,45 +492,6 @@ def check_categories(categories: Any) -> tuple[Any, ...] | None:
     return cats
 
 
-def check_quantiles(value: Any, name: str = "q") -> tuple[float, ...]:
-    """Probabilities of quantiles: a number or a non-empty list of numbers, each strictly
-    between 0 and 1, strictly increasing (one released column per value, in this order).
-
-    Examples
-    --------
-    >>> check_quantiles([0.25, 0.5, 0.75])
-    (0.25, 0.5, 0.75)
-    >>> check_quantiles(0.5)
-    (0.5,)
-    """
-    values = [value] if isinstance(value, Real) and not isinstance(value, bool) else value
-    if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
-        raise InvalidParameterError(
-            f"{name} must be a probability or a non-empty list of them (e.g. "
-            f"[0.25, 0.5, 0.75]), got {value!r}"
-        )
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, Real) or not 0.0 < float(v) < 1.0:
-            raise InvalidParameterError(
-                f"{name} must hold probabilities strictly between 0 and 1 (0.5 is the "
-                f"median), got {v!r}"
-            )
-        out.append(float(v))
-    if any(b <= a for a, b in itertools.pairwise(out)):
-        raise InvalidParameterError(
-            f"{name} must be strictly increasing with no repeats (one column each, in "
-            f"order), got {out}; sort them and drop duplicates"
-        )
-    return tuple(out)
-
-
-def _resolution(name: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    return check_positive(name, value)
-
-
 # -- the table --------------------------------------------------------------------------
 
 
@@ -504,6 +514,15 @@ def _integer(minimum: int, why: str) -> Constraint:
     return Constraint(
         f"an integer >= {minimum}", lambda name, value: check_int(name, value, minimum, why)
     )
+
+
+def _at_most(name: str, value: int, maximum: int) -> int:
+    if value > maximum:
+        raise InvalidParameterError(
+            f"{name} must be at most {maximum}, got {value}; choose a coarser grid "
+            "(fewer bins, a larger resolution)"
+        )
+    return value
 
 
 def _seed(name: str, value: Any) -> int | None:
@@ -548,13 +567,18 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "seed": Constraint("None (secure) or an int >= 0", _seed),
         "max_rows": _integer(1, "a person keeps at least one row per group"),
         "max_groups": _integer(1, "a person keeps at least one group"),
+        "bins": Constraint(
+            f"an integer in [1, {QUANTILE_MAX_BINS}]",
+            lambda n, v: _at_most(
+                n, check_int(n, v, 1, "a grid has at least one bin"), QUANTILE_MAX_BINS
+            ),
+        ),
+        "resolution": Constraint("a finite number > 0", check_positive),
+        "q": Constraint(
+            "a number or increasing numbers in (0, 1)", lambda n, v: check_quantile_targets(v, n)
+        ),
         "rho": Constraint(f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", check_privacy_amount),
         "sigma": Constraint("a finite number > 0", check_positive),
-        "q": Constraint(
-            "a probability in (0, 1) or a strictly increasing list of them",
-            lambda n, v: check_quantiles(v, n),
-        ),
-        "resolution": Constraint("None (1000 bins) or a finite number > 0", _resolution),
         "mechanism": _options(NOISES),
         "neighbours": _options(NEIGHBOURS),
         "composition": _options(COMPOSITIONS),

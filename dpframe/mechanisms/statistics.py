@@ -1346,7 +1346,7 @@ def _quantile(
         hi,
         options={
             "q": qs,
-            "resolution": check("resolution", resolution),
+            "resolution": None if resolution is None else check("resolution", resolution),
             "columns": tuple(quantile_columns(column, qs, named, median=kind == "median")),
             "named": named is not None,
         },

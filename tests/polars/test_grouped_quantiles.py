@@ -146,8 +146,8 @@ def test_the_spec_entry_round_trips_the_names(people):
 @pytest.mark.parametrize(
     "make, match",
     [
-        (lambda: dpframe.agg.quantile("x", [], lower=0, upper=1, epsilon=1), "q must be"),
-        (lambda: dpframe.agg.quantile("x", [0.5, 0.5], lower=0, upper=1, epsilon=1), "repeats"),
+        (lambda: dpframe.agg.quantile("x", [], lower=0, upper=1, epsilon=1), "q must name"),
+        (lambda: dpframe.agg.quantile("x", [0.5, 0.5], lower=0, upper=1, epsilon=1), "increasing"),
         (lambda: dpframe.agg.quantile("x", [0.0], lower=0, upper=1, epsilon=1), "strictly"),
         (lambda: dpframe.agg.quantile("x", "0.5", lower=0, upper=1, epsilon=1), "q must be"),
         (lambda: dpframe.agg.median("x", lower=0, upper=1, epsilon=0), "epsilon"),
