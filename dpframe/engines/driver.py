@@ -317,13 +317,16 @@ def dense_histogram(rows: pl.DataFrame, groups: int, bins: int) -> Any:
     """
     import numpy as np
 
-    g = rows[GROUP].cast(pl.Int64).to_numpy()
-    b = rows[BIN].cast(pl.Int64).to_numpy()
-    if g.size and (g.min() < 0 or g.max() >= groups or b.min() < 0 or b.max() >= bins):
+    group, bin_ = pl.col(GROUP).cast(pl.Int64), pl.col(BIN).cast(pl.Int64)
+    ranges = rows.select(
+        group.min().alias("g0"), group.max().alias("g1"), bin_.min().alias("b0"), bin_.max()
+    )
+    g0, g1, b0, b1 = ranges.row(0)
+    if rows.height and (g0 < 0 or g1 >= groups or b0 < 0 or b1 >= bins):
         raise InvalidDataError(  # pragma: no cover - an engine's bug, never the data's
             "internal error: a histogram's group or bin is out of range; nothing was charged"
         )
-    flat = g * bins + b
+    flat = rows.select(group * bins + bin_).to_series().to_numpy()
     if COUNT not in rows.columns:
         counts = np.bincount(flat, minlength=groups * bins)
     else:

@@ -99,26 +99,52 @@ def bin_expr(part: Part) -> pl.Expr:
     The bin is guessed from the value's position between the bounds, then moved down
     where ``x < e_k`` and up where ``x >= e_{k+1}``: comparisons with the edges decide
     it, the arithmetic only saves a search. On a grid of equal steps the guess is off
-    by at most one bin (rounding), so one move each way is exact; elsewhere the edges
-    are searched (``search_sorted``).
+    by at most one bin (rounding), so one move each way is exact. Where every edge is
+    ``e_0 + k * step`` bit for bit (the last one ``e_B``), the edges compared with are
+    computed so (the same two float operations as the grid's); on other grids of about
+    equal steps they are looked up; elsewhere the edges are searched (``search_sorted``).
     """
     import numpy as np
 
-    grid = part.grid
-    edges = np.asarray(grid.edges, dtype=np.float64)
+    edges = np.asarray(part.grid.edges, dtype=np.float64)
     bins = int(edges.size - 1)
-    x = pl.col(part.x.column).cast(pl.Float64).clip(float(edges[0]), float(edges[-1]))
-    lit = pl.lit(pl.Series(edges, dtype=pl.Float64))
-    step = (edges[-1] - edges[0]) / bins
-    uniform = np.allclose(np.diff(edges), step, rtol=1e-6, atol=0.0)
-    if not uniform:
-        found = lit.search_sorted(x, side="right").cast(pl.Int64) - 1
-        return found.clip(0, bins - 1).alias(BIN)
-    guess = ((x - float(edges[0])) / step).floor().cast(pl.Int64).clip(0, bins - 1)
-    down = guess - (x < lit.gather(guess)).cast(pl.Int64)
-    down = down.clip(0, bins - 1)
-    up = down + ((x >= lit.gather(down + 1)) & (down < bins - 1)).cast(pl.Int64)
-    return up.alias(BIN)
+    lo, hi = float(edges[0]), float(edges[-1])
+    x = pl.col(cast("Operand", part.x).column).cast(pl.Float64).clip(lo, hi)
+    step = _exact_step(edges)
+    if step is not None:  # bin numbers as floats: e_k = e_0 + k * step as the grid has it
+
+        def edge(k: pl.Expr) -> pl.Expr:  # e_k for k <= B (e_0 + B * step >= e_B)
+            return (lo + k * step).clip(upper_bound=hi)
+
+    else:
+        step = float(edges[1] - edges[0])
+        widths = np.diff(edges)
+        if not (np.allclose(widths[:-1], step, rtol=1e-9, atol=0.0) and widths[-1] <= step):
+            found = pl.lit(pl.Series(edges)).search_sorted(x, side="right").cast(pl.Int64) - 1
+            return found.clip(0, bins - 1).alias(BIN)
+        table = pl.lit(pl.Series(edges, dtype=pl.Float64))
+
+        def edge(k: pl.Expr) -> pl.Expr:
+            return table.gather(k.cast(pl.Int64))
+
+    guess = ((x - lo) / step).floor().clip(0, bins - 1)
+    down = (guess - (x < edge(guess)).cast(pl.Float64)).clip(0, bins - 1)
+    up = down + ((x >= edge(down + 1)) & (down < bins - 1)).cast(pl.Float64)
+    return up.cast(pl.Int64).alias(BIN)
+
+
+def _exact_step(edges: np.ndarray) -> float | None:
+    """The step with which every edge but the last is ``e_0 + k * step`` exactly (the last
+    is the upper bound), if there is one among the likely ones; else None."""
+    import numpy as np
+
+    bins = edges.size - 1
+    lo = edges[0]
+    k = np.arange(bins, dtype=np.float64)
+    for step in ((edges[-1] - lo) / bins, edges[1] - lo):
+        if np.array_equal(lo + k * step, edges[:-1]) and lo + bins * step >= edges[-1]:
+            return float(step)
+    return None
 
 
 def bad_rows(column: str, dtype: pl.DataType) -> pl.Expr:

@@ -744,12 +744,16 @@ def _with_histograms(exact: pl.DataFrame, engine: Any, hists: list[Any], g: Grou
     polars Array), counted by ``engine`` (:meth:`grouped_histograms`) over the records
     whose keys are in the margins, put in shape by the driver (absent groups all 0)."""
     margins = indexed_margins(g.margins, engine.schema(), g.keys)
-    rows = engine.grouped_histograms(hists, margins)
-    columns = [
-        pl.Series(p.name, dense_histogram(rows[p.name], margins.height, p.grid.bins)) for p in hists
-    ]
-    counts = g.margins.select(g.keys).with_columns(columns)
-    return exact.join(counts, on=g.keys, how="left", nulls_equal=True, maintain_order="left")
+    # statistics of one column on one grid (a median and quartiles) share one histogram
+    distinct = {(p.x, p.grid): p for p in hists}
+    rows = engine.grouped_histograms(list(distinct.values()), margins)
+    counts = {
+        same: dense_histogram(rows[p.name], margins.height, p.grid.bins)
+        for same, p in distinct.items()
+    }
+    columns = [pl.Series(p.name, counts[(p.x, p.grid)]) for p in hists]
+    table = g.margins.select(g.keys).with_columns(columns)
+    return exact.join(table, on=g.keys, how="left", nulls_equal=True, maintain_order="left")
 
 
 def _statistic_entry(s: Statistic) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.engines.driver import dense_histogram, indexed_margins
 from dpframe.engines.polars import PolarsEngine
-from dpframe.mechanisms.statistics import median, quantile
+from dpframe.mechanisms.quantile import grid_from_edges
+from dpframe.mechanisms.statistics import Operand, Part, median, quantile
 
 from ..conftest import spark_available
 
@@ -59,6 +60,29 @@ def test_polars_bins_values_on_and_next_to_every_edge_as_the_grid_does(lower, up
     assert got.dtype == np.int64 and got.shape == (4, part.grid.bins)
     assert np.array_equal(got, _reference(groups, values, part, 4))
     assert not got[3].any()
+
+
+def _declared(edges: np.ndarray) -> Part:
+    return Part("x:hist", "hist", Operand("x", edges[0], edges[-1]), grid=grid_from_edges(edges))
+
+
+@pytest.mark.parametrize(
+    "edges",
+    [
+        # about equal steps, not e_0 + k * step bit for bit: the edges are looked up
+        np.nextafter(np.arange(0.0, 1.01, 0.01), 2.0) * (np.arange(101) % 3 == 1)
+        + np.arange(0.0, 1.01, 0.01) * (np.arange(101) % 3 != 1),
+        np.array([-5.0, -1.0, 0.0, 0.5, 2.0, 10.0, 1e3]),  # unequal steps: searched
+    ],
+    ids=["near-uniform", "declared"],
+)
+def test_polars_bins_as_the_grid_on_any_grid(edges):
+    part = _declared(edges)
+    values = _edge_values(part.grid.edges)
+    groups = np.arange(values.size) % 2
+    lf = pl.LazyFrame({"g": groups, "x": values})
+    got = _histogram(PolarsEngine(lf), part, ["g"], pl.DataFrame({"g": [0, 1]}))
+    assert np.array_equal(got, _reference(groups, values, part, 2))
 
 
 def test_the_histogram_follows_the_margins_order_and_drops_unknown_keys():
