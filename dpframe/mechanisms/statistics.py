@@ -1323,18 +1323,13 @@ def _plan_quantile(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> Stati
 
 
 def _quantile(
-    kind: str,
-    column: Any,
-    q: Any,
-    lower: Any,
-    upper: Any,
-    epsilon: Any,
-    resolution: Any,
-    name: Any,
+    kind: str, column: Any, q: Any, bounds: tuple[Any, Any], epsilon: Any, grid: Any, name: Any
 ) -> Statistic:
-    """A quantile or median statistic, its arguments checked (the grid too)."""
+    """A quantile or median statistic, its arguments checked (``grid``: the resolution;
+    the grid itself too)."""
     column = _check_column(column)
-    lo, hi = check_bounds(lower, upper)
+    lo, hi = check_bounds(*bounds)
+    resolution = grid
     qs = check("q", q)
     named = None if name is None else _check_name(name)
     stat = Statistic(
@@ -1386,7 +1381,7 @@ def quantile(
     ...                      resolution=1.0).outputs()
     ['age_q10', 'age_q90']
     """
-    return _quantile("quantile", column, q, lower, upper, epsilon, resolution, name)
+    return _quantile("quantile", column, q, (lower, upper), epsilon, resolution, name)
 
 
 def median(
@@ -1407,4 +1402,4 @@ def median(
     >>> dpframe.agg.median("age", lower=0, upper=100, epsilon=0.5).outputs()
     ['age_median']
     """
-    return _quantile("median", column, 0.5, lower, upper, epsilon, resolution, name)
+    return _quantile("median", column, 0.5, (lower, upper), epsilon, resolution, name)

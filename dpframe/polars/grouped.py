@@ -1445,7 +1445,7 @@ def _whole_frame(
     engine = engine_for(frame)
     names = set(engine.schema().names())
     key = next(k for k in (f"all{'_' * i}" for i in range(len(names) + 1)) if k not in names)
-    person = {"max_groups": 1} if unit is not None or max_rows is not None else {}
+    max_groups = 1 if unit is not None or max_rows is not None else None  # one group
     grouping = GroupBy(
         engine.with_constant(key).frame,
         key,
@@ -1454,8 +1454,8 @@ def _whole_frame(
         seed=seed,
         unit=unit,
         max_rows=max_rows,
+        max_groups=max_groups,
         nulls=nulls,
-        **person,
     )
     return WholeFrameRelease(grouping, [stat])
 
@@ -1464,10 +1464,10 @@ def quantile(
     frame: Any,
     column: str,
     *,
-    q: float | Sequence[float] = agg.QUARTILES,
     lower: float,
     upper: float,
     epsilon: float,
+    q: float | Sequence[float] = agg.QUARTILES,
     resolution: float | None = None,
     accountant: Any = None,
     seed: Any = None,
