@@ -61,7 +61,7 @@ from dpframe.polars.frame import (
     covariance_matrix,
     proportions,
 )
-from dpframe.polars.grouped import GroupBy, GroupedRelease, group_by
+from dpframe.polars.grouped import GroupBy, GroupedRelease, group_by, median, quantile
 from dpframe.polars.io import (
     Provenance,
     copy_provenance,
@@ -128,9 +128,11 @@ __all__ = [
     "laplace",
     "last_run",
     "ledger_frame",
+    "median",
     "pending_releases",
     "pram",
     "proportions",
+    "quantile",
     "read_parquet",
     "read_provenance",
     "register_namespace",

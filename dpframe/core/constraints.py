@@ -61,6 +61,7 @@ __all__ = [
     "PRIVACY_MAX",
     "PRIVACY_MIN",
     "QUANTILE_MAX_BINS",
+    "QUANTILE_STATISTICS",
     "REPAIRS",
     "RESERVED_PREFIX",
     "RISK_GAUSSIANS",
@@ -129,7 +130,19 @@ UNKNOWN_KEYS = ("error", "drop")
 #: The PRAM priors that are not a given distribution.
 PRIOR_KINDS = ("uniform", "dp")
 #: The statistics of a grouped release (``dpframe.agg.<stat>``; a spec's ``stat``).
-STATISTICS = ("count", "sum", "mean", "proportion", "var", "cov", "count_distinct")
+STATISTICS = (
+    "count",
+    "sum",
+    "mean",
+    "proportion",
+    "var",
+    "cov",
+    "count_distinct",
+    "quantile",
+    "median",
+)
+#: The statistics released by selection among a grid of candidates (one column per q).
+QUANTILE_STATISTICS = ("quantile", "median")
 #: A column release's noise: ``"laplace"`` (unbounded), or bounded ``"truncated"`` / ``"bit"``.
 COLUMN_MECHANISMS = ("laplace", "truncated", "bit")
 #: What :func:`dpframe.pram.estimate` is given: released counts per category, or codes.

@@ -45,10 +45,13 @@ __all__ = [
     "check_margins",
     "check_sources",
     "declared_counts",
+    "dense_histogram",
     "finish_grouped",
     "fit_margins",
+    "indexed_margins",
     "missing_count",
     "person_of",
+    "with_bad_totals",
     "with_person",
 ]
 
@@ -56,6 +59,9 @@ __all__ = [
 ROWS = "__rows"
 #: Prefix of the columns counting null, NaN or infinite values of a source column.
 BAD_PREFIX = "__bad__"
+#: Columns of an engine's histogram rows: the margins' row of the group, the bin, and
+#: (if the engine aggregated them) the number of records (:func:`dense_histogram`).
+GROUP, BIN, COUNT = "__group", "__bin", "__count"
 
 
 def check_sources(schema: pl.Schema, sources: Sequence[tuple[str, str]], what: str) -> None:
@@ -315,6 +321,57 @@ def finish_grouped(
     fill = [p.name for p in parts if p.fill is not None]
     return joined.drop(ROWS).with_columns(
         pl.col(dict.fromkeys(fill)).cast(pl.Float64).fill_null(0.0)
+    )
+
+
+def indexed_margins(margins: pl.DataFrame, schema: pl.Schema, keys: Sequence[str]) -> pl.DataFrame:
+    """The margins' keys in the data's dtypes (:func:`fit_margins`) with their row number,
+    :data:`GROUP` (UInt32): what an engine joins its records to for a histogram."""
+    fitted = fit_margins(margins.select(keys), schema, keys)
+    return fitted.with_row_index(GROUP).with_columns(pl.col(GROUP).cast(pl.Int64))
+
+
+def dense_histogram(rows: pl.DataFrame, groups: int, bins: int) -> Any:
+    """One histogram part as an int64 array ``(groups, bins)``, in the margins' order.
+
+    ``rows`` holds :data:`GROUP` (the margins' row) and :data:`BIN` (the bin, by
+    :meth:`dpframe.mechanisms.quantile.Grid.bin_index`'s rule) -- one row per record, or
+    one per ``(group, bin)`` with its records in :data:`COUNT`, however an engine made
+    them; a group absent from the data gets all zeros. Refuses (before anything is
+    charged) a bin or group out of range.
+    """
+    import numpy as np
+
+    group, bin_ = pl.col(GROUP).cast(pl.Int64), pl.col(BIN).cast(pl.Int64)
+    ranges = rows.select(
+        group.min().alias("g0"), group.max().alias("g1"), bin_.min().alias("b0"), bin_.max()
+    )
+    g0, g1, b0, b1 = ranges.row(0)
+    if rows.height and (g0 < 0 or g1 >= groups or b0 < 0 or b1 >= bins):
+        raise InvalidDataError(  # pragma: no cover - an engine's bug, never the data's
+            "internal error: a histogram's group or bin is out of range; nothing was charged"
+        )
+    flat = rows.select(group * bins + bin_).to_series().to_numpy()
+    if COUNT not in rows.columns:
+        counts = np.bincount(flat, minlength=groups * bins)
+    else:
+        counts = np.zeros(groups * bins, dtype=np.int64)
+        np.add.at(counts, flat, rows[COUNT].cast(pl.Int64).to_numpy())
+    return counts.astype(np.int64, copy=False).reshape(groups, bins)
+
+
+def with_bad_totals(kept: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
+    """``kept`` (per-group parts of the rows each person keeps) with the bad-value counts
+    of ``every`` (the same release's :data:`BAD_PREFIX` counts over **all** input rows),
+    their totals on the first group (the rule of ``bounded_grouped_parts``)."""
+    bads = [c for c in every.columns if c.startswith(BAD_PREFIX)]
+    totals = {c: int(every[c].sum() or 0) for c in bads}
+    if kept.height == 0:
+        refuse_bad_values({c.removeprefix(BAD_PREFIX): n for c, n in totals.items()})
+    first = pl.int_range(pl.len()) == 0
+    return kept.with_columns(
+        pl.when(first).then(pl.lit(n)).otherwise(0).cast(pl.Int64).alias(c)
+        for c, n in totals.items()
     )
 
 

@@ -38,7 +38,7 @@ from dpframe.engines.bounding import (
     bounded_grouped_parts,
     check_unit,
 )
-from dpframe.engines.driver import BAD_PREFIX, ROWS, person_of
+from dpframe.engines.driver import BAD_PREFIX, BIN, GROUP, ROWS, person_of
 from dpframe.engines.progress import rows_done
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -53,6 +53,7 @@ __all__ = [
     "PolarsEngine",
     "bad_rows",
     "bad_values",
+    "bin_expr",
     "decode",
     "encode",
     "operand",
@@ -92,6 +93,62 @@ def part_expr(part: Part) -> pl.Expr:
     return e.alias(part.name)
 
 
+def bin_expr(part: Part) -> pl.Expr:
+    """Each record's bin on a ``"hist"`` part's grid, exactly by
+    :meth:`dpframe.mechanisms.quantile.Grid.bin_index`'s rule (the value clipped to the
+    grid's bounds; bin ``k`` holds ``e_k <= x < e_{k+1}``, the last also ``x == e_B``).
+
+    The bin is guessed from the value's position between the bounds, then moved down
+    where ``x < e_k`` and up where ``x >= e_{k+1}``: comparisons with the edges decide
+    it, the arithmetic only saves a search. On a grid of equal steps the guess is off
+    by at most one bin (rounding), so one move each way is exact. Where every edge is
+    ``e_0 + k * step`` bit for bit (the last one ``e_B``), the edges compared with are
+    computed so (the same two float operations as the grid's); on other grids of about
+    equal steps they are looked up; elsewhere the edges are searched (``search_sorted``).
+    """
+    import numpy as np
+
+    edges = np.asarray(part.grid.edges, dtype=np.float64)
+    bins = int(edges.size - 1)
+    lo, hi = float(edges[0]), float(edges[-1])
+    x = pl.col(cast("Operand", part.x).column).cast(pl.Float64).clip(lo, hi)
+    step = _exact_step(edges)
+    if step is not None:  # bin numbers as floats: e_k = e_0 + k * step as the grid has it
+
+        def edge(k: pl.Expr) -> pl.Expr:  # e_k for k <= B (e_0 + B * step >= e_B)
+            return (lo + k * step).clip(upper_bound=hi)
+
+    else:
+        step = float(edges[1] - edges[0])
+        widths = np.diff(edges)
+        if not (np.allclose(widths[:-1], step, rtol=1e-9, atol=0.0) and widths[-1] <= step):
+            found = pl.lit(pl.Series(edges)).search_sorted(x, side="right").cast(pl.Int64) - 1
+            return found.clip(0, bins - 1).alias(BIN)
+        table = pl.lit(pl.Series(edges, dtype=pl.Float64))
+
+        def edge(k: pl.Expr) -> pl.Expr:
+            return table.gather(k.cast(pl.Int64))
+
+    guess = ((x - lo) / step).floor().clip(0, bins - 1)
+    down = (guess - (x < edge(guess)).cast(pl.Float64)).clip(0, bins - 1)
+    up = down + ((x >= edge(down + 1)) & (down < bins - 1)).cast(pl.Float64)
+    return up.cast(pl.Int64).alias(BIN)
+
+
+def _exact_step(edges: np.ndarray) -> float | None:
+    """The step with which every edge but the last is ``e_0 + k * step`` exactly (the last
+    is the upper bound), if there is one among the likely ones; else None."""
+    import numpy as np
+
+    bins = edges.size - 1
+    lo = edges[0]
+    k = np.arange(bins, dtype=np.float64)
+    for step in ((edges[-1] - lo) / bins, edges[1] - lo):
+        if np.array_equal(lo + k * step, edges[:-1]) and lo + bins * step >= edges[-1]:
+            return float(step)
+    return None
+
+
 def bad_rows(column: str, dtype: pl.DataType) -> pl.Expr:
     """Whether each value of a column is null, NaN or infinite (the rule of
     :mod:`dpframe.core.values`), a Boolean a row."""
@@ -129,6 +186,10 @@ class PolarsEngine:
 
     def rows(self) -> int:
         return int(self.frame.select(pl.len()).collect(engine="streaming").item())
+
+    def with_constant(self, column: str) -> PolarsEngine:
+        """The records with ``column`` True in every row (the key of a whole frame)."""
+        return PolarsEngine(self.frame.with_columns(pl.lit(True).alias(column)))
 
     def bounded(
         self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
@@ -212,6 +273,32 @@ class PolarsEngine:
             exprs.setdefault(f"{BAD_PREFIX}{c}", bad_values(c, schema[c]))
         agg = self.frame.group_by(list(keys)).agg(pl.len().alias(ROWS), *exprs.values())
         return agg.collect(engine="streaming")
+
+    def grouped_histograms(
+        self, parts: Sequence[Part], margins: pl.DataFrame
+    ) -> dict[str, pl.DataFrame]:
+        """For each ``"hist"`` part, one row per record whose keys are in ``margins``
+        (:func:`dpframe.engines.driver.indexed_margins`: the keys, and the margins' row
+        in ``__group``): its ``__group`` and ``__bin`` (:func:`bin_expr`). One streaming
+        pass for all the parts; the driver counts them
+        (:func:`dpframe.engines.driver.dense_histogram`).
+
+        Examples
+        --------
+        >>> from dpframe.engines.driver import indexed_margins
+        >>> from dpframe.mechanisms.statistics import median
+        >>> lf = pl.LazyFrame({"g": ["a", "b", "a"], "x": [0.0, 10.0, 7.5]})
+        >>> part = median("x", lower=0, upper=10, epsilon=1.0, resolution=5).parts(False)[0]
+        >>> margins = indexed_margins(pl.DataFrame({"g": ["b", "a"]}), lf.collect_schema(), ["g"])
+        >>> rows = PolarsEngine(lf).grouped_histograms([part], margins)[part.name]
+        >>> rows.sort("__group", "__bin").rows()
+        [(0, 1), (1, 0), (1, 1)]
+        """
+        keys = [c for c in margins.columns if c != GROUP]
+        joined = self.frame.join(margins.lazy(), on=keys, how="inner")
+        exprs = {p.name: bin_expr(p).cast(pl.Int32).alias(p.name) for p in parts}
+        rows = joined.select(pl.col(GROUP), *exprs.values()).collect(engine="streaming")
+        return {name: rows.select(GROUP, pl.col(name).alias(BIN)) for name in exprs}
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]

@@ -14,6 +14,8 @@ once on the driver with the same code for every engine. An engine implements:
 * :meth:`Engine.grouped_parts` -- exact per-group aggregates of clipped values;
   :meth:`Engine.bounded_grouped_parts` -- the same over the rows each person keeps, with
   the bad values (and identifiers) of *all* rows counted;
+* :meth:`Engine.grouped_histograms` -- per group of public margins, the records' bins
+  on a quantile's grid;
 * :meth:`Engine.category_counts` -- the number of records per value of columns;
 * :meth:`Engine.covariance_inputs` -- the sample covariance of clipped columns;
 * :meth:`Engine.write_rowwise` -- randomize columns record by record (PRAM) and write
@@ -80,6 +82,11 @@ class Engine(Protocol):
 
     def rows(self) -> int: ...
 
+    def with_constant(self, column: str) -> Engine:
+        """The same records with one more column, ``column``, True in every row (the one
+        public key of a release over the whole frame)."""
+        ...
+
     def bounded(
         self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
     ) -> Engine:
@@ -106,6 +113,17 @@ class Engine(Protocol):
         """:meth:`grouped_parts` of the rows each person keeps (counts and sums), the
         ``__bad__<source>`` counts over **all** input rows, and a null, NaN or infinite
         identifier refused (:func:`dpframe.core.values.refuse_missing_ids`)."""
+        ...
+
+    def grouped_histograms(
+        self, parts: Sequence[Part], margins: pl.DataFrame
+    ) -> dict[str, pl.DataFrame]:
+        """For each ``"hist"`` part (by name), the bins of the records whose keys are in
+        ``margins`` (the keys in the data's dtypes and ``__group``, the margins' row:
+        :func:`dpframe.engines.driver.indexed_margins`): ``__group`` and ``__bin`` (the
+        rule of :meth:`dpframe.mechanisms.quantile.Grid.bin_index`), one row per record,
+        or per ``(group, bin)`` with ``__count``; the driver puts them in shape
+        (:func:`dpframe.engines.driver.dense_histogram`)."""
         ...
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:

@@ -41,7 +41,7 @@ from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit, check_person_rows
 from dpframe.core.values import refuse_missing_ids
 from dpframe.engines.bounding import check_unit
-from dpframe.engines.driver import BAD_PREFIX, ROWS, person_of, with_person
+from dpframe.engines.driver import BAD_PREFIX, BIN, COUNT, GROUP, ROWS, person_of, with_person
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.statistics import Operand
@@ -176,6 +176,30 @@ def _bad_totals(sdf: Any, person: str | None, sources: Sequence[str]) -> dict[st
     if person is not None:
         refuse_missing_ids(person, int(row["__bad_person"] or 0))
     return {f"{BAD_PREFIX}{c}": int(row[f"{BAD_PREFIX}{c}"] or 0) for c in columns}
+
+
+def _histogram_rows(joined: Any, part: Part) -> pl.DataFrame:
+    """One hist part's ``(__group, __bin, __count)`` rows of ``joined`` (the records with
+    their margins' row in ``__group``)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as sf
+
+    grid = part.grid
+    column = cast(Operand, part.x).column
+
+    def binned(batches):  # runs on the executors
+        import numpy as np
+
+        for batch in batches:
+            x = batch.column(column).to_numpy(zero_copy_only=False).astype(np.float64)
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(GROUP), pa.array(grid.bin_index(x), type=pa.int64())],
+                names=[GROUP, BIN],
+            )
+
+    rows = joined.select(GROUP, column).mapInArrow(binned, f"{GROUP} long, {BIN} long")
+    counted = rows.groupBy(GROUP, BIN).agg(sf.count(sf.lit(1)).alias(COUNT))
+    return cast(pl.DataFrame, pl.from_arrow(counted.toArrow()))
 
 
 def _path_exists(spark: Any, path: str) -> bool:
@@ -399,6 +423,12 @@ class SparkEngine:
     def rows(self) -> int:
         return int(self.frame.count())
 
+    def with_constant(self, column: str) -> SparkEngine:
+        """The records with ``column`` True in every row (the key of a whole frame)."""
+        from pyspark.sql import functions as sf
+
+        return SparkEngine(self.frame.withColumn(column, sf.lit(True)))
+
     def without_missing(self, missing: MissingValues, columns: Sequence[str]) -> SparkEngine:
         """As :meth:`PolarsEngine.without_missing`: Spark's ``na.drop`` / ``na.fill`` treat
         NaN in a numeric column as missing too."""
@@ -457,6 +487,18 @@ class SparkEngine:
             aggs.setdefault(p.name, _part(p))
         table = self.frame.groupBy(*keys).agg(*[e.alias(n) for n, e in aggs.items()]).toArrow()
         return pl.from_arrow(table)
+
+    def grouped_histograms(
+        self, parts: Sequence[Part], margins: pl.DataFrame
+    ) -> dict[str, pl.DataFrame]:
+        """As :meth:`PolarsEngine.grouped_histograms`, aggregated by Spark: each record's
+        bin by the grid's own :meth:`~dpframe.mechanisms.quantile.Grid.bin_index` (numpy,
+        in ``mapInArrow`` on the executors, the clipped values first), then one row per
+        ``(__group, __bin)`` with its ``__count``."""
+        keys = [c for c in margins.columns if c != GROUP]
+        public = self.frame.sparkSession.createDataFrame(margins.to_arrow())
+        joined = self.frame.select(*keys, *{p.x.column for p in parts}).join(public, on=keys)
+        return {p.name: _histogram_rows(joined, p) for p in parts}
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         from pyspark.sql import functions as sf

@@ -38,7 +38,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,12 +48,13 @@ from dpframe.core import sensitivity as sens
 from dpframe.core.accountant import Charge
 from dpframe.core.advice import advise
 from dpframe.core.budget import split_epsilon
-from dpframe.core.constraints import STATISTICS as KINDS
 from dpframe.core.constraints import (
+    QUANTILE_STATISTICS,
     check,
     check_bounds,
     check_epsilon,
 )
+from dpframe.core.constraints import STATISTICS as KINDS
 from dpframe.core.executor import summary_row
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.units import (
@@ -77,6 +78,7 @@ from dpframe.mechanisms.laplace import calibrate_laplace
 
 __all__ = [
     "KINDS",
+    "QUARTILES",
     "Drawn",
     "Operand",
     "Part",
@@ -86,15 +88,18 @@ __all__ = [
     "count_distinct",
     "cov",
     "mean",
+    "median",
     "plan_statistic",
     "proportion",
+    "quantile",
+    "quantile_columns",
     "sum",
     "var",
 ]
 
 #: The statistics a grouped release offers.
 #: The exact per-group aggregates an engine computes (see :class:`Part`).
-OPS = ("count", "sum", "mean", "var", "cov", "distinct")
+OPS = ("count", "sum", "mean", "var", "cov", "distinct", "hist")
 
 
 @dataclass(frozen=True)
@@ -114,22 +119,28 @@ class Part:
     """One exact per-group aggregate a statistic needs, in engine-independent terms.
 
     ``op`` is ``"count"`` (records in the group), ``"sum"`` (of ``x``, or of ``x * y``),
-    ``"mean"`` or ``"var"`` (sample variance, divisor ``n - 1``) of ``x``, or ``"cov"``
-    (sample covariance of ``x`` and ``y``), or ``"distinct"`` (the distinct persons of
+    ``"mean"`` or ``"var"`` (sample variance, divisor ``n - 1``) of ``x``, ``"cov"``
+    (sample covariance of ``x`` and ``y``), ``"distinct"`` (the distinct persons of
     the rows each person keeps: the release's privacy unit says whose, so it has no
-    operand; only a person-level release has it). A group absent from the data gets
-    ``fill`` (0 for counts, sums and distinct persons; null -- ``None`` -- for means,
-    variances and covariances).
+    operand; only a person-level release has it), or ``"hist"``: the number of
+    records in each bin of ``grid`` (a :class:`dpframe.mechanisms.quantile.Grid`; ``x``
+    clipped to the grid's bounds, binned by
+    :meth:`~dpframe.mechanisms.quantile.Grid.bin_index`), an int64 vector per group.
+    A group absent from the data gets ``fill`` (0 for counts, sums, distinct persons
+    and every bin of a histogram; null -- ``None`` -- for means, variances and
+    covariances).
     """
 
     name: str
     op: str
     x: Operand | None = None
     y: Operand | None = None
+    #: the candidates' grid of a ``"hist"`` part (else None)
+    grid: Any = field(default=None, compare=False)
 
     @property
     def fill(self) -> float | None:
-        return 0.0 if self.op in ("count", "sum", "distinct") else None
+        return 0.0 if self.op in ("count", "sum", "distinct", "hist") else None
 
 
 def is_nonnegative(kind: str, lower: float | None) -> bool:
@@ -188,7 +199,10 @@ class Statistic:
         return [c for c, _ in self.sources()]
 
     def outputs(self) -> list[str]:
-        """The released columns: one, or four for a covariance (two variances, cov, corr)."""
+        """The released columns: one, four for a covariance (two variances, cov, corr),
+        one per probability for a quantile (:func:`quantile_columns`)."""
+        if self.kind in QUANTILE_STATISTICS:
+            return list(self.options["columns"])
         if self.kind != "cov":
             return [self.name]
         x, y = self.columns()
@@ -197,6 +211,8 @@ class Statistic:
 
     def parts(self, public_sizes: bool) -> list[Part]:
         """The exact aggregates this statistic needs (an engine computes them)."""
+        if self.kind in QUANTILE_STATISTICS:  # a histogram on the candidates' grid
+            return [Part(self.part("hist"), "hist", self._x(), grid=quantile_grid(self))]
         n = Part(self.part("n"), "count")
         if self.kind == "count":
             return [n]
@@ -421,7 +437,9 @@ def plan_statistic(
         sizes = np.asarray(sizes, dtype=np.int64)
     if stat.kind == "count_distinct":
         check_distinct_unit(stat, unit)
-    if stat.mechanism == "gaussian":
+    if stat.kind in QUANTILE_STATISTICS:  # public sizes change nothing: a selection
+        plan = _plan_quantile(stat, neighbours, unit)
+    elif stat.mechanism == "gaussian":
         plan = _plan_gaussian_part(stat, neighbours, unit)
     elif stat.kind in ("count", "sum", "count_distinct"):
         plan = _plan_laplace_part(stat, neighbours, unit)
@@ -1316,3 +1334,179 @@ def cov(
             "use calibration='exact' (or method='bit')"
         )
     return stat
+
+
+# -- quantiles: selection among the grid's candidates (dpframe.mechanisms.quantile) -------
+
+#: The probabilities of :func:`quantile` by default: the quartiles.
+QUARTILES = (0.25, 0.5, 0.75)
+
+
+def quantile_columns(
+    column: str, q: tuple[float, ...], name: str | None, *, median: bool = False
+) -> list[str]:
+    """The released columns of a quantile statistic: one per probability.
+
+    ``<column>_q25`` for 0.25, ``<column>_q2_5`` for 0.025 (the percentage, its decimal
+    point written ``_``), ``<column>_median`` for a median; with ``name``: ``name`` for
+    one probability, else ``<name>_q25``, ...
+
+    Examples
+    --------
+    >>> quantile_columns("age", (0.025, 0.5, 0.75), None)
+    ['age_q2_5', 'age_q50', 'age_q75']
+    >>> quantile_columns("age", (0.5,), None, median=True), quantile_columns("age", (0.5,), "mid")
+    (['age_median'], ['mid'])
+    """
+    from decimal import Decimal
+
+    if name is not None and len(q) == 1:
+        return [name]
+    if median and name is None:
+        return [f"{column}_median"]
+    stem = column if name is None else name
+    percents = [format((Decimal(repr(p)) * 100).normalize(), "f") for p in q]
+    return [f"{stem}_q{p.replace('.', '_')}" for p in percents]
+
+
+def quantile_grid(stat: Statistic) -> Any:
+    """The candidates of a quantile statistic: the uniform grid of its bounds and
+    resolution (:func:`dpframe.mechanisms.quantile.uniform_grid`)."""
+    from dpframe.mechanisms.quantile import uniform_grid
+
+    return uniform_grid(
+        float(stat.lower), float(stat.upper), resolution=stat.options.get("resolution")
+    )
+
+
+def _plan_quantile(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> StatisticPlan:
+    """Quantiles by the recursive ApproximateQuantiles with permute-and-flip at each
+    level (:mod:`dpframe.mechanisms.quantile`): ``epsilon`` covers every probability of
+    the statistic, every group (disjoint) and, under a person unit, ``max_groups`` groups
+    of ``max_rows`` rows a person."""
+    from dpframe.mechanisms.quantile import plan_quantiles, quantile_sides
+
+    rows, sides = quantile_sides(unit, neighbours)
+    grid = quantile_grid(stat)
+    kernel = plan_quantiles(stat.options["q"], grid, stat.epsilon, rows=rows, sides=sides)
+    part, columns = stat.part("hist"), stat.outputs()
+
+    def draw(exact: Mapping[str, np.ndarray], rng: np.random.Generator) -> Drawn:
+        released = kernel.draw(np.asarray(exact[part]), rng)
+        return Drawn({c: released[:, j] for j, c in enumerate(columns)})
+
+    def accuracy(drawn: Drawn, level: float) -> Accuracy:
+        h = kernel.rank_error(level)  # data-free: the same in every group
+        return {c: np.full(np.shape(drawn[c]), h) for c in columns}, None, None
+
+    error = kernel.rank_error(0.95)
+    scale = 2.0 * rows / kernel.epsilon_level
+    return StatisticPlan(
+        statistic=stat,
+        mechanism="permute_and_flip",
+        epsilon=stat.epsilon,
+        sensitivity=float(rows),
+        scale=scale,
+        error95=error,
+        details={
+            "q": list(kernel.q),
+            "bins": grid.bins,
+            "resolution": stat.options.get("resolution"),
+            "method": "ApproximateQuantiles",
+            "levels": kernel.levels,
+            "epsilon_level": kernel.epsilon_level,
+            "rows": rows,
+            "sides": sides,
+        },
+        _check=lambda exact: kernel.check(np.asarray(exact[part])),
+        _draw=draw,
+        _accuracy=accuracy,
+        note=(
+            f"error95 is a rank error: <= {error:.0f} rows of the group "
+            f"(ApproximateQuantiles, {kernel.levels} levels; a value is a grid edge, "
+            f"{grid.bins} bins)"
+        ),
+    )
+
+
+def _quantile(
+    kind: str, column: Any, q: Any, bounds: tuple[Any, Any], epsilon: Any, grid: Any, name: Any
+) -> Statistic:
+    """A quantile or median statistic, its arguments checked (``grid``: the resolution;
+    the grid itself too)."""
+    column = _check_column(column)
+    lo, hi = check_bounds(*bounds)
+    resolution = grid
+    qs = check("q", q)
+    named = None if name is None else _check_name(name)
+    stat = Statistic(
+        kind,
+        named or f"{column}_{kind}",
+        check_epsilon(epsilon),
+        column,
+        lo,
+        hi,
+        options={
+            "q": qs,
+            "resolution": None if resolution is None else check("resolution", resolution),
+            "columns": tuple(quantile_columns(column, qs, named, median=kind == "median")),
+            "named": named is not None,
+        },
+    )
+    quantile_grid(stat)  # refuses a resolution the bounds cannot hold
+    return stat
+
+
+def quantile(
+    column: str,
+    q: float | Sequence[float] = QUARTILES,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    resolution: float | None = None,
+    name: str | None = None,
+) -> Statistic:
+    """Per-group quantiles of ``column`` (values clipped to ``[lower, upper]``), all the
+    probabilities ``q`` for one ``epsilon``.
+
+    The candidates are the edges of a grid on ``[lower, upper]`` (step ``resolution``,
+    default 1000 bins); the quantiles are chosen by the recursive ApproximateQuantiles of
+    Kaplan, Schnapp & Stemmer (ICML 2022) with permute-and-flip at each of its
+    ``ceil(log2(len(q) + 1))`` levels, exactly (:mod:`dpframe.mechanisms.quantile`). Each
+    released value is a grid edge in ``[lower, upper]``, non-decreasing in ``q``; every
+    group is released, an empty one too. One column per probability: ``<column>_q25``,
+    ``<column>_q50``, ... (``<column>_q2_5`` for 0.025); with ``name=``, ``<name>`` for
+    one probability, else ``<name>_q25``, ...
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.quantile("income", lower=0, upper=1e5, epsilon=1.0).outputs()
+    ['income_q25', 'income_q50', 'income_q75']
+    >>> dpframe.agg.quantile("age", [0.1, 0.9], lower=0, upper=100, epsilon=1.0,
+    ...                      resolution=1.0).outputs()
+    ['age_q10', 'age_q90']
+    """
+    return _quantile("quantile", column, q, (lower, upper), epsilon, resolution, name)
+
+
+def median(
+    column: str,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    resolution: float | None = None,
+    name: str | None = None,
+) -> Statistic:
+    """The per-group median of ``column``: :func:`quantile` with ``q=0.5``, released as
+    ``<column>_median`` (or ``name``).
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> dpframe.agg.median("age", lower=0, upper=100, epsilon=0.5).outputs()
+    ['age_median']
+    """
+    return _quantile("median", column, 0.5, (lower, upper), epsilon, resolution, name)

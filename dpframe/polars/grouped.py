@@ -19,6 +19,7 @@ The maths of each statistic is :mod:`dpframe.mechanisms.statistics` (``dpframe.a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Annotated, Any, Literal, cast
@@ -32,6 +33,7 @@ from dpframe.core.advice import advise
 from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import (
     INT64_MAX,
+    QUANTILE_STATISTICS,
     check,
     check_key_names,
     spec_field,
@@ -46,9 +48,12 @@ from dpframe.engines.driver import (
     check_key_dtype,
     check_margins,
     check_sources,
+    dense_histogram,
     finish_grouped,
     fit_margins,
+    indexed_margins,
     textual_key,
+    with_bad_totals,
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms import statistics as agg
@@ -89,9 +94,12 @@ __all__ = [
     "GroupedRelease",
     "GroupedSpec",
     "StatisticSpec",
+    "WholeFrameRelease",
     "group_by",
     "grouped_columns",
     "grouped_suite",
+    "median",
+    "quantile",
     "statistic",
 ]
 
@@ -113,10 +121,26 @@ class StatisticSpec(SpecModel):
     upper_y: Finite | None = None
     method: Method = "truncated"
     name: str | None = None
+    # (q and resolution are left out of a stored spec when unset: as before quantiles)
+    q: Annotated[float | list[float] | None, BeforeValidator(spec_field("q", optional=True))] = (
+        Field(
+            None,
+            description="a quantile's probabilities, e.g. [0.25, 0.5, 0.75]",
+            exclude_if=lambda v: v is None,
+        )
+    )
+    resolution: Annotated[
+        float | None, BeforeValidator(spec_field("resolution", optional=True))
+    ] = Field(
+        None,
+        description="a quantile's or median's grid step (default: 1000 bins)",
+        exclude_if=lambda v: v is None,
+    )
 
     @model_validator(mode="after")
     def _fields(self) -> StatisticSpec:
         s = self.stat
+        _quantile_fields(self)
         if s not in ("count", "sum", "count_distinct"):  # (fields dpframe.agg.<stat> lacks)
             if self.mechanism == "gaussian":
                 raise ValueError(f"mechanism = 'gaussian' is for counts and sums, not {s}")
@@ -167,6 +191,16 @@ def _distinct_fields(entry: StatisticSpec) -> None:
             f"a count_distinct takes no {', '.join(extra)} (it counts the unit's persons; "
             "column, if given, is the unit's person column)"
         )
+
+
+def _quantile_fields(entry: StatisticSpec) -> None:
+    """The fields only a quantile (``q``, ``resolution``) or a median (``resolution``)
+    takes, refused on the other statistics."""
+    s = entry.stat
+    takes = {"quantile": ("q", "resolution"), "median": ("resolution",)}.get(s, ())
+    extra = [f for f in ("q", "resolution") if f not in takes and getattr(entry, f) is not None]
+    if extra:
+        raise ValueError(f"a {s} takes no {', '.join(extra)} (they are a quantile's)")
 
 
 class GroupedSpec(SpecEntry):
@@ -522,7 +556,9 @@ class GroupedRelease(Release[pl.DataFrame]):
               covariance, and its correlation: the same by the delta method (and, for a
               covariance, what the clip into ``+-sqrt(var_x var_y)`` may have cut off).
               Capped at the width of the statistic's range, which no error exceeds. Null
-              where the value is null;
+              where the value is null. A quantile or median: a *rank* error, in rows of
+              the group -- a data-free bound on ``|rows below the value - q n|`` (rows
+              tied inside one bin aside), the same in every group;
             * ``<name>_uninformative`` (Boolean) for a mean, proportion, variance or
               covariance: True where the value says nothing the public bounds do not.
               With private sizes: the noisy count ``N~`` is at most the statistic's
@@ -654,13 +690,21 @@ class GroupedRelease(Release[pl.DataFrame]):
         read = list(dict.fromkeys([*g.keys, *(c for c, _ in sources)]))
         policy = [c for c in read if c != self.unit.person]  # an id is never dropped
         engine = self.engine.without_missing(g.missing, policy)
+        hists = [p for p in parts if p.op == "hist"]
+        parts = [p for p in parts if p.op != "hist"]
+        counted = engine  # the rows the histograms count: the same as the other parts'
         if self.unit.is_record:
             agg = engine.grouped_parts(g.keys, parts, read)
-        else:  # each person's rows bounded (chosen at random) as they are aggregated
+        elif not hists:  # each person's rows bounded (chosen at random) as aggregated
             agg = engine.bounded_grouped_parts(self.unit, g.keys, parts, read, self.random)
-        return finish_grouped(
+        else:  # one choice of each person's rows, for the histograms and the other parts
+            counted = engine.bounded(self.unit, g.keys, self.random)
+            every = engine.grouped_parts(g.keys, [], read)  # bad values of all rows
+            agg = with_bad_totals(counted.grouped_parts(g.keys, parts, []), every)
+        exact = finish_grouped(
             agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
         )
+        return exact if not hists else _with_histograms(exact, counted, hists, g)
 
     def check_schema(self) -> None:
         schema = self.engine.schema()
@@ -691,7 +735,9 @@ class GroupedRelease(Release[pl.DataFrame]):
         exact = self.exact_aggregates()
         self._keys_frame = exact.select(self.grouping.keys)
         arrays = {
-            c: exact[c].cast(pl.Float64).fill_null(np.nan).to_numpy()
+            c: exact[c].to_numpy()  # a histogram: int64 (groups, bins)
+            if isinstance(exact.schema[c], pl.Array)
+            else exact[c].cast(pl.Float64).fill_null(np.nan).to_numpy()
             for c in exact.columns
             if c not in self.grouping.keys
         }
@@ -770,8 +816,27 @@ def _clamped_distinct_errors(
     return out
 
 
+def _with_histograms(exact: pl.DataFrame, engine: Any, hists: list[Any], g: GroupBy) -> Any:
+    """``exact`` with one column per ``"hist"`` part: each group's int64 bin counts (a
+    polars Array), counted by ``engine`` (:meth:`grouped_histograms`) over the records
+    whose keys are in the margins, put in shape by the driver (absent groups all 0)."""
+    margins = indexed_margins(g.margins, engine.schema(), g.keys)
+    # statistics of one column on one grid (a median and quartiles) share one histogram
+    distinct = {(p.x, p.grid): p for p in hists}
+    rows = engine.grouped_histograms(list(distinct.values()), margins)
+    counts = {
+        same: dense_histogram(rows[p.name], margins.height, p.grid.bins)
+        for same, p in distinct.items()
+    }
+    columns = [pl.Series(p.name, counts[(p.x, p.grid)]) for p in hists]
+    table = g.margins.select(g.keys).with_columns(columns)
+    return exact.join(table, on=g.keys, how="left", nulls_equal=True, maintain_order="left")
+
+
 def _statistic_entry(s: Statistic) -> dict[str, Any]:
     """A statistic as a grouped spec entry's ``statistics`` item."""
+    if s.kind in QUANTILE_STATISTICS:
+        return _quantile_entry(s)
     entry: dict[str, Any] = {"stat": s.kind, "epsilon": s.epsilon, "column": s.column}
     if s.kind == "count_distinct":
         noise = {"mechanism": s.mechanism, **s.options}
@@ -782,6 +847,17 @@ def _statistic_entry(s: Statistic) -> dict[str, Any]:
         entry = {"stat": "cov", "epsilon": s.epsilon, "x": s.column, "y": o["y"]}
         entry |= {"lower_y": o["lower_y"], "upper_y": o["upper_y"]}
     return {**entry, "lower": s.lower, "upper": s.upper, "method": s.method, "name": s.name}
+
+
+def _quantile_entry(s: Statistic) -> dict[str, Any]:
+    """A quantile or median as a spec entry's ``statistics`` item (``name`` only if one
+    was given: the columns' names follow from it)."""
+    o = s.options
+    entry: dict[str, Any] = {"stat": s.kind, "epsilon": s.epsilon, "column": s.column}
+    if s.kind == "quantile":
+        entry["q"] = list(o["q"])
+    entry |= {"lower": s.lower, "upper": s.upper, "resolution": o["resolution"]}
+    return {**entry, "name": s.name if o["named"] else None}
 
 
 def group_by(
@@ -882,6 +958,10 @@ def grouped_columns(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[s
             out.append((name or "count", "count", s))
         elif stat == "count_distinct":
             out.append((name or "persons", "count_distinct", s))
+        elif stat in QUANTILE_STATISTICS:
+            q = check("q", (s.get("q") or agg.QUARTILES) if stat == "quantile" else 0.5)
+            columns = agg.quantile_columns(s.get("column"), q, name, median=stat == "median")
+            out += [(c, stat, s) for c in columns]
         elif stat == "cov":
             n = name or f"{x}_{y}"
             out += [
@@ -965,7 +1045,7 @@ def _bounds(
     if role in ("count", "sum", "count_distinct"):
         clamped = arguments.get("nonnegative", True) and is_nonnegative(s["stat"], s.get("lower"))
         return (0.0 if clamped else None), None
-    if role == "mean":
+    if role in ("mean", *QUANTILE_STATISTICS):
         return s.get("lower"), s.get("upper")
     if role == "proportion":
         return 0.0, 1.0
@@ -1151,6 +1231,40 @@ def _expect_cauchy_schwarz(
         )
 
 
+def _expect_monotone_quantiles(
+    suite: Suite, frame: pl.DataFrame, keys: list[str], outputs: list[tuple[str, str, Any]]
+) -> None:
+    """A quantile statistic's columns are non-decreasing in ``q`` in every group (each
+    released value at most the next one's)."""
+    schema = frame.schema
+    pairs: list[tuple[str, str]] = []
+    for stat in {id(s): s for _, role, s in outputs if role in QUANTILE_STATISTICS}.values():
+        columns = [c for c, _, s in outputs if s is stat]
+        pairs += list(itertools.pairwise(columns))
+    if not pairs or not all(k in schema for k in keys):
+        return
+    parts = [
+        frame.select(
+            *[table_column(frame, k, pl.String) for k in keys],
+            pl.lit(a).alias("statistic"),
+            table_column(frame, a).cast(pl.Float64, strict=False).alias("value"),
+            pl.lit(b).alias("next"),
+            table_column(frame, b).cast(pl.Float64, strict=False).alias("next_value"),
+        )
+        for a, b in pairs
+    ]
+    ordered = pl.concat(parts, how="vertical_relaxed").with_columns(
+        (pl.col("value") - pl.col("next_value")).alias("excess")
+    )
+    _expect_per_statistic(
+        suite,
+        ("quantiles", ordered, ["value", "next", "next_value"]),
+        ("excess", keys, "groups"),
+        "above the next quantile (quantiles are non-decreasing in q)",
+        "{value} > {next} = {next_value}",
+    )
+
+
 def _expect_sizes(
     suite: Suite,
     frame: pl.DataFrame,
@@ -1297,6 +1411,9 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     count of distinct persons (``>= 0`` when ``nonnegative``), which is at most every
     count of rows of the same release in each group; a
     covariance obeys Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``; a correlation is
+    when ``nonnegative``, a correlation in ``[-1, 1]``); a count is an integer; a
+    covariance obeys Cauchy--Schwarz, ``|cov| <= sqrt(var_x var_y)``; a quantile lies in
+    ``[lower, upper]``, never null, its columns non-decreasing in ``q``; a correlation is
     ``cov / sqrt(var_x var_y)`` clipped to ``[-1, 1]``, and null exactly where a released
     variance is 0; no nulls -- except in a correlation column (a correlation is undefined
     where a released variance is 0, so it may be null or NaN) and, when the margins carry
@@ -1348,6 +1465,7 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     _expect_each_key_once(suite, frame, keys, public)
 
     _expect_cauchy_schwarz(suite, frame, keys, outputs)
+    _expect_monotone_quantiles(suite, frame, keys, outputs)
     if sizes is not None:
         _expect_sizes(suite, frame, keys, public, margins, sizes, nullable)
     return suite
@@ -1369,6 +1487,8 @@ def statistic(s: Any) -> Statistic:
         )
     if s.stat == "proportion":
         return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
+    if s.stat in QUANTILE_STATISTICS:
+        return _quantile_statistic(s, name)
     if s.stat == "var":
         return agg.var(
             s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
@@ -1384,3 +1504,148 @@ def statistic(s: Any) -> Statistic:
         method=s.method,
         **name,
     )
+
+
+def _quantile_statistic(s: Any, name: dict[str, Any]) -> Statistic:
+    """The ``dpframe.agg.quantile`` or ``median`` a spec's statistic entry describes."""
+    bounds = {"lower": s.lower, "upper": s.upper, "epsilon": s.epsilon}
+    if s.stat == "median":
+        return agg.median(s.column, **bounds, resolution=s.resolution, **name)
+    q = agg.QUARTILES if s.q is None else s.q
+    return agg.quantile(s.column, q, **bounds, resolution=s.resolution, **name)
+
+
+# -- quantiles of a whole frame: a grouped release of one public group ----------------
+
+
+class WholeFrameRelease(GroupedRelease):
+    """A grouped release of one group, every record (:func:`quantile`, :func:`median`):
+    its table and :meth:`accuracy` are one row, without the group's key.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> people = pl.DataFrame({"age": [float(a) for a in range(20, 80)]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = dpframe.median(people, "age", lower=0, upper=100, epsilon=1.0)
+    >>> type(release).__name__, release.outputs
+    ('WholeFrameRelease', ['age_median'])
+    """
+
+    def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
+        return super()._finish(outputs).drop(self.grouping.keys)
+
+    def accuracy(self, level: float = 0.95) -> pl.DataFrame:
+        """As :meth:`GroupedRelease.accuracy`, one row (no key column).
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"age": [float(a) for a in range(20, 80)]})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     release = dpframe.median(people, "age", lower=0, upper=100, epsilon=1.0)
+        ...     _ = release.collect()
+        >>> release.accuracy().columns
+        ['age_median_error95']
+        """
+        return super().accuracy(level).drop(self.grouping.keys)
+
+
+def _whole_frame(
+    frame: Any,
+    stat: Statistic,
+    accountant: Any,
+    seed: Any,
+    unit: Any,
+    max_rows: int | None,
+    nulls: str | Mapping[str, float | str],
+) -> WholeFrameRelease:
+    """``stat`` over every record of ``frame``: one public group (a constant key the
+    frame does not have), each person keeping at most ``max_rows`` rows."""
+    from dpframe.engines import engine_for
+
+    engine = engine_for(frame)
+    names = set(engine.schema().names())
+    key = next(k for k in (f"all{'_' * i}" for i in range(len(names) + 1)) if k not in names)
+    max_groups = 1 if unit is not None or max_rows is not None else None  # one group
+    grouping = GroupBy(
+        engine.with_constant(key).frame,
+        key,
+        margins=pl.DataFrame({key: [True]}),
+        accountant=accountant,
+        seed=seed,
+        unit=unit,
+        max_rows=max_rows,
+        max_groups=max_groups,
+        nulls=nulls,
+    )
+    return WholeFrameRelease(grouping, [stat])
+
+
+def quantile(
+    frame: Any,
+    column: str,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    q: float | Sequence[float] = agg.QUARTILES,
+    resolution: float | None = None,
+    accountant: Any = None,
+    seed: Any = None,
+    unit: Any = None,
+    max_rows: int | None = None,
+    nulls: str | Mapping[str, float | str] = "refuse",
+) -> WholeFrameRelease:
+    """Quantiles of ``column`` over the whole frame, all of ``q`` for one ``epsilon``.
+
+    :func:`dpframe.agg.quantile` released over one group holding every record (the
+    grouped machinery: the same checks, engines, charge, suite): ``collect()`` gives a
+    one-row table, one Float64 column per probability (``<column>_q25``, ...), each a
+    grid edge in ``[lower, upper]``, non-decreasing in ``q``. ``unit`` / ``max_rows``:
+    each person keeps at most ``max_rows`` rows (``docs/privacy-units.md``); ``nulls``
+    as in :func:`dpframe.group_by`.
+
+    Examples
+    --------
+    >>> import numpy as np, polars as pl, dpframe
+    >>> df = pl.DataFrame({"income": np.random.default_rng(0).uniform(0, 100, 2000)})
+    >>> with dpframe.Accountant(epsilon=1.0) as acct:
+    ...     table = dpframe.quantile(df, "income", lower=0, upper=100, epsilon=1.0).collect()
+    >>> table.columns, table.height, acct.spent.epsilon
+    (['income_q25', 'income_q50', 'income_q75'], 1, 1.0)
+    >>> bool(20 < table["income_q50"].item() < 80)
+    True
+    """
+    stat = agg.quantile(column, q, lower=lower, upper=upper, epsilon=epsilon, resolution=resolution)
+    return _whole_frame(frame, stat, accountant, seed, unit, max_rows, nulls)
+
+
+def median(
+    frame: Any,
+    column: str,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    resolution: float | None = None,
+    accountant: Any = None,
+    seed: Any = None,
+    unit: Any = None,
+    max_rows: int | None = None,
+    nulls: str | Mapping[str, float | str] = "refuse",
+) -> WholeFrameRelease:
+    """The median of ``column`` over the whole frame: :func:`quantile` with ``q=0.5``,
+    released as ``<column>_median``.
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> df = pl.DataFrame({"age": [float(a % 60 + 20) for a in range(3000)]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     table = dpframe.median(df, "age", lower=0, upper=100, epsilon=1.0).collect()
+    >>> table.columns, bool(40 < table["age_median"].item() < 60)
+    (['age_median'], True)
+    """
+    stat = agg.median(column, lower=lower, upper=upper, epsilon=epsilon, resolution=resolution)
+    return _whole_frame(frame, stat, accountant, seed, unit, max_rows, nulls)

@@ -31,7 +31,7 @@ from polars.api import NameSpace
 from dpframe.errors import InvalidParameterError, NamespaceConflictWarning
 from dpframe.polars.column import gaussian, laplace, truncated_laplace
 from dpframe.polars.frame import covariance_matrix, proportions
-from dpframe.polars.grouped import group_by
+from dpframe.polars.grouped import group_by, median, quantile
 from dpframe.polars.io import sink_parquet, write_parquet
 from dpframe.polars.pram import apply
 from dpframe.polars.runner import collect
@@ -231,6 +231,37 @@ class _FrameDP(_Namespace[F]):
         ...     ).collect()
         >>> sorted(table["region"])  # every public key, also one with no record
         ['Islands', 'North', 'South']
+        """,
+    )
+
+    quantile = forward(
+        quantile,
+        """Quantiles of a column over the whole frame; see :func:`dpframe.quantile`.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> df = pl.LazyFrame({"x": [float(i % 100) for i in range(4000)]})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     table = df.dp.quantile("x", q=[0.1, 0.9], lower=0, upper=100, epsilon=1.0)
+        ...     table = table.collect()
+        >>> table.columns
+        ['x_q10', 'x_q90']
+        """,
+    )
+
+    median = forward(
+        median,
+        """The median of a column over the whole frame; see :func:`dpframe.median`.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> df = pl.DataFrame({"x": [float(i % 100) for i in range(4000)]})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     table = df.dp.median("x", lower=0, upper=100, epsilon=1.0).collect()
+        >>> table.columns
+        ['x_median']
         """,
     )
 

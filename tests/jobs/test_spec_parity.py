@@ -128,6 +128,39 @@ CASES: dict[str, tuple[Callable[[Any], Any], str, str]] = {
         BUDGET,
         grouped("{ stat = 'sum', column = 'income', lower = nan, upper = 100, epsilon = 1 }"),
     ),
+    "quantile q not increasing": (
+        py_grouped(
+            lambda: dpframe.agg.quantile("income", [0.5, 0.25], lower=0, upper=100, epsilon=1)
+        ),
+        BUDGET,
+        grouped(
+            "{ stat = 'quantile', column = 'income', q = [0.5, 0.25], lower = 0, upper = 100, "
+            "epsilon = 1 }"
+        ),
+    ),
+    "quantile q of 1": (
+        py_grouped(lambda: dpframe.agg.quantile("income", [1.0], lower=0, upper=100, epsilon=1)),
+        BUDGET,
+        grouped(
+            "{ stat = 'quantile', column = 'income', q = [1.0], lower = 0, upper = 100, "
+            "epsilon = 1 }"
+        ),
+    ),
+    "median resolution negative": (
+        py_grouped(
+            lambda: dpframe.agg.median("income", lower=0, upper=100, epsilon=1, resolution=-1)
+        ),
+        BUDGET,
+        grouped(
+            "{ stat = 'median', column = 'income', lower = 0, upper = 100, epsilon = 1, "
+            "resolution = -1 }"
+        ),
+    ),
+    "median lower >= upper": (
+        py_grouped(lambda: dpframe.agg.median("income", lower=100, upper=0, epsilon=1)),
+        BUDGET,
+        grouped("{ stat = 'median', column = 'income', lower = 100, upper = 0, epsilon = 1 }"),
+    ),
     "unknown mechanism": (
         py_grouped(lambda: dpframe.agg.count(epsilon=1, mechanism="laplace2")),
         BUDGET,

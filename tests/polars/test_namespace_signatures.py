@@ -18,6 +18,8 @@ from dpframe.risk.frame import drha, drha_expr
 EXPR, FRAME, LAZY = pl.col("x"), pl.DataFrame({"x": [1]}), pl.LazyFrame({"x": [1]})
 FRAME_FORWARDS = {
     "group_by": dpframe.group_by,
+    "quantile": dpframe.quantile,
+    "median": dpframe.median,
     "covariance_matrix": dpframe.covariance_matrix,
     "proportions": dpframe.proportions,
     "drha": drha,
