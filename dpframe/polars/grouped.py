@@ -54,6 +54,7 @@ from dpframe.engines.driver import (
     indexed_margins,
     textual_key,
     with_bad_totals,
+    with_person,
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms import statistics as agg
@@ -700,7 +701,8 @@ class GroupedRelease(Release[pl.DataFrame]):
         else:  # one choice of each person's rows, for the histograms and the other parts
             counted = engine.bounded(self.unit, g.keys, self.random)
             every = engine.grouped_parts(g.keys, [], read)  # bad values of all rows
-            agg = with_bad_totals(counted.grouped_parts(g.keys, parts, []), every)
+            kept = with_person(parts, self.unit.person)  # a distinct count reads the ids
+            agg = with_bad_totals(counted.grouped_parts(g.keys, kept, []), every)
         exact = finish_grouped(
             agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
         )

@@ -253,3 +253,41 @@ def test_the_accuracy_after_the_clamp_covers_the_truth():
         total += truth.size
     assert clamped > total // 10  # the clamp bit often
     assert covered / total >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / total)
+
+
+def test_distinct_persons_beside_a_median_come_from_the_same_kept_rows() -> None:
+    """A release that holds a quantile counts every part on the bounded frame (not the
+    compiled kernel's path): its distinct persons and counts are the same as without it."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    n = 2000
+    df = pl.DataFrame(
+        {
+            "pid": rng.integers(0, 300, n),
+            "g": rng.choice(["a", "b", "c"], n),
+            "x": rng.uniform(0, 10, n),
+        }
+    )
+    margins = pl.DataFrame({"g": ["a", "b", "c", "d"]})
+
+    def exact(*extra: dpframe.agg.Statistic) -> pl.DataFrame:
+        acct = dpframe.Accountant(epsilon=10.0)
+        grouping = dpframe.group_by(
+            df,
+            "g",
+            margins=margins,
+            unit="pid",
+            max_rows=2,
+            max_groups=2,
+            accountant=acct,
+            seed=11,
+        )
+        stats = [dpframe.agg.count(epsilon=1.0), dpframe.agg.count_distinct(epsilon=1.0)]
+        release = grouping.agg(*stats, *extra)
+        return release.exact_aggregates().select("g", "count:n", "persons:persons")
+
+    alone = exact()
+    beside = exact(dpframe.agg.median("x", lower=0, upper=10, epsilon=1.0))
+    assert beside.equals(alone)
+    assert alone["persons:persons"].to_list()[-1] == 0  # the empty group
