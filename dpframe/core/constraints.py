@@ -24,6 +24,7 @@ dpframe.errors.InvalidParameterError: delta must be in [0, 1), got 1.0
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ __all__ = [
     "PRIOR_KINDS",
     "PRIVACY_MAX",
     "PRIVACY_MIN",
+    "QUANTILE_MAX_BINS",
     "REPAIRS",
     "RESERVED_PREFIX",
     "RISK_GAUSSIANS",
@@ -88,6 +90,7 @@ __all__ = [
     "check_open_bounds",
     "check_positive",
     "check_privacy_amount",
+    "check_quantile_targets",
     "check_real",
 ]
 
@@ -350,6 +353,54 @@ def check_open_bounds(
     return lo, hi
 
 
+#: The most bins (candidates - 1) a quantile's grid may have: a grouped release holds a
+#: (groups, bins) histogram, and each selection flips a coin per candidate.
+QUANTILE_MAX_BINS = 2**20
+
+
+def check_quantile_targets(value: Any, name: str = "q") -> tuple[float, ...]:
+    """Quantile targets: a number or a non-empty sequence of numbers, each strictly
+    inside (0, 1), strictly increasing (each released once, in order).
+
+    Examples
+    --------
+    >>> check_quantile_targets([0.25, 0.5, 0.75])
+    (0.25, 0.5, 0.75)
+    >>> check_quantile_targets(0.5)
+    (0.5,)
+    >>> check_quantile_targets([0.5, 0.25])
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.InvalidParameterError: q must be strictly increasing, got [0.5, 0.25]; ...
+    """
+    if isinstance(value, Real):
+        items: list[Any] = [value]
+    elif hasattr(value, "tolist"):  # a numpy array or scalar
+        listed = value.tolist()
+        items = listed if isinstance(listed, list) else [listed]
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items = list(value)
+    else:
+        raise InvalidParameterError(
+            f"{name} must be a number or a list of numbers in (0, 1), got {value!r:.80}"
+        )
+    if not items:
+        raise InvalidParameterError(f"{name} must name at least one quantile, got {value!r}")
+    qs = [check_real(name, v) for v in items]
+    outside = [v for v in qs if not 0.0 < v < 1.0]
+    if outside:
+        raise InvalidParameterError(
+            f"{name} must hold numbers strictly between 0 and 1 (0.5 is the median), got "
+            f"{outside[:3]}; for the smallest or largest value use a bound, not a quantile"
+        )
+    if any(b <= a for a, b in itertools.pairwise(qs)):
+        raise InvalidParameterError(
+            f"{name} must be strictly increasing, got {qs}; list each quantile once, "
+            "in increasing order"
+        )
+    return tuple(qs)
+
+
 #: Column names dpframe uses for its own work start with this (or hold a ``:``).
 RESERVED_PREFIX = "__"
 
@@ -462,6 +513,15 @@ def _integer(minimum: int, why: str) -> Constraint:
     )
 
 
+def _at_most(name: str, value: int, maximum: int) -> int:
+    if value > maximum:
+        raise InvalidParameterError(
+            f"{name} must be at most {maximum}, got {value}; choose a coarser grid "
+            "(fewer bins, a larger resolution)"
+        )
+    return value
+
+
 def _seed(name: str, value: Any) -> int | None:
     if value is None:
         return None
@@ -504,6 +564,16 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "seed": Constraint("None (secure) or an int >= 0", _seed),
         "max_rows": _integer(1, "a person keeps at least one row per group"),
         "max_groups": _integer(1, "a person keeps at least one group"),
+        "bins": Constraint(
+            f"an integer in [1, {QUANTILE_MAX_BINS}]",
+            lambda n, v: _at_most(
+                n, check_int(n, v, 1, "a grid has at least one bin"), QUANTILE_MAX_BINS
+            ),
+        ),
+        "resolution": Constraint("a finite number > 0", check_positive),
+        "q": Constraint(
+            "a number or increasing numbers in (0, 1)", lambda n, v: check_quantile_targets(v, n)
+        ),
         "rho": Constraint(f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", check_privacy_amount),
         "sigma": Constraint("a finite number > 0", check_positive),
         "mechanism": _options(NOISES),
