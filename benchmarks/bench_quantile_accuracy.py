@@ -8,7 +8,9 @@ the same public bounds:
 
 * **dpframe**: ``dpframe.mechanisms.quantile.quantiles_of`` -- the recursive
   ApproximateQuantiles of Kaplan, Schnapp & Stemmer (ICML 2022) with a permute-and-flip
-  selection per level, record unit (``rows=1, sides=1``), on the candidate grid below;
+  selection per level, record unit (``rows=1, sides=1``), on the candidate grid below,
+  drawing from a seeded PCG64 generator (a release draws from the secure source; the
+  law is the same);
 * **OpenDP** 0.16, its polars API: ``dp.Context.compositor(data=lf, privacy_unit=
   dp.unit_of(contributions=1), privacy_loss=dp.loss_of(epsilon=eps), split_evenly_over=1,
   margins=[dp.polars.Margin(max_length=N)])`` (N the largest n of the run: a public
