@@ -338,23 +338,22 @@ class Worker:
             stderr=self._log,
             text=True,
         )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._to, self._from = self.proc.stdin, self.proc.stdout
 
     def send(self, cmd: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
+        """Start one batch; the worker runs it while this process runs dpframe's."""
+        print(json.dumps(cmd), file=self._to, flush=True)
 
     def receive(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            return {"error": f"the anchors' worker exited (its stderr: {self._log.name})"}
-        return json.loads(line)
+        """The batch's answer (or why there is none)."""
+        answer = self._from.readline()
+        why = f"the anchors' worker exited (its stderr: {self._log.name})"
+        return json.loads(answer) if answer else {"error": why}
 
     def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        self._to.close()
+        self.proc.wait(timeout=600)
         self._log.close()
 
 
