@@ -248,3 +248,56 @@ def test_quantiles_of_recovers_quantiles_with_large_epsilon():
     q = [0.05, 0.25, 0.5, 0.75, 0.95]
     out = quantiles_of(values, q, grid, 5.0, rng)
     assert np.all(np.abs(out - np.quantile(values, q)) <= 0.01 + 1e-12)
+
+
+def test_python_integer_path_gives_the_int64_paths_output(monkeypatch):
+    # the scores in Python integers (for den * n >= 2**61) draw exactly as in int64
+    from dpframe.mechanisms import quantile as qm
+
+    grid = uniform_grid(0, 1, bins=60)
+    plan = plan_quantiles([0.1, 0.3, 0.5, 0.9], grid, 0.7, rows=2, sides=2)
+    hist = np.random.default_rng(4).poisson(2.0, (50, 60))
+    hist[3] = 0
+    fast = plan.draw(hist, np.random.default_rng(9))
+    monkeypatch.setattr(qm, "_INT_SAFE", 0)
+    slow = plan.draw(hist, np.random.default_rng(9))
+    assert np.array_equal(fast, slow)
+
+
+def test_chunks_of_groups_do_not_change_the_law_shape(monkeypatch):
+    # many groups across several chunks: every group released, in order
+    from dpframe.mechanisms import quantile as qm
+
+    monkeypatch.setattr(qm, "_CHUNK", 64)
+    grid = uniform_grid(0, 1, bins=20)
+    plan = plan_quantiles([0.5], grid, 50.0)
+    hist = np.zeros((30, 20), dtype=np.int64)
+    b = 1 + np.arange(30) % 19
+    hist[np.arange(30), b - 1] = 1000  # group i: the median is exactly edge b_i
+    hist[np.arange(30), b] = 1000
+    out = plan.draw(hist, np.random.default_rng(0))[:, 0]
+    assert np.array_equal(out, grid.edges[b])
+
+
+def test_grids_and_plans_compare_and_hash_by_value():
+    a, b = uniform_grid(0, 1, bins=4), grid_from_edges([0, 0.25, 0.5, 0.75, 1])
+    assert a == b and hash(a) == hash(b) and a != uniform_grid(0, 1, bins=5)
+    assert plan_quantiles(0.5, a, 1.0) == plan_quantiles(0.5, b, 1.0)
+    assert len({plan_quantiles(0.5, a, 1.0), plan_quantiles(0.5, b, 1.0)}) == 1
+
+
+def test_a_plan_built_by_hand_cannot_draw_more_than_it_costs():
+    from dataclasses import replace
+
+    plan = plan_quantiles([0.25, 0.75], uniform_grid(0, 1, bins=4), 1.0, sides=2)
+    with pytest.raises(InvalidParameterError, match="epsilon_level"):
+        replace(plan, epsilon_level=plan.epsilon_level * 2)
+    with pytest.raises(InvalidParameterError, match="epsilon_level"):
+        replace(plan, sides=4)
+    with pytest.raises(InvalidParameterError, match="levels"):
+        replace(plan, levels=1)
+    with pytest.raises(InvalidParameterError, match="q"):
+        replace(plan, q=(0.75, 0.25))
+    with pytest.raises(InvalidParameterError, match="grid"):
+        replace(plan, grid=[0.0, 1.0])
+    assert replace(plan, epsilon=2.0).epsilon == 2.0  # charging more than drawn is safe
