@@ -38,8 +38,8 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -48,12 +48,16 @@ from dpframe.core import sensitivity as sens
 from dpframe.core.accountant import Charge
 from dpframe.core.advice import advise
 from dpframe.core.budget import split_epsilon
-from dpframe.core.constraints import STATISTICS as KINDS
 from dpframe.core.constraints import (
+    AUTO,
+    AUTO_BOUNDS_EXPONENTS,
+    AUTO_BOUNDS_SHARE,
     check,
-    check_bounds,
+    check_auto_bounds,
+    check_bounds_epsilon,
     check_epsilon,
 )
+from dpframe.core.constraints import STATISTICS as KINDS
 from dpframe.core.executor import summary_row
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.units import RECORD, PrivacyUnit, count_sensitivity, sum_sensitivity
@@ -107,6 +111,8 @@ class Part:
     """One exact per-group aggregate a statistic needs, in engine-independent terms.
 
     ``op`` is ``"count"`` (records in the group), ``"sum"`` (of ``x``, or of ``x * y``),
+    ``"at_least"`` (records whose ``x.column`` is ``>= x.lower``, unclipped: a private
+    bounds pass's histogram, :meth:`Statistic.bounds_parts`),
     ``"mean"`` or ``"var"`` (sample variance, divisor ``n - 1``) of ``x``, or ``"cov"``
     (sample covariance of ``x`` and ``y``). A group absent from the data gets ``fill``
     (0 for counts and sums; null -- ``None`` -- for means, variances and covariances).
@@ -119,13 +125,14 @@ class Part:
 
     @property
     def fill(self) -> float | None:
-        return 0.0 if self.op in ("count", "sum") else None
+        return 0.0 if self.op in ("count", "sum", "at_least") else None
 
 
 def is_nonnegative(kind: str, lower: float | None) -> bool:
     """Whether a statistic of ``kind`` is never negative: a count, or a sum of values whose
     lower bound is >= 0 (its release is then clamped at 0, and its suite expects >= 0)."""
-    return kind == "count" or (kind == "sum" and (lower or 0) >= 0)
+    bounded_below = isinstance(lower, int | float) and lower >= 0  # "auto": not known
+    return kind == "count" or (kind == "sum" and bounded_below)
 
 
 @dataclass(frozen=True)
@@ -144,6 +151,11 @@ class Statistic:
     #: the noise of a count or sum: ``"laplace"`` (epsilon) or ``"gaussian"`` (rho or
     #: sigma in ``options``; zCDP)
     mechanism: str = "laplace"
+    #: the bounds found by a first pass (``"auto"``), by argument name (``lower``,
+    #: ``upper``, ``lower_y``, ``upper_y``); their values are None until found
+    auto: tuple[str, ...] = ()
+    #: the first pass's epsilon, part of ``epsilon`` (None: the default share)
+    bounds_epsilon: float | None = None
 
     @property
     def nonnegative(self) -> bool:
@@ -151,6 +163,76 @@ class Statistic:
         lower bound is >= 0): clamping its release at 0 is then post-processing that only
         moves it closer to the truth."""
         return is_nonnegative(self.kind, self.lower)
+
+    # -- private bounds (``"auto"``: found by a first pass) ------------------------------
+
+    def auto_columns(self) -> list[tuple[str, tuple[float | None, float | None]]]:
+        """Each source column with a bound found privately, and its given bounds (None:
+        found by the pass)."""
+        out = []
+        if {"lower", "upper", "lower_x", "upper_x"} & set(self.auto):
+            out.append((str(self.column), (self.lower, self.upper)))
+        if "lower_y" in self.auto or "upper_y" in self.auto:
+            o = self.options
+            out.append((str(o["y"]), (o["lower_y"], o["upper_y"])))
+        return out
+
+    def epsilon_split(self) -> tuple[list[float], float]:
+        """The bounds passes' epsilons (one a column) and the statistic's own: together
+        at most :attr:`epsilon` exactly (:func:`dpframe.core.budget.split_epsilon`)."""
+        columns = len(self.auto_columns())
+        if not columns:
+            return [], self.epsilon
+        share = self.bounds_epsilon
+        whole = self.epsilon * AUTO_BOUNDS_SHARE if share is None else share
+        first, rest = split_epsilon(self.epsilon, [whole, self.epsilon - whole])
+        return split_epsilon(first, [1.0] * columns), rest
+
+    def stand_in(self) -> Statistic:
+        """The statistic with stand-in bounds (the candidates' widest) for its plan
+        before the pass: what it charges, never what it draws."""
+        return self.with_bounds({c: (None, None) for c, _ in self.auto_columns()})
+
+    def with_bounds(self, found: Mapping[str, tuple[float | None, float | None]]) -> Statistic:
+        """The statistic released with the bounds ``found`` (by column; None: the
+        candidates' widest) and its own share of epsilon."""
+        widest = 2.0 ** AUTO_BOUNDS_EXPONENTS[1]
+
+        def pick(given: float | None, got: float | None, side: int) -> float:
+            if given is not None:
+                return given
+            return float(got) if got is not None else side * widest
+
+        def pair(given: tuple[float | None, float | None], column: str) -> tuple[float, float]:
+            got = found.get(column, (None, None))
+            lo, hi = pick(given[0], got[0], -1), pick(given[1], got[1], 1)
+            return (lo, hi) if lo < hi else (lo, lo + max(1.0, abs(lo)))
+
+        lo, hi = pair((self.lower, self.upper), str(self.column))
+        options = dict(self.options)
+        if self.kind == "cov":
+            o = self.options
+            options["lower_y"], options["upper_y"] = pair((o["lower_y"], o["upper_y"]), o["y"])
+        options["bounds_found"] = {c: list(pair(g, c)) for c, g in self.auto_columns()}
+        return replace(
+            self,
+            lower=lo,
+            upper=hi,
+            options=options,
+            epsilon=self.epsilon_split()[1],
+            auto=(),
+            bounds_epsilon=None,
+        )
+
+    def bounds_parts(self, edges: Sequence[float]) -> list[Part]:
+        """The exact aggregates of its bounds passes: per auto column, the records at or
+        above each inner candidate (``edges[1:-1]``), whose differences are the
+        histogram on the candidates."""
+        return [
+            Part(f"{self.name}:bounds:{c}:{k}", "at_least", Operand(c, float(e)))
+            for c, _ in self.auto_columns()
+            for k, e in enumerate(edges[1:-1], start=1)
+        ]
 
     def part(self, what: str) -> str:
         """Name of one exact aggregate of this statistic, e.g. ``"age_mean:sum"``."""
@@ -974,6 +1056,35 @@ def _check_column(column: Any, what: str = "column") -> str:
     return column
 
 
+def _with_auto(
+    stat: Statistic, given: Mapping[str, float | None], bounds_epsilon: Any
+) -> Statistic:
+    """``stat`` with its ``"auto"`` bounds (``given``: None where the argument was
+    ``"auto"``) found by a first pass, checked; unchanged if none is ``"auto"``."""
+    auto = tuple(n for n, v in given.items() if v is None)
+    if not auto:
+        if bounds_epsilon is not None:
+            raise InvalidParameterError(
+                f"bounds_epsilon: {stat.name!r} has no bound set to {AUTO!r}; drop "
+                f"bounds_epsilon, or set a bound to {AUTO!r} (found by a first pass)"
+            )
+        return stat
+    if stat.mechanism == "gaussian":
+        raise InvalidParameterError(
+            f"{', '.join(auto)}: {AUTO!r} bounds are not offered with mechanism='gaussian' "
+            "yet (the bounds pass is charged epsilon); give the bounds, or use "
+            "mechanism='laplace'"
+        )
+    if stat.calibration == "paper" and stat.method == "truncated":
+        raise InvalidParameterError(
+            f"{', '.join(auto)}: {AUTO!r} bounds cannot hold with calibration='paper', "
+            "whose charge depends on the bounds (not known until the first pass is "
+            "drawn); use calibration='exact' (the default), or give the bounds"
+        )
+    share = check_bounds_epsilon(bounds_epsilon, stat.epsilon)
+    return replace(stat, auto=auto, bounds_epsilon=share)
+
+
 def _bounded(
     kind: str,
     column: Any,
@@ -983,11 +1094,12 @@ def _bounded(
     method: Any,
     calibration: Any,
     name: Any,
+    bounds_epsilon: Any = None,
 ) -> Statistic:
     """A mean, proportion or variance statistic, its arguments checked."""
     column = _check_column(column)
-    lo, hi = check_bounds(lower, upper)
-    return Statistic(
+    lo, hi = check_auto_bounds(lower, upper)
+    stat = Statistic(
         kind,
         _check_name(f"{column}_{kind}" if name is None else name),
         check_epsilon(epsilon),
@@ -997,6 +1109,7 @@ def _bounded(
         check("method", method),
         check("calibration", calibration),
     )
+    return _with_auto(stat, {"lower": lo, "upper": hi}, bounds_epsilon)
 
 
 def _noise(mechanism: Any, epsilon: Any, rho: Any, sigma: Any) -> tuple[str, float, dict[str, Any]]:
@@ -1056,28 +1169,35 @@ def count(
 def sum(
     column: str,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float | None = None,
     name: str | None = None,
     mechanism: str = "laplace",
     rho: float | None = None,
     sigma: float | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """The per-group sum of ``column`` after clipping each value to ``[lower, upper]``,
     with Laplace noise (``epsilon``) or discrete Gaussian noise (``mechanism="gaussian"``
     with ``rho`` or ``sigma``).
+
+    ``lower`` and ``upper`` may be ``"auto"``: a first pass, charged ``bounds_epsilon``
+    out of ``epsilon`` (default :data:`~dpframe.core.constraints.AUTO_BOUNDS_SHARE` of
+    it), finds them privately (:mod:`dpframe.mechanisms.private_bounds`).
 
     Examples
     --------
     >>> import dpframe
     >>> dpframe.agg.sum("income", lower=0, upper=100_000, epsilon=0.5).name
     'income_sum'
+    >>> dpframe.agg.sum("income", lower=0, upper="auto", epsilon=0.5).auto
+    ('upper',)
     """
     column = _check_column(column)
-    lo, hi = check_bounds(lower, upper)
+    lo, hi = check_auto_bounds(lower, upper)
     mech, eps, options = _noise(mechanism, epsilon, rho, sigma)
-    return Statistic(
+    stat = Statistic(
         "sum",
         _check_name(f"{column}_sum" if name is None else name),
         eps,
@@ -1087,17 +1207,19 @@ def sum(
         options=options,
         mechanism=mech,
     )
+    return _with_auto(stat, {"lower": lo, "upper": hi}, bounds_epsilon)
 
 
 def mean(
     column: str,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float,
     method: str = "truncated",
     calibration: str = "exact",
     name: str | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """The per-group mean of ``column`` (values clipped to ``[lower, upper]``).
 
@@ -1105,13 +1227,19 @@ def mean(
     ``calibration`` as in :func:`dpframe.truncated_laplace`); otherwise as a noisy sum
     over a noisy count, clipped to the bounds.
 
+    ``lower`` and ``upper`` may be ``"auto"``: a first pass, charged ``bounds_epsilon``
+    out of ``epsilon`` (default :data:`~dpframe.core.constraints.AUTO_BOUNDS_SHARE` of
+    it), finds them privately (:mod:`dpframe.mechanisms.private_bounds`).
+
     Examples
     --------
     >>> import dpframe
     >>> dpframe.agg.mean("age", lower=18, upper=90, epsilon=0.5).name
     'age_mean'
     """
-    return _bounded("mean", column, lower, upper, epsilon, method, calibration, name)
+    return _bounded(
+        "mean", column, lower, upper, epsilon, method, calibration, name, bounds_epsilon
+    )
 
 
 def proportion(
@@ -1136,16 +1264,21 @@ def proportion(
 def var(
     column: str,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float,
     method: str = "truncated",
     calibration: str = "exact",
     name: str | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """The per-group sample variance (divisor n - 1) of ``column`` clipped to the bounds.
 
     Released inside ``[0, n (upper - lower)**2 / (4 (n - 1))]`` (Liu 2019, Table 1).
+
+    ``lower`` and ``upper`` may be ``"auto"``: a first pass, charged ``bounds_epsilon``
+    out of ``epsilon`` (default :data:`~dpframe.core.constraints.AUTO_BOUNDS_SHARE` of
+    it), finds them privately (:mod:`dpframe.mechanisms.private_bounds`).
 
     Examples
     --------
@@ -1153,21 +1286,22 @@ def var(
     >>> dpframe.agg.var("score", lower=0, upper=10, epsilon=0.5).name
     'score_var'
     """
-    return _bounded("var", column, lower, upper, epsilon, method, calibration, name)
+    return _bounded("var", column, lower, upper, epsilon, method, calibration, name, bounds_epsilon)
 
 
 def cov(
     x: str,
     y: str,
     *,
-    lower_x: float,
-    upper_x: float,
-    lower_y: float,
-    upper_y: float,
+    lower_x: float | str,
+    upper_x: float | str,
+    lower_y: float | str,
+    upper_y: float | str,
     epsilon: float,
     method: str = "truncated",
     calibration: str = "exact",
     name: str | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """Per-group variances of ``x`` and ``y``, their covariance and correlation.
 
@@ -1176,7 +1310,9 @@ def cov(
     variances are released first, then the covariance inside
     ``[-sqrt(S*xx S*yy), sqrt(S*xx S*yy)]`` of the *sanitized* variances (Liu 2019,
     Table 1), epsilon split in three; the correlation is post-processing. With private
-    sizes, from six noisy sums (epsilon split in six).
+    sizes, from six noisy sums (epsilon split in six). Any bound may be ``"auto"``
+    (found privately by a first pass, charged ``bounds_epsilon`` out of ``epsilon``; see
+    :func:`mean`).
 
     Examples
     --------
@@ -1189,8 +1325,8 @@ def cov(
     x, y = _check_column(x, "x"), _check_column(y, "y")
     if x == y:
         raise InvalidParameterError(f"x and y must be different columns, got {x!r} twice")
-    lx, ux = check_bounds(lower_x, upper_x, ("lower_x", "upper_x"))
-    ly, uy = check_bounds(lower_y, upper_y, ("lower_y", "upper_y"))
+    lx, ux = check_auto_bounds(lower_x, upper_x, ("lower_x", "upper_x"))
+    ly, uy = check_auto_bounds(lower_y, upper_y, ("lower_y", "upper_y"))
     stat = Statistic(
         "cov",
         _check_name(f"{x}_{y}" if name is None else name),
@@ -1208,4 +1344,5 @@ def cov(
             "the sanitized variances, so its true loss could not be charged beforehand; "
             "use calibration='exact' (or method='bit')"
         )
-    return stat
+    given = {"lower_x": lx, "upper_x": ux, "lower_y": ly, "upper_y": uy}
+    return _with_auto(stat, given, bounds_epsilon)
