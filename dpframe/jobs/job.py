@@ -292,6 +292,21 @@ def _stage(
     return r, table, type(rel).read_facts(facts, entries)
 
 
+def _drawn_plan(the_plan: JobPlan, releases: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The plan's rows for the report, each statistic a first pass parametrised (e.g.
+    bounds found privately) with its scale, error and note as drawn."""
+    rows = the_plan.rows.to_dicts()
+    drawn = {
+        (name, row["statistic"]): row for name, rel in releases.items() for row in rel.drawn_rows()
+    }
+    shown = ("sensitivity", "scale", "error95", "note")
+    for row in rows:
+        now = drawn.get((row["release"], row["statistic"]))
+        if now is not None:
+            row.update({k: now[k] for k in shown if k in now})
+    return rows
+
+
 def _open_ledger(job: Job) -> Accountant:
     """The job's ledger, checked to hold everything the runs published in ``out`` were
     charged (:func:`~dpframe.jobs.publish.ledger_problems`), before anything is reserved.
@@ -563,7 +578,7 @@ def _run(
                 ledger=acct.location,
                 epsilon=result.epsilon,
                 delta=result.delta,
-                plan=the_plan.rows.to_dicts(),
+                plan=_drawn_plan(the_plan, releases),
                 risk_title=risk_title,
             )
             with bar.step("writing the report"):

@@ -20,6 +20,7 @@ The maths of each statistic is :mod:`dpframe.mechanisms.statistics` (``dpframe.a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import Annotated, Any, Literal, cast
 
@@ -488,7 +489,12 @@ class GroupedRelease(Release[pl.DataFrame]):
             else:
                 found = s.with_bounds(self._found[s.name])
                 details["bounds_found"] = found.options["bounds_found"]
-                plans.append(plan_statistic(found, neighbours, grouping.sizes, details, self.unit))
+                made = plan_statistic(found, neighbours, grouping.sizes, details, self.unit)
+                said = "; ".join(
+                    f"bounds of {c} found by the first pass: [{lo:g}, {hi:g}]"
+                    for c, (lo, hi) in found.options["bounds_found"].items()
+                )
+                plans.append(replace(made, note=f"{made.note}; {said}" if made.note else said))
         return plans
 
     def _plans_of(self) -> list[MechanismPlan]:

@@ -397,6 +397,7 @@ class Release(Generic[ResultT]):
         self.random: RandomSource = as_source(seed)
         self._once = Once()
         self._steps: list[Step] | None = None
+        self._parametrised = False  # planned with what its first passes drew
         self._lock = threading.Lock()
         self.ledger: tuple[LedgerEntry, ...] = ()
 
@@ -606,9 +607,18 @@ class Release(Generic[ResultT]):
         with self._lock:
             self._use_first(run.outputs)
             self._steps = None
+            self._parametrised = True
         last = execute(self.prepare(), accountant, note=note)
         counts = (run.counts[0] + sum(run.counts[1:]) + last.counts[0], *last.counts[1:])
         return Execution(last.outputs, run.entries + last.entries, counts)
+
+    def drawn_rows(self) -> list[dict[str, Any]]:
+        """The summary rows of the plans its first passes parametrised, as drawn (their
+        scale and error, and what the passes found, in the note): for the run's report.
+        Empty for a release without first passes, or before they are drawn."""
+        if not self._parametrised:
+            return []
+        return [row for p in self._plans_of() for row in p.summary()]
 
     def finish(self, outputs: tuple[Any, ...], entries: tuple[LedgerEntry, ...]) -> ResultT:
         """The released result from drawn outputs (used by a job that charged it)."""

@@ -288,6 +288,9 @@ def test_the_spec_plans_runs_publishes_and_checks_auto_bounds(tmp_path):
     found = prov.entries[1].details["bounds_found"]["x"]
     assert found[0] == 0.0 and found[1] in EDGES
     assert prov.spec["release"][0]["statistics"][0]["upper"] == "auto"
+    report = result.report.read_text()  # the report shows the pass and what it found
+    assert "x_mean:bounds" in report
+    assert f"bounds of x found by the first pass: [0, {found[1]:g}]" in report
     # a later check reads the bounds found from the file's verified ledger entries
     facts = dpframe.GroupedRelease.read_facts(prov.facts, prov.entries)
     assert facts["bounds_found"] == {"x_mean": {"x": found}}
