@@ -59,14 +59,29 @@ from typing import Any
 import numpy as np
 
 from dpframe.core.accountant import Charge
-from dpframe.core.constraints import AUTO, AUTO_BOUNDS_BETA, AUTO_BOUNDS_EXPONENTS
+from dpframe.core.budget import split_epsilon
+from dpframe.core.constraints import (
+    AUTO,
+    AUTO_BOUNDS_BETA,
+    AUTO_BOUNDS_EXPONENTS,
+    AUTO_BOUNDS_SHARE,
+)
 from dpframe.core.executor import MechanismPlan, summary_row
 from dpframe.core.units import RECORD, PrivacyUnit
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.laplace import LaplaceCalibration, calibrate_laplace
 from dpframe.mechanisms.quantile import Grid, grid_from_edges, quantile_sides
+from dpframe.mechanisms.statistics import Operand, Part
 
-__all__ = ["BoundsPlan", "PendingPlan", "bounds_grid", "plan_bounds"]
+__all__ = [
+    "BoundsPlan",
+    "FoundPlan",
+    "PendingPlan",
+    "bounds_grid",
+    "histogram",
+    "plan_bounds",
+    "split_bounds_epsilon",
+]
 
 #: The mechanism's name in the ledger and the summary.
 MECHANISM = "bounds_histogram"
@@ -258,3 +273,75 @@ def pending(inner: MechanismPlan, columns: Sequence[str]) -> PendingPlan:
         inner,
         f"bounds of {', '.join(columns)} found by the first pass: scale and error depend on them",
     )
+
+
+@dataclass(frozen=True)
+class FoundPlan:
+    """A release's plan made with the bounds its first passes found: ``inner``, whose
+    ledger entries also record ``found`` (by column) and whose summary says them."""
+
+    inner: MechanismPlan
+    found: dict[str, tuple[float, float]]
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        found = {c: list(b) for c, b in self.found.items()}
+        return tuple(
+            dataclasses.replace(c, details={**c.details, "bounds": AUTO, "bounds_found": found})
+            for c in self.inner.charges
+        )
+
+    def summary(self) -> list[dict[str, Any]]:
+        said = "; ".join(
+            f"bounds of {c} found by the first pass: [{lo:g}, {hi:g}]"
+            for c, (lo, hi) in self.found.items()
+        )
+        return [
+            {**row, "note": f"{row['note']}; {said}" if row.get("note") else said}
+            for row in self.inner.summary()
+        ]
+
+    def check(self, exact: Any) -> None:
+        self.inner.check(exact)
+
+    def draw(self, exact: Any, rng: np.random.Generator) -> Any:
+        return self.inner.draw(exact, rng)
+
+
+def split_bounds_epsilon(
+    epsilon: float, bounds_epsilon: float | None, columns: int
+) -> tuple[list[float], float]:
+    """The bounds passes' epsilons (one per column) and the release's own, out of
+    ``epsilon`` (``bounds_epsilon``: the passes' total; None: the default share).
+
+    Examples
+    --------
+    >>> split_bounds_epsilon(1.0, None, 2)
+    ([0.1, 0.1], 0.8)
+    """
+    whole = epsilon * AUTO_BOUNDS_SHARE if bounds_epsilon is None else bounds_epsilon
+    first, rest = split_epsilon(epsilon, [whole, epsilon - whole])
+    return split_epsilon(first, [1.0] * columns), rest
+
+
+def bounds_parts(prefix: str, column: str, edges: Sequence[float]) -> list[Part]:
+    """The exact aggregates of one column's pass: the records at or above each inner
+    edge (``edges[1:-1]``), named ``<prefix>:<k>``."""
+    return [
+        Part(f"{prefix}:{k}", "at_least", Operand(column, float(e)))
+        for k, e in enumerate(edges[1:-1], start=1)
+    ]
+
+
+def histogram(total: int, above: Sequence[int]) -> np.ndarray:
+    """The pass's histogram, shape ``(1, bins)``, from the records (``total``) and the
+    records at or above each inner edge (``above``): the kernel's binning rule (a value
+    past an outer edge falls in the outer bin).
+
+    Examples
+    --------
+    >>> histogram(5, [4, 1]).tolist()
+    [[1, 3, 1]]
+    """
+    cumulative = np.array([total, *above, 0], dtype=np.int64)
+    return (cumulative[:-1] - cumulative[1:]).reshape(1, -1)

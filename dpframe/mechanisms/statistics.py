@@ -51,7 +51,6 @@ from dpframe.core.budget import split_epsilon
 from dpframe.core.constraints import (
     AUTO,
     AUTO_BOUNDS_EXPONENTS,
-    AUTO_BOUNDS_SHARE,
     check,
     check_auto_bounds,
     check_bounds_epsilon,
@@ -180,13 +179,12 @@ class Statistic:
     def epsilon_split(self) -> tuple[list[float], float]:
         """The bounds passes' epsilons (one a column) and the statistic's own: together
         at most :attr:`epsilon` exactly (:func:`dpframe.core.budget.split_epsilon`)."""
+        from dpframe.mechanisms.private_bounds import split_bounds_epsilon
+
         columns = len(self.auto_columns())
         if not columns:
             return [], self.epsilon
-        share = self.bounds_epsilon
-        whole = self.epsilon * AUTO_BOUNDS_SHARE if share is None else share
-        first, rest = split_epsilon(self.epsilon, [whole, self.epsilon - whole])
-        return split_epsilon(first, [1.0] * columns), rest
+        return split_bounds_epsilon(self.epsilon, self.bounds_epsilon, columns)
 
     def stand_in(self) -> Statistic:
         """The statistic with stand-in bounds (the candidates' widest) for its plan
@@ -225,14 +223,17 @@ class Statistic:
         )
 
     def bounds_parts(self, edges: Sequence[float]) -> list[Part]:
-        """The exact aggregates of its bounds passes: per auto column, the records at or
-        above each inner candidate (``edges[1:-1]``), whose differences are the
-        histogram on the candidates."""
+        """The exact aggregates of its bounds passes (one per auto column,
+        :func:`dpframe.mechanisms.private_bounds.bounds_parts`)."""
+        from dpframe.mechanisms.private_bounds import bounds_parts
+
         return [
-            Part(f"{self.name}:bounds:{c}:{k}", "at_least", Operand(c, float(e)))
-            for c, _ in self.auto_columns()
-            for k, e in enumerate(edges[1:-1], start=1)
+            p for c, _ in self.auto_columns() for p in bounds_parts(self.bounds_prefix(c), c, edges)
         ]
+
+    def bounds_prefix(self, column: str) -> str:
+        """The name its bounds pass of ``column`` gives its exact aggregates."""
+        return f"{self.name}:bounds:{column}"
 
     def part(self, what: str) -> str:
         """Name of one exact aggregate of this statistic, e.g. ``"age_mean:sum"``."""

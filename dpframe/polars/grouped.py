@@ -62,7 +62,13 @@ from dpframe.engines.driver import (
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms import statistics as agg
-from dpframe.mechanisms.private_bounds import BoundsPlan, bounds_grid, pending, plan_bounds
+from dpframe.mechanisms.private_bounds import (
+    BoundsPlan,
+    bounds_grid,
+    histogram,
+    pending,
+    plan_bounds,
+)
 from dpframe.mechanisms.statistics import (
     Drawn,
     Part,
@@ -535,14 +541,16 @@ class GroupedRelease(Release[pl.DataFrame]):
         exact = self._aggregate(parts)
         total = int(exact[_POOLED_N].fill_null(0).sum())
         hists = []
-        for plan in self._bounds_plans:
-            prefix = f"{plan.statistic}:bounds:{plan.column}:"
-            above = [
-                int(exact[f"{prefix}{k}"].fill_null(0).sum()) for k in range(1, len(edges) - 1)
-            ]
-            cumulative = np.array([total, *above, 0], dtype=np.int64)
-            hists.append((cumulative[:-1] - cumulative[1:]).reshape(1, -1))
+        for s, plan in zip(self._auto_statistics(), self._bounds_plans, strict=True):
+            prefix = s.bounds_prefix(plan.column)
+            inner = range(1, edges.size - 1)
+            above = [int(exact[f"{prefix}:{k}"].fill_null(0).sum()) for k in inner]
+            hists.append(histogram(total, above))
         return hists
+
+    def _auto_statistics(self) -> list[Statistic]:
+        """The statistic of each first pass, in the passes' order."""
+        return [s for s in self.statistics for _ in s.auto_columns()]
 
     def _use_first(self, outputs: tuple[Any, ...]) -> None:
         found: dict[str, dict[str, tuple[float, float]]] = {}
