@@ -59,19 +59,16 @@ from typing import Any
 import numpy as np
 
 from dpframe.core.accountant import Charge
-from dpframe.core.budget import split_epsilon
 from dpframe.core.constraints import (
     AUTO,
     AUTO_BOUNDS_BETA,
     AUTO_BOUNDS_EXPONENTS,
-    AUTO_BOUNDS_SHARE,
 )
 from dpframe.core.executor import MechanismPlan, summary_row
 from dpframe.core.units import RECORD, PrivacyUnit
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.laplace import LaplaceCalibration, calibrate_laplace
 from dpframe.mechanisms.quantile import Grid, grid_from_edges, quantile_sides
-from dpframe.mechanisms.statistics import Operand, Part
 
 __all__ = [
     "BoundsPlan",
@@ -80,7 +77,6 @@ __all__ = [
     "bounds_grid",
     "histogram",
     "plan_bounds",
-    "split_bounds_epsilon",
 ]
 
 #: The mechanism's name in the ledger and the summary.
@@ -306,31 +302,6 @@ class FoundPlan:
 
     def draw(self, exact: Any, rng: np.random.Generator) -> Any:
         return self.inner.draw(exact, rng)
-
-
-def split_bounds_epsilon(
-    epsilon: float, bounds_epsilon: float | None, columns: int
-) -> tuple[list[float], float]:
-    """The bounds passes' epsilons (one per column) and the release's own, out of
-    ``epsilon`` (``bounds_epsilon``: the passes' total; None: the default share).
-
-    Examples
-    --------
-    >>> split_bounds_epsilon(1.0, None, 2)
-    ([0.1, 0.1], 0.8)
-    """
-    whole = epsilon * AUTO_BOUNDS_SHARE if bounds_epsilon is None else bounds_epsilon
-    first, rest = split_epsilon(epsilon, [whole, epsilon - whole])
-    return split_epsilon(first, [1.0] * columns), rest
-
-
-def bounds_parts(prefix: str, column: str, edges: Sequence[float]) -> list[Part]:
-    """The exact aggregates of one column's pass: the records at or above each inner
-    edge (``edges[1:-1]``), named ``<prefix>:<k>``."""
-    return [
-        Part(f"{prefix}:{k}", "at_least", Operand(column, float(e)))
-        for k, e in enumerate(edges[1:-1], start=1)
-    ]
 
 
 def histogram(total: int, above: Sequence[int]) -> np.ndarray:

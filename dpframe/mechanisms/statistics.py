@@ -51,6 +51,7 @@ from dpframe.core.budget import split_epsilon
 from dpframe.core.constraints import (
     AUTO,
     AUTO_BOUNDS_EXPONENTS,
+    AUTO_BOUNDS_SHARE,
     check,
     check_auto_bounds,
     check_bounds_epsilon,
@@ -127,6 +128,32 @@ class Part:
         return 0.0 if self.op in ("count", "sum", "at_least") else None
 
 
+def split_bounds_epsilon(
+    epsilon: float, bounds_epsilon: float | None, columns: int
+) -> tuple[list[float], float]:
+    """The bounds passes' epsilons (one per column) and the release's own, out of
+    ``epsilon`` (``bounds_epsilon``: the passes' total; None: the default share).
+
+    Examples
+    --------
+    >>> from dpframe.mechanisms.statistics import split_bounds_epsilon
+    >>> split_bounds_epsilon(1.0, None, 2)
+    ([0.1, 0.1], 0.8)
+    """
+    whole = epsilon * AUTO_BOUNDS_SHARE if bounds_epsilon is None else bounds_epsilon
+    first, rest = split_epsilon(epsilon, [whole, epsilon - whole])
+    return split_epsilon(first, [1.0] * columns), rest
+
+
+def bounds_parts(prefix: str, column: str, edges: Sequence[float]) -> list[Part]:
+    """The exact aggregates of one column's pass: the records at or above each inner
+    edge (``edges[1:-1]``), named ``<prefix>:<k>``."""
+    return [
+        Part(f"{prefix}:{k}", "at_least", Operand(column, float(e)))
+        for k, e in enumerate(edges[1:-1], start=1)
+    ]
+
+
 def is_nonnegative(kind: str, lower: float | None) -> bool:
     """Whether a statistic of ``kind`` is never negative: a count, or a sum of values whose
     lower bound is >= 0 (its release is then clamped at 0, and its suite expects >= 0)."""
@@ -179,8 +206,6 @@ class Statistic:
     def epsilon_split(self) -> tuple[list[float], float]:
         """The bounds passes' epsilons (one a column) and the statistic's own: together
         at most :attr:`epsilon` exactly (:func:`dpframe.core.budget.split_epsilon`)."""
-        from dpframe.mechanisms.private_bounds import split_bounds_epsilon
-
         columns = len(self.auto_columns())
         if not columns:
             return [], self.epsilon
@@ -224,9 +249,7 @@ class Statistic:
 
     def bounds_parts(self, edges: Sequence[float]) -> list[Part]:
         """The exact aggregates of its bounds passes (one per auto column,
-        :func:`dpframe.mechanisms.private_bounds.bounds_parts`)."""
-        from dpframe.mechanisms.private_bounds import bounds_parts
-
+        :func:`bounds_parts`)."""
         return [
             p for c, _ in self.auto_columns() for p in bounds_parts(self.bounds_prefix(c), c, edges)
         ]

@@ -370,3 +370,85 @@ def test_on_the_demo_the_auto_bounds_mean_is_within_twice_the_public_bounds_erro
     se = ratio * math.sqrt(var) / 2
     print(f"RMSE auto/public = {ratio:.3f} +- {se:.3f} over {DEMO_REPS} seeds")
     assert ratio + 3 * se < 2.0
+
+
+# -- the covariance matrix release ---------------------------------------------------------
+
+
+def scores(n: int = 5000) -> pl.DataFrame:
+    rng = np.random.default_rng(7)
+    return pl.DataFrame({"x": rng.normal(0, 3, n), "y": rng.uniform(0, 10, n)})
+
+
+def test_a_covariance_matrix_finds_its_bounds_first():
+    df = scores()
+    acct = Accountant(epsilon=2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rel = dpframe.covariance_matrix(
+            df,
+            ["x", "y"],
+            [("auto", "auto"), (0, "auto")],
+            epsilon=1.0,
+            n=5000,
+            accountant=acct,
+            seed=3,
+        )
+    table = rel.summarize()
+    assert table["mechanism"].to_list()[:2] == ["bounds_histogram"] * 2
+    assert table["epsilon"].sum() == pytest.approx(1.0) and rel.epsilon == pytest.approx(1.0)
+    assert table["scale"][2:].is_null().all() and not acct.ledger
+    out = rel.collect()
+    found = rel.bounds_found
+    assert found["y"][0] == 0.0 and all(v in EDGES for v in (*found["x"], found["y"][1]))
+    mechanisms = [e.mechanism for e in acct.ledger]
+    assert mechanisms[:2] == ["bounds_histogram"] * 2 and len(mechanisms) == 5
+    assert acct.ledger[2].details["bounds_found"] == {c: list(b) for c, b in found.items()}
+    assert out.columns == ["column", "x", "y"] and acct.spent.epsilon == pytest.approx(1.0)
+    assert rel.to_spec()["bounds"] == [["auto", "auto"], [0.0, "auto"]]
+
+
+def test_a_covariance_matrix_spec_with_auto_bounds_runs_and_checks(tmp_path):
+    spec = parse_spec(
+        {
+            "version": 1,
+            "privacy": {"budget": {"epsilon": 2.0}, "ledger": str(tmp_path / "l.db"), "seed": 4},
+            "output": {"folder": str(tmp_path / "out")},
+            "release": [
+                {
+                    "name": "c",
+                    "kind": "covariance",
+                    "columns": ["x", "y"],
+                    "bounds": "auto",
+                    "epsilon": 1.0,
+                    "bounds_epsilon": 0.2,
+                }
+            ],
+        },
+        frame=scores().lazy(),
+    )
+    assert plan(spec).rows["epsilon"].to_list()[:2] == pytest.approx([0.1, 0.1])
+    result = run(spec, progress=False)
+    assert result.epsilon == pytest.approx(1.0) and all(c.success for c in result.checks)
+    prov = dpframe.read_provenance(result.outputs["c"])
+    facts = dpframe.CovarianceMatrixRelease.read_facts(prov.facts, prov.entries)
+    assert set(facts["bounds_found"]) == {"x", "y"}
+
+
+@pytest.mark.parametrize(
+    ("bounds", "kw", "match"),
+    [
+        ([("auto", "atuo"), (0, 1)], {}, r"bounds\[0\] upper must be a real number or 'auto'"),
+        ("atuo", {}, "bounds must be one"),
+        ([(0, 1), (0, 1)], {"bounds_epsilon": 0.1}, "bounds_epsilon: no bound is 'auto'"),
+        ("auto", {"calibration": "paper"}, "calibration='paper'"),
+        ("auto", {"bounds_epsilon": 2.0}, "bounds_epsilon must be below"),
+    ],
+)
+def test_a_covariance_matrix_refuses_bad_auto_bounds_by_name(bounds, kw, match):
+    acct = Accountant(epsilon=2.0)
+    with pytest.raises(InvalidParameterError, match=match):
+        dpframe.covariance_matrix(
+            scores(), ["x", "y"], bounds, epsilon=1.0, n=5000, accountant=acct, **kw
+        )
+    assert not acct.ledger
