@@ -452,3 +452,34 @@ def test_a_covariance_matrix_refuses_bad_auto_bounds_by_name(bounds, kw, match):
             scores(), ["x", "y"], bounds, epsilon=1.0, n=5000, accountant=acct, **kw
         )
     assert not acct.ledger
+
+
+@pytest.mark.slow
+def test_spark_finds_the_same_bounds_and_releases_the_same_values(spark):
+    """Both engines histogram the pass by comparison with the same edges: the same seed
+    gives the same charges, bounds and values (a grouped mean and a covariance matrix)."""
+    from polars.testing import assert_frame_equal
+
+    df = frame(2000).with_columns(pl.col("x").alias("y") * -0.5)
+    results = []
+    for data in (df.lazy(), spark.createDataFrame(df.to_arrow())):
+        acct = Accountant(epsilon=10.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            grouped_release = dpframe.group_by(
+                data, "g", margins=MARGINS, accountant=acct, seed=9
+            ).agg(dpframe.agg.mean("x", lower="auto", upper="auto", epsilon=1.0))
+            hist = grouped_release._first_inputs()[0]
+            table = grouped_release.collect().sort("g")
+            matrix = dpframe.covariance_matrix(
+                data, ["x", "y"], "auto", epsilon=1.0, n=2000, accountant=acct, seed=9
+            )
+            values = matrix.collect()
+        charges = [
+            (e.mechanism, e.epsilon, e.scale, e.details.get("bounds_found")) for e in acct.ledger
+        ]
+        results.append((hist, table, values, charges, matrix.bounds_found))
+    (h1, t1, v1, c1, b1), (h2, t2, v2, c2, b2) = results
+    assert np.array_equal(h1, h2) and c1 == c2 and b1 == b2
+    assert_frame_equal(t1, t2, rel_tol=1e-9)
+    assert_frame_equal(v1, v2, rel_tol=1e-9)
