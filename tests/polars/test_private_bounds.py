@@ -483,3 +483,43 @@ def test_spark_finds_the_same_bounds_and_releases_the_same_values(spark):
     assert np.array_equal(h1, h2) and c1 == c2 and b1 == b2
     assert_frame_equal(t1, t2, rel_tol=1e-9)
     assert_frame_equal(v1, v2, rel_tol=1e-9)
+
+
+def test_public_sizes_hold_with_auto_bounds():
+    """With public group sizes the mean is the bounded mechanism's, at the bounds found
+    (its sensitivity (U - L) / n_g needs them: planned after the pass)."""
+    df = frame()
+    sizes = df.group_by("g").len("n")
+    margins = MARGINS.join(sizes, on="g", how="left").with_columns(pl.col("n").fill_null(0))
+    acct = Accountant(epsilon=2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rel = dpframe.group_by(df, "g", margins=margins, sizes="n", accountant=acct, seed=2).agg(
+            dpframe.agg.mean("x", lower=0, upper="auto", epsilon=1.0)
+        )
+    out = rel.collect()
+    lo, hi = rel.bounds_found["x_mean"]["x"]
+    main = acct.ledger[1]
+    assert main.mechanism == "truncated_laplace" and (
+        main.details["lower"],
+        main.details["upper"],
+    ) == (lo, hi)
+    assert out["x_mean"].drop_nulls().is_between(lo, hi).all() and out["x_mean"][3] is None
+
+
+def test_the_demo_notes_name_the_bounds_found():
+    from dpframe.demo import noise_notes
+
+    people = pl.DataFrame({"region": ["N"] * 500, "age": [40.0] * 500})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rel = dpframe.group_by(
+            people,
+            "region",
+            seed=3,
+            margins=pl.DataFrame({"region": ["N", "E"]}),
+            accountant=Accountant(epsilon=1.0),
+        ).agg(dpframe.agg.mean("age", lower=0, upper="auto", epsilon=1.0))
+        rel.collect()
+    hi = rel.bounds_found["age_mean"]["age"][1]
+    assert f"the whole range [0, {hi:g}]" in noise_notes(rel, rel.accuracy())[0]
