@@ -189,6 +189,8 @@ def noise_notes(release: Any, accuracy: pl.DataFrame) -> list[str]:
     keys = release.grouping.keys
     notes = []
     for stat, plan in zip(release.statistics, release.plans(), strict=True):
+        if stat.auto:  # its bounds as its first pass found them ("auto")
+            stat = stat.with_bounds(release.bounds_found.get(stat.name, {}))
         flag = f"{stat.name}_uninformative"
         if flag not in accuracy.columns or not accuracy[flag].any():
             continue

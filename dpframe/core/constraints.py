@@ -38,6 +38,10 @@ from dpframe.errors import InvalidParameterError
 __all__ = [
     "ACCOUNTINGS",
     "ALPHA_ESTIMATES",
+    "AUTO",
+    "AUTO_BOUNDS_BETA",
+    "AUTO_BOUNDS_EXPONENTS",
+    "AUTO_BOUNDS_SHARE",
     "CALIBRATIONS",
     "COLUMN_MECHANISMS",
     "COMPOSITIONS",
@@ -79,7 +83,10 @@ __all__ = [
     "Compression",
     "Constraint",
     "check",
+    "check_auto_bounds",
+    "check_bound_or_auto",
     "check_bounds",
+    "check_bounds_epsilon",
     "check_categories",
     "check_choice",
     "check_delta",
@@ -563,6 +570,73 @@ def _estimable(name: str, value: Any) -> bool | float:
     )
 
 
+# -- private bounds (lower="auto" / upper="auto", issue 34) ------------------------------
+
+#: the word that asks for a bound found privately by a first pass
+AUTO = "auto"
+#: the share of a statistic's epsilon its bounds pass takes unless ``bounds_epsilon=``
+AUTO_BOUNDS_SHARE = 0.2
+#: the pass's bin edges: 0 and +-2**k for every integer k in this range (inclusive)
+AUTO_BOUNDS_EXPONENTS = (-10, 40)
+#: the chance that any bin empty in the data is taken for a bin of the data (the noisy
+#: count threshold of a bounds pass is set by it, over all its bins)
+AUTO_BOUNDS_BETA = 0.05
+
+
+def check_bound_or_auto(name: str, value: Any) -> float | None:
+    """A public bound (a finite number), or ``None`` for ``"auto"`` (found privately);
+    any other string is refused by name.
+
+    Examples
+    --------
+    >>> check_bound_or_auto("upper", "auto") is None, check_bound_or_auto("upper", 3)
+    (True, 3.0)
+    """
+    if isinstance(value, str):
+        if value == AUTO:
+            return None
+        raise InvalidParameterError(
+            f"{name} must be a real number or {AUTO!r} (found privately by a first pass), "
+            f"got {value!r}"
+        )
+    return check_real(name, value)
+
+
+def check_auto_bounds(
+    lower: Any, upper: Any, names: tuple[str, str] = ("lower", "upper")
+) -> tuple[float | None, float | None]:
+    """Bounds each a finite number or ``"auto"`` (``None`` here); two numbers are checked
+    as :func:`check_bounds` checks them.
+
+    Examples
+    --------
+    >>> check_auto_bounds(0, "auto")
+    (0.0, None)
+    """
+    lo, hi = check_bound_or_auto(names[0], lower), check_bound_or_auto(names[1], upper)
+    if lo is not None and hi is not None:
+        return check_bounds(lo, hi, names)
+    return lo, hi
+
+
+def _bound_or_auto(name: str, value: Any) -> float | str:
+    """A spec's bound: a finite number, or ``"auto"`` kept as written."""
+    return AUTO if check_bound_or_auto(name, value) is None else check_real(name, value)
+
+
+def check_bounds_epsilon(value: Any, epsilon: float) -> float | None:
+    """A bounds pass's own epsilon: ``None`` (the default share), else in (0, epsilon)."""
+    if value is None:
+        return None
+    x = check_epsilon(value, "bounds_epsilon")
+    if not x < epsilon:
+        raise InvalidParameterError(
+            f"bounds_epsilon must be below the statistic's epsilon ({epsilon!r}: it is the "
+            f"total, the bounds pass's share included), got {x!r}"
+        )
+    return x
+
+
 PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
     {
         "epsilon": Constraint(
@@ -572,6 +646,7 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "sensitivity": Constraint("a finite number > 0", check_positive),
         "scale": Constraint("a finite number > 0", check_positive),
         "bound": Constraint("a finite number", check_real),
+        "bound_or_auto": Constraint(f"a finite number or {AUTO!r}", _bound_or_auto),
         "proportions_n": _integer(1, "the public dataset size"),
         "covariance_n": _integer(2, "the public dataset size of a sample covariance"),
         "seed": Constraint("None (secure) or an int >= 0", _seed),

@@ -69,7 +69,10 @@ def operand(op: Operand) -> pl.Expr:
 
 
 def part_values(part: Part) -> pl.Expr:
-    """The record-level values a ``sum`` part adds up (a clipped column, or a product)."""
+    """The record-level values a ``sum`` part adds up (a clipped column, or a product);
+    of an ``at_least`` part, 1.0 where the column is ``>=`` its bound, else 0.0."""
+    if part.op == "at_least":
+        return (pl.col(part.x.column).cast(pl.Float64) >= part.x.lower).cast(pl.Float64)
     x = operand(part.x)
     return x if part.y is None else x * operand(part.y)
 
@@ -78,7 +81,7 @@ def part_expr(part: Part) -> pl.Expr:
     """The polars aggregate of one exact part (:class:`dpframe.mechanisms.statistics.Part`)."""
     if part.op == "count":
         e = pl.len().cast(pl.Float64)
-    elif part.op == "sum":
+    elif part.op in ("sum", "at_least"):
         e = part_values(part).sum()
     elif part.op == "mean":
         e = operand(part.x).mean()
@@ -247,14 +250,15 @@ class PolarsEngine:
         """
         if unit.is_record:
             return self.grouped_parts(keys, parts, sources)
-        wrong = [p.name for p in parts if p.op not in ("count", "sum", "distinct")]
+        summed = ("sum", "at_least")
+        wrong = [p.name for p in parts if p.op not in ("count", "distinct", *summed)]
         if wrong:
             raise InvalidParameterError(
                 f"parts {wrong}: a person-level release is made of counts and sums (and "
                 "counts of distinct persons) only"
             )
         schema = self.schema()
-        values = {p.name: part_values(p) for p in parts if p.op == "sum"}
+        values = {p.name: part_values(p) for p in parts if p.op in summed}
         counts = list(dict.fromkeys(p.name for p in parts if p.op == "count"))
         bads = {f"{BAD_PREFIX}{c}": bad_rows(c, schema[c]) for c in dict.fromkeys(sources)}
         distinct = list(dict.fromkeys(p.name for p in parts if p.op == "distinct"))

@@ -127,6 +127,9 @@ def _part(part: Part) -> Any:
 
     if part.op == "count":
         return sf.count(sf.lit(1)).cast("double")
+    if part.op == "at_least":  # a bounds pass's histogram: unclipped, by comparison
+        col = sf.col(part.x.column).cast("double")
+        return sf.sum(sf.when(col >= sf.lit(part.x.lower), 1.0).otherwise(0.0))
     if part.op == "sum":
         x = _operand(part.x)
         return sf.sum(x if part.y is None else x * _operand(part.y))

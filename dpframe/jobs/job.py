@@ -69,7 +69,6 @@ import polars as pl
 from dpframe.core.accountant import RESERVATION_KEY, Accountant, LedgerEntry, ledger_exists
 from dpframe.core.advice import spec_entry
 from dpframe.core.budget import exact_sum
-from dpframe.core.executor import execute
 from dpframe.core.interrupts import deferred, handling, ledger_line
 from dpframe.core.outputs import Read
 from dpframe.engines import engine_for
@@ -291,6 +290,21 @@ def _stage(
             facts=facts or None,
         )
     return r, table, type(rel).read_facts(facts, entries)
+
+
+def _drawn_plan(the_plan: JobPlan, releases: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The plan's rows for the report, each statistic a first pass parametrised (e.g.
+    bounds found privately) with its scale, error and note as drawn."""
+    rows = the_plan.rows.to_dicts()
+    drawn = {
+        (name, row["statistic"]): row for name, rel in releases.items() for row in rel.drawn_rows()
+    }
+    shown = ("sensitivity", "scale", "error95", "note")
+    for row in rows:
+        now = drawn.get((row["release"], row["statistic"]))
+        if now is not None:
+            row.update({k: now[k] for k in shown if k in now})
+    return rows
 
 
 def _open_ledger(job: Job) -> Accountant:
@@ -526,7 +540,8 @@ def _run(
             # 3. the whole plan reserved at once (refused, spending nothing, if it does not
             # fit beside other jobs); each release then draws from it, and whatever was not
             # drawn when the job ends -- by success or failure -- is given back
-            charges = [c for group in steps for s in group for c in s.plan.charges]
+            # (what every release charges: its first passes' too, drawn after they are)
+            charges = [c for r in spec.release for p in releases[r.name].plans() for c in p.charges]
             staged = []
             with contextlib.ExitStack() as held:
                 with bar.step("reserving the plan's budget"):
@@ -535,12 +550,12 @@ def _run(
                 for r, group in zip(spec.release, steps, strict=True):
                     with bar.step(f"drawing {r.name}"):
                         spending.drawing = r.name
-                        execution = execute(group, acct, note=f"job {run_id}")
+                        rel = releases[r.name]
+                        execution = rel.draw(group, acct, note=f"job {run_id}")
                         spending.drawn[r.name] = execution.entries
                         spending.drawing = None
                     entries = execution.entries
                     result.entries.extend(entries)
-                    rel = releases[r.name]
                     finished = rel.finish(execution.outputs, entries)
                     result.releases[r.name] = rel
                     rows = ctx.rows() if r.name in rowwise and eng.streams_rows else None
@@ -563,7 +578,7 @@ def _run(
                 ledger=acct.location,
                 epsilon=result.epsilon,
                 delta=result.delta,
-                plan=the_plan.rows.to_dicts(),
+                plan=_drawn_plan(the_plan, releases),
                 risk_title=risk_title,
             )
             with bar.step("writing the report"):

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,9 +49,14 @@ from dpframe.core.accountant import Charge
 from dpframe.core.advice import advise
 from dpframe.core.budget import split_epsilon
 from dpframe.core.constraints import (
+    AUTO,
+    AUTO_BOUNDS_EXPONENTS,
+    AUTO_BOUNDS_SHARE,
     QUANTILE_STATISTICS,
     check,
+    check_auto_bounds,
     check_bounds,
+    check_bounds_epsilon,
     check_epsilon,
 )
 from dpframe.core.constraints import STATISTICS as KINDS
@@ -119,16 +124,17 @@ class Part:
     """One exact per-group aggregate a statistic needs, in engine-independent terms.
 
     ``op`` is ``"count"`` (records in the group), ``"sum"`` (of ``x``, or of ``x * y``),
-    ``"mean"`` or ``"var"`` (sample variance, divisor ``n - 1``) of ``x``, ``"cov"``
-    (sample covariance of ``x`` and ``y``), ``"distinct"`` (the distinct persons of
-    the rows each person keeps: the release's privacy unit says whose, so it has no
-    operand; only a person-level release has it), or ``"hist"``: the number of
-    records in each bin of ``grid`` (a :class:`dpframe.mechanisms.quantile.Grid`; ``x``
-    clipped to the grid's bounds, binned by
-    :meth:`~dpframe.mechanisms.quantile.Grid.bin_index`), an int64 vector per group.
-    A group absent from the data gets ``fill`` (0 for counts, sums, distinct persons
-    and every bin of a histogram; null -- ``None`` -- for means, variances and
-    covariances).
+    ``"at_least"`` (records whose ``x.column`` is ``>= x.lower``, unclipped: a private
+    bounds pass's histogram, :meth:`Statistic.bounds_parts`), ``"mean"`` or ``"var"``
+    (sample variance, divisor ``n - 1``) of ``x``, ``"cov"`` (sample covariance of ``x``
+    and ``y``), ``"distinct"`` (the distinct persons of the rows each person keeps: the
+    release's privacy unit says whose, so it has no operand; only a person-level release
+    has it), or ``"hist"``: the number of records in each bin of ``grid`` (a
+    :class:`dpframe.mechanisms.quantile.Grid`; ``x`` clipped to the grid's bounds,
+    binned by :meth:`~dpframe.mechanisms.quantile.Grid.bin_index`), an int64 vector per
+    group. A group absent from the data gets ``fill`` (0 for counts, sums, distinct
+    persons, records at or above an edge and every bin of a histogram; null -- ``None``
+    -- for means, variances and covariances).
     """
 
     name: str
@@ -140,13 +146,40 @@ class Part:
 
     @property
     def fill(self) -> float | None:
-        return 0.0 if self.op in ("count", "sum", "distinct", "hist") else None
+        return 0.0 if self.op in ("count", "sum", "distinct", "hist", "at_least") else None
+
+
+def split_bounds_epsilon(
+    epsilon: float, bounds_epsilon: float | None, columns: int
+) -> tuple[list[float], float]:
+    """The bounds passes' epsilons (one per column) and the release's own, out of
+    ``epsilon`` (``bounds_epsilon``: the passes' total; None: the default share).
+
+    Examples
+    --------
+    >>> from dpframe.mechanisms.statistics import split_bounds_epsilon
+    >>> split_bounds_epsilon(1.0, None, 2)
+    ([0.1, 0.1], 0.8)
+    """
+    whole = epsilon * AUTO_BOUNDS_SHARE if bounds_epsilon is None else bounds_epsilon
+    first, rest = split_epsilon(epsilon, [whole, epsilon - whole])
+    return split_epsilon(first, [1.0] * columns), rest
+
+
+def bounds_parts(prefix: str, column: str, edges: Sequence[float]) -> list[Part]:
+    """The exact aggregates of one column's pass: the records at or above each inner
+    edge (``edges[1:-1]``), named ``<prefix>:<k>``."""
+    return [
+        Part(f"{prefix}:{k}", "at_least", Operand(column, float(e)))
+        for k, e in enumerate(edges[1:-1], start=1)
+    ]
 
 
 def is_nonnegative(kind: str, lower: float | None) -> bool:
     """Whether a statistic of ``kind`` is never negative: a count, or a sum of values whose
     lower bound is >= 0 (its release is then clamped at 0, and its suite expects >= 0)."""
-    return kind in ("count", "count_distinct") or (kind == "sum" and (lower or 0) >= 0)
+    bounded_below = isinstance(lower, int | float) and lower >= 0  # "auto": not known
+    return kind in ("count", "count_distinct") or (kind == "sum" and bounded_below)
 
 
 @dataclass(frozen=True)
@@ -165,6 +198,11 @@ class Statistic:
     #: the noise of a count or sum: ``"laplace"`` (epsilon) or ``"gaussian"`` (rho or
     #: sigma in ``options``; zCDP)
     mechanism: str = "laplace"
+    #: the bounds found by a first pass (``"auto"``), by argument name (``lower``,
+    #: ``upper``, ``lower_y``, ``upper_y``); their values are None until found
+    auto: tuple[str, ...] = ()
+    #: the first pass's epsilon, part of ``epsilon`` (None: the default share)
+    bounds_epsilon: float | None = None
 
     @property
     def nonnegative(self) -> bool:
@@ -172,6 +210,74 @@ class Statistic:
         lower bound is >= 0): clamping its release at 0 is then post-processing that only
         moves it closer to the truth."""
         return is_nonnegative(self.kind, self.lower)
+
+    # -- private bounds (``"auto"``: found by a first pass) ------------------------------
+
+    def auto_columns(self) -> list[tuple[str, tuple[float | None, float | None]]]:
+        """Each source column with a bound found privately, and its given bounds (None:
+        found by the pass)."""
+        out = []
+        if {"lower", "upper", "lower_x", "upper_x"} & set(self.auto):
+            out.append((str(self.column), (self.lower, self.upper)))
+        if "lower_y" in self.auto or "upper_y" in self.auto:
+            o = self.options
+            out.append((str(o["y"]), (o["lower_y"], o["upper_y"])))
+        return out
+
+    def epsilon_split(self) -> tuple[list[float], float]:
+        """The bounds passes' epsilons (one a column) and the statistic's own: together
+        at most :attr:`epsilon` exactly (:func:`dpframe.core.budget.split_epsilon`)."""
+        columns = len(self.auto_columns())
+        if not columns:
+            return [], self.epsilon
+        return split_bounds_epsilon(self.epsilon, self.bounds_epsilon, columns)
+
+    def stand_in(self) -> Statistic:
+        """The statistic with stand-in bounds (the candidates' widest) for its plan
+        before the pass: what it charges, never what it draws."""
+        return self.with_bounds({c: (None, None) for c, _ in self.auto_columns()})
+
+    def with_bounds(self, found: Mapping[str, tuple[float | None, float | None]]) -> Statistic:
+        """The statistic released with the bounds ``found`` (by column; None: the
+        candidates' widest) and its own share of epsilon."""
+        widest = 2.0 ** AUTO_BOUNDS_EXPONENTS[1]
+
+        def pick(given: float | None, got: float | None, side: int) -> float:
+            if given is not None:
+                return given
+            return float(got) if got is not None else side * widest
+
+        def pair(given: tuple[float | None, float | None], column: str) -> tuple[float, float]:
+            got = found.get(column, (None, None))
+            lo, hi = pick(given[0], got[0], -1), pick(given[1], got[1], 1)
+            return (lo, hi) if lo < hi else (lo, lo + max(1.0, abs(lo)))
+
+        lo, hi = pair((self.lower, self.upper), str(self.column))
+        options = dict(self.options)
+        if self.kind == "cov":
+            o = self.options
+            options["lower_y"], options["upper_y"] = pair((o["lower_y"], o["upper_y"]), o["y"])
+        options["bounds_found"] = {c: list(pair(g, c)) for c, g in self.auto_columns()}
+        return replace(
+            self,
+            lower=lo,
+            upper=hi,
+            options=options,
+            epsilon=self.epsilon_split()[1],
+            auto=(),
+            bounds_epsilon=None,
+        )
+
+    def bounds_parts(self, edges: Sequence[float]) -> list[Part]:
+        """The exact aggregates of its bounds passes (one per auto column,
+        :func:`bounds_parts`)."""
+        return [
+            p for c, _ in self.auto_columns() for p in bounds_parts(self.bounds_prefix(c), c, edges)
+        ]
+
+    def bounds_prefix(self, column: str) -> str:
+        """The name its bounds pass of ``column`` gives its exact aggregates."""
+        return f"{self.name}:bounds:{column}"
 
     def part(self, what: str) -> str:
         """Name of one exact aggregate of this statistic, e.g. ``"age_mean:sum"``."""
@@ -1046,6 +1152,35 @@ def _check_column(column: Any, what: str = "column") -> str:
     return column
 
 
+def _with_auto(
+    stat: Statistic, given: Mapping[str, float | None], bounds_epsilon: Any
+) -> Statistic:
+    """``stat`` with its ``"auto"`` bounds (``given``: None where the argument was
+    ``"auto"``) found by a first pass, checked; unchanged if none is ``"auto"``."""
+    auto = tuple(n for n, v in given.items() if v is None)
+    if not auto:
+        if bounds_epsilon is not None:
+            raise InvalidParameterError(
+                f"bounds_epsilon: {stat.name!r} has no bound set to {AUTO!r}; drop "
+                f"bounds_epsilon, or set a bound to {AUTO!r} (found by a first pass)"
+            )
+        return stat
+    if stat.mechanism == "gaussian":
+        raise InvalidParameterError(
+            f"{', '.join(auto)}: {AUTO!r} bounds are not offered with mechanism='gaussian' "
+            "yet (the bounds pass is charged epsilon); give the bounds, or use "
+            "mechanism='laplace'"
+        )
+    if stat.calibration == "paper" and stat.method == "truncated":
+        raise InvalidParameterError(
+            f"{', '.join(auto)}: {AUTO!r} bounds cannot hold with calibration='paper', "
+            "whose charge depends on the bounds (not known until the first pass is "
+            "drawn); use calibration='exact' (the default), or give the bounds"
+        )
+    share = check_bounds_epsilon(bounds_epsilon, stat.epsilon)
+    return replace(stat, auto=auto, bounds_epsilon=share)
+
+
 def _bounded(
     kind: str,
     column: Any,
@@ -1055,11 +1190,12 @@ def _bounded(
     method: Any,
     calibration: Any,
     name: Any,
+    bounds_epsilon: Any = None,
 ) -> Statistic:
     """A mean, proportion or variance statistic, its arguments checked."""
     column = _check_column(column)
-    lo, hi = check_bounds(lower, upper)
-    return Statistic(
+    lo, hi = check_auto_bounds(lower, upper)
+    stat = Statistic(
         kind,
         _check_name(f"{column}_{kind}" if name is None else name),
         check_epsilon(epsilon),
@@ -1069,6 +1205,7 @@ def _bounded(
         check("method", method),
         check("calibration", calibration),
     )
+    return _with_auto(stat, {"lower": lo, "upper": hi}, bounds_epsilon)
 
 
 def _noise(mechanism: Any, epsilon: Any, rho: Any, sigma: Any) -> tuple[str, float, dict[str, Any]]:
@@ -1181,28 +1318,35 @@ def count_distinct(
 def sum(
     column: str,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float | None = None,
     name: str | None = None,
     mechanism: str = "laplace",
     rho: float | None = None,
     sigma: float | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """The per-group sum of ``column`` after clipping each value to ``[lower, upper]``,
     with Laplace noise (``epsilon``) or discrete Gaussian noise (``mechanism="gaussian"``
     with ``rho`` or ``sigma``).
+
+    ``lower`` and ``upper`` may be ``"auto"``: a first pass, charged ``bounds_epsilon``
+    out of ``epsilon`` (default :data:`~dpframe.core.constraints.AUTO_BOUNDS_SHARE` of
+    it), finds them privately (:mod:`dpframe.mechanisms.private_bounds`).
 
     Examples
     --------
     >>> import dpframe
     >>> dpframe.agg.sum("income", lower=0, upper=100_000, epsilon=0.5).name
     'income_sum'
+    >>> dpframe.agg.sum("income", lower=0, upper="auto", epsilon=0.5).auto
+    ('upper',)
     """
     column = _check_column(column)
-    lo, hi = check_bounds(lower, upper)
+    lo, hi = check_auto_bounds(lower, upper)
     mech, eps, options = _noise(mechanism, epsilon, rho, sigma)
-    return Statistic(
+    stat = Statistic(
         "sum",
         _check_name(f"{column}_sum" if name is None else name),
         eps,
@@ -1212,17 +1356,19 @@ def sum(
         options=options,
         mechanism=mech,
     )
+    return _with_auto(stat, {"lower": lo, "upper": hi}, bounds_epsilon)
 
 
 def mean(
     column: str,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float,
     method: str = "truncated",
     calibration: str = "exact",
     name: str | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """The per-group mean of ``column`` (values clipped to ``[lower, upper]``).
 
@@ -1230,13 +1376,19 @@ def mean(
     ``calibration`` as in :func:`dpframe.truncated_laplace`); otherwise as a noisy sum
     over a noisy count, clipped to the bounds.
 
+    ``lower`` and ``upper`` may be ``"auto"``: a first pass, charged ``bounds_epsilon``
+    out of ``epsilon`` (default :data:`~dpframe.core.constraints.AUTO_BOUNDS_SHARE` of
+    it), finds them privately (:mod:`dpframe.mechanisms.private_bounds`).
+
     Examples
     --------
     >>> import dpframe
     >>> dpframe.agg.mean("age", lower=18, upper=90, epsilon=0.5).name
     'age_mean'
     """
-    return _bounded("mean", column, lower, upper, epsilon, method, calibration, name)
+    return _bounded(
+        "mean", column, lower, upper, epsilon, method, calibration, name, bounds_epsilon
+    )
 
 
 def proportion(
@@ -1261,16 +1413,21 @@ def proportion(
 def var(
     column: str,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float,
     method: str = "truncated",
     calibration: str = "exact",
     name: str | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """The per-group sample variance (divisor n - 1) of ``column`` clipped to the bounds.
 
     Released inside ``[0, n (upper - lower)**2 / (4 (n - 1))]`` (Liu 2019, Table 1).
+
+    ``lower`` and ``upper`` may be ``"auto"``: a first pass, charged ``bounds_epsilon``
+    out of ``epsilon`` (default :data:`~dpframe.core.constraints.AUTO_BOUNDS_SHARE` of
+    it), finds them privately (:mod:`dpframe.mechanisms.private_bounds`).
 
     Examples
     --------
@@ -1278,21 +1435,22 @@ def var(
     >>> dpframe.agg.var("score", lower=0, upper=10, epsilon=0.5).name
     'score_var'
     """
-    return _bounded("var", column, lower, upper, epsilon, method, calibration, name)
+    return _bounded("var", column, lower, upper, epsilon, method, calibration, name, bounds_epsilon)
 
 
 def cov(
     x: str,
     y: str,
     *,
-    lower_x: float,
-    upper_x: float,
-    lower_y: float,
-    upper_y: float,
+    lower_x: float | str,
+    upper_x: float | str,
+    lower_y: float | str,
+    upper_y: float | str,
     epsilon: float,
     method: str = "truncated",
     calibration: str = "exact",
     name: str | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """Per-group variances of ``x`` and ``y``, their covariance and correlation.
 
@@ -1301,7 +1459,9 @@ def cov(
     variances are released first, then the covariance inside
     ``[-sqrt(S*xx S*yy), sqrt(S*xx S*yy)]`` of the *sanitized* variances (Liu 2019,
     Table 1), epsilon split in three; the correlation is post-processing. With private
-    sizes, from six noisy sums (epsilon split in six).
+    sizes, from six noisy sums (epsilon split in six). Any bound may be ``"auto"``
+    (found privately by a first pass, charged ``bounds_epsilon`` out of ``epsilon``; see
+    :func:`mean`).
 
     Examples
     --------
@@ -1314,8 +1474,8 @@ def cov(
     x, y = _check_column(x, "x"), _check_column(y, "y")
     if x == y:
         raise InvalidParameterError(f"x and y must be different columns, got {x!r} twice")
-    lx, ux = check_bounds(lower_x, upper_x, ("lower_x", "upper_x"))
-    ly, uy = check_bounds(lower_y, upper_y, ("lower_y", "upper_y"))
+    lx, ux = check_auto_bounds(lower_x, upper_x, ("lower_x", "upper_x"))
+    ly, uy = check_auto_bounds(lower_y, upper_y, ("lower_y", "upper_y"))
     stat = Statistic(
         "cov",
         _check_name(f"{x}_{y}" if name is None else name),
@@ -1333,7 +1493,8 @@ def cov(
             "the sanitized variances, so its true loss could not be charged beforehand; "
             "use calibration='exact' (or method='bit')"
         )
-    return stat
+    given = {"lower_x": lx, "upper_x": ux, "lower_y": ly, "upper_y": uy}
+    return _with_auto(stat, given, bounds_epsilon)
 
 
 # -- quantiles: selection among the grid's candidates (dpframe.mechanisms.quantile) -------
@@ -1435,6 +1596,12 @@ def _quantile(
     """A quantile or median statistic, its arguments checked (``grid``: the resolution;
     the grid itself too)."""
     column = _check_column(column)
+    for side, bound in zip(("lower", "upper"), bounds, strict=True):
+        if isinstance(bound, str) and bound == AUTO:
+            raise InvalidParameterError(
+                f"{side}: 'auto' is not offered for a {kind} yet: its bounds are the range "
+                f"of its candidates; give {side} as a number"
+            )
     lo, hi = check_bounds(*bounds)
     resolution = grid
     qs = check("q", q)

@@ -19,18 +19,47 @@ from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 import polars as pl
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
+from dpframe.core.accountant import LedgerEntry
 from dpframe.core.budget import exact
-from dpframe.core.constraints import check, check_categories, spec_field
+from dpframe.core.constraints import (
+    AUTO,
+    AUTO_BOUNDS_EXPONENTS,
+    check,
+    check_auto_bounds,
+    check_bounds_epsilon,
+    check_categories,
+    spec_field,
+)
 from dpframe.core.executor import MechanismPlan
 from dpframe.core.neighbours import require_substitute
 from dpframe.core.sensitivity import variance_bound
 from dpframe.core.values import refuse_bad_values
-from dpframe.engines.driver import check_categories_fit, check_sources, declared_counts
+from dpframe.engines.driver import (
+    BAD_PREFIX,
+    ROWS,
+    check_categories_fit,
+    check_sources,
+    declared_counts,
+)
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.covariance import CovarianceResult, bound_pairs, plan_covariance_matrix
+from dpframe.mechanisms.private_bounds import (
+    FoundPlan,
+    bounds_grid,
+    histogram,
+    pending,
+    plan_bounds,
+)
 from dpframe.mechanisms.proportions import ProportionsResult, plan_proportions
+from dpframe.mechanisms.statistics import bounds_parts, split_bounds_epsilon
 from dpframe.polars.expectations import (
     PROPORTIONS_TOLERANCE,
     RTOL,
@@ -44,8 +73,9 @@ from dpframe.polars.expectations import (
     values_like,
 )
 from dpframe.polars.release import (
-    Finite,
+    BoundOrAuto,
     Method,
+    OptionalEps,
     PositiveEps,
     Release,
     SpecContext,
@@ -75,10 +105,11 @@ def check_public_size(n: int, rows: int) -> None:
 
 def check_covariance_arguments(
     columns: Any, bounds: Any
-) -> tuple[list[str], list[tuple[float, float]]]:
+) -> tuple[list[str], list[tuple[float | None, float | None]]]:
     """:func:`covariance_matrix`'s ``columns`` (two or more distinct names) and ``bounds``
-    (one finite ``(lower, upper)`` pair per column, ``lower < upper``), checked; the
-    release spec's covariance entry is checked by this too."""
+    (one ``(lower, upper)`` pair per column, each a finite number or ``"auto"`` -- None in
+    the result --, ``lower < upper``; ``bounds="auto"``: every one found privately),
+    checked; the release spec's covariance entry is checked by this too."""
     if isinstance(columns, str) or not isinstance(columns, Sequence):
         raise InvalidParameterError(
             f"columns must be a list of two or more column names, got {columns!r}"
@@ -88,16 +119,27 @@ def check_covariance_arguments(
         raise InvalidParameterError(f"columns must be two or more distinct names, got {names}")
     if not all(isinstance(c, str) for c in names):
         raise InvalidParameterError(f"columns must be column names, got {names}")
+    if bounds == AUTO:
+        bounds = [(AUTO, AUTO)] * len(names)
     if isinstance(bounds, str) or not isinstance(bounds, Sequence):
         raise InvalidParameterError(
-            f"bounds must be one (lower, upper) pair per column, got {bounds!r}"
+            f"bounds must be one (lower, upper) pair per column, or {AUTO!r}, got {bounds!r}"
         )
     if len(bounds) != len(names):
         raise InvalidParameterError(
             f"bounds must give one (lower, upper) pair per column: {len(names)} "
             f"columns, {len(bounds)} pairs"
         )
-    return names, bound_pairs(bounds, len(names))
+    if not any(v == AUTO for pair in bounds if isinstance(pair, Sequence) for v in pair):
+        return names, list(bound_pairs(bounds, len(names)))
+    given = []
+    for j, pair in enumerate(bounds):
+        if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise InvalidParameterError(f"bounds[{j}] must be a pair (lower, upper), got {pair!r}")
+        given.append(
+            check_auto_bounds(pair[0], pair[1], (f"bounds[{j}] lower", f"bounds[{j}] upper"))
+        )
+    return names, given
 
 
 class ProportionsSpec(SpecEntry):
@@ -122,8 +164,13 @@ class ProportionsSpec(SpecEntry):
 class CovarianceSpec(SpecEntry):
     kind: Literal["covariance"]
     columns: list[str] = Field(min_length=2)
-    bounds: list[tuple[Finite, Finite]]
+    bounds: list[tuple[BoundOrAuto, BoundOrAuto]] | Literal["auto"]
     epsilon: PositiveEps
+    bounds_epsilon: OptionalEps = Field(
+        None,
+        description="the epsilon of the first pass that finds 'auto' bounds, out of epsilon "
+        "(default: a fixed share of it)",
+    )
     n: Annotated[int | None, BeforeValidator(spec_field("covariance_n", optional=True))] = None
     method: Method = "truncated"
     repair: Annotated[str | None, BeforeValidator(spec_field("repair"))] = None
@@ -131,8 +178,19 @@ class CovarianceSpec(SpecEntry):
     @model_validator(mode="after")
     def _bounds(self) -> CovarianceSpec:
         # the columns' and bounds' rules of dpframe.covariance_matrix, in its words
-        check_covariance_arguments(self.columns, self.bounds)
+        given = check_covariance_arguments(self.columns, self.bounds)[1]
+        if self.bounds_epsilon is not None and all(None not in g for g in given):
+            raise ValueError(f"bounds_epsilon: no bound is {AUTO!r}; drop bounds_epsilon")
+        check_bounds_epsilon(self.bounds_epsilon, self.epsilon)
         return self
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """As written: ``bounds_epsilon`` only where given."""
+        data: dict[str, Any] = handler(self)
+        if data.get("bounds_epsilon") is None:
+            data.pop("bounds_epsilon", None)
+        return data
 
     def check_in(self, spec: Any) -> None:
         self.require_substitute(spec, "dataset size")
@@ -169,7 +227,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
         self,
         frame: Any,
         columns: Sequence[str],
-        bounds: Sequence[tuple[float, float]],
+        bounds: Sequence[tuple[float | str, float | str]] | str,
         *,
         epsilon: float,
         n: int,
@@ -179,26 +237,131 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
         accountant: Any,
         seed: Any,
         neighbours: str | None = None,
+        bounds_epsilon: float | None = None,
     ) -> None:
         super().__init__(frame, accountant, seed, neighbours)
         require_substitute(self.neighbours, "dataset size", argument="n")
-        self.columns = check_covariance_arguments(columns, bounds)[0]
-        self.bounds: list[Any] = [tuple(b) for b in bounds]
+        self.columns, self.given = check_covariance_arguments(columns, bounds)
+        self.bounds: list[Any] = [
+            (AUTO if lo is None else lo, AUTO if hi is None else hi) for lo, hi in self.given
+        ]
         self.n = check("covariance_n", n, name="n")
-        self.plan = plan_covariance_matrix(
+        self.epsilon_given = check("epsilon", epsilon)
+        self.auto = [c for c, g in zip(self.columns, self.given, strict=True) if None in g]
+        self.bounds_epsilon = None
+        passes: list[float] = []
+        own = self.epsilon_given
+        if self.auto:
+            if calibration == "paper":
+                raise InvalidParameterError(
+                    f"bounds: {AUTO!r} bounds cannot hold with calibration='paper', whose "
+                    "charge depends on the bounds (not known until the first pass is "
+                    "drawn); use calibration='exact' (the default), or give the bounds"
+                )
+            self.bounds_epsilon = check_bounds_epsilon(bounds_epsilon, self.epsilon_given)
+            passes, own = split_bounds_epsilon(
+                self.epsilon_given, self.bounds_epsilon, len(self.auto)
+            )
+        elif bounds_epsilon is not None:
+            raise InvalidParameterError(
+                f"bounds_epsilon: no bound is {AUTO!r}; drop bounds_epsilon, or set a bound "
+                f"to {AUTO!r} (found by a first pass)"
+            )
+        self._own = own
+        self._method, self._calibration, self._repair = method, calibration, repair
+        self._found: dict[str, tuple[float, float]] | None = None
+        self._passes = [
+            plan_bounds(c, "covariance", g, epsilon=e, neighbours=self.neighbours)
+            for (c, g), e in zip(
+                [(c, g) for c, g in zip(self.columns, self.given, strict=True) if None in g],
+                passes,
+                strict=True,
+            )
+        ]
+        inner = self._plan_with({})
+        self.plan: MechanismPlan = pending(inner, self.auto) if self.auto else inner
+        self.result: CovarianceResult | None = None
+
+    def _plan_with(self, found: Mapping[str, tuple[float, float]]) -> Any:
+        """The covariance plan with the bounds ``found`` (None: stand-ins, the widest)."""
+        widest = 2.0 ** AUTO_BOUNDS_EXPONENTS[1]
+        bounds = []
+        for c, (lo, hi) in zip(self.columns, self.given, strict=True):
+            got = found.get(c, (-widest, widest))
+            pair = (got[0] if lo is None else lo, got[1] if hi is None else hi)
+            bounds.append(
+                pair if pair[0] < pair[1] else (pair[0], pair[0] + max(1.0, abs(pair[0])))
+            )
+        return plan_covariance_matrix(
             len(self.columns),
             self.n,
-            self.bounds,
-            epsilon,
-            method=method,
-            calibration=calibration,
+            bounds,
+            self._own,
+            method=self._method,
+            calibration=self._calibration,
             neighbours=self.neighbours,
-            repair=repair,
+            repair=self._repair,
         )
-        self.result: CovarianceResult | None = None
 
     def _plans_of(self) -> list[MechanismPlan]:
         return [self.plan]
+
+    # -- private bounds: the first passes (bounds "auto") ----------------------------------
+
+    def _first_plans(self, neighbours: str | None = None) -> list[MechanismPlan]:
+        if self._found is not None:
+            return []
+        if neighbours is None or neighbours == self.neighbours:
+            return list(self._passes)
+        return [
+            plan_bounds(p.column, p.statistic, p.given, epsilon=p.epsilon, neighbours=neighbours)
+            for p in self._passes
+        ]
+
+    def _first_inputs(self) -> list[Any]:
+        """Each pass's histogram of its column on the bounds grid, every row read; bad
+        values and a size other than the public ``n`` refused before any charge."""
+        self.check_schema()
+        edges = bounds_grid().edges
+        parts = [
+            q for c in self.auto for q in bounds_parts(f"covariance:bounds:{c}", c, edges.tolist())
+        ]
+        exact = self.engine.grouped_parts([], parts, self.columns)
+        refuse_bad_values(
+            {
+                c.removeprefix(BAD_PREFIX): int(exact[c].sum())
+                for c in exact.columns
+                if c.startswith(BAD_PREFIX)
+            }
+        )
+        total = int(exact[ROWS].sum()) if exact.height else 0
+        check_public_size(self.n, total)
+        inner = range(1, edges.size - 1)
+        return [
+            histogram(total, [int(exact[f"covariance:bounds:{c}:{k}"].sum()) for k in inner])
+            for c in self.auto
+        ]
+
+    def _use_first(self, outputs: tuple[Any, ...]) -> None:
+        found = {p.column: out[0] for p, out in zip(self._passes, outputs, strict=True)}
+        self._found = found
+        self.plan = FoundPlan(self._plan_with(found), found)
+
+    @property
+    def bounds_found(self) -> dict[str, tuple[float, float]]:
+        """The bounds its first passes found, by column (empty before they are drawn, or
+        when no bound is ``"auto"``).
+
+        Examples
+        --------
+        >>> import numpy as np, polars as pl, dpframe
+        >>> df = pl.DataFrame({"x": np.arange(100.0), "y": np.arange(100.0) % 7})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     release = dpframe.covariance_matrix(df, ["x", "y"], "auto", epsilon=1.0, n=100)
+        ...     release.bounds_found
+        {}
+        """
+        return dict(self._found or {})
 
     def check_schema(self) -> None:
         check_sources(
@@ -207,7 +370,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
 
     def _exact_inputs(self) -> list[Any]:
         self.check_schema()
-        inputs = self.engine.covariance_inputs(self.columns, self.plan.bounds)
+        inputs = self.engine.covariance_inputs(self.columns, _inner(self.plan).bounds)
         refuse_bad_values(inputs.bad)
         check_public_size(self.n, inputs.rows)
         return [inputs.cov]
@@ -222,7 +385,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
         return cls(
             context.frame,
             entry.columns,
-            [tuple(b) for b in entry.bounds],
+            entry.bounds if entry.bounds == AUTO else [tuple(b) for b in entry.bounds],
             epsilon=entry.epsilon,
             n=entry.n if entry.n is not None else context.rows(),
             method=entry.method,
@@ -231,6 +394,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
             accountant=context.accountant,
             seed=context.source(entry),
             neighbours=context.neighbours,
+            bounds_epsilon=entry.bounds_epsilon,
         )
 
     def to_spec(self, name: str | None = None) -> dict[str, Any]:
@@ -240,13 +404,23 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
             "kind": "covariance",
             "columns": list(self.columns),
             "bounds": [list(b) for b in self.bounds],
-            "epsilon": sum(c.epsilon for c in self.plan.charges),
+            "epsilon": self.epsilon_given,
             "n": self.n,
+            **({"bounds_epsilon": self.bounds_epsilon} if self.bounds_epsilon else {}),
         }
 
     def facts(self) -> dict[str, Any]:
         """The public size (the input's rows) its file records: the variances' bound."""
         return {"input_rows": self.n}
+
+    @classmethod
+    def read_facts(cls, facts: Mapping[str, Any], entries: Sequence[LedgerEntry]) -> dict[str, Any]:
+        """Its file's facts, and the bounds its first passes found, as its verified
+        ledger entries record them."""
+        for e in entries:
+            if e.details.get("bounds") == AUTO and e.details.get("bounds_found"):
+                return {**facts, "bounds_found": dict(e.details["bounds_found"])}
+        return dict(facts)
 
     @classmethod
     def suite(cls, arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
@@ -263,7 +437,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
 def covariance_matrix(
     frame: Any,
     columns: Sequence[str],
-    bounds: Sequence[tuple[float, float]],
+    bounds: Sequence[tuple[float | str, float | str]] | str,
     *,
     epsilon: float,
     n: int,
@@ -272,6 +446,7 @@ def covariance_matrix(
     repair: str | None = None,
     accountant: Any = None,
     seed: Any = None,
+    bounds_epsilon: float | None = None,
 ) -> CovarianceMatrixRelease:
     """Declare the release of the covariance matrix of ``columns`` (Simulation study 1).
 
@@ -280,6 +455,11 @@ def covariance_matrix(
     optional repair to the nearest positive semi-definite matrix (``repair="higham"``
     or ``"clip"``). See :mod:`dpframe.mechanisms.covariance`. Nothing runs until
     ``collect()``; ``summarize()`` shows the cost first.
+
+    A bound may be ``"auto"`` (``bounds="auto"``: all of them): a first pass per column,
+    charged ``bounds_epsilon`` out of ``epsilon`` in all (default
+    :data:`~dpframe.core.constraints.AUTO_BOUNDS_SHARE` of it), finds it privately
+    (:mod:`dpframe.mechanisms.private_bounds`); ``release.bounds_found`` then holds them.
 
     Examples
     --------
@@ -304,7 +484,13 @@ def covariance_matrix(
         repair=repair,
         accountant=accountant,
         seed=seed,
+        bounds_epsilon=bounds_epsilon,
     )
+
+
+def _inner(plan: Any) -> Any:
+    """A covariance plan, unwrapped from the bounds found (:class:`FoundPlan`)."""
+    return plan.inner if isinstance(plan, FoundPlan) else plan
 
 
 def declared_categories(schema: pl.Schema, column: str, categories: Any, what: str) -> list[Any]:
@@ -641,6 +827,21 @@ def _expect_pairs(suite: Suite, cols: list[str], cell: dict[tuple[str, str], flo
     )
 
 
+def _covariance_found(arguments: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec entry with each ``"auto"`` bound the one its first pass found (recorded
+    in its verified ledger entries), else the widest the pass can find."""
+    found = facts.get("bounds_found") or {}
+    widest = 2.0 ** AUTO_BOUNDS_EXPONENTS[1]
+    cols = list(arguments["columns"])
+    written = arguments["bounds"]
+    pairs = [(AUTO, AUTO)] * len(cols) if written == AUTO else written
+    bounds = []
+    for c, (lo, hi) in zip(cols, pairs, strict=True):
+        got = found.get(c, (-widest, widest))
+        bounds.append([got[0] if lo == AUTO else lo, got[1] if hi == AUTO else hi])
+    return {**arguments, "bounds": bounds}
+
+
 def covariance_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
     """The suite of a covariance matrix's table: from its spec entry (columns, bounds,
     ``n``) and the facts its file records (``input_rows``, the public size when the entry
@@ -651,6 +852,7 @@ def covariance_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], tab
     the size is unknown), every covariance within Cauchy--Schwarz and the matrix symmetric
     (both within a relative tolerance of :data:`RTOL`).
     """
+    arguments = _covariance_found(arguments, facts)
     suite, lazy = start(arguments, table)
     frame = lazy.collect() if isinstance(lazy, pl.LazyFrame) else lazy
     cols = list(arguments["columns"])

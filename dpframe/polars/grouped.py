@@ -21,17 +21,27 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import Annotated, Any, Literal, cast
 
 import numpy as np
 import polars as pl
 import polars.selectors as cs
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
+from dpframe.core.accountant import LedgerEntry
 from dpframe.core.advice import advise
 from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import (
+    AUTO,
     INT64_MAX,
     QUANTILE_STATISTICS,
     check,
@@ -58,8 +68,16 @@ from dpframe.engines.driver import (
 )
 from dpframe.errors import InvalidParameterError, MissingMarginsError
 from dpframe.mechanisms import statistics as agg
+from dpframe.mechanisms.private_bounds import (
+    BoundsPlan,
+    bounds_grid,
+    histogram,
+    pending,
+    plan_bounds,
+)
 from dpframe.mechanisms.statistics import (
     Drawn,
+    Part,
     Statistic,
     StatisticPlan,
     is_nonnegative,
@@ -77,7 +95,7 @@ from dpframe.polars.expectations import (
     variance_cap,
 )
 from dpframe.polars.release import (
-    Finite,
+    BoundOrAuto,
     Method,
     OptionalEps,
     Release,
@@ -116,10 +134,10 @@ class StatisticSpec(SpecModel):
     column: str | None = None
     x: str | None = None
     y: str | None = None
-    lower: Finite | None = None
-    upper: Finite | None = None
-    lower_y: Finite | None = None
-    upper_y: Finite | None = None
+    lower: BoundOrAuto | None = None
+    upper: BoundOrAuto | None = None
+    lower_y: BoundOrAuto | None = None
+    upper_y: BoundOrAuto | None = None
     method: Method = "truncated"
     name: str | None = None
     # (q and resolution are left out of a stored spec when unset: as before quantiles)
@@ -137,6 +155,22 @@ class StatisticSpec(SpecModel):
         description="a quantile's or median's grid step (default: 1000 bins)",
         exclude_if=lambda v: v is None,
     )
+    bounds_epsilon: Annotated[
+        float | None, BeforeValidator(spec_field("epsilon", optional=True))
+    ] = Field(
+        None,
+        description="the epsilon of the first pass that finds an 'auto' bound, out of the "
+        "statistic's epsilon (default: a fixed share of it)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """As written: ``bounds_epsilon`` only where given (a spec without "auto" bounds
+        reads, and is recorded, as before)."""
+        data: dict[str, Any] = handler(self)
+        if data.get("bounds_epsilon") is None:
+            data.pop("bounds_epsilon", None)
+        return data
 
     @model_validator(mode="after")
     def _fields(self) -> StatisticSpec:
@@ -153,7 +187,8 @@ class StatisticSpec(SpecModel):
         if s == "count_distinct":
             _distinct_fields(self)
         elif s == "count":
-            extra = [f for f in ("column", "lower", "upper") if getattr(self, f) is not None]
+            fields = ("column", "lower", "upper", "bounds_epsilon")
+            extra = [f for f in fields if getattr(self, f) is not None]
             if extra:
                 raise ValueError(f"a count takes no {', '.join(extra)}")
         elif s == "cov":
@@ -178,8 +213,8 @@ class StatisticSpec(SpecModel):
     def bounds(self) -> tuple[float, float] | None:
         if self.stat == "proportion":
             return (0.0, 1.0)
-        if self.lower is None or self.upper is None:
-            return None
+        if not isinstance(self.lower, float) or not isinstance(self.upper, float):
+            return None  # not given, or "auto": found by a first pass
         return (self.lower, self.upper)
 
 
@@ -272,6 +307,10 @@ class GroupedSpec(SpecEntry):
 
     def epsilon_total(self) -> Fraction:
         return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
+
+
+#: the pooled row count a bounds pass's histogram starts from (a part of its own)
+_POOLED_N = "__bounds__:n"
 
 
 def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> Any:
@@ -469,29 +508,123 @@ class GroupedRelease(Release[pl.DataFrame]):
                 f"unit: the person column {self.unit.person!r} is a group key; a person "
                 "identifier is never released -- group by public keys only"
             )
+        #: the bounds found by the first passes, by statistic and column (None: not yet)
+        self._found: dict[str, dict[str, tuple[float, float]]] | None = None
+        self._bounds_plans = self._plan_bounds(self.neighbours)
         self._plans = self._make_plans(self.neighbours)
         self._keys_frame: pl.DataFrame | None = None
         self._drawn: tuple[Drawn, ...] | None = None
 
-    def _make_plans(self, neighbours: str) -> list[StatisticPlan]:
+    def _make_plans(self, neighbours: str) -> list[MechanismPlan]:
         grouping = self.grouping
-        return [
-            plan_statistic(
-                s,
-                neighbours,
-                grouping.sizes,
-                details={
-                    "keys": list(grouping.keys),
-                    "groups": grouping.margins.height,
-                    "seeded": self.random.seeded,
-                },
-                unit=self.unit,
-            )
-            for s in self.statistics
-        ]
+        plans: list[MechanismPlan] = []
+        for s in self.statistics:
+            details: dict[str, Any] = {
+                "keys": list(grouping.keys),
+                "groups": grouping.margins.height,
+                "seeded": self.random.seeded,
+            }
+            if not s.auto:
+                plans.append(plan_statistic(s, neighbours, grouping.sizes, details, self.unit))
+                continue
+            # bounds found privately: planned with them once found, a stand-in until then
+            passes = s.epsilon_split()[0]
+            details |= {
+                "bounds": "auto",
+                "statistic_name": s.name,
+                "epsilon_total": s.epsilon,
+                "bounds_epsilon": float(exact_sum(passes)),
+            }
+            if self._found is None:
+                stand_in = plan_statistic(
+                    s.stand_in(), neighbours, grouping.sizes, details, self.unit
+                )
+                plans.append(pending(stand_in, [c for c, _ in s.auto_columns()]))
+            else:
+                found = s.with_bounds(self._found[s.name])
+                details["bounds_found"] = found.options["bounds_found"]
+                made = plan_statistic(found, neighbours, grouping.sizes, details, self.unit)
+                said = "; ".join(
+                    f"bounds of {c} found by the first pass: [{lo:g}, {hi:g}]"
+                    for c, (lo, hi) in found.options["bounds_found"].items()
+                )
+                plans.append(replace(made, note=f"{made.note}; {said}" if made.note else said))
+        return plans
 
     def _plans_of(self) -> list[MechanismPlan]:
         return list(self._plans)
+
+    # -- private bounds: the first passes (lower="auto" / upper="auto") ------------------
+
+    def _plan_bounds(self, neighbours: str) -> list[BoundsPlan]:
+        """One first pass per column of a statistic with an ``"auto"`` bound."""
+        details = {"keys": list(self.grouping.keys), "seeded": self.random.seeded}
+        return [
+            plan_bounds(
+                column,
+                s.name,
+                given,
+                epsilon=eps,
+                neighbours=neighbours,
+                unit=self.unit,
+                details=details,
+            )
+            for s in self.statistics
+            for (column, given), eps in zip(s.auto_columns(), s.epsilon_split()[0], strict=True)
+        ]
+
+    def _first_plans(self, neighbours: str | None = None) -> list[MechanismPlan]:
+        if self._found is not None:
+            return []
+        if neighbours is None or neighbours == self.neighbours:
+            return list(self._bounds_plans)
+        return list(self._plan_bounds(neighbours))
+
+    def _first_inputs(self) -> list[Any]:
+        """Each pass's histogram of its column on the candidates, pooled over the
+        margins' groups, from the rows the release reads (a person's kept rows)."""
+        edges = bounds_grid().edges
+        parts = [Part(_POOLED_N, "count")]
+        parts += [p for s in self.statistics for p in s.bounds_parts(edges.tolist())]
+        exact = self._aggregate(parts)
+        total = int(exact[_POOLED_N].fill_null(0).sum())
+        hists = []
+        for s, plan in zip(self._auto_statistics(), self._bounds_plans, strict=True):
+            prefix = s.bounds_prefix(plan.column)
+            inner = range(1, edges.size - 1)
+            above = [int(exact[f"{prefix}:{k}"].fill_null(0).sum()) for k in inner]
+            hists.append(histogram(total, above))
+        return hists
+
+    def _auto_statistics(self) -> list[Statistic]:
+        """The statistic of each first pass, in the passes' order."""
+        return [s for s in self.statistics for _ in s.auto_columns()]
+
+    def _use_first(self, outputs: tuple[Any, ...]) -> None:
+        found: dict[str, dict[str, tuple[float, float]]] = {}
+        for plan, out in zip(self._bounds_plans, outputs, strict=True):
+            lo, hi = out[0]
+            found.setdefault(plan.statistic, {})[plan.column] = (float(lo), float(hi))
+        self._found = found
+        self._plans = self._make_plans(self.neighbours)
+
+    @property
+    def bounds_found(self) -> dict[str, dict[str, tuple[float, float]]]:
+        """The bounds its first passes found, by statistic name and column (empty before
+        they are drawn, or when no bound is ``"auto"``): public, drawn with DP.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["N"] * 50, "x": [3.0] * 50})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     margins = people.select("region").unique()
+        ...     release = dpframe.group_by(people, "region", margins=margins).agg(
+        ...         dpframe.agg.sum("x", lower=0, upper="auto", epsilon=1.0))
+        ...     release.bounds_found
+        {}
+        """
+        return {k: dict(v) for k, v in (self._found or {}).items()}
 
     def _plans_under(self, neighbours: str) -> list[MechanismPlan]:
         """The statistics planned under ``neighbours`` (public sizes: substitute only)."""
@@ -610,7 +743,7 @@ class GroupedRelease(Release[pl.DataFrame]):
             )
         columns: dict[str, Any] = {}
         for plan, out in zip(self._plans, drawn, strict=True):
-            columns.update(plan.accuracy(out, level))
+            columns.update(cast(StatisticPlan, plan).accuracy(out, level))
         columns.update(_clamped_distinct_errors(self._plans, drawn, level))
         series = []
         for name, values in columns.items():
@@ -672,6 +805,17 @@ class GroupedRelease(Release[pl.DataFrame]):
         return {"margins": public.to_dict(as_series=False), "sizes": g.sizes_column}
 
     @classmethod
+    def read_facts(cls, facts: Mapping[str, Any], entries: Sequence[LedgerEntry]) -> dict[str, Any]:
+        """Its file's facts, and the bounds its first passes found (``"auto"``), as its
+        verified ledger entries record them."""
+        found: dict[str, dict[str, list[float]]] = {}
+        for e in entries:
+            named = e.details.get("statistic_name")
+            if e.details.get("bounds") == "auto" and isinstance(named, str):
+                found[named] = dict(e.details.get("bounds_found") or {})
+        return {**facts, "bounds_found": found} if found else dict(facts)
+
+    @classmethod
     def suite(cls, arguments: Mapping[str, Any], facts: Mapping[str, Any], table: Any) -> Suite:
         return grouped_suite(arguments, facts, table)
 
@@ -680,10 +824,22 @@ class GroupedRelease(Release[pl.DataFrame]):
 
         One column per part of each statistic, named ``"<statistic>:<part>"``.
         """
+        if self._first_plans():
+            raise InvalidParameterError(
+                "exact_aggregates: a bound is 'auto' and its first pass is not drawn yet: "
+                "the exact aggregates need the bounds it finds (collect() the release)"
+            )
+        sizes = self.grouping.sizes is not None
+        found = self._found or {}
+        stats = [s.with_bounds(found[s.name]) if s.auto else s for s in self.statistics]
+        return self._aggregate([p for s in stats for p in s.parts(sizes)])
+
+    def _aggregate(self, parts: list[Part]) -> pl.DataFrame:
+        """The exact ``parts`` joined onto the margins, every column the release reads
+        checked (its nulls= policy, bad values, identifiers, keys, public sizes)."""
         g = self.grouping
         self.check_schema()
         sources = [src for s in self.statistics for src in s.sources()]
-        parts = [p for s in self.statistics for p in s.parts(g.sizes is not None)]
         # every column read: the keys and the statistics' columns; the nulls= policy runs
         # record by record, then a null, NaN or infinity left in any of them (counted by
         # the engine over all rows, not only the rows a person keeps) is refused, and so
@@ -847,8 +1003,18 @@ def _statistic_entry(s: Statistic) -> dict[str, Any]:
     if s.kind == "cov":
         o = s.options
         entry = {"stat": "cov", "epsilon": s.epsilon, "x": s.column, "y": o["y"]}
-        entry |= {"lower_y": o["lower_y"], "upper_y": o["upper_y"]}
-    return {**entry, "lower": s.lower, "upper": s.upper, "method": s.method, "name": s.name}
+        entry |= {"lower_y": _bound_entry(o["lower_y"]), "upper_y": _bound_entry(o["upper_y"])}
+    if s.auto and s.bounds_epsilon is not None:
+        entry["bounds_epsilon"] = s.bounds_epsilon
+    bounds: dict[str, Any] = {"lower": _bound_entry(s.lower), "upper": _bound_entry(s.upper)}
+    if s.kind == "count" or s.kind == "proportion":
+        bounds = {"lower": s.lower, "upper": s.upper}
+    return {**entry, **bounds, "method": s.method, "name": s.name}
+
+
+def _bound_entry(value: float | None) -> float | str:
+    """A bound as a spec entry writes it: the number, or ``"auto"`` (found privately)."""
+    return AUTO if value is None else value
 
 
 def _quantile_entry(s: Statistic) -> dict[str, Any]:
@@ -1422,6 +1588,7 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     public group sizes (``sizes``), in a statistic of a group too small to have one (size
     0; size 0 or 1 for a variance or covariance), which the release leaves null.
     """
+    arguments = _with_found_bounds(arguments, facts)
     suite, lazy = start(arguments, table)
     frame = lazy.collect() if isinstance(lazy, pl.LazyFrame) else lazy
     schema = frame.schema
@@ -1473,6 +1640,27 @@ def grouped_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table:
     return suite
 
 
+def _with_found_bounds(arguments: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec entry with each ``"auto"`` bound replaced by the bound its first pass
+    found (``facts["bounds_found"]``, read from the release's verified ledger entries),
+    or left open (None) where none is recorded."""
+    found = facts.get("bounds_found") or {}
+    stats = []
+    for s in arguments.get("statistics", []):
+        s = dict(s)
+        got = found.get(s.get("name") or "", {})
+        for side, column in (("lower", "column"), ("upper", "column")):
+            if s.get(side) == AUTO:
+                pair = got.get(s.get(column) or s.get("x") or "")
+                s[side] = None if pair is None else pair[0 if side == "lower" else 1]
+        for side in ("lower_y", "upper_y"):
+            if s.get(side) == AUTO:
+                pair = got.get(s.get("y") or "")
+                s[side] = None if pair is None else pair[0 if side == "lower_y" else 1]
+        stats.append(s)
+    return {**arguments, "statistics": stats}
+
+
 def statistic(s: Any) -> Statistic:
     """The ``dpframe.agg`` statistic a spec's statistic entry describes."""
     name = {"name": s.name} if s.name is not None else {}
@@ -1481,6 +1669,8 @@ def statistic(s: Any) -> Statistic:
         return agg.count(**noise, **name)
     if s.stat == "count_distinct":
         return agg.count_distinct(column=s.column, **noise, **name)
+    if s.bounds_epsilon is not None:  # (a count takes none; the others check it)
+        name["bounds_epsilon"] = s.bounds_epsilon
     if s.stat == "sum":
         return agg.sum(s.column, lower=s.lower, upper=s.upper, **noise, **name)
     if s.stat == "mean":
@@ -1488,6 +1678,8 @@ def statistic(s: Any) -> Statistic:
             s.column, lower=s.lower, upper=s.upper, epsilon=s.epsilon, method=s.method, **name
         )
     if s.stat == "proportion":
+        if "bounds_epsilon" in name:
+            raise InvalidParameterError("bounds_epsilon: a proportion has no bounds to find")
         return agg.proportion(s.column, epsilon=s.epsilon, method=s.method, **name)
     if s.stat in QUANTILE_STATISTICS:
         return _quantile_statistic(s, name)
@@ -1510,6 +1702,11 @@ def statistic(s: Any) -> Statistic:
 
 def _quantile_statistic(s: Any, name: dict[str, Any]) -> Statistic:
     """The ``dpframe.agg.quantile`` or ``median`` a spec's statistic entry describes."""
+    if "bounds_epsilon" in name:
+        raise InvalidParameterError(
+            f"bounds_epsilon: a {s.stat}'s bounds are the range of its candidates; give them "
+            "as numbers (lower = ..., upper = ...)"
+        )
     bounds = {"lower": s.lower, "upper": s.upper, "epsilon": s.epsilon}
     if s.stat == "median":
         return agg.median(s.column, **bounds, resolution=s.resolution, **name)

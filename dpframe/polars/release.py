@@ -42,7 +42,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from dpframe.core.accountant import Accountant, LedgerEntry, current_accountant
 from dpframe.core.budget import exact_sum
 from dpframe.core.constraints import check, spec_field
-from dpframe.core.executor import SUMMARY_FIELDS, MechanismPlan, Once, Step, execute
+from dpframe.core.executor import SUMMARY_FIELDS, Execution, MechanismPlan, Once, Step, execute
 from dpframe.core.neighbours import OTHER, require_substitute, short_reason
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.units import BOUNDS, RECORD, PrivacyUnit, as_unit, missing_bounds
@@ -210,6 +210,8 @@ PositiveEps = Annotated[float, BeforeValidator(spec_field("epsilon"))]
 OptionalEps = Annotated[float | None, BeforeValidator(spec_field("epsilon", optional=True))]
 Finite = Annotated[float, BeforeValidator(spec_field("bound"))]
 Method = Annotated[str, BeforeValidator(spec_field("method"))]
+#: a bound, or "auto" (found privately by a first pass)
+BoundOrAuto = Annotated[float | str, BeforeValidator(spec_field("bound_or_auto"))]
 
 
 class SpecEntry(SpecModel):
@@ -395,6 +397,7 @@ class Release(Generic[ResultT]):
         self.random: RandomSource = as_source(seed)
         self._once = Once()
         self._steps: list[Step] | None = None
+        self._parametrised = False  # planned with what its first passes drew
         self._lock = threading.Lock()
         self.ledger: tuple[LedgerEntry, ...] = ()
 
@@ -421,10 +424,34 @@ class Release(Generic[ResultT]):
     def plans(self) -> list[MechanismPlan]:
         """The release's plans, as copies: changing them changes nothing of the release
         (what it charges and draws is its own)."""
-        return copy.deepcopy(self._plans_of())
+        return copy.deepcopy(self._all_plans())
 
     def _plans_of(self) -> list[MechanismPlan]:
         raise NotImplementedError
+
+    # -- first passes: drawn first, their outputs parametrise the release's plans --------
+
+    def _first_plans(self, neighbours: str | None = None) -> list[MechanismPlan]:
+        """The plans of the release's first passes still to draw (none by default):
+        charged and drawn before the release, whose plans (:meth:`_plans_of`) their
+        outputs then parametrise (:meth:`_use_first`), e.g. bounds found privately.
+        ``neighbours``: as if made under that relation (the summary's comparison)."""
+        return []
+
+    def _first_inputs(self) -> list[Any]:
+        """The exact inputs of :meth:`_first_plans` (one per plan), from the engine."""
+        return []
+
+    def _use_first(self, outputs: tuple[Any, ...]) -> None:
+        """Plan the release with its first passes' drawn ``outputs``; after this,
+        :meth:`_first_plans` is empty and :meth:`_plans_of` the plans to draw."""
+        raise NotImplementedError
+
+    def _all_plans(self, neighbours: str | None = None) -> list[MechanismPlan]:
+        """The first passes' plans, then the release's: everything it charges."""
+        if neighbours is None or neighbours == self.neighbours:
+            return [*self._first_plans(), *self._plans_of()]
+        return [*self._first_plans(neighbours), *self._plans_under(neighbours)]
 
     def _exact_inputs(self) -> list[Any]:
         raise NotImplementedError
@@ -518,10 +545,10 @@ class Release(Generic[ResultT]):
         """
         return summary_frame(
             self.id[:8],
-            self._plans_of(),
+            self._all_plans(),
             unit=self.unit,
             neighbours=self.neighbours,
-            plans_under=self._plans_under,
+            plans_under=self._all_plans,
         )
 
     def _plans_under(self, neighbours: str) -> list[MechanismPlan]:
@@ -546,18 +573,20 @@ class Release(Generic[ResultT]):
         >>> release.epsilon  # declared: nothing read, nothing spent
         0.8
         """
-        return float(exact_sum(c.epsilon for p in self._plans_of() for c in p.charges))
+        return float(exact_sum(c.epsilon for p in self._all_plans() for c in p.charges))
 
     def prepare(self) -> list[Step]:
         """Compute and check the exact inputs now, charging nothing (kept for collect).
 
         A job that runs several releases prepares all of them first, so that bad data in
-        any of them is found before the first charge, then charges them together.
+        any of them is found before the first charge, then charges them together. A
+        release with first passes (:meth:`_first_plans`) prepares those: its own exact
+        inputs depend on what they draw (:meth:`draw`).
         """
         with self._lock:
             if self._steps is None:
-                plans = self._plans_of()
-                inputs = self._exact_inputs()
+                plans = self._first_plans() or self._plans_of()
+                inputs = self._first_inputs() if self._first_plans() else self._exact_inputs()
                 steps = [
                     Step(p, x, self.random, self.name) for p, x in zip(plans, inputs, strict=True)
                 ]
@@ -565,6 +594,31 @@ class Release(Generic[ResultT]):
                     s.plan.check(s.exact)
                 self._steps = steps
             return self._steps
+
+    def draw(self, steps: list[Step], accountant: Any, *, note: str) -> Execution:
+        """Charge and draw the prepared ``steps``; if they were first passes, plan the
+        release with what they drew, prepare it (its exact inputs, checked) and charge
+        and draw it too. Each pass is charged before it draws (a failure after a charge
+        leaves its entries in the ledger); the entries of all of them come back, with
+        the release's own outputs."""
+        run = execute(steps, accountant, note=note)
+        if not self._first_plans():
+            return run
+        with self._lock:
+            self._use_first(run.outputs)
+            self._steps = None
+            self._parametrised = True
+        last = execute(self.prepare(), accountant, note=note)
+        counts = (run.counts[0] + sum(run.counts[1:]) + last.counts[0], *last.counts[1:])
+        return Execution(last.outputs, run.entries + last.entries, counts)
+
+    def drawn_rows(self) -> list[dict[str, Any]]:
+        """The summary rows of the plans its first passes parametrised, as drawn (their
+        scale and error, and what the passes found, in the note): for the run's report.
+        Empty for a release without first passes, or before they are drawn."""
+        if not self._parametrised:
+            return []
+        return [row for p in self._plans_of() for row in p.summary()]
 
     def finish(self, outputs: tuple[Any, ...], entries: tuple[LedgerEntry, ...]) -> ResultT:
         """The released result from drawn outputs (used by a job that charged it)."""
@@ -594,7 +648,7 @@ class Release(Generic[ResultT]):
 
         def make() -> ResultT:
             steps = self.prepare()
-            run = execute(steps, self.accountant, note=f"{self.kind} {self.id[:8]}")
+            run = self.draw(steps, self.accountant, note=f"{self.kind} {self.id[:8]}")
             self.ledger = run.entries
             result = self._finish(run.outputs)
             self._steps = None  # the exact inputs are not kept past the release
