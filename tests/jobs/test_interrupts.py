@@ -267,10 +267,10 @@ def test_keyboardinterrupt_in_a_draw_gives_back_the_reservation(tmp_path, monkey
     reservation is given back, the ledger holds the three charged releases (the third's
     noise may have been drawn), and the error says so."""
     spec = write_spec(tmp_path, rows=300, budget=10.0)
-    import dpframe.jobs.job as job
+    import dpframe.polars.release as release  # a job draws each release by Release.draw
 
     calls = []
-    execute = job.execute
+    execute = release.execute
 
     def interrupted(steps, acct, note=""):
         calls.append(1)
@@ -278,7 +278,7 @@ def test_keyboardinterrupt_in_a_draw_gives_back_the_reservation(tmp_path, monkey
             steps = [dataclasses.replace(s, source=_Interrupting()) for s in steps]
         return execute(steps, acct, note=note)
 
-    monkeypatch.setattr(job, "execute", interrupted)
+    monkeypatch.setattr(release, "execute", interrupted)
     stopped = []  # the engine is told to stop its work (Spark: cancel its running jobs)
     monkeypatch.setattr(PolarsEngine, "cancel_work", lambda self: stopped.append(self))
     with pytest.raises(ReleaseInterrupted) as caught:
