@@ -742,9 +742,10 @@ class GroupedRelease(Release[pl.DataFrame]):
                 "is computed from the released values, never from the data)"
             )
         columns: dict[str, Any] = {}
-        for plan, out in zip(self._plans, drawn, strict=True):
-            columns.update(cast(StatisticPlan, plan).accuracy(out, level))
-        columns.update(_clamped_distinct_errors(self._plans, drawn, level))
+        plans = [cast(StatisticPlan, plan) for plan in self._plans]
+        for plan, out in zip(plans, drawn, strict=True):
+            columns.update(plan.accuracy(out, level))
+        columns.update(_clamped_distinct_errors(plans, drawn, level))
         series = []
         for name, values in columns.items():
             if name.endswith("_uninformative"):
