@@ -6,8 +6,8 @@ synthetic survey to Parquet and the release spec (``release.toml``, a copy of
 
 1. **plan** -- every release with its mechanism, ε, scale and 95% error, nothing spent;
 2. **release** -- charges the ledger (``ledger.db``), sanitizes (grouped counts, mean
-   incomes and the satisfaction-trust covariance by region x age band over public
-   margins; PRAM'd microdata of region and age band, streamed Parquet to Parquet; the
+   and median incomes and the satisfaction-trust covariance by region x age band over public
+   margins; respondents, income totals and distinct households by region; PRAM'd microdata of region and age band, streamed Parquet to Parquet; the
    age-band shares; the covariance matrix of the two scores), writes each table to
    ``released/`` with its ledger entries and the spec in the Parquet metadata;
 3. **check** -- validates every released table against a Great Expectations suite built
@@ -68,7 +68,7 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
     >>> import tempfile
     >>> result = run_demo(tempfile.mkdtemp() + "/demo", n=5_000)
     >>> round(result.epsilon_spent, 6), sorted(result.outputs)
-    (2.0, ['age_shares', 'by_region', 'households', 'microdata', 'scores_cov'])
+    (2.3, ['age_shares', 'by_region', 'households', 'microdata', 'scores_cov'])
     """
     import numpy as np
 
