@@ -6,10 +6,11 @@ synthetic survey to Parquet and the release spec (``release.toml``, a copy of
 
 1. **plan** -- every release with its mechanism, ε, scale and 95% error, nothing spent;
 2. **release** -- charges the ledger (``ledger.db``), sanitizes (grouped counts, mean
-   and median incomes and the satisfaction-trust covariance by region x age band over public
-   margins; respondents, income totals and distinct households by region; PRAM'd microdata of region and age band, streamed Parquet to Parquet; the
-   age-band shares; the covariance matrix of the two scores), writes each table to
-   ``released/`` with its ledger entries and the spec in the Parquet metadata;
+   and median incomes and the satisfaction-trust covariance by region x age band over
+   public margins; respondents, income totals and distinct households by region; PRAM'd
+   microdata of region and age band, streamed Parquet to Parquet; the age-band shares;
+   the covariance matrix of the two scores), writes each table to ``released/`` with its
+   ledger entries and the spec in the Parquet metadata;
 3. **check** -- validates every released table against a Great Expectations suite built
    from the spec (suites and results are saved next to the tables); nothing is
    published unless every expectation holds;
