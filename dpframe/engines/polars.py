@@ -53,7 +53,7 @@ __all__ = [
     "PolarsEngine",
     "bad_rows",
     "bad_values",
-    "bin_expr",
+    "cell_expr",
     "decode",
     "encode",
     "operand",
@@ -91,14 +91,17 @@ def part_expr(part: Part) -> pl.Expr:
     return e.alias(part.name)
 
 
-def bin_expr(part: Part) -> pl.Expr:
-    """Each record's bin on a ``"hist"`` part's grid, exactly by
-    :meth:`dpframe.mechanisms.quantile.Grid.bin_index`'s rule (the value clipped to the
-    grid's bounds; bin ``k`` holds ``e_k <= x < e_{k+1}``, the last also ``x == e_B``).
+def cell_expr(part: Part) -> pl.Expr:
+    """Each record's cell on a ``"hist"`` part's grid, exactly by
+    :meth:`dpframe.mechanisms.quantile.Grid.cell_index`'s rule (the value clipped to the
+    grid's bounds; cell ``2k`` holds ``x == e_k``, cell ``2k + 1`` holds ``e_k < x <
+    e_{k+1}``).
 
-    The bin is guessed from the value's position between the bounds, then moved down
-    where ``x < e_k`` and up where ``x >= e_{k+1}``: comparisons with the edges decide
-    it, the arithmetic only saves a search. On a grid of equal steps the guess is off
+    The bin ``k`` with ``e_k <= x < e_{k+1}`` (the last also ``x == e_B``) is guessed from
+    the value's position between the bounds, then moved down where ``x < e_k`` and up
+    where ``x >= e_{k+1}``; the cell is ``2k``, plus 1 unless ``x == e_k``, plus 1 if
+    ``x == e_B``: comparisons with the edges decide it, the arithmetic only saves a
+    search. On a grid of equal steps the guess is off
     by at most one bin (rounding), so one move each way is exact. Where every edge is
     ``e_0 + k * step`` bit for bit (the last one ``e_B``), the edges compared with are
     computed so (the same two float operations as the grid's); on other grids of about
@@ -120,8 +123,9 @@ def bin_expr(part: Part) -> pl.Expr:
         step = float(edges[1] - edges[0])
         widths = np.diff(edges)
         if not (np.allclose(widths[:-1], step, rtol=1e-9, atol=0.0) and widths[-1] <= step):
-            found = pl.lit(pl.Series(edges)).search_sorted(x, side="right").cast(pl.Int64) - 1
-            return found.clip(0, bins - 1).alias(BIN)
+            table = pl.lit(pl.Series(edges))
+            below = table.search_sorted(x, side="left").cast(pl.Int64)
+            return (below + table.search_sorted(x, side="right").cast(pl.Int64) - 1).alias(BIN)
         table = pl.lit(pl.Series(edges, dtype=pl.Float64))
 
         def edge(k: pl.Expr) -> pl.Expr:
@@ -130,7 +134,8 @@ def bin_expr(part: Part) -> pl.Expr:
     guess = ((x - lo) / step).floor().clip(0, bins - 1)
     down = (guess - (x < edge(guess)).cast(pl.Float64)).clip(0, bins - 1)
     up = down + ((x >= edge(down + 1)) & (down < bins - 1)).cast(pl.Float64)
-    return up.cast(pl.Int64).alias(BIN)
+    off = 1.0 - (x == edge(up)).cast(pl.Float64) + (x == hi).cast(pl.Float64)
+    return (2.0 * up + off).cast(pl.Int64).alias(BIN)
 
 
 def _exact_step(edges: np.ndarray) -> float | None:
@@ -273,8 +278,8 @@ class PolarsEngine:
     ) -> dict[str, pl.DataFrame]:
         """For each ``"hist"`` part, one row per record whose keys are in ``margins``
         (:func:`dpframe.engines.driver.indexed_margins`: the keys, and the margins' row
-        in ``__group``): its ``__group`` and ``__bin`` (:func:`bin_expr`). One streaming
-        pass for all the parts; the driver counts them
+        in ``__group``): its ``__group`` and its cell in ``__bin`` (:func:`cell_expr`).
+        One streaming pass for all the parts; the driver counts them
         (:func:`dpframe.engines.driver.dense_histogram`).
 
         Examples
@@ -286,11 +291,11 @@ class PolarsEngine:
         >>> margins = indexed_margins(pl.DataFrame({"g": ["b", "a"]}), lf.collect_schema(), ["g"])
         >>> rows = PolarsEngine(lf).grouped_histograms([part], margins)[part.name]
         >>> rows.sort("__group", "__bin").rows()
-        [(0, 1), (1, 0), (1, 1)]
+        [(0, 4), (1, 0), (1, 3)]
         """
         keys = [c for c in margins.columns if c != GROUP]
         joined = self.frame.join(margins.lazy(), on=keys, how="inner")
-        exprs = {p.name: bin_expr(p).cast(pl.Int32).alias(p.name) for p in parts}
+        exprs = {p.name: cell_expr(p).cast(pl.Int32).alias(p.name) for p in parts}
         rows = joined.select(pl.col(GROUP), *exprs.values()).collect(engine="streaming")
         return {name: rows.select(GROUP, pl.col(name).alias(BIN)) for name in exprs}
 

@@ -114,10 +114,10 @@ class Part:
     ``op`` is ``"count"`` (records in the group), ``"sum"`` (of ``x``, or of ``x * y``),
     ``"mean"`` or ``"var"`` (sample variance, divisor ``n - 1``) of ``x``, ``"cov"``
     (sample covariance of ``x`` and ``y``), or ``"hist"``: the number of records in each
-    bin of ``grid`` (a :class:`dpframe.mechanisms.quantile.Grid`; ``x`` clipped to the
-    grid's bounds, binned by :meth:`~dpframe.mechanisms.quantile.Grid.bin_index`), an
-    int64 vector per group. A group absent from the data gets ``fill`` (0 for counts,
-    sums and every bin of a histogram; null -- ``None`` -- for means, variances and
+    of the ``2B + 1`` cells of ``grid`` (a :class:`dpframe.mechanisms.quantile.Grid`;
+    :meth:`~dpframe.mechanisms.quantile.Grid.cell_index`: at an edge, or strictly between
+    two), an int64 vector per group. A group absent from the data gets ``fill`` (0 for
+    counts, sums and every cell of a histogram; null -- ``None`` -- for means, variances and
     covariances).
     """
 

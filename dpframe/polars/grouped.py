@@ -750,7 +750,7 @@ def _with_histograms(exact: pl.DataFrame, engine: Any, hists: list[Any], g: Grou
     distinct = {(p.x, p.grid): p for p in hists}
     rows = engine.grouped_histograms(list(distinct.values()), margins)
     counts = {
-        same: dense_histogram(rows[p.name], margins.height, p.grid.bins)
+        same: dense_histogram(rows[p.name], margins.height, p.grid.cells)
         for same, p in distinct.items()
     }
     columns = [pl.Series(p.name, counts[(p.x, p.grid)]) for p in hists]
