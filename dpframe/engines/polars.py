@@ -133,9 +133,11 @@ def cell_expr(part: Part) -> pl.Expr:
 
     guess = ((x - lo) / step).floor().clip(0, bins - 1)
     down = (guess - (x < edge(guess)).cast(pl.Float64)).clip(0, bins - 1)
-    up = down + ((x >= edge(down + 1)) & (down < bins - 1)).cast(pl.Float64)
-    off = 1.0 - (x == edge(up)).cast(pl.Float64) + (x == hi).cast(pl.Float64)
-    return (2.0 * up + off).cast(pl.Int64).alias(BIN)
+    # e_down <= x < e_(down + 2): the cell is 2 down, + 1 if x > e_down, + 1 if x >=
+    # e_(down + 1), + 1 if x > e_(down + 1)
+    nxt = edge(down + 1)
+    more = (x > edge(down)).cast(pl.Int64) + (x >= nxt).cast(pl.Int64) + (x > nxt).cast(pl.Int64)
+    return (2 * down.cast(pl.Int64) + more).alias(BIN)
 
 
 def _exact_step(edges: np.ndarray) -> float | None:
