@@ -16,13 +16,23 @@ candidates between its parents' outputs, so the released quantiles are non-decre
 
 One selection is **permute-and-flip** (McKenna & Sheldon 2020), the exponential
 mechanism's better sibling (never worse in expected error), over the edges of a
-:class:`Grid`, with the integer score ``s(c) = |den * L(c) - num * n|`` (``L(c)``: rows in
-the bins left of ``c``; ``n``: the sub-problem's rows; ``q = num / den`` exactly, from
-``q``'s decimal repr, so 0.1 is 1/10). One added or removed row moves ``s`` by at most
-``dS = max(num, den - num)``. Each candidate gets an independent coin
-``Bernoulli(exp(-x_i))`` with ``x_i = eps_level * (s_i - s_min) / (2 * rows * dS)`` and the
-output is uniform among the heads (the best candidate's coin is always heads): exactly
-PF's law (a random order and the first head), drawn for all candidates and groups at once.
+:class:`Grid`, with the integer score
+
+    s(c) = max(0, den * L(c) - num * n, num * n - den * (L(c) + T(c)))
+
+(``L(c)``: rows below ``c``; ``T(c)``: rows equal to ``c``; ``n``: the sub-problem's rows;
+``q = num / den`` exactly, from ``q``'s decimal repr, so 0.1 is 1/10): ``den`` times the
+distance from the target rank ``q n`` to the candidate's ranks ``[L, L + T]``. Rows tied
+at an edge cost nothing: when a block of equal values straddles ``q n`` (delays in whole
+minutes on a 1-minute grid), that value scores 0, as the empirical distribution says. The
+exact input is therefore a histogram of ``2B + 1`` *cells* per group
+(:meth:`Grid.cell_index`): the rows equal to each edge and the rows strictly between two.
+One added or removed row moves ``L``, ``L + T`` and ``n`` by at most 1 each (``L`` only
+together with ``n``), so ``s`` by at most ``dS = max(num, den - num)``. Each candidate
+gets an independent coin ``Bernoulli(exp(-x_i))`` with ``x_i = eps_level * (s_i -
+s_min) / (2 * rows * dS)`` and the output is uniform among the heads (the best
+candidate's coin is always heads): exactly PF's law (a random order and the first
+head), drawn for all candidates and groups at once.
 
 Exact and float-safe: a coin is ``U < exp(-x)`` for its own uniform ``U``, of which only
 as many bits are drawn as the decision needs; a float pre-filter decides when its proven
@@ -46,16 +56,21 @@ about 0.1 s, a tenth of a float Gumbel-max exponential mechanism over the same c
 
 How its error behaves
 ---------------------
-The error is in *ranks*: ``|L(q_hat) - q n|``, the rows between the released value and
-the true quantile, and it does not grow with ``n`` (so the relative rank error ``|F(q_hat)
+The error is in *ranks*: the distance from ``q n`` to the released value's ranks ``[L,
+L + T]`` (rows below it, and equal to it), the rows between it and the true quantile; it
+does not grow with ``n`` (so the relative rank error ``|F(q_hat)
 - q|`` falls as ``1 / n``). One selection at relative target ``q'`` over ``K <= B + 1``
 candidates, with ``eps_level = epsilon / (D * sides)``, misses its sub-problem's target by
 more than
 
     t(beta) = 2 * rows * max(q', 1 - q') / eps_level * ln(K / beta)
 
-rows with probability at most ``beta``: a candidate is output only if its coin is heads,
-so ``P(out = c) <= exp(-x_c)``, and a union bound over the candidates. A sub-problem lies
+rows more than its best candidate does (the rank error of a candidate is the distance from
+``q' n`` to its ranks ``[L, L + T]``) with probability at most ``beta``: a candidate is
+output only if its coin is heads, so ``P(out = c) <= exp(-x_c)``, and a union bound over
+the candidates. The recursion sends the rows ``< e_j`` of a released ``e_j`` to the
+left part (candidates ``e_a .. e_j``) and the rows ``>= e_j`` to the right (candidates
+``e_j .. e_b``), so a row is in one part per level. A sub-problem lies
 between two released targets ``a`` and ``b`` (or the ends, which have no error), whose
 errors move its target: ``E_t <= t_t(beta) + (1 - q'_t) E_a + q'_t E_b``. With ``beta =
 (1 - level) / d_t`` for the ``d_t <= D`` selections target ``t`` depends on,
@@ -64,10 +79,12 @@ before anything is spent. It grows like ``D**2 * rows * sides / epsilon`` (a lev
 is ``epsilon / (D sides)`` and up to ``D`` errors add) and only logarithmically with the
 bins: far slower than the ``m`` ways split of one selection per quantile.
 
-Rows tied inside one bin are not counted: a released value is an edge, so a selection's
-best edge is up to half its fullest bin from its target, and a quantile carries up to
-``d_t`` such halves. Choose the grid finer than the precision wanted (1000 bins by
-default).
+Not counted: the rows strictly inside one bin (a released value is an edge, so a
+selection's best edge is up to half its fullest bin's inside from its target, and a
+quantile carries up to ``d_t`` such halves: choose the grid finer than the precision
+wanted, 1000 bins by default), and a split's ties: the rows equal to a released ``e_j``
+all go right, so a part's targets, rescaled as if the split were at ``q_j n``, move by up
+to their share of that tie (rows tied at an edge a selection outputs cost nothing).
 
 Examples
 --------
@@ -626,8 +643,10 @@ class QuantilePlan:
     def rank_error(self, level: float = 0.95) -> float:
         """A data-free bound, in rows, on each quantile's rank error at ``level``.
 
-        For each released quantile ``|L(q_hat) - q n| <= rank_error(level)`` with
-        probability at least ``level`` (rows tied inside one bin not counted). One
+        For each released quantile the distance from ``q n`` to its ranks ``[L, L + T]``
+        (rows below it, and equal to it) is at most ``rank_error(level)`` with probability
+        at least ``level`` (not counted: rows strictly inside one bin, and the ties at a
+        released value that splits the recursion). One
         selection at relative target ``q' = num / den`` over ``K <= B + 1`` candidates
         misses its sub-problem's target by more than ``t(beta) = 2 rows max(q', 1 - q') /
         eps_level * ln(K / beta)`` rows with probability at most ``beta`` (``P(out = c)
