@@ -109,7 +109,13 @@ from typing import Any
 
 import numpy as np
 
-from dpframe.core.constraints import QUANTILE_MAX_BINS, check, check_bounds, check_int
+from dpframe.core.constraints import (
+    QUANTILE_MAX_BINS,
+    check,
+    check_bounds,
+    check_int,
+    check_positive,
+)
 from dpframe.core.units import PrivacyUnit, missing_bounds
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.discrete import _exp_bounds
@@ -565,6 +571,27 @@ class QuantilePlan:
     levels: int
     epsilon_level: float
 
+    def __post_init__(self) -> None:
+        # a plan built by hand is held to plan_quantiles' rules: what it draws with
+        # (epsilon_level) never exceeds what it says it costs (epsilon)
+        if check("q", self.q) != self.q:
+            raise InvalidParameterError("q must be a tuple of floats; use plan_quantiles")
+        if not isinstance(self.grid, Grid):
+            raise InvalidParameterError(f"grid must be a Grid, got {type(self.grid).__name__}")
+        check("epsilon", self.epsilon)
+        check_int("rows", self.rows, 1, "a person has at least one row")
+        check_int("sides", self.sides, 1, "a release has at least one side")
+        if self.levels != levels(len(self.q)):
+            raise InvalidParameterError(
+                f"levels must be ceil(log2(m + 1)) = {levels(len(self.q))}, got "
+                f"{self.levels!r}; use plan_quantiles"
+            )
+        level = check_positive("epsilon_level", self.epsilon_level)
+        if Fraction(level) > Fraction(self.epsilon) / (self.levels * self.sides):
+            raise InvalidParameterError(
+                f"epsilon_level={level!r} exceeds epsilon / (levels * sides); use plan_quantiles"
+            )
+
     def check(self, hist: np.ndarray) -> None:
         """Refuse a histogram that is not ``(groups, cells)`` non-negative integers.
 
@@ -873,9 +900,9 @@ def _select_level(
     k = len(level)
     ints: Any = object if big else np.int64
     m = found.shape[1] - 2
-    col = lambda t: t if t >= 0 else m + 1  # noqa: E731 - -1 is the start
-    lo = found[:, [col(n.a) for n in level]].ravel()  # one entry per part (group, node)
-    hi = found[:, [col(n.b) for n in level]].ravel()
+    start_col = m + 1  # target -1, the start, is the last column
+    lo = found[:, [n.a if n.a >= 0 else start_col for n in level]].ravel()  # per part
+    hi = found[:, [n.b for n in level]].ravel()
     node = np.tile(np.arange(k), groups)
     at_end = np.array([n.b == m for n in level])[node]
     top = np.where(at_end, width - 1, 2 * hi)  # the part's cells are 2 lo .. top - 1

@@ -297,3 +297,20 @@ def test_grids_and_plans_compare_and_hash_by_value():
     assert a == b and hash(a) == hash(b) and a != uniform_grid(0, 1, bins=5)
     assert plan_quantiles(0.5, a, 1.0) == plan_quantiles(0.5, b, 1.0)
     assert len({plan_quantiles(0.5, a, 1.0), plan_quantiles(0.5, b, 1.0)}) == 1
+
+
+def test_a_plan_built_by_hand_cannot_draw_more_than_it_costs():
+    from dataclasses import replace
+
+    plan = plan_quantiles([0.25, 0.75], uniform_grid(0, 1, bins=4), 1.0, sides=2)
+    with pytest.raises(InvalidParameterError, match="epsilon_level"):
+        replace(plan, epsilon_level=plan.epsilon_level * 2)
+    with pytest.raises(InvalidParameterError, match="epsilon_level"):
+        replace(plan, sides=4)
+    with pytest.raises(InvalidParameterError, match="levels"):
+        replace(plan, levels=1)
+    with pytest.raises(InvalidParameterError, match="q"):
+        replace(plan, q=(0.75, 0.25))
+    with pytest.raises(InvalidParameterError, match="grid"):
+        replace(plan, grid=[0.0, 1.0])
+    assert replace(plan, epsilon=2.0).epsilon == 2.0  # charging more than drawn is safe
