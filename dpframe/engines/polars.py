@@ -53,7 +53,7 @@ __all__ = [
     "PolarsEngine",
     "bad_rows",
     "bad_values",
-    "cell_expr",
+    "cell_exprs",
     "decode",
     "encode",
     "operand",
@@ -91,21 +91,22 @@ def part_expr(part: Part) -> pl.Expr:
     return e.alias(part.name)
 
 
-def cell_expr(part: Part) -> pl.Expr:
+def cell_exprs(part: Part, name: str) -> tuple[pl.Expr, pl.Expr]:
     """Each record's cell on a ``"hist"`` part's grid, exactly by
     :meth:`dpframe.mechanisms.quantile.Grid.cell_index`'s rule (the value clipped to the
     grid's bounds; cell ``2k`` holds ``x == e_k``, cell ``2k + 1`` holds ``e_k < x <
-    e_{k+1}``).
+    e_{k+1}``), in two steps: ``first`` (a column to be named ``name``) and ``then``
+    (the cell, from that column), so that the first step is computed once.
 
-    The bin ``k`` with ``e_k <= x < e_{k+1}`` (the last also ``x == e_B``) is guessed from
-    the value's position between the bounds, then moved down where ``x < e_k`` and up
-    where ``x >= e_{k+1}``; the cell is ``2k``, plus 1 unless ``x == e_k``, plus 1 if
-    ``x == e_B``: comparisons with the edges decide it, the arithmetic only saves a
-    search. On a grid of equal steps the guess is off
-    by at most one bin (rounding), so one move each way is exact. Where every edge is
-    ``e_0 + k * step`` bit for bit (the last one ``e_B``), the edges compared with are
-    computed so (the same two float operations as the grid's); on other grids of about
-    equal steps they are looked up; elsewhere the edges are searched (``search_sorted``).
+    ``first`` is the bin ``k`` with ``e_k <= x < e_{k+1}`` (the last also ``x == e_B``):
+    guessed from the value's position between the bounds, then moved down where ``x <
+    e_k`` and up where ``x >= e_{k+1}``; ``then`` is ``2k``, plus 1 unless ``x == e_k``,
+    plus 1 if ``x == e_B``. Comparisons with the edges decide it, the arithmetic only
+    saves a search. On a grid of equal steps the guess is off by at most one bin
+    (rounding), so one move each way is exact. Where every edge is ``e_0 + k * step`` bit
+    for bit (the last one ``e_B``), the edges compared with are computed so (the same two
+    float operations as the grid's); on other grids of about equal steps they are looked
+    up; elsewhere the edges are searched (``search_sorted``: ``first`` is the cell).
     """
     import numpy as np
 
@@ -125,7 +126,8 @@ def cell_expr(part: Part) -> pl.Expr:
         if not (np.allclose(widths[:-1], step, rtol=1e-9, atol=0.0) and widths[-1] <= step):
             table = pl.lit(pl.Series(edges))
             below = table.search_sorted(x, side="left").cast(pl.Int64)
-            return (below + table.search_sorted(x, side="right").cast(pl.Int64) - 1).alias(BIN)
+            cell = below + table.search_sorted(x, side="right").cast(pl.Int64) - 1
+            return cell.alias(name), pl.col(name)
         table = pl.lit(pl.Series(edges, dtype=pl.Float64))
 
         def edge(k: pl.Expr) -> pl.Expr:
@@ -133,11 +135,10 @@ def cell_expr(part: Part) -> pl.Expr:
 
     guess = ((x - lo) / step).floor().clip(0, bins - 1)
     down = (guess - (x < edge(guess)).cast(pl.Float64)).clip(0, bins - 1)
-    # e_down <= x < e_(down + 2): the cell is 2 down, + 1 if x > e_down, + 1 if x >=
-    # e_(down + 1), + 1 if x > e_(down + 1)
-    nxt = edge(down + 1)
-    more = (x > edge(down)).cast(pl.Int64) + (x >= nxt).cast(pl.Int64) + (x > nxt).cast(pl.Int64)
-    return (2 * down.cast(pl.Int64) + more).alias(BIN)
+    up = down + ((x >= edge(down + 1)) & (down < bins - 1)).cast(pl.Float64)
+    k = pl.col(name)
+    cell = 2 * k.cast(pl.Int64) + (x != edge(k)).cast(pl.Int64) + (x == hi).cast(pl.Int64)
+    return up.alias(name), cell
 
 
 def _exact_step(edges: np.ndarray) -> float | None:
@@ -280,7 +281,7 @@ class PolarsEngine:
     ) -> dict[str, pl.DataFrame]:
         """For each ``"hist"`` part, one row per record whose keys are in ``margins``
         (:func:`dpframe.engines.driver.indexed_margins`: the keys, and the margins' row
-        in ``__group``): its ``__group`` and its cell in ``__bin`` (:func:`cell_expr`).
+        in ``__group``): its ``__group`` and its cell in ``__bin`` (:func:`cell_exprs`).
         One streaming pass for all the parts; the driver counts them
         (:func:`dpframe.engines.driver.dense_histogram`).
 
@@ -297,9 +298,14 @@ class PolarsEngine:
         """
         keys = [c for c in margins.columns if c != GROUP]
         joined = self.frame.join(margins.lazy(), on=keys, how="inner")
-        exprs = {p.name: cell_expr(p).cast(pl.Int32).alias(p.name) for p in parts}
-        rows = joined.select(pl.col(GROUP), *exprs.values()).collect(engine="streaming")
-        return {name: rows.select(GROUP, pl.col(name).alias(BIN)) for name in exprs}
+        free = [f"__bin{i}" for i in range(len(parts) + len(self.schema()) + 1)]
+        free = [c for c in free if c not in self.schema()]  # never a column of the data
+        steps = {p.name: cell_exprs(p, free[i]) for i, p in enumerate(parts)}
+        first = [f for f, _ in steps.values()]
+        then = [c.cast(pl.Int32).alias(name) for name, (_, c) in steps.items()]
+        query = joined.with_columns(first).select(pl.col(GROUP), *then)
+        rows = query.collect(engine="streaming")
+        return {name: rows.select(GROUP, pl.col(name).alias(BIN)) for name in steps}
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]

@@ -661,7 +661,7 @@ class QuantilePlan:
         bins = self.grid.bins
         tree = _tree(self.q)
         eps = Fraction(self.epsilon_level)
-        per_chunk = max(1, _CHUNK // (2 * bins + 1))
+        per_chunk = max(1, _CHUNK // (bins + 1))  # groups a block: (bins + 1) candidates each
         for start in range(0, groups, per_chunk):
             part = slice(start, min(groups, start + per_chunk))
             index[part] = _draw_indices(counts[part], tree, m, eps, self.rows, rng)
@@ -739,7 +739,9 @@ def _checked_hist(hist: Any, cells: int) -> np.ndarray:
         )
     if arr.size and arr.min() < 0:
         raise InvalidDataError(f"hist must hold counts >= 0, got {arr.min()}")
-    if arr.size and (arr.max() > 2**61 or arr.sum(axis=1, dtype=np.float64).max() > 2**61):
+    top = int(arr.max()) if arr.size else 0
+    # a group's sum is at most cells * top: summed only when that could exceed 2**61
+    if top > 2**61 or (top * cells > 2**61 and arr.sum(axis=1, dtype=np.float64).max() > 2**61):
         raise InvalidDataError("hist: a group holds more than 2**61 rows; refusing to overflow")
     return arr.astype(np.int64, copy=False)
 
