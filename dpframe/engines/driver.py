@@ -334,11 +334,11 @@ def indexed_margins(margins: pl.DataFrame, schema: pl.Schema, keys: Sequence[str
 def dense_histogram(rows: pl.DataFrame, groups: int, bins: int) -> Any:
     """One histogram part as an int64 array ``(groups, bins)``, in the margins' order.
 
-    ``rows`` holds :data:`GROUP` (the margins' row) and :data:`BIN` (the bin, by
-    :meth:`dpframe.mechanisms.quantile.Grid.bin_index`'s rule) -- one row per record, or
-    one per ``(group, bin)`` with its records in :data:`COUNT`, however an engine made
-    them; a group absent from the data gets all zeros. Refuses (before anything is
-    charged) a bin or group out of range.
+    ``rows`` holds :data:`GROUP` (the margins' row) and :data:`BIN` (the cell, by
+    :meth:`dpframe.mechanisms.quantile.Grid.cell_index`; ``bins`` is the grid's ``cells``)
+    -- one row per record, or one per ``(group, bin)`` with its records in
+    :data:`COUNT`, however an engine made them; a group absent from the data gets all
+    zeros. Refuses (before anything is charged) a bin or group out of range.
     """
     import numpy as np
 

@@ -53,7 +53,7 @@ __all__ = [
     "PolarsEngine",
     "bad_rows",
     "bad_values",
-    "bin_expr",
+    "cell_exprs",
     "decode",
     "encode",
     "operand",
@@ -96,18 +96,22 @@ def part_expr(part: Part) -> pl.Expr:
     return e.alias(part.name)
 
 
-def bin_expr(part: Part) -> pl.Expr:
-    """Each record's bin on a ``"hist"`` part's grid, exactly by
-    :meth:`dpframe.mechanisms.quantile.Grid.bin_index`'s rule (the value clipped to the
-    grid's bounds; bin ``k`` holds ``e_k <= x < e_{k+1}``, the last also ``x == e_B``).
+def cell_exprs(part: Part, name: str) -> tuple[pl.Expr, pl.Expr]:
+    """Each record's cell on a ``"hist"`` part's grid, exactly by
+    :meth:`dpframe.mechanisms.quantile.Grid.cell_index`'s rule (the value clipped to the
+    grid's bounds; cell ``2k`` holds ``x == e_k``, cell ``2k + 1`` holds ``e_k < x <
+    e_{k+1}``), in two steps: ``first`` (a column to be named ``name``) and ``then``
+    (the cell, from that column), so that the first step is computed once.
 
-    The bin is guessed from the value's position between the bounds, then moved down
-    where ``x < e_k`` and up where ``x >= e_{k+1}``: comparisons with the edges decide
-    it, the arithmetic only saves a search. On a grid of equal steps the guess is off
-    by at most one bin (rounding), so one move each way is exact. Where every edge is
-    ``e_0 + k * step`` bit for bit (the last one ``e_B``), the edges compared with are
-    computed so (the same two float operations as the grid's); on other grids of about
-    equal steps they are looked up; elsewhere the edges are searched (``search_sorted``).
+    ``first`` is the bin ``k`` with ``e_k <= x < e_{k+1}`` (the last also ``x == e_B``):
+    guessed from the value's position between the bounds, then moved down where ``x <
+    e_k`` and up where ``x >= e_{k+1}``; ``then`` is ``2k``, plus 1 unless ``x == e_k``,
+    plus 1 if ``x == e_B``. Comparisons with the edges decide it, the arithmetic only
+    saves a search. On a grid of equal steps the guess is off by at most one bin
+    (rounding), so one move each way is exact. Where every edge is ``e_0 + k * step`` bit
+    for bit (the last one ``e_B``), the edges compared with are computed so (the same two
+    float operations as the grid's); on other grids of about equal steps they are looked
+    up; elsewhere the edges are searched (``search_sorted``: ``first`` is the cell).
     """
     import numpy as np
 
@@ -125,8 +129,10 @@ def bin_expr(part: Part) -> pl.Expr:
         step = float(edges[1] - edges[0])
         widths = np.diff(edges)
         if not (np.allclose(widths[:-1], step, rtol=1e-9, atol=0.0) and widths[-1] <= step):
-            found = pl.lit(pl.Series(edges)).search_sorted(x, side="right").cast(pl.Int64) - 1
-            return found.clip(0, bins - 1).alias(BIN)
+            table = pl.lit(pl.Series(edges))
+            below = table.search_sorted(x, side="left").cast(pl.Int64)
+            cell = below + table.search_sorted(x, side="right").cast(pl.Int64) - 1
+            return cell.alias(name), pl.col(name)
         table = pl.lit(pl.Series(edges, dtype=pl.Float64))
 
         def edge(k: pl.Expr) -> pl.Expr:
@@ -135,7 +141,9 @@ def bin_expr(part: Part) -> pl.Expr:
     guess = ((x - lo) / step).floor().clip(0, bins - 1)
     down = (guess - (x < edge(guess)).cast(pl.Float64)).clip(0, bins - 1)
     up = down + ((x >= edge(down + 1)) & (down < bins - 1)).cast(pl.Float64)
-    return up.cast(pl.Int64).alias(BIN)
+    k = pl.col(name)
+    cell = 2 * k.cast(pl.Int64) + (x != edge(k)).cast(pl.Int64) + (x == hi).cast(pl.Int64)
+    return up.alias(name), cell
 
 
 def _exact_step(edges: np.ndarray) -> float | None:
@@ -283,8 +291,8 @@ class PolarsEngine:
     ) -> dict[str, pl.DataFrame]:
         """For each ``"hist"`` part, one row per record whose keys are in ``margins``
         (:func:`dpframe.engines.driver.indexed_margins`: the keys, and the margins' row
-        in ``__group``): its ``__group`` and ``__bin`` (:func:`bin_expr`). One streaming
-        pass for all the parts; the driver counts them
+        in ``__group``): its ``__group`` and its cell in ``__bin`` (:func:`cell_exprs`).
+        One streaming pass for all the parts; the driver counts them
         (:func:`dpframe.engines.driver.dense_histogram`).
 
         Examples
@@ -296,13 +304,18 @@ class PolarsEngine:
         >>> margins = indexed_margins(pl.DataFrame({"g": ["b", "a"]}), lf.collect_schema(), ["g"])
         >>> rows = PolarsEngine(lf).grouped_histograms([part], margins)[part.name]
         >>> rows.sort("__group", "__bin").rows()
-        [(0, 1), (1, 0), (1, 1)]
+        [(0, 4), (1, 0), (1, 3)]
         """
         keys = [c for c in margins.columns if c != GROUP]
         joined = self.frame.join(margins.lazy(), on=keys, how="inner")
-        exprs = {p.name: bin_expr(p).cast(pl.Int32).alias(p.name) for p in parts}
-        rows = joined.select(pl.col(GROUP), *exprs.values()).collect(engine="streaming")
-        return {name: rows.select(GROUP, pl.col(name).alias(BIN)) for name in exprs}
+        free = [f"__bin{i}" for i in range(len(parts) + len(self.schema()) + 1)]
+        free = [c for c in free if c not in self.schema()]  # never a column of the data
+        steps = {p.name: cell_exprs(p, free[i]) for i, p in enumerate(parts)}
+        first = [f for f, _ in steps.values()]
+        then = [c.cast(pl.Int32).alias(name) for name, (_, c) in steps.items()]
+        query = joined.with_columns(first).select(pl.col(GROUP), *then)
+        rows = query.collect(engine="streaming")
+        return {name: rows.select(GROUP, pl.col(name).alias(BIN)) for name in steps}
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]

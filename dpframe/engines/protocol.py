@@ -118,10 +118,10 @@ class Engine(Protocol):
     def grouped_histograms(
         self, parts: Sequence[Part], margins: pl.DataFrame
     ) -> dict[str, pl.DataFrame]:
-        """For each ``"hist"`` part (by name), the bins of the records whose keys are in
+        """For each ``"hist"`` part (by name), the cells of the records whose keys are in
         ``margins`` (the keys in the data's dtypes and ``__group``, the margins' row:
         :func:`dpframe.engines.driver.indexed_margins`): ``__group`` and ``__bin`` (the
-        rule of :meth:`dpframe.mechanisms.quantile.Grid.bin_index`), one row per record,
+        rule of :meth:`dpframe.mechanisms.quantile.Grid.cell_index`), one row per record,
         or per ``(group, bin)`` with ``__count``; the driver puts them in shape
         (:func:`dpframe.engines.driver.dense_histogram`)."""
         ...

@@ -196,7 +196,7 @@ def _histogram_rows(joined: Any, part: Part) -> pl.DataFrame:
         for batch in batches:
             x = batch.column(column).to_numpy(zero_copy_only=False).astype(np.float64)
             yield pa.RecordBatch.from_arrays(
-                [batch.column(GROUP), pa.array(grid.bin_index(x), type=pa.int64())],
+                [batch.column(GROUP), pa.array(grid.cell_index(x), type=pa.int64())],
                 names=[GROUP, BIN],
             )
 
@@ -495,7 +495,7 @@ class SparkEngine:
         self, parts: Sequence[Part], margins: pl.DataFrame
     ) -> dict[str, pl.DataFrame]:
         """As :meth:`PolarsEngine.grouped_histograms`, aggregated by Spark: each record's
-        bin by the grid's own :meth:`~dpframe.mechanisms.quantile.Grid.bin_index` (numpy,
+        cell by the grid's own :meth:`~dpframe.mechanisms.quantile.Grid.cell_index` (numpy,
         in ``mapInArrow`` on the executors, the clipped values first), then one row per
         ``(__group, __bin)`` with its ``__count``."""
         keys = [c for c in margins.columns if c != GROUP]

@@ -16,13 +16,23 @@ candidates between its parents' outputs, so the released quantiles are non-decre
 
 One selection is **permute-and-flip** (McKenna & Sheldon 2020), the exponential
 mechanism's better sibling (never worse in expected error), over the edges of a
-:class:`Grid`, with the integer score ``s(c) = |den * L(c) - num * n|`` (``L(c)``: rows in
-the bins left of ``c``; ``n``: the sub-problem's rows; ``q = num / den`` exactly, from
-``q``'s decimal repr, so 0.1 is 1/10). One added or removed row moves ``s`` by at most
-``dS = max(num, den - num)``. Each candidate gets an independent coin
-``Bernoulli(exp(-x_i))`` with ``x_i = eps_level * (s_i - s_min) / (2 * rows * dS)`` and the
-output is uniform among the heads (the best candidate's coin is always heads): exactly
-PF's law (a random order and the first head), drawn for all candidates and groups at once.
+:class:`Grid`, with the integer score
+
+    s(c) = max(0, den * L(c) - num * n, num * n - den * (L(c) + T(c)))
+
+(``L(c)``: rows below ``c``; ``T(c)``: rows equal to ``c``; ``n``: the sub-problem's rows;
+``q = num / den`` exactly, from ``q``'s decimal repr, so 0.1 is 1/10): ``den`` times the
+distance from the target rank ``q n`` to the candidate's ranks ``[L, L + T]``. Rows tied
+at an edge cost nothing: when a block of equal values straddles ``q n`` (delays in whole
+minutes on a 1-minute grid), that value scores 0, as the empirical distribution says. The
+exact input is therefore a histogram of ``2B + 1`` *cells* per group
+(:meth:`Grid.cell_index`): the rows equal to each edge and the rows strictly between two.
+One added or removed row moves ``L``, ``L + T`` and ``n`` by at most 1 each (``L`` only
+together with ``n``), so ``s`` by at most ``dS = max(num, den - num)``. Each candidate
+gets an independent coin ``Bernoulli(exp(-x_i))`` with ``x_i = eps_level * (s_i -
+s_min) / (2 * rows * dS)`` and the output is uniform among the heads (the best
+candidate's coin is always heads): exactly PF's law (a random order and the first
+head), drawn for all candidates and groups at once.
 
 Exact and float-safe: a coin is ``U < exp(-x)`` for its own uniform ``U``, of which only
 as many bits are drawn as the decision needs; a float pre-filter decides when its proven
@@ -46,16 +56,21 @@ about 0.1 s, a tenth of a float Gumbel-max exponential mechanism over the same c
 
 How its error behaves
 ---------------------
-The error is in *ranks*: ``|L(q_hat) - q n|``, the rows between the released value and
-the true quantile, and it does not grow with ``n`` (so the relative rank error ``|F(q_hat)
+The error is in *ranks*: the distance from ``q n`` to the released value's ranks ``[L,
+L + T]`` (rows below it, and equal to it), the rows between it and the true quantile; it
+does not grow with ``n`` (so the relative rank error ``|F(q_hat)
 - q|`` falls as ``1 / n``). One selection at relative target ``q'`` over ``K <= B + 1``
 candidates, with ``eps_level = epsilon / (D * sides)``, misses its sub-problem's target by
 more than
 
     t(beta) = 2 * rows * max(q', 1 - q') / eps_level * ln(K / beta)
 
-rows with probability at most ``beta``: a candidate is output only if its coin is heads,
-so ``P(out = c) <= exp(-x_c)``, and a union bound over the candidates. A sub-problem lies
+rows more than its best candidate does (the rank error of a candidate is the distance from
+``q' n`` to its ranks ``[L, L + T]``) with probability at most ``beta``: a candidate is
+output only if its coin is heads, so ``P(out = c) <= exp(-x_c)``, and a union bound over
+the candidates. The recursion sends the rows ``< e_j`` of a released ``e_j`` to the
+left part (candidates ``e_a .. e_j``) and the rows ``>= e_j`` to the right (candidates
+``e_j .. e_b``), so a row is in one part per level. A sub-problem lies
 between two released targets ``a`` and ``b`` (or the ends, which have no error), whose
 errors move its target: ``E_t <= t_t(beta) + (1 - q'_t) E_a + q'_t E_b``. With ``beta =
 (1 - level) / d_t`` for the ``d_t <= D`` selections target ``t`` depends on,
@@ -64,10 +79,12 @@ before anything is spent. It grows like ``D**2 * rows * sides / epsilon`` (a lev
 is ``epsilon / (D sides)`` and up to ``D`` errors add) and only logarithmically with the
 bins: far slower than the ``m`` ways split of one selection per quantile.
 
-Rows tied inside one bin are not counted: a released value is an edge, so a selection's
-best edge is up to half its fullest bin from its target, and a quantile carries up to
-``d_t`` such halves. Choose the grid finer than the precision wanted (1000 bins by
-default).
+Not counted: the rows strictly inside one bin (a released value is an edge, so a
+selection's best edge is up to half its fullest bin's inside from its target, and a
+quantile carries up to ``d_t`` such halves: choose the grid finer than the precision
+wanted, 1000 bins by default), and a split's ties: the rows equal to a released ``e_j``
+all go right, so a part's targets, rescaled as if the split were at ``q_j n``, move by up
+to their share of that tie (rows tied at an edge a selection outputs cost nothing).
 
 Examples
 --------
@@ -76,7 +93,7 @@ Examples
 >>> grid = uniform_grid(0.0, 100.0, bins=100)
 >>> plan = plan_quantiles([0.25, 0.5, 0.75], grid, epsilon=1.0)
 >>> values = np.arange(100.0)
->>> hist = np.bincount(grid.bin_index(values), minlength=grid.bins)[None, :]
+>>> hist = np.bincount(grid.cell_index(values), minlength=grid.cells)[None, :]
 >>> out = plan.draw(hist, np.random.default_rng(0))
 >>> out.shape, bool(np.all(np.diff(out, axis=1) >= 0))
 ((1, 3), True)
@@ -147,9 +164,11 @@ _INT_SAFE = 2**61
 class Grid:
     """Candidate values of a quantile: sorted edges ``e_0 < e_1 < ... < e_B``.
 
-    Bin ``k`` holds the values ``x`` with ``e_k <= x < e_{k+1}`` (the last bin also holds
-    ``x == e_B``); values are clipped to ``[e_0, e_B]`` first. A released quantile is an
-    edge. Build one with :func:`uniform_grid` or :func:`grid_from_edges`.
+    The exact input of a release counts the rows of each group in ``2B + 1`` *cells*
+    (:meth:`cell_index`): cell ``2k`` holds the values equal to ``e_k``, cell ``2k + 1``
+    those strictly between ``e_k`` and ``e_{k+1}``; values are clipped to ``[e_0, e_B]``
+    first. A released quantile is an edge. Build one with :func:`uniform_grid` or
+    :func:`grid_from_edges`.
 
     Parameters
     ----------
@@ -160,10 +179,10 @@ class Grid:
     --------
     >>> import numpy as np
     >>> grid = Grid(np.array([0.0, 1.0, 2.0]))
-    >>> grid.bins, grid.lower, grid.upper
-    (2, 0.0, 2.0)
-    >>> grid.bin_index(np.array([-5.0, 0.0, 0.5, 1.0, 2.0, 9.0])).tolist()
-    [0, 0, 0, 1, 1, 1]
+    >>> grid.bins, grid.cells, grid.lower, grid.upper
+    (2, 5, 0.0, 2.0)
+    >>> grid.cell_index(np.array([-5.0, 0.0, 0.5, 1.0, 2.0, 9.0])).tolist()
+    [0, 0, 1, 2, 4, 4]
     """
 
     edges: np.ndarray
@@ -213,12 +232,25 @@ class Grid:
         """
         return float(self.edges[-1])
 
-    def bin_index(self, values: np.ndarray) -> np.ndarray:
-        """The bin of each value: int64 in ``[0, B - 1]``.
+    @property
+    def cells(self) -> int:
+        """The cells ``2B + 1`` of a histogram on this grid (:meth:`cell_index`).
 
-        THE binning rule, by comparisons with the edges only (no arithmetic): a value
-        below ``e_0`` is in bin 0, at or above ``e_B`` in bin ``B - 1``, else in the bin
-        ``k`` with ``e_k <= x < e_{k+1}``. Every engine must match it bit for bit.
+        Examples
+        --------
+        >>> uniform_grid(0, 1, bins=4).cells
+        9
+        """
+        return int(2 * self.edges.size - 1)
+
+    def cell_index(self, values: np.ndarray) -> np.ndarray:
+        """The cell of each value: int64 in ``[0, 2B]``.
+
+        THE histogram rule, by comparisons with the edges only (no arithmetic): values
+        are clipped to ``[e_0, e_B]``, then cell ``2k`` holds the values equal to
+        ``e_k`` and cell ``2k + 1`` those strictly between ``e_k`` and ``e_{k+1}``. So a
+        value below ``e_0`` is in cell 0, above ``e_B`` in cell ``2B``. The cell is
+        ``#{edges < x} + #{edges <= x} - 1``. Every engine must match it bit for bit.
 
         Parameters
         ----------
@@ -238,22 +270,25 @@ class Grid:
         Examples
         --------
         >>> import numpy as np
-        >>> uniform_grid(0, 10, bins=10).bin_index(np.array([0.0, 9.99, 10.0, 3.0])).tolist()
-        [0, 9, 9, 3]
+        >>> grid = uniform_grid(0, 10, bins=10)
+        >>> grid.cell_index(np.array([-1.0, 0.0, 0.5, 1.0, 9.99, 10.0, 11.0])).tolist()
+        [0, 0, 1, 2, 19, 20, 20]
         """
         arr = np.asarray(values)
         if arr.dtype.kind not in "iuf":
             raise InvalidDataError(
-                f"values must be numbers to bin, got dtype {arr.dtype}; cast the column "
-                "to a numeric type"
+                f"values must be numbers to histogram, got dtype {arr.dtype}; cast the "
+                "column to a numeric type"
             )
         arr = arr.astype(np.float64, copy=False)
         if np.isnan(arr).any():
             raise InvalidDataError(
-                "values hold NaN, which no bin holds; drop or fill them first (nulls='drop')"
+                "values hold NaN, which no cell holds; drop or fill them first (nulls='drop')"
             )
-        index = np.searchsorted(self.edges, arr, side="right").astype(np.int64) - 1
-        return np.clip(index, 0, self.bins - 1)
+        x = np.clip(arr, self.edges[0], self.edges[-1])
+        below = np.searchsorted(self.edges, x, side="left")
+        at_or_below = np.searchsorted(self.edges, x, side="right")
+        return (below + at_or_below).astype(np.int64) - 1
 
 
 def _checked_edges(edges: Any, name: str) -> np.ndarray:
@@ -558,13 +593,13 @@ class QuantilePlan:
             )
 
     def check(self, hist: np.ndarray) -> None:
-        """Refuse a histogram that is not ``(groups, bins)`` non-negative integers.
+        """Refuse a histogram that is not ``(groups, cells)`` non-negative integers.
 
         Parameters
         ----------
         hist : numpy.ndarray
-            Integer array ``(groups, bins)``: the rows of each group in each bin (by
-            :meth:`Grid.bin_index`).
+            Integer array ``(groups, 2B + 1)``: the rows of each group in each cell (by
+            :meth:`Grid.cell_index`).
 
         Raises
         ------
@@ -575,14 +610,14 @@ class QuantilePlan:
         Examples
         --------
         >>> import numpy as np
-        >>> plan = plan_quantiles(0.5, uniform_grid(0, 1, bins=2), 1.0)
-        >>> plan.check(np.array([[1, 2]]))
-        >>> plan.check(np.array([[1, -2]]))
+        >>> plan = plan_quantiles(0.5, uniform_grid(0, 1, bins=1), 1.0)
+        >>> plan.check(np.array([[1, 2, 0]]))
+        >>> plan.check(np.array([[1, -2, 0]]))
         Traceback (most recent call last):
         ...
         dpframe.errors.InvalidDataError: hist must hold counts >= 0, got -2
         """
-        _checked_hist(hist, self.grid.bins)
+        _checked_hist(hist, self.grid.cells)
 
     def draw(self, hist: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Release the quantiles of every group.
@@ -590,7 +625,7 @@ class QuantilePlan:
         Parameters
         ----------
         hist : numpy.ndarray
-            Integer array ``(groups, bins)`` (see :meth:`check`).
+            Integer array ``(groups, 2B + 1)`` (see :meth:`check`).
         rng : numpy.random.Generator
             The secure source (only its integer draws are used).
 
@@ -606,14 +641,16 @@ class QuantilePlan:
         >>> import numpy as np
         >>> grid = uniform_grid(0, 4, bins=4)
         >>> plan = plan_quantiles([0.25, 0.75], grid, epsilon=50.0)
-        >>> hist = np.array([[100, 100, 100, 100], [0, 0, 0, 0]])
+        >>> values = np.repeat([0.5, 1.5, 2.5, 3.5], 100)
+        >>> hist = np.stack([np.bincount(grid.cell_index(values), minlength=grid.cells),
+        ...                  np.zeros(grid.cells, dtype=np.int64)])
         >>> out = plan.draw(hist, np.random.default_rng(1))
         >>> out[0].tolist()
         [1.0, 3.0]
         >>> bool(np.all(np.diff(out, axis=1) >= 0))
         True
         """
-        counts = _checked_hist(hist, self.grid.bins)
+        counts = _checked_hist(hist, self.grid.cells)
         if not isinstance(rng, np.random.Generator):
             raise InvalidParameterError(
                 f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
@@ -624,7 +661,7 @@ class QuantilePlan:
         bins = self.grid.bins
         tree = _tree(self.q)
         eps = Fraction(self.epsilon_level)
-        per_chunk = max(1, _CHUNK // (bins + 1))
+        per_chunk = max(1, _CHUNK // (bins + 1))  # groups a block: (bins + 1) candidates each
         for start in range(0, groups, per_chunk):
             part = slice(start, min(groups, start + per_chunk))
             index[part] = _draw_indices(counts[part], tree, m, eps, self.rows, rng)
@@ -633,8 +670,10 @@ class QuantilePlan:
     def rank_error(self, level: float = 0.95) -> float:
         """A data-free bound, in rows, on each quantile's rank error at ``level``.
 
-        For each released quantile ``|L(q_hat) - q n| <= rank_error(level)`` with
-        probability at least ``level`` (rows tied inside one bin not counted). One
+        For each released quantile the distance from ``q n`` to its ranks ``[L, L + T]``
+        (rows below it, and equal to it) is at most ``rank_error(level)`` with probability
+        at least ``level`` (not counted: rows strictly inside one bin, and the ties at a
+        released value that splits the recursion). One
         selection at relative target ``q' = num / den`` over ``K <= B + 1`` candidates
         misses its sub-problem's target by more than ``t(beta) = 2 rows max(q', 1 - q') /
         eps_level * ln(K / beta)`` rows with probability at most ``beta`` (``P(out = c)
@@ -687,18 +726,22 @@ def _check_level(level: Any) -> float:
     return x
 
 
-def _checked_hist(hist: Any, bins: int) -> np.ndarray:
+def _checked_hist(hist: Any, cells: int) -> np.ndarray:
     arr = np.asarray(hist)
     if arr.dtype.kind not in "iu" or arr.dtype == np.bool_:
-        raise InvalidDataError(f"hist must be integer counts (groups, bins), got dtype {arr.dtype}")
-    if arr.ndim != 2 or arr.shape[1] != bins:
         raise InvalidDataError(
-            f"hist must have shape (groups, {bins}) (one count per bin of the grid), got "
-            f"shape {arr.shape}"
+            f"hist must be integer counts (groups, cells), got dtype {arr.dtype}"
+        )
+    if arr.ndim != 2 or arr.shape[1] != cells:
+        raise InvalidDataError(
+            f"hist must have shape (groups, {cells}) (one count per cell of the grid: "
+            f"Grid.cell_index), got shape {arr.shape}"
         )
     if arr.size and arr.min() < 0:
         raise InvalidDataError(f"hist must hold counts >= 0, got {arr.min()}")
-    if arr.size and (arr.max() > 2**61 or arr.sum(axis=1, dtype=np.float64).max() > 2**61):
+    top = int(arr.max()) if arr.size else 0
+    # a group's sum is at most cells * top: summed only when that could exceed 2**61
+    if top > 2**61 or (top * cells > 2**61 and arr.sum(axis=1, dtype=np.float64).max() > 2**61):
         raise InvalidDataError("hist: a group holds more than 2**61 rows; refusing to overflow")
     return arr.astype(np.int64, copy=False)
 
@@ -773,7 +816,7 @@ def quantiles_of(
     Parameters
     ----------
     values : array_like of float
-        The group's values (clipped to the grid's bounds by :meth:`Grid.bin_index`).
+        The group's values (clipped to the grid's bounds by :meth:`Grid.cell_index`).
     q, grid, epsilon, rows, sides
         As for :func:`plan_quantiles`.
     rng : numpy.random.Generator
@@ -795,7 +838,7 @@ def quantiles_of(
     """
     plan = plan_quantiles(q, grid, epsilon, rows=rows, sides=sides)
     flat = np.asarray(values).ravel()
-    hist = np.bincount(grid.bin_index(flat), minlength=grid.bins).astype(np.int64)
+    hist = np.bincount(grid.cell_index(flat), minlength=grid.cells).astype(np.int64)
     return plan.draw(hist[None, :], rng)[0]
 
 
@@ -811,8 +854,9 @@ def _draw_indices(
     rng: np.random.Generator,
 ) -> np.ndarray:
     """The released edge indices ``(groups, m)`` of a block of groups."""
-    groups, bins = counts.shape
-    cum = np.zeros((groups, bins + 1), dtype=np.int64)
+    groups, cells = counts.shape
+    bins = (cells - 1) // 2
+    cum = np.zeros((groups, cells + 1), dtype=np.int64)
     np.cumsum(counts, axis=1, out=cum[:, 1:])
     big = (
         bool(groups)
@@ -838,8 +882,15 @@ def _select_level(
 ) -> np.ndarray:
     """One level's selections for every group: ``(groups, len(level))`` edge indices.
 
-    Each part (a group's sub-problem) flips a coin per candidate. The score is V-shaped in
-    the candidate (``den * L - num * n`` is non-decreasing), so the candidates whose coin
+    A part (a group's sub-problem) between the released edges ``e_a`` and ``e_b`` holds
+    the rows ``>= e_a`` (all rows at the start) and ``< e_b`` (all rows ``<= e_B`` at
+    the end): the cells ``2a`` to ``2b - 1`` (to ``2B`` at the end), so the parts of a
+    level are disjoint. Its candidate ``e_c`` has the rows ``L(c)`` below it and ``U(c)
+    = L(c) + T(c)`` at or below it, and the score ``max(0, f(c), -h(c))`` with ``f = den
+    * L - num * n`` and ``h = den * U - num * n``, both non-decreasing in ``c``.
+
+    Each part flips a coin per candidate. The score is V-shaped in the candidate, so the
+    candidates whose coin
     can be heads with probability above ``2**-FAR_BITS`` form a window around the best
     one, found by binary search: their coins are drawn from 53 bits (and more when
     needed). Every other candidate ("far": ``x >= X_NEAR``, so ``exp(-x) < 2**-FAR_BITS``)
@@ -850,23 +901,34 @@ def _select_level(
     groups, width = cum.shape
     k = len(level)
     ints: Any = object if big else np.int64
-    start_col = found.shape[1] - 1  # target -1, the start, is the last column
+    m = found.shape[1] - 2
+    start_col = m + 1  # target -1, the start, is the last column
     lo = found[:, [n.a if n.a >= 0 else start_col for n in level]].ravel()  # per part
     hi = found[:, [n.b for n in level]].ravel()
     node = np.tile(np.arange(k), groups)
+    at_end = np.array([n.b == m for n in level])[node]
+    top = np.where(at_end, width - 1, 2 * hi)  # the part's cells are 2 lo .. top - 1
     row = np.repeat(np.arange(groups, dtype=np.int64) * width, k)
     flat = cum.ravel()
-    start = flat[row + lo]
-    n = (flat[row + hi] - start).astype(ints)
+    start = flat[row + 2 * lo]
+    n = (flat[row + top] - start).astype(ints)
     num = np.array([x.num for x in level], dtype=ints)[node]
     den = np.array([x.den for x in level], dtype=ints)[node]
     target = num * n
 
-    def value(c: np.ndarray, part: Any = slice(None)) -> np.ndarray:
+    def f(c: np.ndarray, part: Any = slice(None)) -> np.ndarray:
         # den * L(c) - num * n of part `part` at candidates c: non-decreasing in c
-        return den[part] * (flat[row[part] + c] - start[part]).astype(ints) - target[part]
+        return den[part] * (flat[row[part] + 2 * c] - start[part]).astype(ints) - target[part]
 
-    def first_at_least(v: np.ndarray) -> np.ndarray:  # the first c with value(c) >= v
+    def h(c: np.ndarray, part: Any = slice(None)) -> np.ndarray:
+        # den * U(c) - num * n (U: rows <= e_c in the part): non-decreasing, >= f
+        at = flat[row[part] + np.minimum(2 * c + 1, top[part])]
+        return den[part] * (at - start[part]).astype(ints) - target[part]
+
+    def score(c: np.ndarray, part: Any = slice(None)) -> np.ndarray:
+        return np.maximum(np.maximum(f(c, part), -h(c, part)), 0)
+
+    def first_at_least(value: Any, v: np.ndarray) -> np.ndarray:  # first c: value(c) >= v
         a, b = lo.copy(), hi + 1
         while (open_ := np.flatnonzero(a < b)).size:
             mid = (a[open_] + b[open_]) // 2
@@ -875,24 +937,25 @@ def _select_level(
             a[open_[~ok]] = mid[~ok] + 1
         return a
 
-    best = first_at_least(np.zeros_like(target))  # value(hi) = (den - num) n >= 0
-    right = value(best)
-    left = -value(np.maximum(best - 1, lo))
+    # the best: score -h(c) > 0 falls until h(c) >= 0, then max(0, f(c)) rises
+    best = first_at_least(h, np.zeros_like(target))  # h(hi) = (den - num) n >= 0
+    right = np.maximum(f(best), 0)
+    left = -h(np.maximum(best - 1, lo))
     smin = np.where(best > lo, np.minimum(left, right), right)
     factors = [eps / (2 * rows * _sensitivity(x.num, x.den)) for x in level]
     near = [math.ceil(_X_NEAR / f) for f in factors]  # gap >= near: x >= X_NEAR exactly
     if not big:  # every gap is below 2**61: a larger threshold changes nothing
         near = [min(t, _INT_SAFE) for t in near]
     reach = smin + np.array(near, dtype=ints)[node]
-    c1 = first_at_least(1 - reach)
-    c2 = first_at_least(reach) - 1
+    c1 = first_at_least(h, 1 - reach)  # score(c) < reach: -h(c) < reach and f(c) < reach
+    c2 = first_at_least(f, reach) - 1
 
     # the window's coins
     wlen = c2 - c1 + 1
     wend = np.cumsum(wlen)
     wpart = np.repeat(np.arange(lo.size), wlen)
     cand = c1[wpart] + np.arange(int(wend[-1]), dtype=np.int64) - (wend - wlen)[wpart]
-    gap = np.abs(value(cand, wpart)) - smin[wpart]
+    gap = score(cand, wpart) - smin[wpart]
     u = rng.integers(0, 1 << _U_BITS, size=cand.size, dtype=np.int64)
     heads = _coins(gap, node[wpart], factors, u, _U_BITS, rng)
     hpart, hcand = wpart[heads], cand[heads]
@@ -907,7 +970,7 @@ def _select_level(
         offset = zero - (fend - flen)[zpart]
         before = c1[zpart] - lo[zpart]
         zcand = np.where(offset < before, lo[zpart] + offset, c2[zpart] + 1 + offset - before)
-        zgap = np.abs(value(zcand, zpart)) - smin[zpart]
+        zgap = score(zcand, zpart) - smin[zpart]
         zu = rng.integers(0, 1 << _U_BITS, size=zero.size, dtype=np.int64)
         zheads = _coins(zgap, node[zpart], factors, zu, _FAR_BITS + _U_BITS, rng)
         hpart = np.concatenate([hpart, zpart[zheads]])
@@ -921,11 +984,14 @@ def _select_level(
     return hcand[np.cumsum(count) - count + pick].reshape(groups, k)
 
 
-def _score(below: np.ndarray, n: np.ndarray, num: Any, den: Any) -> np.ndarray:
-    """The score ``|den * L - num * n|`` of candidates with ``L`` rows below them in a
-    sub-problem of ``n`` rows at target ``num / den`` (0 is the best). One row added or
-    removed moves it by at most ``max(num, den - num)``."""
-    return np.abs(den * below - num * n)
+def _score(below: np.ndarray, upto: np.ndarray, n: Any, num: Any, den: Any) -> np.ndarray:
+    """The score ``max(0, den * L - num * n, num * n - den * U)`` of candidates with ``L``
+    rows below them and ``U`` at or below them in a sub-problem of ``n`` rows at target
+    ``num / den``: ``den`` times the distance from the target rank ``q n`` to the
+    candidate's ranks ``[L, U]`` (0 is the best; rows tied at a candidate cost nothing).
+    One row added or removed moves it by at most ``max(num, den - num)``: it moves
+    ``L``, ``U`` and ``n`` by at most 1 each, and ``L`` (``U``) together with ``n``."""
+    return np.maximum(np.maximum(den * below - num * n, num * n - den * upto), 0)
 
 
 def _sensitivity(num: int, den: int) -> int:

@@ -129,12 +129,12 @@ class Part:
     (sample variance, divisor ``n - 1``) of ``x``, ``"cov"`` (sample covariance of ``x``
     and ``y``), ``"distinct"`` (the distinct persons of the rows each person keeps: the
     release's privacy unit says whose, so it has no operand; only a person-level release
-    has it), or ``"hist"``: the number of records in each bin of ``grid`` (a
-    :class:`dpframe.mechanisms.quantile.Grid`; ``x`` clipped to the grid's bounds,
-    binned by :meth:`~dpframe.mechanisms.quantile.Grid.bin_index`), an int64 vector per
-    group. A group absent from the data gets ``fill`` (0 for counts, sums, distinct
-    persons, records at or above an edge and every bin of a histogram; null -- ``None``
-    -- for means, variances and covariances).
+    has it), or ``"hist"``: the number of records in each of the ``2B + 1`` cells of
+    ``grid`` (a :class:`dpframe.mechanisms.quantile.Grid`;
+    :meth:`~dpframe.mechanisms.quantile.Grid.cell_index`: at an edge, or strictly
+    between two), an int64 vector per group. A group absent from the data gets ``fill``
+    (0 for counts, sums, distinct persons, records at or above an edge and every cell of
+    a histogram; null -- ``None`` -- for means, variances and covariances).
     """
 
     name: str

@@ -691,8 +691,9 @@ class GroupedRelease(Release[pl.DataFrame]):
               covariance, what the clip into ``+-sqrt(var_x var_y)`` may have cut off).
               Capped at the width of the statistic's range, which no error exceeds. Null
               where the value is null. A quantile or median: a *rank* error, in rows of
-              the group -- a data-free bound on ``|rows below the value - q n|`` (rows
-              tied inside one bin aside), the same in every group;
+              the group -- a data-free bound on the rows between ``q n`` and the
+              value's ranks (rows strictly inside one bin, and a split's ties, aside),
+              the same in every group;
             * ``<name>_uninformative`` (Boolean) for a mean, proportion, variance or
               covariance: True where the value says nothing the public bounds do not.
               With private sizes: the noisy count ``N~`` is at most the statistic's
@@ -984,7 +985,7 @@ def _with_histograms(exact: pl.DataFrame, engine: Any, hists: list[Any], g: Grou
     distinct = {(p.x, p.grid): p for p in hists}
     rows = engine.grouped_histograms(list(distinct.values()), margins)
     counts = {
-        same: dense_histogram(rows[p.name], margins.height, p.grid.bins)
+        same: dense_histogram(rows[p.name], margins.height, p.grid.cells)
         for same, p in distinct.items()
     }
     columns = [pl.Series(p.name, counts[(p.x, p.grid)]) for p in hists]

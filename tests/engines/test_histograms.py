@@ -1,8 +1,10 @@
-"""The "hist" part of a quantile: every engine bins exactly by ``Grid.bin_index``.
+"""The "hist" part of a quantile: every engine counts exactly by ``Grid.cell_index``.
 
-The records' bins are counted per group of the public margins into a dense int64 array
-(groups, bins) in the margins' order, absent groups all zero; under a person unit the
-histogram counts the rows the bounding keeps -- the same rows as the other parts.
+The records' cells (cell 2k: equal to edge e_k; 2k + 1: strictly between e_k and e_k+1;
+values clipped to the bounds first) are counted per group of the public margins into a
+dense int64 array (groups, 2B + 1) in the margins' order, absent groups all zero; under
+a person unit the histogram counts the rows the bounding keeps -- the same rows as the
+other parts.
 """
 
 from __future__ import annotations
@@ -38,12 +40,12 @@ def _edge_values(edges: np.ndarray) -> np.ndarray:
 def _histogram(engine, part, keys, margins) -> np.ndarray:
     indexed = indexed_margins(margins, engine.schema(), keys)
     rows = engine.grouped_histograms([part], indexed)[part.name]
-    return dense_histogram(rows, margins.height, part.grid.bins)
+    return dense_histogram(rows, margins.height, part.grid.cells)
 
 
 def _reference(groups: np.ndarray, values: np.ndarray, part, n_groups: int) -> np.ndarray:
-    flat = groups * part.grid.bins + part.grid.bin_index(values)
-    return np.bincount(flat, minlength=n_groups * part.grid.bins).reshape(n_groups, -1)
+    flat = groups * part.grid.cells + part.grid.cell_index(values)
+    return np.bincount(flat, minlength=n_groups * part.grid.cells).reshape(n_groups, -1)
 
 
 GRIDS = [(0.0, 100.0, None), (-3.0, 7.0, 0.1), (0.1, 0.7, 0.003), (1e9, 1e9 + 1.0, 1e-3)]
@@ -57,9 +59,14 @@ def test_polars_bins_values_on_and_next_to_every_edge_as_the_grid_does(lower, up
     lf = pl.LazyFrame({"g": groups, "x": values})
     margins = pl.DataFrame({"g": [0, 1, 2, 3]})  # 3 is absent from the data
     got = _histogram(PolarsEngine(lf), part, ["g"], margins)
-    assert got.dtype == np.int64 and got.shape == (4, part.grid.bins)
+    assert got.dtype == np.int64 and got.shape == (4, part.grid.cells)
     assert np.array_equal(got, _reference(groups, values, part, 4))
     assert not got[3].any()
+    # every edge's own cell is hit (values on it), and every bin's inside (values next
+    # to the edges); below e_0 counts at e_0, above e_B at e_B
+    assert got.sum(axis=0).all()
+    ref = np.bincount(part.grid.cell_index(values), minlength=part.grid.cells)
+    assert ref[0] == 4 and ref[-1] == 4  # the edge, its outer neighbour, 2 far outside
 
 
 def _declared(edges: np.ndarray) -> Part:
@@ -91,7 +98,7 @@ def test_the_histogram_follows_the_margins_order_and_drops_unknown_keys():
     margins = pl.DataFrame({"g": ["a", "c", "b"]})
     got = _histogram(PolarsEngine(lf), part, ["g"], margins)
     assert got.sum(axis=1).tolist() == [2, 0, 1]
-    assert got[0, 0] == 1 and got[0, 9] == 1 and got[2, 9] == 1
+    assert got[0, 0] == 1 and got[0, 20] == 1 and got[2, 19] == 1  # 0 = e_0, 10 = e_10
 
 
 def test_a_released_quantile_reads_the_histogram_of_the_person_level_kept_rows():
@@ -119,10 +126,10 @@ def test_a_released_quantile_reads_the_histogram_of_the_person_level_kept_rows()
     counts = exact["count:n"].to_numpy()
     assert np.array_equal(hist.sum(axis=1), counts)
     assert counts[-1] == 0 and counts[:3].sum() <= 300 * 2  # bounded: <= 2 rows a person
-    # the same kept rows: the bins agree with the kept rows' values (a sum within a bin)
+    # the same kept rows: the cells agree with the kept rows' values (a sum within a cell)
     edges = np.arange(0, 10.5, 0.5)
-    low = (hist * edges[:-1]).sum(axis=1)
-    high = (hist * edges[1:]).sum(axis=1)
+    low = (hist * np.repeat(edges, 2)[:-1]).sum(axis=1)
+    high = (hist * np.repeat(edges, 2)[1:]).sum(axis=1)
     sums = exact["x_sum:sum"].to_numpy()
     assert np.all(low <= sums + 1e-9) and np.all(sums <= high + 1e-9)
 

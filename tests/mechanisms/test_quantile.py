@@ -21,24 +21,37 @@ from dpframe.mechanisms.quantile import (
 # -- the grid ---------------------------------------------------------------------------
 
 
-def test_bin_index_is_the_stated_rule():
+def test_cell_index_is_the_stated_rule():
     grid = grid_from_edges([0.0, 1.0, 2.5, 4.0])
-    values = np.array([-np.inf, -1.0, 0.0, 0.999, 1.0, 2.4999, 2.5, 3.99, 4.0, 7.0, np.inf])
-    assert grid.bin_index(values).tolist() == [0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2]
-    # the rule by definition: the k with e_k <= x < e_{k+1}, after clipping to [e_0, e_B]
+    values = np.array(
+        [-np.inf, -1.0, 0.0, 0.999, 1.0, np.nextafter(1.0, 2), 2.4999, 2.5, 3.99, 4.0, 7.0, np.inf]
+    )
+    assert grid.cell_index(values).tolist() == [0, 0, 0, 1, 2, 3, 3, 4, 5, 6, 6, 6]
+    assert grid.cells == 7
+    # the rule by definition, after clipping to [e_0, e_B]: cell 2k if x == e_k, else
+    # 2k + 1 for the k with e_k < x < e_{k+1}
     rng = np.random.default_rng(3)
-    x = rng.uniform(-1, 5, 1000)
+    x = np.concatenate([rng.uniform(-1, 5, 1000), grid.edges, [-1.0, 9.0]])
     clipped = np.clip(x, grid.lower, grid.upper)
-    want = [
-        next(k for k in range(grid.bins) if clipped[i] < grid.edges[k + 1] or k == grid.bins - 1)
-        for i in range(x.size)
-    ]
-    assert grid.bin_index(x).tolist() == want
+
+    def cell(v: float) -> int:
+        k = next(k for k in range(grid.bins + 1) if v <= grid.edges[k])
+        return 2 * k if v == grid.edges[k] else 2 * k - 1
+
+    assert grid.cell_index(x).tolist() == [cell(v) for v in clipped]
 
 
-def test_bin_index_refuses_nan():
+def test_cell_index_refuses_nan():
     with pytest.raises(InvalidDataError, match="NaN"):
-        uniform_grid(0, 1, bins=2).bin_index(np.array([0.5, np.nan]))
+        uniform_grid(0, 1, bins=2).cell_index(np.array([0.5, np.nan]))
+
+
+def inside(hist: np.ndarray) -> np.ndarray:
+    """Cells of a histogram whose rows all lie strictly inside the bins (none at an edge)."""
+    hist = np.asarray(hist)
+    out = np.zeros((*hist.shape[:-1], 2 * hist.shape[-1] + 1), dtype=np.int64)
+    out[..., 1::2] = hist
+    return out
 
 
 def test_uniform_grid_edges():
@@ -157,12 +170,12 @@ def test_q_takes_the_decimal_fraction_and_numpy_values():
 @pytest.mark.parametrize(
     ("hist", "match"),
     [
-        (np.zeros((2, 3), dtype=np.int64), "shape"),
-        (np.zeros(4, dtype=np.int64), "shape"),
-        (np.zeros((2, 4)), "integer"),
-        (np.zeros((2, 4), dtype=bool), "integer"),
-        (np.array([[0, 1, -1, 0]]), ">= 0"),
-        (np.array([[2**62, 2**62, 0, 0]], dtype=np.uint64), "2\\*\\*61"),
+        (np.zeros((2, 4), dtype=np.int64), "shape"),  # bins, not cells
+        (np.zeros(9, dtype=np.int64), "shape"),
+        (np.zeros((2, 9)), "integer"),
+        (np.zeros((2, 9), dtype=bool), "integer"),
+        (np.array([[0, 1, -1, 0, 0, 0, 0, 0, 0]]), ">= 0"),
+        (np.array([[2**62, 2**62, 0, 0, 0, 0, 0, 0, 0]], dtype=np.uint64), "2\\*\\*61"),
     ],
 )
 def test_check_refuses_bad_histograms(hist, match):
@@ -176,7 +189,7 @@ def test_check_refuses_bad_histograms(hist, match):
 def test_draw_refuses_a_bad_rng():
     plan = plan_quantiles(0.5, uniform_grid(0, 1, bins=4), 1.0)
     with pytest.raises(InvalidParameterError, match="rng"):
-        plan.draw(np.zeros((1, 4), dtype=np.int64), 0)
+        plan.draw(np.zeros((1, 9), dtype=np.int64), 0)
 
 
 # -- draw -------------------------------------------------------------------------------
@@ -189,7 +202,7 @@ def test_outputs_monotone_inside_bounds_every_group(m):
     q = list(np.arange(1, m + 1) / (m + 1))
     plan = plan_quantiles(q, grid, 0.5, rows=2, sides=3)
     groups = 300
-    hist = rng.poisson(rng.uniform(0, 3, (groups, 1)) * rng.uniform(0, 1, (1, grid.bins)))
+    hist = rng.poisson(rng.uniform(0, 3, (groups, 1)) * rng.uniform(0, 1, (1, grid.cells)))
     hist[::7] = 0  # empty groups
     out = plan.draw(hist, rng)
     assert out.shape == (groups, m) and out.dtype == np.float64
@@ -201,8 +214,8 @@ def test_outputs_monotone_inside_bounds_every_group(m):
 def test_no_groups_and_one_bin():
     plan = plan_quantiles([0.25, 0.75], uniform_grid(0, 1, bins=1), 1.0)
     rng = np.random.default_rng(0)
-    assert plan.draw(np.zeros((0, 1), dtype=np.int64), rng).shape == (0, 2)
-    out = plan.draw(np.array([[5], [0]]), rng)
+    assert plan.draw(np.zeros((0, 3), dtype=np.int64), rng).shape == (0, 2)
+    out = plan.draw(np.array([[1, 3, 1], [0, 0, 0]]), rng)
     assert out.shape == (2, 2) and np.isin(out, [0.0, 1.0]).all()
 
 
@@ -212,7 +225,7 @@ def test_empty_group_is_uniform_over_candidates_for_one_quantile():
     plan = plan_quantiles(0.5, grid, 1.0)
     rng = np.random.default_rng(11)
     n = 20_000
-    out = plan.draw(np.zeros((n, 4), dtype=np.int64), rng)[:, 0]
+    out = plan.draw(np.zeros((n, grid.cells), dtype=np.int64), rng)[:, 0]
     freq = np.array([(out == e).mean() for e in grid.edges])
     # each frequency within 5 standard errors of 1/5
     assert np.all(np.abs(freq - 0.2) <= 5 * np.sqrt(0.2 * 0.8 / n))
@@ -221,7 +234,7 @@ def test_empty_group_is_uniform_over_candidates_for_one_quantile():
 def test_same_seed_same_output():
     grid = uniform_grid(0, 1, bins=50)
     plan = plan_quantiles([0.1, 0.5, 0.9], grid, 1.0)
-    hist = np.random.default_rng(0).poisson(3, (20, 50))
+    hist = np.random.default_rng(0).poisson(3, (20, grid.cells))
     a = plan.draw(hist, np.random.default_rng(5))
     b = plan.draw(hist, np.random.default_rng(5))
     assert np.array_equal(a, b)
@@ -234,7 +247,7 @@ def test_big_counts_are_exact_and_do_not_overflow():
     hist[1, :5] = 2 * 10**8
     hist[1, 5:] = 0
     for q in ([0.5], [0.1, 0.3, 0.7], [0.123456789012345]):
-        out = plan_quantiles(q, grid, 1.0).draw(hist, np.random.default_rng(0))
+        out = plan_quantiles(q, grid, 1.0).draw(inside(hist), np.random.default_rng(0))
         true = [np.round(np.array(q) * 10, 0) / 10, np.round(np.array(q) * 5, 0) / 10]
         assert np.allclose(out[0], true[0], atol=0.1)
         assert np.allclose(out[1], true[1], atol=0.1)
@@ -256,7 +269,7 @@ def test_python_integer_path_gives_the_int64_paths_output(monkeypatch):
 
     grid = uniform_grid(0, 1, bins=60)
     plan = plan_quantiles([0.1, 0.3, 0.5, 0.9], grid, 0.7, rows=2, sides=2)
-    hist = np.random.default_rng(4).poisson(2.0, (50, 60))
+    hist = np.random.default_rng(4).poisson(2.0, (50, grid.cells))
     hist[3] = 0
     fast = plan.draw(hist, np.random.default_rng(9))
     monkeypatch.setattr(qm, "_INT_SAFE", 0)
@@ -275,7 +288,7 @@ def test_chunks_of_groups_do_not_change_the_law_shape(monkeypatch):
     b = 1 + np.arange(30) % 19
     hist[np.arange(30), b - 1] = 1000  # group i: the median is exactly edge b_i
     hist[np.arange(30), b] = 1000
-    out = plan.draw(hist, np.random.default_rng(0))[:, 0]
+    out = plan.draw(inside(hist), np.random.default_rng(0))[:, 0]
     assert np.array_equal(out, grid.edges[b])
 
 

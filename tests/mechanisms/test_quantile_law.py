@@ -81,12 +81,18 @@ def pf_law_definition(p: list[float]) -> list[float]:
     return out
 
 
-def selection_law(hist, lo, hi, q: Fraction, eps_level: float, rows: int) -> dict[int, float]:
-    """The law of one selection over the edges lo..hi of the bins lo..hi-1."""
-    part = list(hist[lo:hi])
-    n = sum(part)
-    below = [sum(part[: c - lo]) for c in range(lo, hi + 1)]
-    score = [abs(q.denominator * b - q.numerator * n) for b in below]
+def selection_law(cells, lo, hi, top, q: Fraction, eps_level: float, rows: int) -> dict[int, float]:
+    """The law of one selection over the edges lo..hi, on the part's cells 2 lo..top-1
+    (cell 2k: rows equal to e_k, 2k+1: strictly between e_k and e_k+1). A candidate's
+    score is den times the distance from q n to its ranks [L, L + T] (T: rows equal to
+    it): rows tied at a candidate cost nothing."""
+    n = sum(cells[2 * lo : top])
+    score = []
+    for c in range(lo, hi + 1):
+        below = sum(cells[2 * lo : 2 * c])
+        upto = sum(cells[2 * lo : min(2 * c + 1, top)])
+        den, num = q.denominator, q.numerator
+        score.append(max(0, den * below - num * n, num * n - den * upto))
     ds = max(q.numerator, q.denominator - q.numerator)
     best = min(score)
     p = [math.exp(-eps_level * (s - best) / (2 * rows * ds)) for s in score]
@@ -94,25 +100,26 @@ def selection_law(hist, lo, hi, q: Fraction, eps_level: float, rows: int) -> dic
     return dict(zip(range(lo, hi + 1), law, strict=True))
 
 
-def release_law(hist, q: list[float], eps_level: float, rows: int) -> dict[tuple, float]:
-    """The exact law of the released edge indices (ApproximateQuantiles, middle target)."""
+def release_law(cells, q: list[float], eps_level: float, rows: int) -> dict[tuple, float]:
+    """The exact law of the released edge indices (ApproximateQuantiles, middle target):
+    after releasing e_c, the rows < e_c go left (cells below 2c), the rows >= e_c right."""
     fq = [Fraction(0), *(Fraction(repr(v)) for v in q), Fraction(1)]
-    bins = len(hist)
+    bins = (len(cells) - 1) // 2
 
-    def law(i0, i1, lo, hi):  # targets i0..i1-1 between edges lo and hi
+    def law(i0, i1, lo, hi, top):  # targets i0..i1-1 between edges lo and hi
         if i0 >= i1:
             return {(): 1.0}
         j = (i0 + i1) // 2
         rel = (fq[j + 1] - fq[i0]) / (fq[i1 + 1] - fq[i0])
         out: dict[tuple, float] = {}
-        for c, pc in selection_law(hist, lo, hi, rel, eps_level, rows).items():
-            for left, pl in law(i0, j, lo, c).items():
-                for right, pr in law(j + 1, i1, c, hi).items():
+        for c, pc in selection_law(cells, lo, hi, top, rel, eps_level, rows).items():
+            for left, pl in law(i0, j, lo, c, 2 * c).items():
+                for right, pr in law(j + 1, i1, c, hi, top).items():
                     key = (*left, c, *right)
                     out[key] = out.get(key, 0.0) + pc * pl * pr
         return out
 
-    return law(0, len(q), 0, bins)
+    return law(0, len(q), 0, bins, len(cells))
 
 
 def product_law(laws: list[dict[tuple, float]]) -> dict[tuple, float]:
@@ -177,15 +184,16 @@ def sample_law(plan, hist, n: int, seed: int) -> dict[tuple, int]:
     return {tuple(int(v) for v in k): int(c) for k, c in zip(keys, counts, strict=True)}
 
 
-# (hist over 4 bins, q, epsilon, rows): score vectors from flat to steep, 1-3 targets
+# (cells of 4 bins: 9, q, epsilon, rows): score vectors from flat to steep, 1-3 targets,
+# rows tied at edges (the even cells, e_0 and e_4 too) and inside bins (the odd ones)
 LAW_CASES = [
-    ([3, 1, 0, 2], [0.5], 1.0, 1),
-    ([0, 0, 0, 0], [0.5], 1.0, 1),
-    ([5, 0, 0, 5], [0.3], 2.0, 1),
-    ([1, 2, 3, 4], [0.1], 3.0, 2),
-    ([2, 2, 2, 2], [0.25, 0.75], 2.0, 1),
-    ([4, 0, 1, 3], [0.2, 0.5, 0.9], 3.0, 1),
-    ([1, 3, 3, 1], [0.25, 0.5, 0.75], 1.5, 2),
+    ([1, 2, 0, 1, 0, 0, 1, 1, 0], [0.5], 1.0, 1),
+    ([0, 0, 0, 0, 0, 0, 0, 0, 0], [0.5], 1.0, 1),
+    ([3, 2, 0, 0, 0, 0, 0, 4, 1], [0.3], 2.0, 1),
+    ([0, 1, 1, 1, 2, 1, 3, 1, 0], [0.1], 3.0, 2),
+    ([1, 1, 2, 0, 0, 2, 1, 1, 0], [0.25, 0.75], 2.0, 1),
+    ([2, 2, 0, 0, 1, 0, 1, 2, 0], [0.2, 0.5, 0.9], 3.0, 1),
+    ([0, 1, 2, 1, 0, 3, 0, 1, 0], [0.25, 0.5, 0.75], 1.5, 2),
 ]
 
 #: the significance of each chi-square test: a correct sampler fails one of the 15 tests
@@ -220,10 +228,10 @@ def test_sampler_law_with_the_exact_fallback_forced(hist, q, eps, rows, monkeypa
     assert len(taken) > n // 10  # the fallback did the work
 
 
-# (hist over 8 bins, q, epsilon): steep scores, so most candidates are far from the best
+# (cells of 8 bins: 17, q, epsilon): steep scores, so most candidates are far from the best
 FAR_CASES = [
-    ([3, 0, 1, 2, 0, 0, 4, 1], [0.5], 6.0),
-    ([1, 1, 2, 0, 3, 1, 0, 2], [0.2, 0.5, 0.8], 12.0),
+    ([1, 2, 0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 2, 2, 1, 0, 0], [0.5], 6.0),
+    ([0, 1, 1, 0, 1, 1, 0, 0, 2, 1, 0, 1, 0, 0, 1, 1, 0], [0.2, 0.5, 0.8], 12.0),
 ]
 
 
@@ -271,8 +279,10 @@ def test_exact_coin_decides_with_more_bits():
 
 
 # a realistic grid: 16 bins, 120 rows, 3 quantiles; steep enough that most candidates are
-# far (x >= 11.2) and the window's edges matter
-WIDE_HIST = [0, 2, 5, 9, 14, 18, 17, 15, 12, 9, 7, 5, 3, 2, 1, 1]
+# far (x >= 11.2) and the window's edges matter. Cells (33): a third of each bin's rows
+# tied at its lower edge, the rest inside it
+WIDE_BINS = [0, 2, 5, 9, 14, 18, 17, 15, 12, 9, 7, 5, 3, 2, 1, 1]
+WIDE_HIST = [x for c in WIDE_BINS for x in (c // 3, c - c // 3)] + [0]
 
 
 @pytest.mark.parametrize(("q", "eps"), [([0.5], 4.0), ([0.25, 0.5, 0.75], 6.0)])
@@ -300,22 +310,23 @@ def test_score_sensitivity_brute_forced(rows):
     targets = targets_with_subproblems()
     assert len(targets) >= 8  # the rescaled ones are in (e.g. 0.2 / 0.5 = 2/5)
     rng = np.random.default_rng(rows)
-    bins = 4
+    cells = 9  # 4 bins: rows tied at each edge (even cells) and inside each bin (odd)
+
+    def scores(hist):  # of the 5 candidates: L = rows below, U = rows at or below
+        cum = np.concatenate([[0], np.cumsum(hist)])
+        return qm._score(cum[0::2], cum[1::2], hist.sum(), num, den)
+
     for q in targets:
         num, den = q.numerator, q.denominator
         worst = 0
         for _ in range(40):
-            hist = rng.integers(0, 4, bins)
-            # a person: up to `rows` rows, in any bins
+            hist = rng.integers(0, 4, cells)
+            # a person: up to `rows` rows, in any cells
             for k in range(1, rows + 1):
-                for where in itertools.combinations_with_replacement(range(bins), k):
+                for where in itertools.combinations_with_replacement(range(cells), k):
                     other = hist.copy()
                     np.add.at(other, list(where), 1)
-                    below = np.concatenate([[0], np.cumsum(hist)])
-                    below2 = np.concatenate([[0], np.cumsum(other)])
-                    s1 = qm._score(below, hist.sum(), num, den)
-                    s2 = qm._score(below2, other.sum(), num, den)
-                    worst = max(worst, int(np.abs(s1 - s2).max()))
+                    worst = max(worst, int(np.abs(scores(hist) - scores(other)).max()))
         assert worst <= rows * qm._sensitivity(num, den)
         assert worst == rows * qm._sensitivity(num, den)  # tight: the bound is not loose
 
@@ -352,7 +363,14 @@ def neighbours_substitute(hist):
                 yield moved
 
 
-AUDIT_HISTS = [[0, 0, 0, 0], [1, 0, 2, 1], [3, 0, 0, 0], [1, 1, 1, 1], [0, 4, 0, 1]]
+# cells of 4 bins (9): empty, ties at edges (e_0 and e_4 too), rows inside bins
+AUDIT_HISTS = [
+    [0, 0, 0, 0, 0, 0, 0, 0, 0],
+    [0, 1, 0, 0, 2, 0, 0, 1, 0],
+    [2, 0, 0, 0, 0, 0, 0, 0, 1],
+    [0, 0, 1, 1, 0, 0, 1, 1, 0],
+    [0, 0, 3, 1, 0, 0, 0, 0, 1],
+]
 AUDIT_QS = [[0.5], [0.3], [0.25, 0.75], [0.2, 0.5, 0.9]]
 
 
@@ -396,7 +414,7 @@ def test_person_level_loss_at_most_charged_epsilon_two_groups(neighbours):
     unit = PrivacyUnit("pid", max_rows=2, max_groups=2)
     rows, sides = quantile_sides(unit, neighbours)
     plan = plan_quantiles(q, uniform_grid(0, 3, bins=3), 1.0, rows=rows, sides=sides)
-    groups = [[1, 0, 2], [0, 2, 1]]
+    groups = [[1, 0, 0, 1, 1, 0, 0], [0, 0, 1, 1, 0, 1, 0]]  # cells of 3 bins
 
     def law(hists):
         return product_law([release_law(h, q, plan.epsilon_level, rows) for h in hists])
@@ -478,7 +496,8 @@ def test_rank_error_holds_at_95_percent(q, eps, rows):
     plan = plan_quantiles(q, grid, eps, rows=rows)
     bound = plan.rank_error(0.95) + plan.levels / 2
     groups = 2000
-    hist = np.ones((groups, bins), dtype=np.int64)
+    hist = np.zeros((groups, grid.cells), dtype=np.int64)
+    hist[:, 1::2] = 1  # one row inside each bin
     out = plan.draw(hist, np.random.default_rng(31))
     below = np.searchsorted(grid.edges, out)  # rows left of each released edge
     err = np.abs(below - np.array(q) * bins)
@@ -499,16 +518,31 @@ def test_large_epsilon_selects_the_best_edges_up_to_ties(q):
     grid = uniform_grid(0, 10, bins=200)
     groups = 20
     values = rng.gamma(2.0, 1.5, (groups, 20_000))
-    hist = np.stack([np.bincount(grid.bin_index(v), minlength=grid.bins) for v in values])
+    hist = np.stack([np.bincount(grid.cell_index(v), minlength=grid.cells) for v in values])
     plan = plan_quantiles(q, grid, 200.0)
     out = plan.draw(hist, rng)
-    below = np.take_along_axis(
-        np.concatenate([np.zeros((groups, 1), np.int64), np.cumsum(hist, axis=1)], axis=1),
-        np.searchsorted(grid.edges, out),
-        axis=1,
-    )
-    err = np.abs(below - np.array(q) * hist.sum(axis=1, keepdims=True))
+    cum = np.concatenate([np.zeros((groups, 1), np.int64), np.cumsum(hist, axis=1)], axis=1)
+    at = 2 * np.searchsorted(grid.edges, out)
+    below = np.take_along_axis(cum, at, axis=1)
+    upto = np.take_along_axis(cum, at + 1, axis=1)
+    target = np.array(q) * hist.sum(axis=1, keepdims=True)
+    err = np.maximum(0, np.maximum(below - target, target - upto))
     assert np.all(err <= plan.levels * hist.max(axis=1, keepdims=True) / 2)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rows_tied_at_an_edge_cost_nothing(seed):
+    # 80 of 100 rows equal an edge (5.0) and straddle the median: its rank interval
+    # [10, 90] holds q n = 50, so 5.0 is exact. A score by the rows below only, |L - q n|,
+    # ties 5.0 (L = 10) with 6.0 (L = 90) and releases 6.0 half the time: rank error 40
+    grid = uniform_grid(0, 10, bins=10)
+    values = np.repeat([2.5, 5.0, 7.5], [10, 80, 10])
+    rng = np.random.default_rng(seed)
+    assert quantiles_of(values, 0.5, grid, 1000.0, rng).tolist() == [5.0]
+    # below e_0 and above e_B are tied at e_0 and e_B: 60 of 100 rows are at 10.0
+    values = np.repeat([-3.0, 4.5, 10.0, 99.0], [30, 10, 20, 40])
+    assert quantiles_of(values, 0.5, grid, 1000.0, rng).tolist() == [10.0]
+    assert quantiles_of(values, 0.2, grid, 1000.0, rng).tolist() == [0.0]
 
 
 @pytest.mark.parametrize("q", [[0.5], [0.3], [0.25, 0.5, 0.75], [0.1, 0.5, 0.6]])
