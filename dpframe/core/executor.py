@@ -214,7 +214,8 @@ def execute(steps: Sequence[Step], accountant: Accountant | None, *, note: str =
     for s in steps:
         if not isinstance(s, Step):
             raise InvalidParameterError(f"steps must be Step objects, got {type(s).__name__}")
-    steps = [_snapshot(s) for s in steps]
+    memo: dict[int, Any] = {}  # an input two steps share (one histogram) is copied once
+    steps = [_snapshot(s, memo) for s in steps]
     for s in steps:
         s.plan.check(s.exact)
     charges = [
@@ -264,24 +265,42 @@ def _interrupted(
     return ReleaseInterrupted(message, signum=signum, charged=entries)
 
 
-def _snapshot(step: Step) -> Step:
+def _snapshot(step: Step, memo: dict[int, Any]) -> Step:
     """The step with its own copy of the plan and exact inputs, taken at charge time.
 
     Everything the draw samples from (a PRAM sampler's integers, scales, tables) and
     everything the charge is derived from is copied here into objects no caller holds,
     and the charges are derived again from the copy (a sampler's epsilon is recomputed
     from its copied integers): mutating a design, a matrix or a plan after planning
-    changes nothing already charged, and what is charged is what is drawn.
+    changes nothing already charged, and what is charged is what is drawn. ``memo`` is
+    shared by the steps of one execution: an exact input several steps read (the
+    histogram of a median and of quartiles of one column) is copied once, and its copy
+    is read-only, so no step's draw can change what another reads.
     """
     try:
         plan = copy.deepcopy(step.plan)
-        exact = copy.deepcopy(step.exact)
+        exact = copy.deepcopy(step.exact, memo)
+        _read_only(exact)
     except Exception as exc:  # fail closed: a plan that cannot be copied is not drawn
         raise InvalidParameterError(
             f"the release's plan cannot be copied at charge time ({type(exc).__name__}: "
             f"{exc}); nothing was charged"
         ) from None
     return Step(plan, exact, step.source, step.name)
+
+
+def _read_only(value: Any) -> None:
+    """Mark every numpy array in ``value`` (nested in dicts, lists, tuples) read-only."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        value.setflags(write=False)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _read_only(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _read_only(v)
 
 
 class Once:

@@ -586,7 +586,7 @@ class GroupedRelease(Release[pl.DataFrame]):
         edges = bounds_grid().edges
         parts = [Part(_POOLED_N, "count")]
         parts += [p for s in self.statistics for p in s.bounds_parts(edges.tolist())]
-        exact = self._aggregate(parts)
+        exact, _ = self._aggregate(parts)
         total = int(exact[_POOLED_N].fill_null(0).sum())
         hists = []
         for s, plan in zip(self._auto_statistics(), self._bounds_plans, strict=True):
@@ -824,8 +824,15 @@ class GroupedRelease(Release[pl.DataFrame]):
     def exact_aggregates(self) -> pl.DataFrame:
         """The exact parts joined onto the margins (confidential: for tests and checks).
 
-        One column per part of each statistic, named ``"<statistic>:<part>"``.
+        One column per part of each statistic, named ``"<statistic>:<part>"`` (a
+        histogram: an int64 Array column).
         """
+        exact, hists = self._exact_parts()
+        return exact.with_columns(pl.Series(name, counts) for name, counts in hists.items())
+
+    def _exact_parts(self) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
+        """The exact parts: a frame with one row per margin (in the margins' order) and
+        the histograms beside it, each an int64 array (groups, cells) in the same order."""
         if self._first_plans():
             raise InvalidParameterError(
                 "exact_aggregates: a bound is 'auto' and its first pass is not drawn yet: "
@@ -836,9 +843,10 @@ class GroupedRelease(Release[pl.DataFrame]):
         stats = [s.with_bounds(found[s.name]) if s.auto else s for s in self.statistics]
         return self._aggregate([p for s in stats for p in s.parts(sizes)])
 
-    def _aggregate(self, parts: list[Part]) -> pl.DataFrame:
+    def _aggregate(self, parts: list[Part]) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
         """The exact ``parts`` joined onto the margins, every column the release reads
-        checked (its nulls= policy, bad values, identifiers, keys, public sizes)."""
+        checked (its nulls= policy, bad values, identifiers, keys, public sizes), and the
+        histograms of its ``"hist"`` parts beside them."""
         g = self.grouping
         self.check_schema()
         sources = [src for s in self.statistics for src in s.sources()]
@@ -864,7 +872,7 @@ class GroupedRelease(Release[pl.DataFrame]):
         exact = finish_grouped(
             agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
         )
-        return exact if not hists else _with_histograms(exact, counted, hists, g)
+        return exact, ({} if not hists else _histograms(exact, counted, hists, g))
 
     def check_schema(self) -> None:
         schema = self.engine.schema()
@@ -892,15 +900,14 @@ class GroupedRelease(Release[pl.DataFrame]):
             check_unit(schema, self.unit, self.grouping.keys)
 
     def _exact_inputs(self) -> list[Any]:
-        exact = self.exact_aggregates()
+        exact, hists = self._exact_parts()
         self._keys_frame = exact.select(self.grouping.keys)
-        arrays = {
-            c: exact[c].to_numpy()  # a histogram: int64 (groups, bins)
-            if isinstance(exact.schema[c], pl.Array)
-            else exact[c].cast(pl.Float64).fill_null(np.nan).to_numpy()
+        arrays: dict[str, Any] = {
+            c: exact[c].cast(pl.Float64).fill_null(np.nan).to_numpy()
             for c in exact.columns
             if c not in self.grouping.keys
         }
+        arrays.update(hists)  # a histogram: int64 (groups, cells), never through a frame
         return [arrays] * len(self._plans)
 
     def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
@@ -976,21 +983,29 @@ def _clamped_distinct_errors(
     return out
 
 
-def _with_histograms(exact: pl.DataFrame, engine: Any, hists: list[Any], g: GroupBy) -> Any:
-    """``exact`` with one column per ``"hist"`` part: each group's int64 bin counts (a
-    polars Array), counted by ``engine`` (:meth:`grouped_histograms`) over the records
-    whose keys are in the margins, put in shape by the driver (absent groups all 0)."""
+def _histograms(
+    exact: pl.DataFrame, engine: Any, hists: list[Any], g: GroupBy
+) -> dict[str, np.ndarray]:
+    """One int64 array (groups, cells) per ``"hist"`` part, its rows in the order of
+    ``exact``'s groups: each group's cell counts, counted by ``engine``
+    (:meth:`grouped_histograms`) over the records whose keys are in the margins, put in
+    shape by the driver (absent groups all 0). Statistics of one column on one grid (a
+    median and quartiles) share one array."""
     margins = indexed_margins(g.margins, engine.schema(), g.keys)
-    # statistics of one column on one grid (a median and quartiles) share one histogram
     distinct = {(p.x, p.grid): p for p in hists}
     rows = engine.grouped_histograms(list(distinct.values()), margins)
     counts = {
         same: dense_histogram(rows[p.name], margins.height, p.grid.cells)
         for same, p in distinct.items()
     }
-    columns = [pl.Series(p.name, counts[(p.x, p.grid)]) for p in hists]
-    table = g.margins.select(g.keys).with_columns(columns)
-    return exact.join(table, on=g.keys, how="left", nulls_equal=True, maintain_order="left")
+    order = exact.select(g.keys)
+    if not order.equals(g.margins.select(g.keys)):  # exact's rows in another order
+        position = g.margins.select(g.keys).with_row_index("__position")
+        index = order.join(
+            position, on=g.keys, how="left", nulls_equal=True, maintain_order="left"
+        )["__position"].to_numpy()
+        counts = {same: c[index] for same, c in counts.items()}
+    return {p.name: counts[(p.x, p.grid)] for p in hists}
 
 
 def _statistic_entry(s: Statistic) -> dict[str, Any]:

@@ -87,6 +87,46 @@ def test_the_executor_charges_and_draws_from_its_own_copy_of_the_plan():
     assert run.outputs[0].tolist() == [1.0] and acct.spent.epsilon == 1.0
 
 
+@dataclass
+class WritingPlan:
+    """A plan whose draw writes into the exact input it is given."""
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        return (Charge(0.1, 0.0, "writing", ("x",)),)
+
+    def summary(self) -> list[dict[str, Any]]:
+        return []
+
+    def check(self, exact: Any) -> None:
+        pass
+
+    def draw(self, exact: Any, rng: np.random.Generator) -> Any:
+        exact["hist"][0] = -7
+        return exact["hist"].copy()
+
+
+def test_steps_that_share_an_input_read_one_read_only_copy():
+    """Two steps of one release sharing an exact input (a median's and quartiles'
+    histogram) get one copy, which no draw can change under the other's feet."""
+    acct = dpframe.Accountant(epsilon=1.0)
+    shared = np.array([3, 4])
+    exact = {"hist": shared}
+    with pytest.raises(ValueError, match="read-only"):
+        execute([Step(WritingPlan(), exact), Step(WritingPlan(), exact)], acct)
+    assert shared.tolist() == [3, 4] and shared.flags.writeable  # the caller's own array
+
+    seen: list[Any] = []
+
+    class Spy(WritingPlan):
+        def draw(self, exact: Any, rng: np.random.Generator) -> Any:
+            seen.append(exact["hist"])
+            return None
+
+    execute([Step(Spy(), exact), Step(Spy(), exact)], dpframe.Accountant(epsilon=1.0))
+    assert seen[0] is seen[1] and seen[0] is not shared and not seen[0].flags.writeable
+
+
 def test_every_check_runs_before_the_charge_and_every_draw_after_it():
     acct = dpframe.Accountant(epsilon=1.0)
     plans = [SpyPlan(0.25), SpyPlan(0.5)]
