@@ -21,9 +21,9 @@ def test_demo_end_to_end(tmp_path):
         assert (released / f"{name}.validation.json").exists()
     assert not list(released.glob(".staging-*")) and not list(released.glob(".failed-*"))
     ledger = dpframe.Accountant.open(out / "ledger.db")
-    assert ledger.spent.epsilon == pytest.approx(2.0) and len(ledger.ledger) == 11
+    assert ledger.spent.epsilon == pytest.approx(2.3) and len(ledger.ledger) == 13
     households = pl.read_parquet(released / "households.parquet")  # protects households
-    assert households.columns == ["region", "respondents", "income_total"]
+    assert households.columns == ["region", "respondents", "income_total", "households"]
     assert households.height == 6 and "household" not in households.columns
     prov = dpframe.read_provenance(released / "households.parquet")
     assert {(e.details["unit"], e.details["max_rows"]) for e in prov.entries} == {("household", 3)}

@@ -149,7 +149,7 @@ def test_python_run_plans_once_itself_and_runs_a_given_plan_without_planning(tmp
     assert dict(calls) == {"plan": 1, "build": 10, "rows": 2}
     assert second.plan is given and set(second.releases) == set(DEMO_RELEASES)
     assert all(second.releases[n] is given.releases[n] for n in DEMO_RELEASES)
-    assert first.epsilon == second.epsilon == pytest.approx(2.0)
+    assert first.epsilon == second.epsilon == pytest.approx(2.3)
 
 
 def test_an_input_rewritten_between_plan_and_run_is_refused_before_any_charge(tmp_path):
