@@ -28,7 +28,7 @@ def test_demo_end_to_end(tmp_path):
     prov = dpframe.read_provenance(released / "households.parquet")
     assert {(e.details["unit"], e.details["max_rows"]) for e in prov.entries} == {("household", 3)}
     sens = {e.details["statistic"]: e.details["sensitivity"] for e in prov.entries}
-    assert sens == {"count": 6.0, "sum": 900_000.0}  # 2 G R and 2 G R M, substitute
+    assert sens == {"count": 6.0, "sum": 900_000.0, "count_distinct": 2.0}  # 2GR, 2GRM, 2G
     grouped = pl.read_parquet(released / "by_region.parquet")
     assert grouped.height == 18  # 6 regions x 3 age bands, the empty "Islands" included
     assert grouped["income_mean"].is_between(0, 200_000).all()
