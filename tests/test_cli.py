@@ -34,7 +34,7 @@ def test_demo_end_to_end(tmp_path):
     assert grouped["income_mean"].is_between(0, 200_000).all()
     assert (grouped["count"] >= 0).all()
     prov = dpframe.read_provenance(released / "by_region.parquet")
-    assert prov.epsilon == pytest.approx(0.8) and prov.spec["version"] == 1
+    assert prov.epsilon == pytest.approx(1.0) and prov.spec["version"] == 1
     assert prov.neighbours == "substitute"
     shares = pl.read_parquet(released / "age_shares.parquet")["proportion"]
     assert shares.sum() == pytest.approx(1.0) and shares.is_between(0, 1).all()
