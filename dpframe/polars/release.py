@@ -28,6 +28,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import html
 import threading
@@ -398,6 +399,8 @@ class Release(Generic[ResultT]):
         self._once = Once()
         self._steps: list[Step] | None = None
         self._parametrised = False  # planned with what its first passes drew
+        #: the first passes drawn, by relation: still part of what the release cost
+        self._passes_drawn: dict[str, list[MechanismPlan]] = {}
         self._lock = threading.Lock()
         self.ledger: tuple[LedgerEntry, ...] = ()
 
@@ -423,8 +426,8 @@ class Release(Generic[ResultT]):
 
     def plans(self) -> list[MechanismPlan]:
         """The release's plans, as copies: changing them changes nothing of the release
-        (what it charges and draws is its own)."""
-        return copy.deepcopy(self._all_plans())
+        (what it charges and draws is its own). Its first passes while still to draw."""
+        return copy.deepcopy([*self._first_plans(), *self._plans_of()])
 
     def _plans_of(self) -> list[MechanismPlan]:
         raise NotImplementedError
@@ -450,8 +453,10 @@ class Release(Generic[ResultT]):
     def _all_plans(self, neighbours: str | None = None) -> list[MechanismPlan]:
         """The first passes' plans, then the release's: everything it charges."""
         if neighbours is None or neighbours == self.neighbours:
-            return [*self._first_plans(), *self._plans_of()]
-        return [*self._first_plans(neighbours), *self._plans_under(neighbours)]
+            drawn = self._passes_drawn.get(self.neighbours, [])
+            return [*drawn, *self._first_plans(), *self._plans_of()]
+        drawn = self._passes_drawn.get(neighbours, [])
+        return [*drawn, *self._first_plans(neighbours), *self._plans_under(neighbours)]
 
     def _exact_inputs(self) -> list[Any]:
         raise NotImplementedError
@@ -601,10 +606,15 @@ class Release(Generic[ResultT]):
         and draw it too. Each pass is charged before it draws (a failure after a charge
         leaves its entries in the ledger); the entries of all of them come back, with
         the release's own outputs."""
+        passes = {self.neighbours: self._first_plans()}
+        if passes[self.neighbours]:  # kept: after they are drawn they still count
+            with contextlib.suppress(DPFrameError):  # not plannable: no comparison
+                passes[OTHER[self.neighbours]] = self._first_plans(OTHER[self.neighbours])
         run = execute(steps, accountant, note=note)
         if not self._first_plans():
             return run
         with self._lock:
+            self._passes_drawn = passes
             self._use_first(run.outputs)
             self._steps = None
             self._parametrised = True

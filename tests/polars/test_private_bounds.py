@@ -85,6 +85,24 @@ def test_charged_before_drawn_and_recorded_in_the_ledger():
     assert entries[0].details["pass"] == "bounds" and entries[0].details["pooled"] is True
 
 
+def test_after_the_release_its_cost_still_counts_the_pass():
+    # the pass, once drawn, is still part of what the release cost: its epsilon,
+    # and summary say what the ledger holds, never less
+    acct = Accountant(epsilon=4.0)
+    rel = grouped(frame(), acct, dpframe.agg.mean("x", lower=0, upper="auto", epsilon=1.0))
+    rel.collect()
+    charged = sum(e.epsilon for e in rel.ledger)
+    assert charged == pytest.approx(1.0) == acct.spent.epsilon
+    assert rel.epsilon == pytest.approx(charged)
+    assert rel.summarize()["statistic"].to_list() == ["x_mean:bounds", "x_mean"]
+    df = pl.DataFrame({"x": np.linspace(0.0, 50.0, 100), "y": np.linspace(1.0, 9.0, 100)})
+    cov = dpframe.covariance_matrix(df, ["x", "y"], "auto", epsilon=1.0, n=100, accountant=acct)
+    before = cov.summarize().select("statistic", "epsilon")
+    cov.collect()
+    assert cov.epsilon == pytest.approx(sum(e.epsilon for e in cov.ledger)) == 1.0
+    assert cov.summarize().select("statistic", "epsilon").equals(before)
+
+
 def test_a_failing_draw_after_the_pass_is_charged_leaves_its_entry(monkeypatch):
     acct = Accountant(epsilon=2.0)
     rel = grouped(frame(), acct, dpframe.agg.sum("x", lower="auto", upper="auto", epsilon=1.0))
