@@ -19,6 +19,7 @@ The maths of each statistic is :mod:`dpframe.mechanisms.statistics` (``dpframe.a
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -502,7 +503,9 @@ class GroupedRelease(Release[pl.DataFrame]):
             grouping.unit,
         )
         self.grouping = grouping
-        self.statistics = statistics
+        # its own copies, out of the caller's reach: what it plans, reads and draws is
+        # what it charges for, whatever is done to what was passed or handed out
+        self._statistics = tuple(copy.deepcopy(statistics))
         if self.unit.person in grouping.keys:
             raise InvalidParameterError(
                 f"unit: the person column {self.unit.person!r} is a group key; a person "
@@ -514,6 +517,22 @@ class GroupedRelease(Release[pl.DataFrame]):
         self._plans = self._make_plans(self.neighbours)
         self._keys_frame: pl.DataFrame | None = None
         self._drawn: tuple[Drawn, ...] | None = None
+
+    @property
+    def statistics(self) -> list[Statistic]:
+        """Its statistics, as copies: changing them changes nothing of the release.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> people = pl.DataFrame({"region": ["N", "S"]})
+        >>> with dpframe.Accountant(epsilon=1.0):
+        ...     release = dpframe.group_by(people, "region", margins=people).agg(
+        ...         dpframe.agg.count(epsilon=0.5))
+        >>> [s.name for s in release.statistics]
+        ['count']
+        """
+        return copy.deepcopy(list(self._statistics))
 
     def _make_plans(self, neighbours: str) -> list[MechanismPlan]:
         grouping = self.grouping

@@ -12,6 +12,7 @@ charged.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -100,6 +101,29 @@ def _grouped(seed, acct):
     return rel, [margins, stats], rel.collect
 
 
+def _grouped_quantiles(seed, acct):
+    # the issue-34 kinds: quantiles (a grid), distinct persons, a bound found first
+    margins = pl.DataFrame({"g": ["a", "b", "c"]})
+    q = [0.25, 0.5, 0.75]
+    stats = [
+        dpframe.agg.quantile("x", q=q, lower=0, upper=10, epsilon=0.3),
+        dpframe.agg.count_distinct(epsilon=0.3),
+        dpframe.agg.sum("y", lower="auto", upper=5, epsilon=0.3),
+    ]
+    data = _data().with_columns(pid=pl.int_range(pl.len()) // 2)
+    rel = dpframe.group_by(
+        data,
+        "g",
+        margins=margins,
+        seed=seed,
+        accountant=acct,
+        unit="pid",
+        max_rows=2,
+        max_groups=2,
+    ).agg(*stats)
+    return rel, [margins, stats, q], rel.collect
+
+
 def _covariance(seed, acct):
     bounds = [[0.0, 10.0], [-5.0, 5.0]]
     cols = ["x", "y"]
@@ -161,6 +185,7 @@ def _column(seed, acct):
 
 KINDS: dict[str, Callable[..., Any]] = {
     "grouped": _grouped,
+    "grouped-quantiles": _grouped_quantiles,
     "covariance": _covariance,
     "proportions": _proportions,
     "microdata": _microdata,
@@ -193,7 +218,7 @@ def test_mutating_what_the_caller_holds_after_planning_changes_nothing(kind, tmp
     acct = dpframe.Accountant(epsilon=100)
     release, reach, run = make(7, acct, *args)
     if release is not None:
-        reach = [*reach, release.plans()]
+        reach = [*reach, release.plans(), getattr(release, "statistics", None)]
     changed = _mutate(reach, set())
     assert changed > 0 or kind == "column"  # the harness did reach something to change
     try:
@@ -211,3 +236,27 @@ def test_mutating_what_the_caller_holds_after_planning_changes_nothing(kind, tmp
         assert out.height == reference.height
     else:
         assert _same(out, reference), "the mutated release drew something else"
+
+
+def test_a_statistic_replaced_after_planning_is_not_drawn():
+    """A sum planned for [0, 1] whose statistic is swapped, after planning, for a sum of
+    another column on [0, 1e6] under the same name: drawn at the planned scale, its
+    values would come out nearly raw. The release draws what it planned, or refuses."""
+    data = _data().with_columns(big=pl.col("x") * 1e5)
+    margins = pl.DataFrame({"g": ["a", "b", "c"]})
+    acct = dpframe.Accountant(epsilon=10)
+    rel = dpframe.group_by(data, "g", margins=margins, seed=3, accountant=acct).agg(
+        dpframe.agg.sum("x", lower=0, upper=10, epsilon=1.0)
+    )
+    swapped = dpframe.agg.sum("big", lower=0, upper=1e6, epsilon=1.0, name="x_sum")
+    with contextlib.suppress(TypeError):  # a tuple: cannot be changed, also a fix
+        rel.statistics[0] = swapped
+    try:
+        out = rel.collect()
+    except DPFrameError:
+        assert acct.ledger == (), "refused after a charge"
+        return
+    exact = data.group_by("g").agg(pl.col("x").sum()).sort("g")["x"].to_numpy()
+    released = out.sort("g")["x_sum"].to_numpy()
+    assert np.all(np.abs(released - exact) < 1000), "drew another column than planned"
+    assert [e.details["upper"] for e in acct.ledger] == [10]
