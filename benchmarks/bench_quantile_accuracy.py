@@ -7,7 +7,7 @@ total epsilon, the same add/remove neighbour relation (one record added or remov
 the same public bounds:
 
 * **dpframe**: ``dpframe.mechanisms.quantile.quantiles_of`` -- the recursive
-  ApproximateQuantiles of Kaplan, Schnapp & Stemmer (ICML 2022) with a permute-and-flip
+  ApproximateQuantiles of Kaplan, Schnapp & Stemmer (ICML 2022) with an exact exponential mechanism
   selection per level, record unit (``rows=1, sides=1``), on the candidate grid below,
   drawing from a seeded PCG64 generator (a release draws from the secure source; the
   law is the same);

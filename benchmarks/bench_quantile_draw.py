@@ -1,7 +1,7 @@
 """The quantile kernel's draw against a float Gumbel-max exponential mechanism, same run.
 
 Times ``QuantilePlan.draw`` (dpframe.mechanisms.quantile: ApproximateQuantiles over
-per-group histograms, permute-and-flip by exact coins) on 1e4 groups x 1000 bins x 3
+per-group histograms, the exponential mechanism by exact rejection) on 1e4 groups x 1000 bins x 3
 quantiles (``--quick``: 1e3 groups), then 19 quantiles, and on dpframe's secure
 generator (AES-128-CTR), which is what a release uses. The baseline is the float
 exponential mechanism by report-noisy-max: for each quantile, ``np.argmax`` over the

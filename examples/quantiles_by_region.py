@@ -3,8 +3,8 @@
 Run: .venv/bin/python examples/quantiles_by_region.py [output-folder] [--quick]
 
 Each region's incomes are counted on a 1000-bin grid between the public bounds; the
-median and the deciles are then chosen from those counts (ApproximateQuantiles, exact
-permute-and-flip), every region released, for the epsilon each statistic states.
+median and the deciles are then chosen from those counts (ApproximateQuantiles, an exact
+exponential mechanism at each level), every region released, for the epsilon each statistic states.
 """
 
 from __future__ import annotations

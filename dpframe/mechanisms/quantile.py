@@ -14,64 +14,79 @@ gives each selection about 4 times their ε). Each sub-problem only considers th
 candidates between its parents' outputs, so the released quantiles are non-decreasing in
 ``q`` and inside ``[lower, upper]`` by construction.
 
-One selection is **permute-and-flip** (McKenna & Sheldon 2020), the exponential
-mechanism's better sibling (never worse in expected error), over the edges of a
-:class:`Grid`, with the integer score
+One selection is the **exponential mechanism** (McSherry & Talwar 2007) over
+*split candidates*: an edge ``e_c`` of a :class:`Grid` together with a split position
+``j = 0 .. SPLITS`` inside the sub-problem's rows tied at ``e_c``. Candidate ``(c, j)``
+says "the target lies at rank ``r = L(c) + floor(j T(c) / SPLITS)``" (``L(c)``: the
+sub-problem's rows below ``e_c``, ``T(c)``: equal to it) and scores the integer
 
-    s(c) = max(0, den * L(c) - num * n, num * n - den * (L(c) + T(c)))
+    s(c, j) = |den * r - num * n|
 
-(``L(c)``: rows below ``c``; ``T(c)``: rows equal to ``c``; ``n``: the sub-problem's rows;
-``q = num / den`` exactly, from ``q``'s decimal repr, so 0.1 is 1/10): ``den`` times the
-distance from the target rank ``q n`` to the candidate's ranks ``[L, L + T]``. Rows tied
-at an edge cost nothing: when a block of equal values straddles ``q n`` (delays in whole
-minutes on a 1-minute grid), that value scores 0, as the empirical distribution says. The
-exact input is therefore a histogram of ``2B + 1`` *cells* per group
-(:meth:`Grid.cell_index`): the rows equal to each edge and the rows strictly between two.
-One added or removed row moves ``L``, ``L + T`` and ``n`` by at most 1 each (``L`` only
-together with ``n``), so ``s`` by at most ``dS = max(num, den - num)``. Each candidate
-gets an independent coin ``Bernoulli(exp(-x_i))`` with ``x_i = eps_level * (s_i -
-s_min) / (2 * rows * dS)`` and the output is uniform among the heads (the best
-candidate's coin is always heads): exactly PF's law (a random order and the first
-head), drawn for all candidates and groups at once.
+(``n``: the sub-problem's rows; ``q = num / den`` exactly, from ``q``'s decimal repr, so
+0.1 is 1/10): ``den`` times the distance from the target rank ``q n`` to the split. The
+released value is ``e_c``; the recursion splits the sub-problem *at rank r*: its rows of
+rank ``< r`` go left (candidates ``e_a .. e_c``), the others right (``e_c .. e_b``),
+where rows of one cell are interchangeable (they are equal). Why the split position:
+real data are tied (delays in whole minutes on a 1-minute grid: 2-3 % of a column at one
+value). A split at a value sends all rows tied at it to one side, so every target below
+is rescaled as if the split were at ``q_j n`` when it is up to a whole tie block away --
+on such data the recursion's error stopped falling with ``n`` at 0.1-0.4 % of the rows
+(0.09 % for quartiles, 0.4 % for deciles at a million rows, where OpenDP's quantile, one
+selection per target, reaches 0.01 %). Splitting inside the tie at the selected rank
+removes that bias: the sub-problems are exactly the rows below and above the released
+rank. A last selection (no target left below or above it: every selection of a single
+median) splits nothing, so its candidates are the edges alone, scored ``den`` times the
+distance from ``q n`` to the edge's ranks ``[L, L + T]``: rows tied at an edge cost
+nothing, and ``B + 1`` candidates, not ``(B + 1) (SPLITS + 1)``, enter its error.
+The exact input is a histogram of ``2B + 1`` *cells* per group (:meth:`Grid.cell_index`):
+the rows equal to each edge and the rows strictly between two.
 
-Exact and float-safe: a coin is ``U < exp(-x)`` for its own uniform ``U``, of which only
-as many bits are drawn as the decision needs; a float pre-filter decides when its proven
-error bound allows (relative error ``2**-40 + x 2**-48`` on ``exp(-x)``, libm assumed
-within ``2**-46`` as in :mod:`~dpframe.mechanisms.discrete`), exact rational bounds on
-``exp(-x)`` from ``decimal`` otherwise, drawing 63 more bits of ``U`` until they decide.
-The score is V-shaped in the candidate, so the candidates with ``x < X_NEAR = 11.2`` form
-a window around the best one (found by binary search, in integers): their coins start
-from 53 bits; every other coin has ``exp(-x) < 2**-16`` and starts from 16 bits, which
-decide it (tails) unless all 16 are 0 (then 53 more follow). The uniform choice among
-heads is one integer draw. The output is an edge of the public grid: no floating-point
-value computed from the data is released. Scores are exact integers (int64 while ``den *
-n < 2**61``, Python integers beyond; no overflow, e.g. 1e9 rows a group).
+Privacy: a sub-problem is the group's rows of ranks ``r_a <= r < r_b`` between its
+parents' splits. One added (or removed) row changes exactly one sub-problem of each level
+by that row: a split at ``L + floor(j T / SPLITS)`` puts it on one side and leaves the
+other side's rows as they were (``floor(j (T + 1) / SPLITS)`` is ``floor(j T /
+SPLITS)`` or one more), so a level's selections compose in parallel. In that
+sub-problem ``r`` and ``n`` move by at most 1 each, ``r`` only with ``n`` and the same
+way, so ``s`` by at most ``dS = max(num, den - num)`` (brute-forced in the tests). The
+mechanism's law is ``P(c, j) ~ exp(-x)``, ``x = eps_level * (s - s_min) / (2 * rows *
+dS)``: ``eps_level``-DP for a sub-problem whose person moves its scores by ``rows * dS``.
 
-Time: the work of a selection depends on the data through the size of its window (the
-candidates within ``x < 11.2`` of the best) and the rare exact fallbacks, as
-:mod:`~dpframe.mechanisms.discrete`'s does through its fallback; the far coins cost the
-same wherever the quantile lies. Speed: 1e4 groups x 1000 bins x 3 quantiles draw in
-about 0.1 s, a tenth of a float Gumbel-max exponential mechanism over the same candidates
-(``benchmarks/bench_quantile_draw.py``).
+Exact and float-safe: the law is drawn by rejection (:func:`_select_level`): a proposal
+from tiers of candidates weighted ``2**(-4 t)`` (an exact integer draw), accepted with
+probability ``exp(-x) 2**(4 t)`` by a coin ``U < exp(-x)`` on a uniform ``U``, of which
+only as many bits are drawn as the decision needs; a float pre-filter decides when its
+proven error bound allows (relative error ``2**-40 + x 2**-48`` on ``exp(-x)``, libm
+assumed within ``2**-46`` as in :mod:`~dpframe.mechanisms.discrete`), exact rational bounds
+on ``exp(-x)`` from ``decimal`` otherwise, drawing 63 more bits of ``U`` until they decide.
+The score is V-shaped in the candidates' order (``r`` never decreases), so each tier is
+two intervals around the best candidate, found by binary search, in integers. The output
+is an edge of the public grid: no floating-point value computed from the data is
+released. Scores are exact integers (int64 while ``den * n < 2**61``, Python integers
+beyond; no overflow, e.g. 1e9 rows a group). Permute-and-flip (never worse than the
+exponential mechanism in expected score) has no exact sampler at this speed over
+``(B + 1) (SPLITS + 1)`` candidates; measured on the benchmark's data its rank errors
+equalled the exponential mechanism's within their standard errors.
+
+Time: the number of proposals is random (each accepted with probability at least
+``exp(-2.8)``, about 1/3 on average) and independent of where the quantile lies only
+in law, as :mod:`~dpframe.mechanisms.discrete`'s fallback is. Speed: 1e4 groups x 1000
+bins x 3 quantiles draw in about 0.3 s (``benchmarks/bench_quantile_draw.py``).
 
 How its error behaves
 ---------------------
 The error is in *ranks*: the distance from ``q n`` to the released value's ranks ``[L,
 L + T]`` (rows below it, and equal to it), the rows between it and the true quantile; it
-does not grow with ``n`` (so the relative rank error ``|F(q_hat)
-- q|`` falls as ``1 / n``). One selection at relative target ``q'`` over ``K <= B + 1``
-candidates, with ``eps_level = epsilon / (D * sides)``, misses its sub-problem's target by
-more than
+does not grow with ``n`` (so the relative rank error ``|F(q_hat) - q|`` falls as ``1 /
+n``). One selection at relative target ``q'`` over ``M = (B + 1) (SPLITS + 1)``
+candidates, with ``eps_level = epsilon / (D * sides)``, puts its split more than
 
-    t(beta) = 2 * rows * max(q', 1 - q') / eps_level * ln(K / beta)
+    t(beta) = 2 * rows * max(q', 1 - q') / eps_level * ln(M / beta)
 
-rows more than its best candidate does (the rank error of a candidate is the distance from
-``q' n`` to its ranks ``[L, L + T]``) with probability at most ``beta``: a candidate is
-output only if its coin is heads, so ``P(out = c) <= exp(-x_c)``, and a union bound over
-the candidates. The recursion sends the rows ``< e_j`` of a released ``e_j`` to the
-left part (candidates ``e_a .. e_j``) and the rows ``>= e_j`` to the right (candidates
-``e_j .. e_b``), so a row is in one part per level. A sub-problem lies
-between two released targets ``a`` and ``b`` (or the ends, which have no error), whose
+rows further from its target than its best candidate does with probability at most
+``beta`` (the exponential mechanism: ``P(out = u) <= exp(-x_u)`` since the best
+candidate's weight is 1, and a union bound over the candidates); the released edge's
+ranks hold the split, so its rank error is at most the split's. A sub-problem lies
+between two released splits ``a`` and ``b`` (or the ends, which have no error), whose
 errors move its target: ``E_t <= t_t(beta) + (1 - q'_t) E_a + q'_t E_b``. With ``beta =
 (1 - level) / d_t`` for the ``d_t <= D`` selections target ``t`` depends on,
 :meth:`QuantilePlan.rank_error` is the largest such ``E_t``: a data-free bound, shown
@@ -80,11 +95,10 @@ is ``epsilon / (D sides)`` and up to ``D`` errors add) and only logarithmically 
 bins: far slower than the ``m`` ways split of one selection per quantile.
 
 Not counted: the rows strictly inside one bin (a released value is an edge, so a
-selection's best edge is up to half its fullest bin's inside from its target, and a
+selection's best split is up to half its fullest bin's inside from its target, and a
 quantile carries up to ``d_t`` such halves: choose the grid finer than the precision
-wanted, 1000 bins by default), and a split's ties: the rows equal to a released ``e_j``
-all go right, so a part's targets, rescaled as if the split were at ``q_j n``, move by up
-to their share of that tie (rows tied at an edge a selection outputs cost nothing).
+wanted, 1000 bins by default), and the spacing of the split positions inside a tie (the
+best of them is within ``T / (2 SPLITS) + 1`` rows of the target).
 
 Examples
 --------
@@ -135,8 +149,14 @@ __all__ = [
 #: Bins of a grid built from the bounds when neither ``bins`` nor ``resolution`` is given.
 DEFAULT_BINS = 1000
 
-#: Candidates (coins) handled at once: the work arrays stay a few MB.
+#: Groups handled at once: the work arrays stay a few MB.
 _CHUNK = 1 << 20
+
+#: Split positions inside the rows tied at an edge: a selection picks an edge and ``j /
+#: SPLITS`` of the part's rows tied at it, ``j = 0 .. SPLITS``, to send left; the
+#: recursion then splits exactly there (candidates a part: ``(B + 1) (SPLITS + 1) <
+#: 2**30`` for ``B <= QUANTILE_MAX_BINS``).
+SPLITS = 512
 
 #: The float pre-filter's relative error bound on ``exp(-x)``: ``2**-40`` covers the libm
 #: error (``LIBM_RELATIVE_ERROR = 2**-46`` in :mod:`~dpframe.mechanisms.discrete`) and the
@@ -145,13 +165,18 @@ _CHUNK = 1 << 20
 _REL_CONST = 2.0**-40
 _REL_PER_X = 2.0**-48
 #: ``exp`` is evaluated at ``min(x, 700)``: past it ``exp(-x) < 2**-1009``, far below the
-#: smallest nonzero ``U`` (``2**-53``), and the bound still holds (it only over-states).
+#: smallest nonzero ``U`` (``2**-85``), and the bound still holds (it only over-states).
 _X_CLAMP = 700.0
 _U_BITS = 53
-#: A candidate is "far" when ``x >= X_NEAR``: then ``exp(-x) < 2**-FAR_BITS`` (``X_NEAR /
-#: FAR_BITS = 0.7 > ln 2``), and its coin first draws only ``FAR_BITS`` bits.
-_FAR_BITS = 16
-_X_NEAR = Fraction(7 * _FAR_BITS, 10)
+#: The rejection sampler's tiers: tier ``t`` holds the candidates with ``t TIER_X <= x <
+#: (t + 1) TIER_X`` and is proposed with weight ``2**(-TIER_BITS t)`` a candidate, which
+#: bounds ``exp(-x)`` there (``TIER_X = 2.8 > TIER_BITS ln 2 = 2.77``); the last tier,
+#: ``x >= TIERS TIER_X``, with ``2**-32``: its candidates' total weight is below 1/4 of
+#: the best one's. The integer weights (``count << TIER_BITS (TIERS - t)``) stay below
+#: ``2**62`` for fewer than ``2**30`` candidates.
+_TIER_X = Fraction(14, 5)
+_TIER_BITS = 4
+_TIERS = 8
 #: Scores are int64 while ``den * n < 2**61`` (a gap plus a threshold stays below 2**62);
 #: Python integers beyond.
 _INT_SAFE = 2**61
@@ -491,13 +516,15 @@ def levels(m: int) -> int:
 @dataclass(frozen=True)
 class _Node:
     """One selection: target ``j`` between the released targets ``a`` and ``b`` (``-1``
-    and ``m`` are the ends), at the rescaled target ``num / den``."""
+    and ``m`` are the ends), at the rescaled target ``num / den``; ``split``: targets
+    below or above it are still to come (the recursion splits at its output)."""
 
     j: int
     a: int
     b: int
     num: int
     den: int
+    split: bool
 
 
 def _fraction(q: float) -> Fraction:
@@ -515,8 +542,9 @@ def _tree(q: tuple[float, ...]) -> list[list[_Node]]:
             j = (i0 + i1) // 2
             a, b = i0 - 1, i1
             rel = (fq[j + 1] - fq[a + 1]) / (fq[b + 1] - fq[a + 1])
-            level.append(_Node(j, a, b, rel.numerator, rel.denominator))
-            nxt += [(s, e) for s, e in ((i0, j), (j + 1, i1)) if s < e]
+            children = [(s, e) for s, e in ((i0, j), (j + 1, i1)) if s < e]
+            level.append(_Node(j, a, b, rel.numerator, rel.denominator, bool(children)))
+            nxt += children
         out.append(level)
         todo = nxt
     return out
@@ -672,12 +700,13 @@ class QuantilePlan:
 
         For each released quantile the distance from ``q n`` to its ranks ``[L, L + T]``
         (rows below it, and equal to it) is at most ``rank_error(level)`` with probability
-        at least ``level`` (not counted: rows strictly inside one bin, and the ties at a
-        released value that splits the recursion). One
-        selection at relative target ``q' = num / den`` over ``K <= B + 1`` candidates
-        misses its sub-problem's target by more than ``t(beta) = 2 rows max(q', 1 - q') /
-        eps_level * ln(K / beta)`` rows with probability at most ``beta`` (``P(out = c)
-        <= exp(-x_c)`` and a union over the candidates). The sub-problem of target ``t``
+        at least ``level`` (not counted: rows strictly inside one bin, and the spacing of
+        the split positions inside a tie, ``T / (2 SPLITS) + 1``). One selection at
+        relative target ``q' = num / den`` over ``M = (B + 1) (SPLITS + 1)`` candidates
+        (``B + 1`` for a last selection, which splits nothing) misses its sub-problem's
+        target by more than ``t(beta) = 2 rows max(q', 1 - q') / eps_level * ln(M /
+        beta)`` rows with probability at most ``beta`` (``P(out = u)
+        <= exp(-x_u)`` and a union over the candidates). The sub-problem of target ``t``
         lies between the released targets ``a`` and ``b`` (the ends: no error), so its
         error is ``E_t <= t_t(beta) + (1 - q'_t) E_a + q'_t E_b``. With ``beta = (1 -
         level) / d_t`` for the ``d_t`` selections ``t`` depends on (a union bound), the
@@ -696,7 +725,7 @@ class QuantilePlan:
         Examples
         --------
         >>> plan = plan_quantiles(0.5, uniform_grid(0, 1, bins=99), epsilon=1.0)
-        >>> round(plan.rank_error(0.95), 3)   # 2 * 0.5 / 1 * ln(100 / 0.05)
+        >>> round(plan.rank_error(0.95), 3)   # 2 * 0.5 / 1 * ln(100 / 0.05): an edge only
         7.601
         """
         beta_total = 1.0 - _check_level(level)
@@ -712,7 +741,8 @@ class QuantilePlan:
             if node is None:  # an end: no error
                 return 0.0
             qr = node.num / node.den
-            own = 2 * self.rows * max(qr, 1 - qr) / self.epsilon_level * (log_k - math.log(beta))
+            log_m = log_k + math.log(SPLITS + 1) if node.split else log_k
+            own = 2 * self.rows * max(qr, 1 - qr) / self.epsilon_level * (log_m - math.log(beta))
             return own + (1 - qr) * bound(node.a, beta) + qr * bound(node.b, beta)
 
         return max(bound(t, beta_total / depth(t)) for t in range(len(self.q)))
@@ -862,136 +892,182 @@ def _draw_indices(
         bool(groups)
         and max(n.den for lvl in tree for n in lvl) * int(cum[:, -1].max()) >= _INT_SAFE
     )
-    # the edge index of each released target; column m + 1 is 0 (the start), m the end
-    found = np.empty((groups, m + 2), dtype=np.int64)
-    found[:, m] = bins
-    found[:, m + 1] = 0
+    # each released target's edge index and split rank; column m + 1 is the start (edge
+    # 0, rank 0), column m the end (edge B, rank n)
+    edge = np.empty((groups, m + 2), dtype=np.int64)
+    rank = np.empty((groups, m + 2), dtype=np.int64)
+    edge[:, m], rank[:, m] = bins, cum[:, -1]
+    edge[:, m + 1], rank[:, m + 1] = 0, 0
     for level in tree:
-        found[:, [n.j for n in level]] = _select_level(cum, found, level, eps, rows, big, rng)
-    return found[:, :m]
+        cols = [n.j for n in level]
+        edge[:, cols], rank[:, cols] = _select_level(cum, edge, rank, level, eps, rows, big, rng)
+    return edge[:, :m]
 
 
 def _select_level(
     cum: np.ndarray,
-    found: np.ndarray,
+    edge: np.ndarray,
+    rank: np.ndarray,
     level: list[_Node],
     eps: Fraction,
     rows: int,
     big: bool,
     rng: np.random.Generator,
-) -> np.ndarray:
-    """One level's selections for every group: ``(groups, len(level))`` edge indices.
+) -> tuple[np.ndarray, np.ndarray]:
+    """One level's selections for every group: the released edge indices and split
+    ranks, each ``(groups, len(level))``.
 
-    A part (a group's sub-problem) between the released edges ``e_a`` and ``e_b`` holds
-    the rows ``>= e_a`` (all rows at the start) and ``< e_b`` (all rows ``<= e_B`` at
-    the end): the cells ``2a`` to ``2b - 1`` (to ``2B`` at the end), so the parts of a
-    level are disjoint. Its candidate ``e_c`` has the rows ``L(c)`` below it and ``U(c)
-    = L(c) + T(c)`` at or below it, and the score ``max(0, f(c), -h(c))`` with ``f = den
-    * L - num * n`` and ``h = den * U - num * n``, both non-decreasing in ``c``.
+    A part (a group's sub-problem) between the released targets ``a`` and ``b`` holds the
+    group's rows of ranks ``r_a <= r < r_b`` (in the order of their cells, rows of one
+    cell in any order: they are equal), so the parts of a level are disjoint. Its
+    candidates are ``u = (c - a) * (SPLITS + 1) + j``: edge ``e_c`` (``a <= c <= b``)
+    with ``j / SPLITS`` of the part's rows tied at ``e_c`` sent left. Its rank ``r(u) =
+    L(c) + floor(j T(c) / SPLITS)`` (``L``: the part's rows below ``e_c``, ``T``: equal to
+    it) is non-decreasing in ``u``, so ``d(u) = den * r(u) - num * n`` is too, and the
+    score ``|d(u)|`` is V-shaped: the candidates within a score of the best one form an
+    interval, found by binary search.
 
-    Each part flips a coin per candidate. The score is V-shaped in the candidate, so the
-    candidates whose coin
-    can be heads with probability above ``2**-FAR_BITS`` form a window around the best
-    one, found by binary search: their coins are drawn from 53 bits (and more when
-    needed). Every other candidate ("far": ``x >= X_NEAR``, so ``exp(-x) < 2**-FAR_BITS``)
-    draws ``FAR_BITS`` bits ``u``: ``U >= 2**-FAR_BITS > exp(-x)`` unless ``u == 0``, and
-    only those coins go on to 53 more bits. Every coin is its own uniform, compared
-    exactly with ``exp(-x)``.
+    The exponential mechanism's law ``P(u) ~ exp(-x(u))``, ``x = eps * (|d| - best) / (2
+    rows dS)``, is drawn by rejection, exactly: the candidates fall in tiers, tier ``t``
+    holding those with ``t * TIER_X <= x < (t + 1) * TIER_X`` (the last: ``x >= TIERS *
+    TIER_X``); a proposal picks tier ``t`` with weight ``2**(-TIER_BITS t)`` per
+    candidate (an exact integer draw), a candidate of it uniformly, and accepts it with
+    probability ``exp(-x) * 2**(TIER_BITS t) <= 1`` (``TIER_X > TIER_BITS ln 2``): a coin
+    ``U < exp(-x)`` with ``U`` uniform in ``[0, 2**(-TIER_BITS t))``. An accepted
+    proposal has the law ``exp(-x(u)) / sum``, and each is accepted with probability at
+    least ``exp(-TIER_X)``, about 1/3 on average.
     """
     groups, width = cum.shape
     k = len(level)
     ints: Any = object if big else np.int64
-    m = found.shape[1] - 2
-    start_col = m + 1  # target -1, the start, is the last column
-    lo = found[:, [n.a if n.a >= 0 else start_col for n in level]].ravel()  # per part
-    hi = found[:, [n.b for n in level]].ravel()
+    m = edge.shape[1] - 2
+    acol = [n.a if n.a >= 0 else m + 1 for n in level]  # target -1, the start: column m + 1
+    bcol = [n.b for n in level]
+    lo, hi = edge[:, acol].ravel(), edge[:, bcol].ravel()
+    r_lo, r_hi = rank[:, acol].ravel(), rank[:, bcol].ravel()
+    parts = lo.size
     node = np.tile(np.arange(k), groups)
-    at_end = np.array([n.b == m for n in level])[node]
-    top = np.where(at_end, width - 1, 2 * hi)  # the part's cells are 2 lo .. top - 1
     row = np.repeat(np.arange(groups, dtype=np.int64) * width, k)
     flat = cum.ravel()
-    start = flat[row + 2 * lo]
-    n = (flat[row + top] - start).astype(ints)
+    split = np.array([x.split for x in level])[node]
+    pos = np.where(split, SPLITS + 1, 1)  # a last selection only picks an edge
+    size = (hi - lo + 1) * pos  # candidates of each part (< 2**30)
     num = np.array([x.num for x in level], dtype=ints)[node]
     den = np.array([x.den for x in level], dtype=ints)[node]
-    target = num * n
+    target = num * (r_hi - r_lo).astype(ints)
 
-    def f(c: np.ndarray, part: Any = slice(None)) -> np.ndarray:
-        # den * L(c) - num * n of part `part` at candidates c: non-decreasing in c
-        return den[part] * (flat[row[part] + 2 * c] - start[part]).astype(ints) - target[part]
+    def ranks(u: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # the ranks [low, high] of candidate u (int64): its split (low = high), or for
+        # a last selection its edge's rows below and at or below it
+        c = lo[part] + u // pos[part]
+        a, b = r_lo[part], r_hi[part]
+        below = np.clip(flat[row[part] + 2 * c], a, b) - a
+        tied = np.clip(flat[row[part] + 2 * c + 1], a, b) - a - below
+        at = below + _tied_share(tied, u % pos[part])
+        return np.where(split[part], at, below), np.where(split[part], at, below + tied)
 
-    def h(c: np.ndarray, part: Any = slice(None)) -> np.ndarray:
-        # den * U(c) - num * n (U: rows <= e_c in the part): non-decreasing, >= f
-        at = flat[row[part] + np.minimum(2 * c + 1, top[part])]
-        return den[part] * (at - start[part]).astype(ints) - target[part]
+    def score(u: np.ndarray, part: np.ndarray) -> np.ndarray:
+        low, high = ranks(u, part)
+        t = target[part]
+        return np.maximum(np.maximum(den[part] * low.astype(ints) - t, t - den[part] * high), 0)
 
-    def score(c: np.ndarray, part: Any = slice(None)) -> np.ndarray:
-        return np.maximum(np.maximum(f(c, part), -h(c, part)), 0)
-
-    def first_at_least(value: Any, v: np.ndarray) -> np.ndarray:  # first c: value(c) >= v
-        a, b = lo.copy(), hi + 1
+    def first_at_least(v: np.ndarray, part: np.ndarray, high: bool) -> np.ndarray:
+        # the first u of each part with den * r(u) - num * n >= v (size if none), r its
+        # high or low rank (one for a split): r(u) >= need, both non-decreasing in u
+        n = r_hi[part] - r_lo[part]
+        need = -((target[part] + v) // -den[part])  # ceil: exact in Python integers too
+        need = np.minimum(np.maximum(need, 0), n + 1).astype(np.int64)
+        # the first edge c whose rows <= e_c (high, or a split's top) or < e_c (low)
+        # reach rank r_lo + need
+        at = r_lo[part] + need
+        odd = (split[part] | high).astype(np.int64)
+        a, b = lo[part].copy(), hi[part].copy()
+        base = row[part] + odd
         while (open_ := np.flatnonzero(a < b)).size:
             mid = (a[open_] + b[open_]) // 2
-            ok = value(mid, open_) >= v[open_]
+            ok = flat[base[open_] + 2 * mid] >= at[open_]
             b[open_[ok]] = mid[ok]
             a[open_[~ok]] = mid[~ok] + 1
-        return a
+        found = np.clip(flat[base + 2 * a], r_lo[part], r_hi[part]) - r_lo[part] >= need
+        below = np.clip(flat[row[part] + 2 * a], r_lo[part], r_hi[part]) - r_lo[part]
+        tied = np.clip(flat[row[part] + 2 * a + 1], r_lo[part], r_hi[part]) - r_lo[part] - below
+        # a split: then the first j with floor(j T / SPLITS) >= need - L, a float guess
+        # made exact
+        short = np.where(split[part], np.minimum(np.maximum(need - below, 0), tied), 0)
+        j = np.ceil(short / np.maximum(tied, 1) * SPLITS).clip(0, SPLITS).astype(np.int64)
+        while (low := np.flatnonzero(_tied_share(tied, j) < short)).size:
+            j[low] += 1
+        while (up := np.flatnonzero((j > 0) & (_tied_share(tied, j - 1) >= short))).size:
+            j[up] -= 1
+        return np.where(found, (a - lo[part]) * pos[part] + j, size[part])
 
-    # the best: score -h(c) > 0 falls until h(c) >= 0, then max(0, f(c)) rises
-    best = first_at_least(h, np.zeros_like(target))  # h(hi) = (den - num) n >= 0
-    right = np.maximum(f(best), 0)
-    left = -h(np.maximum(best - 1, lo))
-    smin = np.where(best > lo, np.minimum(left, right), right)
+    every = np.arange(parts)
+    zero = np.zeros(parts, dtype=ints)
+    # the best: the score den * (L - q n) or (q n - U) falls until U reaches q n, then rises
+    best = first_at_least(zero, every, high=True)  # U(last) = n: always found
+    smin = score(best, every)
+    left_score = score(np.maximum(best - 1, 0), every)
+    smin = np.where((best > 0) & (left_score < smin), left_score, smin)
+
+    # tier thresholds: score(u) < smin + G_t  <=>  x(u) < t * TIER_X  (G_t = ceil(t TIER_X / f))
     factors = [eps / (2 * rows * _sensitivity(x.num, x.den)) for x in level]
-    near = [math.ceil(_X_NEAR / f) for f in factors]  # gap >= near: x >= X_NEAR exactly
-    if not big:  # every gap is below 2**61: a larger threshold changes nothing
-        near = [min(t, _INT_SAFE) for t in near]
-    reach = smin + np.array(near, dtype=ints)[node]
-    c1 = first_at_least(h, 1 - reach)  # score(c) < reach: -h(c) < reach and f(c) < reach
-    c2 = first_at_least(f, reach) - 1
+    gaps = [[math.ceil(t * _TIER_X / f) for t in range(1, _TIERS + 1)] for f in factors]
+    if not big:  # |d| < 2**61: a larger threshold changes nothing
+        gaps = [[min(g, _INT_SAFE) for g in row_] for row_ in gaps]
+    bound = smin[:, None] + np.array(gaps, dtype=ints)[node]  # (parts, TIERS)
+    qpart = np.repeat(every, _TIERS)
+    flat_bound = bound.ravel()
+    # score < bound: den * U - q n > -bound and den * L - q n < bound
+    inner_lo = first_at_least(1 - flat_bound, qpart, high=True).reshape(parts, _TIERS)
+    inner_hi = first_at_least(flat_bound, qpart, high=False).reshape(parts, _TIERS)
+    # inner_t = [lo_t, hi_t): x < t * TIER_X, t = 0 .. TIERS + 1 (0: empty at best, last: all)
+    ilo = np.column_stack([best, inner_lo, np.zeros(parts, dtype=np.int64)])
+    ihi = np.column_stack([best, inner_hi, size])
+    left_len = ilo[:, :-1] - ilo[:, 1:]  # tier t = inner_{t+1} minus inner_t: two pieces
+    count = left_len + (ihi[:, 1:] - ihi[:, :-1])
+    shift = _TIER_BITS * (_TIERS - np.arange(_TIERS + 1))
+    mass = count << shift  # per candidate 2**(TIER_BITS (TIERS - t)): total < 2**62
 
-    # the window's coins
-    wlen = c2 - c1 + 1
-    wend = np.cumsum(wlen)
-    wpart = np.repeat(np.arange(lo.size), wlen)
-    cand = c1[wpart] + np.arange(int(wend[-1]), dtype=np.int64) - (wend - wlen)[wpart]
-    gap = score(cand, wpart) - smin[wpart]
-    u = rng.integers(0, 1 << _U_BITS, size=cand.size, dtype=np.int64)
-    heads = _coins(gap, node[wpart], factors, u, _U_BITS, rng)
-    hpart, hcand = wpart[heads], cand[heads]
+    cum_mass = np.cumsum(mass, axis=1)
+    chosen = np.empty(parts, dtype=np.int64)
+    active = every
+    while active.size:
+        cm = cum_mass[active]
+        pick = rng.integers(0, cm[:, -1], dtype=np.int64)
+        t = (pick[:, None] >= cm).sum(axis=1)  # the tier: first with cm > pick
+        rel = pick - (cm[np.arange(active.size), t] - mass[active, t])
+        i = rel >> shift[t]  # uniform among the tier's candidates
+        ll = left_len[active, t]
+        u = np.where(i < ll, ilo[active, t + 1] + i, ihi[active, t] + (i - ll))
+        gap = score(u, active) - smin[active]
+        u53 = rng.integers(0, 1 << _U_BITS, size=active.size, dtype=np.int64)
+        ok = _coins(gap, node[active], factors, u53, _U_BITS + _TIER_BITS * t, rng)
+        chosen[active[ok]] = u[ok]
+        active = active[~ok]
 
-    # the far coins: FAR_BITS bits each, and 53 more for those whose bits are all 0
-    flen = (hi - lo + 1) - wlen
-    fend = np.cumsum(flen)
-    total = int(fend[-1])
-    zero = np.flatnonzero(rng.integers(0, 1 << _FAR_BITS, size=total, dtype=np.uint16) == 0)
-    if zero.size:
-        zpart = np.searchsorted(fend, zero, side="right")
-        offset = zero - (fend - flen)[zpart]
-        before = c1[zpart] - lo[zpart]
-        zcand = np.where(offset < before, lo[zpart] + offset, c2[zpart] + 1 + offset - before)
-        zgap = score(zcand, zpart) - smin[zpart]
-        zu = rng.integers(0, 1 << _U_BITS, size=zero.size, dtype=np.int64)
-        zheads = _coins(zgap, node[zpart], factors, zu, _FAR_BITS + _U_BITS, rng)
-        hpart = np.concatenate([hpart, zpart[zheads]])
-        hcand = np.concatenate([hcand, zcand[zheads]])
+    out_edge = lo + chosen // pos
+    out_rank = r_lo + ranks(chosen, every)[0]  # a split's rank (unused after a last one)
+    return out_edge.reshape(groups, k), out_rank.reshape(groups, k)
 
-    # uniform among each part's heads (the best candidate's coin is always heads)
-    order = np.lexsort((hcand, hpart))
-    hcand = hcand[order]
-    count = np.bincount(hpart, minlength=lo.size)
-    pick = rng.integers(0, count, dtype=np.int64)
-    return hcand[np.cumsum(count) - count + pick].reshape(groups, k)
+
+def _tied_share(tied: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """``floor(j * tied / SPLITS)`` in int64 without overflow (``tied < 2**62``)."""
+    return (tied // SPLITS) * j + (tied % SPLITS) * j // SPLITS
 
 
 def _score(below: np.ndarray, upto: np.ndarray, n: Any, num: Any, den: Any) -> np.ndarray:
-    """The score ``max(0, den * L - num * n, num * n - den * U)`` of candidates with ``L``
-    rows below them and ``U`` at or below them in a sub-problem of ``n`` rows at target
-    ``num / den``: ``den`` times the distance from the target rank ``q n`` to the
-    candidate's ranks ``[L, U]`` (0 is the best; rows tied at a candidate cost nothing).
-    One row added or removed moves it by at most ``max(num, den - num)``: it moves
-    ``L``, ``U`` and ``n`` by at most 1 each, and ``L`` (``U``) together with ``n``."""
-    return np.maximum(np.maximum(den * below - num * n, num * n - den * upto), 0)
+    """The score ``|den * r - num * n|`` of split candidates with ``r`` rows below the
+    split, in a sub-problem of ``n`` rows at target ``num / den``: ``den`` times the
+    distance from the target rank ``q n`` to the split (0 is the best). ``below`` and
+    ``upto`` give a candidate's rows below its edge and at or below it; ``r`` runs over
+    ``below + floor(j (upto - below) / SPLITS)``, ``j = 0 .. SPLITS`` (a last axis). One
+    row added or removed moves ``r`` and ``n`` by at most 1 each, ``r`` only together
+    with ``n`` and in the same direction, so the score by at most ``max(num, den -
+    num)``."""
+    below = np.asarray(below)[..., None]
+    tied = np.asarray(upto)[..., None] - below
+    j = np.arange(SPLITS + 1)
+    return np.abs(den * (below + tied * j // SPLITS) - num * n)
 
 
 def _sensitivity(num: int, den: int) -> int:
@@ -1004,15 +1080,16 @@ def _coins(
     node: np.ndarray,
     factors: list[Fraction],
     u: np.ndarray,
-    bits: int,
+    bits: np.ndarray | int,
     rng: np.random.Generator,
 ) -> np.ndarray:
-    """Independent exact coins ``Bernoulli(exp(-gap * factors[node]))``.
+    """Independent exact coins ``U < exp(-gap * factors[node])``.
 
-    A coin is heads iff ``U < exp(-x)`` with ``U`` uniform in [0, 1), of which ``u`` (an
-    int below ``2**53``) gives the known bits: ``U`` is in ``[u, u + 1) / 2**bits``. The
-    float pre-filter decides when that interval lies clear of ``exp(-x_f) (1 +- rel)``,
-    the exact fallback (:func:`_exact_coin`) otherwise.
+    ``U`` is uniform in ``[u, u + 1) / 2**bits`` (``u`` an int below ``2**53``, ``bits``
+    per coin or one for all; with ``bits = 53 + b`` a coin is heads with probability
+    ``exp(-x) * 2**b`` when that is at most 1). The float pre-filter decides when that
+    interval lies clear of ``exp(-x_f) (1 +- rel)``, the exact fallback
+    (:func:`_exact_coin`) otherwise.
     """
     scale = np.array([float(f) for f in factors], dtype=np.float64)
     x = gap.astype(np.float64) * scale[node]
@@ -1020,13 +1097,14 @@ def _coins(
     rel = x * _REL_PER_X
     rel += _REL_CONST
     p = np.exp(-x)
-    step = 2.0**-bits
+    nbits = np.broadcast_to(np.asarray(bits, dtype=np.int64), gap.shape)
+    step = np.ldexp(1.0, -nbits)
     low = u * step  # exact: u < 2**53
     heads = (low + step) <= p * (1.0 - rel)
     tails = low >= p * (1.0 + rel)
     for i in np.flatnonzero(~(heads | tails)):
         x_exact = int(gap[i]) * factors[int(node[i])]
-        heads[i] = _exact_coin(int(u[i]), bits, x_exact, rng)
+        heads[i] = _exact_coin(int(u[i]), int(nbits[i]), x_exact, rng)
     return heads
 
 

@@ -1541,10 +1541,10 @@ def quantile_grid(stat: Statistic) -> Any:
 
 
 def _plan_quantile(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> StatisticPlan:
-    """Quantiles by the recursive ApproximateQuantiles with permute-and-flip at each
-    level (:mod:`dpframe.mechanisms.quantile`): ``epsilon`` covers every probability of
-    the statistic, every group (disjoint) and, under a person unit, ``max_groups`` groups
-    of ``max_rows`` rows a person."""
+    """Quantiles by the recursive ApproximateQuantiles with an exact exponential
+    mechanism over split candidates at each level (:mod:`dpframe.mechanisms.quantile`):
+    ``epsilon`` covers every probability of the statistic, every group (disjoint) and,
+    under a person unit, ``max_groups`` groups of ``max_rows`` rows a person."""
     from dpframe.mechanisms.quantile import plan_quantiles, quantile_sides
 
     rows, sides = quantile_sides(unit, neighbours)
@@ -1564,7 +1564,7 @@ def _plan_quantile(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> Stati
     scale = 2.0 * rows / kernel.epsilon_level
     return StatisticPlan(
         statistic=stat,
-        mechanism="permute_and_flip",
+        mechanism="exponential",
         epsilon=stat.epsilon,
         sensitivity=float(rows),
         scale=scale,
@@ -1639,12 +1639,13 @@ def quantile(
 
     The candidates are the edges of a grid on ``[lower, upper]`` (step ``resolution``,
     default 1000 bins); the quantiles are chosen by the recursive ApproximateQuantiles of
-    Kaplan, Schnapp & Stemmer (ICML 2022) with permute-and-flip at each of its
-    ``ceil(log2(len(q) + 1))`` levels, exactly (:mod:`dpframe.mechanisms.quantile`). Each
-    released value is a grid edge in ``[lower, upper]``, non-decreasing in ``q``; every
-    group is released, an empty one too. One column per probability: ``<column>_q25``,
-    ``<column>_q50``, ... (``<column>_q2_5`` for 0.025); with ``name=``, ``<name>`` for
-    one probability, else ``<name>_q25``, ...
+    Kaplan, Schnapp & Stemmer (ICML 2022) with an exact exponential mechanism at each
+    of its ``ceil(log2(len(q) + 1))`` levels, splitting inside tied rows
+    (:mod:`dpframe.mechanisms.quantile`). Each released value is a grid edge in
+    ``[lower, upper]``, non-decreasing in ``q``; every group is released, an empty one
+    too. One column per probability: ``<column>_q25``, ``<column>_q50``, ...
+    (``<column>_q2_5`` for 0.025); with ``name=``, ``<name>`` for one probability, else
+    ``<name>_q25``, ...
 
     Examples
     --------

@@ -51,7 +51,7 @@ def quantile_spec(tmp_path: Path) -> Path:
 def test_the_plan_shows_the_rank_error_before_anything_is_spent(quantile_spec: Path):
     planned = plan(load_spec(quantile_spec))
     rows = planned.rows.filter(pl.col("release") == "income_quantiles")
-    assert rows["mechanism"].to_list() == ["permute_and_flip"] * 2
+    assert rows["mechanism"].to_list() == ["exponential"] * 2
     assert rows["statistic"].to_list() == ["income_median", "age"]
     assert all("rank error" in note for note in rows["note"].to_list())
 
@@ -70,5 +70,5 @@ def test_the_run_publishes_every_group_checks_and_reports_the_quantiles(quantile
     assert all(c.success for c in check(spec))  # again, from the published files
     page = (out / "report.html").read_text()
     assert "Release income_quantiles" in page
-    for column in ("income_median", "age_q10", "age_q90", "permute_and_flip"):
+    for column in ("income_median", "age_q10", "age_q90", "exponential"):
         assert column in page

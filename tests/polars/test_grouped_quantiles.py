@@ -2,7 +2,7 @@
 
 Every public group is released (an empty one too), each value a grid edge inside
 ``[lower, upper]``, non-decreasing in ``q``; the release is charged its epsilon once
-(``permute_and_flip``), shows a rank error before anything is spent and after release
+(``exponential``), shows a rank error before anything is spent and after release
 (``accuracy()``), and its suite checks bounds, nulls and order.
 """
 
@@ -55,7 +55,7 @@ def test_every_group_released_inside_the_bounds_on_the_grid_and_non_decreasing(p
     assert np.allclose(quantiles * 10, np.round(quantiles * 10))
     assert np.allclose(grid[:, 3] * 2, np.round(grid[:, 3] * 2))
     entries = acct.ledger
-    assert [e.mechanism for e in entries] == ["permute_and_flip"] * 2
+    assert [e.mechanism for e in entries] == ["exponential"] * 2
     assert [e.epsilon for e in entries] == [1.0, 0.5]
     assert acct.spent.epsilon == pytest.approx(1.5)
 
@@ -84,7 +84,7 @@ def test_summary_states_the_rank_error_before_anything_is_spent(people):
     summary = _release(people, acct).summarize()
     assert acct.spent.epsilon == 0.0
     row = summary.row(0, named=True)
-    assert row["mechanism"] == "permute_and_flip" and row["epsilon"] == 1.0
+    assert row["mechanism"] == "exponential" and row["epsilon"] == 1.0
     assert "rank error" in row["note"] and f"<= {row['error95']:.0f} rows" in row["note"]
 
 
