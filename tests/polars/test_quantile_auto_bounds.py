@@ -162,3 +162,22 @@ def test_a_spec_with_an_auto_bound_median_plans_runs_and_checks(tmp_path):
     ]
     assert {"column": "x_median", "min_value": lo, "max_value": hi} in between
     assert f"bounds of x found by the first pass: [{lo:g}, {hi:g}]" in result.report.read_text()
+
+
+@pytest.mark.slow
+def test_spark_finds_the_same_bounds_and_releases_the_same_quantiles(spark):
+    """Both engines histogram the pass and the candidates by comparison with the same
+    edges: the same seed gives the same charges, bounds and quantiles."""
+    from polars.testing import assert_frame_equal
+
+    df = frame(2000)
+    results = []
+    for data in (df.lazy(), spark.createDataFrame(df.to_arrow())):
+        acct = Accountant(epsilon=2.0)
+        rel = grouped(data, acct, quartiles())
+        table = rel.collect().sort("g")
+        charges = [(e.mechanism, e.epsilon, e.details.get("bounds_found")) for e in acct.ledger]
+        results.append((table, charges, rel.bounds_found))
+    (t1, c1, b1), (t2, c2, b2) = results
+    assert c1 == c2 and b1 == b2
+    assert_frame_equal(t1, t2)
