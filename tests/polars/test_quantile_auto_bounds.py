@@ -138,6 +138,15 @@ def test_the_auto_bounds_median_is_as_accurate_as_with_the_true_bounds():
     assert bounds[0] <= 2 * bounds[1]  # comparable: within twice the true bounds' bound
 
 
+def between(check: object) -> list[dict]:
+    """The bounds each ``expect_column_values_to_be_between`` of a check's suite holds."""
+    return [
+        e["kwargs"]
+        for e in check.suite["suites"]["main"]["expectations"]
+        if e["type"] == "expect_column_values_to_be_between"
+    ]
+
+
 def test_a_spec_with_an_auto_bound_median_plans_runs_and_checks(tmp_path):
     df = frame()
     stat = {"stat": "median", "column": "x", "lower": "auto", "upper": "auto", "epsilon": 1.0}
@@ -155,12 +164,7 @@ def test_a_spec_with_an_auto_bound_median_plans_runs_and_checks(tmp_path):
     assert facts["bounds_found"] == {"x_median": {"x": [lo, hi]}}
     # the suite checks the median inside the bounds found (read from the ledger entries)
     (check,) = result.checks
-    between = [
-        e["kwargs"]
-        for e in check.suite["suites"]["main"]["expectations"]
-        if e["type"] == "expect_column_values_to_be_between"
-    ]
-    assert {"column": "x_median", "min_value": lo, "max_value": hi} in between
+    assert {"column": "x_median", "min_value": lo, "max_value": hi} in between(check)
     assert f"bounds of x found by the first pass: [{lo:g}, {hi:g}]" in result.report.read_text()
 
 
