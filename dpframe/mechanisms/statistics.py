@@ -55,7 +55,6 @@ from dpframe.core.constraints import (
     QUANTILE_STATISTICS,
     check,
     check_auto_bounds,
-    check_bounds,
     check_bounds_epsilon,
     check_epsilon,
 )
@@ -1591,18 +1590,29 @@ def _plan_quantile(stat: Statistic, neighbours: str, unit: PrivacyUnit) -> Stati
 
 
 def _quantile(
-    kind: str, column: Any, q: Any, bounds: tuple[Any, Any], epsilon: Any, grid: Any, name: Any
+    kind: str,
+    column: Any,
+    q: Any,
+    bounds: tuple[Any, Any],
+    epsilon: Any,
+    grid: Any,
+    name: Any,
+    bounds_epsilon: Any = None,
 ) -> Statistic:
     """A quantile or median statistic, its arguments checked (``grid``: the resolution;
-    the grid itself too)."""
+    the grid itself too). A bound may be ``"auto"``: found by a first pass, the
+    candidates are then :data:`~dpframe.mechanisms.quantile.DEFAULT_BINS` equal bins
+    of the found bounds (a ``resolution``, an absolute step, is refused with it)."""
     column = _check_column(column)
-    for side, bound in zip(("lower", "upper"), bounds, strict=True):
-        if isinstance(bound, str) and bound == AUTO:
-            raise InvalidParameterError(
-                f"{side}: 'auto' is not offered for a {kind} yet: its bounds are the range "
-                f"of its candidates; give {side} as a number"
-            )
-    lo, hi = check_bounds(*bounds)
+    lo, hi = check_auto_bounds(*bounds)
+    auto = lo is None or hi is None
+    if auto and grid is not None:
+        raise InvalidParameterError(
+            f"resolution: not offered with 'auto' bounds (the step of the candidates "
+            f"cannot be checked before the first pass finds the bounds; the {kind} takes "
+            "1000 equal bins of the bounds found); drop resolution, or give lower and "
+            "upper as numbers"
+        )
     resolution = grid
     qs = check("q", q)
     named = None if name is None else _check_name(name)
@@ -1620,19 +1630,21 @@ def _quantile(
             "named": named is not None,
         },
     )
-    quantile_grid(stat)  # refuses a resolution the bounds cannot hold
-    return stat
+    if not auto:
+        quantile_grid(stat)  # refuses a resolution the bounds cannot hold
+    return _with_auto(stat, {"lower": lo, "upper": hi}, bounds_epsilon)
 
 
 def quantile(
     column: str,
     q: float | Sequence[float] = QUARTILES,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float,
     resolution: float | None = None,
     name: str | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """Per-group quantiles of ``column`` (values clipped to ``[lower, upper]``), all the
     probabilities ``q`` for one ``epsilon``.
@@ -1647,29 +1659,39 @@ def quantile(
     (``<column>_q2_5`` for 0.025); with ``name=``, ``<name>`` for one probability, else
     ``<name>_q25``, ...
 
+    ``lower`` and ``upper`` may be ``"auto"``: a first pass, charged ``bounds_epsilon``
+    out of ``epsilon`` (default a fixed share), finds them privately before the
+    quantiles are drawn; the candidates are then 1000 equal bins of the bounds found
+    (``resolution``, an absolute step, is refused with ``"auto"``).
+
     Examples
     --------
     >>> import dpframe
+    >>> dpframe.agg.quantile("income", lower=0, upper="auto", epsilon=1.0).auto
+    ('upper',)
     >>> dpframe.agg.quantile("income", lower=0, upper=1e5, epsilon=1.0).outputs()
     ['income_q25', 'income_q50', 'income_q75']
     >>> dpframe.agg.quantile("age", [0.1, 0.9], lower=0, upper=100, epsilon=1.0,
     ...                      resolution=1.0).outputs()
     ['age_q10', 'age_q90']
     """
-    return _quantile("quantile", column, q, (lower, upper), epsilon, resolution, name)
+    bounds = (lower, upper)
+    return _quantile("quantile", column, q, bounds, epsilon, resolution, name, bounds_epsilon)
 
 
 def median(
     column: str,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float,
     resolution: float | None = None,
     name: str | None = None,
+    bounds_epsilon: float | None = None,
 ) -> Statistic:
     """The per-group median of ``column``: :func:`quantile` with ``q=0.5``, released as
-    ``<column>_median`` (or ``name``).
+    ``<column>_median`` (or ``name``). Either bound may be ``"auto"``, as for
+    :func:`quantile`.
 
     Examples
     --------
@@ -1677,4 +1699,5 @@ def median(
     >>> dpframe.agg.median("age", lower=0, upper=100, epsilon=0.5).outputs()
     ['age_median']
     """
-    return _quantile("median", column, 0.5, (lower, upper), epsilon, resolution, name)
+    bounds = (lower, upper)
+    return _quantile("median", column, 0.5, bounds, epsilon, resolution, name, bounds_epsilon)

@@ -1060,7 +1060,10 @@ def _quantile_entry(s: Statistic) -> dict[str, Any]:
     entry: dict[str, Any] = {"stat": s.kind, "epsilon": s.epsilon, "column": s.column}
     if s.kind == "quantile":
         entry["q"] = list(o["q"])
-    entry |= {"lower": s.lower, "upper": s.upper, "resolution": o["resolution"]}
+    entry |= {"lower": _bound_entry(s.lower), "upper": _bound_entry(s.upper)}
+    entry["resolution"] = o["resolution"]
+    if s.auto and s.bounds_epsilon is not None:
+        entry["bounds_epsilon"] = s.bounds_epsilon
     return {**entry, "name": s.name if o["named"] else None}
 
 
@@ -1684,7 +1687,8 @@ def _with_found_bounds(arguments: Mapping[str, Any], facts: Mapping[str, Any]) -
     stats = []
     for s in arguments.get("statistics", []):
         s = dict(s)
-        got = found.get(s.get("name") or "", {})
+        # (a quantile's entry names it only if a name was given: its default otherwise)
+        got = found.get(s.get("name") or f"{s.get('column')}_{s.get('stat')}", {})
         for side, column in (("lower", "column"), ("upper", "column")):
             if s.get(side) == AUTO:
                 pair = got.get(s.get(column) or s.get("x") or "")
@@ -1738,11 +1742,6 @@ def statistic(s: Any) -> Statistic:
 
 def _quantile_statistic(s: Any, name: dict[str, Any]) -> Statistic:
     """The ``dpframe.agg.quantile`` or ``median`` a spec's statistic entry describes."""
-    if "bounds_epsilon" in name:
-        raise InvalidParameterError(
-            f"bounds_epsilon: a {s.stat}'s bounds are the range of its candidates; give them "
-            "as numbers (lower = ..., upper = ...)"
-        )
     bounds = {"lower": s.lower, "upper": s.upper, "epsilon": s.epsilon}
     if s.stat == "median":
         return agg.median(s.column, **bounds, resolution=s.resolution, **name)
@@ -1821,11 +1820,12 @@ def quantile(
     frame: Any,
     column: str,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float,
     q: float | Sequence[float] = agg.QUARTILES,
     resolution: float | None = None,
+    bounds_epsilon: float | None = None,
     accountant: Any = None,
     seed: Any = None,
     unit: Any = None,
@@ -1839,7 +1839,8 @@ def quantile(
     one-row table, one Float64 column per probability (``<column>_q25``, ...), each a
     grid edge in ``[lower, upper]``, non-decreasing in ``q``. ``unit`` / ``max_rows``:
     each person keeps at most ``max_rows`` rows (``docs/privacy-units.md``); ``nulls``
-    as in :func:`dpframe.group_by`.
+    as in :func:`dpframe.group_by`. ``lower`` / ``upper`` may be ``"auto"`` (found by a
+    charged first pass, ``bounds_epsilon`` out of ``epsilon``: :func:`dpframe.agg.quantile`).
 
     Examples
     --------
@@ -1852,7 +1853,15 @@ def quantile(
     >>> bool(20 < table["income_q50"].item() < 80)
     True
     """
-    stat = agg.quantile(column, q, lower=lower, upper=upper, epsilon=epsilon, resolution=resolution)
+    stat = agg.quantile(
+        column,
+        q,
+        lower=lower,
+        upper=upper,
+        epsilon=epsilon,
+        resolution=resolution,
+        bounds_epsilon=bounds_epsilon,
+    )
     return _whole_frame(frame, stat, accountant, seed, unit, max_rows, nulls)
 
 
@@ -1860,10 +1869,11 @@ def median(
     frame: Any,
     column: str,
     *,
-    lower: float,
-    upper: float,
+    lower: float | str,
+    upper: float | str,
     epsilon: float,
     resolution: float | None = None,
+    bounds_epsilon: float | None = None,
     accountant: Any = None,
     seed: Any = None,
     unit: Any = None,
@@ -1882,5 +1892,12 @@ def median(
     >>> table.columns, bool(40 < table["age_median"].item() < 60)
     (['age_median'], True)
     """
-    stat = agg.median(column, lower=lower, upper=upper, epsilon=epsilon, resolution=resolution)
+    stat = agg.median(
+        column,
+        lower=lower,
+        upper=upper,
+        epsilon=epsilon,
+        resolution=resolution,
+        bounds_epsilon=bounds_epsilon,
+    )
     return _whole_frame(frame, stat, accountant, seed, unit, max_rows, nulls)
