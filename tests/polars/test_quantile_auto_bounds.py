@@ -45,7 +45,7 @@ def test_the_pass_is_its_own_line_of_the_summary_and_nothing_is_spent():
     rows = table.select("statistic", "mechanism", "epsilon").rows()
     assert rows == [
         ("x_quantile:bounds", "bounds_histogram", pytest.approx(AUTO_BOUNDS_SHARE)),
-        ("x_quantile", "permute_and_flip", pytest.approx(1 - AUTO_BOUNDS_SHARE)),
+        ("x_quantile", "exponential", pytest.approx(1 - AUTO_BOUNDS_SHARE)),
     ]
     assert "lower and upper bound of x" in table["note"][0]
     assert acct.spent.epsilon == 0 and not acct.ledger
@@ -64,7 +64,7 @@ def test_charged_before_drawn_found_bounds_recorded_and_quantiles_inside(monkeyp
     monkeypatch.setattr(BoundsPlan, "draw", watched)
     out = rel.collect()
     assert spent_at_draw == [pytest.approx(0.25)]  # the pass was charged before it drew
-    assert [e.mechanism for e in acct.ledger] == ["bounds_histogram", "permute_and_flip"]
+    assert [e.mechanism for e in acct.ledger] == ["bounds_histogram", "exponential"]
     assert [e.epsilon for e in acct.ledger] == pytest.approx([0.25, 0.75])
     lo, hi = rel.bounds_found["x_quantile"]["x"]
     assert lo in EDGES and hi in EDGES and lo < 20 < 80 < hi  # bin edges around the data
@@ -155,7 +155,7 @@ def test_a_spec_with_an_auto_bound_median_plans_runs_and_checks(tmp_path):
     assert planned.rows["statistic"].to_list() == ["x_median:bounds", "x_median"]
     assert planned.rows["epsilon"].to_list() == pytest.approx([0.2, 0.8])
     result = run(spec, plan=planned, progress=False)
-    assert [e.mechanism for e in result.entries] == ["bounds_histogram", "permute_and_flip"]
+    assert [e.mechanism for e in result.entries] == ["bounds_histogram", "exponential"]
     assert result.epsilon == pytest.approx(1.0) and all(c.success for c in result.checks)
     prov = dpframe.read_provenance(result.outputs["t"])
     lo, hi = prov.entries[1].details["bounds_found"]["x"]
