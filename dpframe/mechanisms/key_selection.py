@@ -126,7 +126,9 @@ def _laplace_constants(epsilon: float, delta: float, max_groups: int) -> tuple[i
     def tail_high(m: int) -> Fraction:  # >= P(Z >= m) = p**m / (1 + p), m >= 1
         return _exp_bounds(m * den, num, _PREC)[1] / (1 + p_lo)
 
-    guess = max(1, math.floor(math.log(1.0 / (float(target) * 2.0)) * num / den) - 2)
+    # ln(1 / (2 target)) from the integers (a float target may underflow)
+    log_inv = math.log(target.denominator) - math.log(2 * target.numerator)
+    guess = max(1, math.floor(log_inv * num / den) - 2)
     while guess > 1 and tail_high(guess - 1) <= target:
         guess -= 1
     while tail_high(guess) > target:
@@ -182,13 +184,15 @@ class KeySelectionPlan:
     method: str
 
     def __post_init__(self) -> None:
-        check("epsilon", self.epsilon)
-        if check("delta", self.delta) == 0:
+        # held as the floats checked: what is drawn with is what is stated
+        object.__setattr__(self, "epsilon", check("epsilon", self.epsilon))
+        object.__setattr__(self, "delta", check("delta", self.delta))
+        if self.delta == 0:
             raise InvalidParameterError(
                 "delta must be > 0: key selection releases a key of one person with "
                 "probability at most delta; pass a delta such as 1e-6"
             )
-        check("max_groups", self.max_groups)
+        object.__setattr__(self, "max_groups", check("max_groups", self.max_groups))
         check("key_selection_method", self.method, name="method")
         self._constants()  # refuses parameters it cannot draw with, before any data
 

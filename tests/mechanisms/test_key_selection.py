@@ -153,6 +153,18 @@ def test_magic_releases_at_least_as_often_as_laplace(
     assert max(gains) > 0.01  # and strictly more somewhere
 
 
+def test_extreme_budgets_stay_within_them() -> None:
+    for method in METHODS:
+        for epsilon, delta, max_groups in ((50.0, 1e-3, 1), (1.0, 1e-17, 2), (2.0, 0.5, 1)):
+            plan = plan_key_selection(epsilon, delta, max_groups=max_groups, method=method)
+            assert plan.delta_used <= Fraction(delta)
+            assert plan.epsilon_used <= epsilon
+            for k in range(plan.threshold + 2):
+                assert (
+                    _hockey_stick(plan, (k,), epsilon / max_groups) <= Fraction(delta) / max_groups
+                ), (method, epsilon, delta, k)
+
+
 def test_draw_extremes() -> None:
     for method in METHODS:
         plan = plan_key_selection(1.0, 1e-6, method=method)
