@@ -24,33 +24,19 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
+from bench_discrete_laplace import best_pair  # the scripts' shared timing loop
+
 from dpframe.core.randomness import secure_generator
 from dpframe.mechanisms.key_selection import plan_key_selection
 
 KEYS = 1_000_000
 EPSILON, DELTA = 1.0, 1e-6
-
-
-def best_pair(
-    a: Callable[[], object], b: Callable[[], object], repeats: int
-) -> tuple[float, float]:
-    """Best-of-``repeats`` wall time of ``a`` and of ``b``, run alternately."""
-    best_a = best_b = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        a()
-        best_a = min(best_a, time.perf_counter() - t)
-        t = time.perf_counter()
-        b()
-        best_b = min(best_b, time.perf_counter() - t)
-    return best_a, best_b
 
 
 def main() -> None:
