@@ -81,7 +81,8 @@ def _magic_table(epsilon: float, delta: float, max_groups: int) -> tuple[int, tu
     """``(B, m)``: ``b = B / 2**62`` and ``pi(n) = m[n] / 2**62`` until ``pi = 1``."""
     eps = Fraction(epsilon) / max_groups
     _, hi = _exp_bounds(eps.numerator, eps.denominator, _PREC)  # hi >= e**-eps
-    base = math.floor(_ONE / hi)  # B / 2**62 <= e**eps
+    # 1 <= B / 2**62 <= e**eps (hi may exceed 1 for a tiny eps: b = 1 is still sound)
+    base = max(_ONE, math.floor(_ONE / hi))
     d = math.floor(Fraction(delta) / max_groups * _ONE)
     if d == 0:
         raise InvalidParameterError(
@@ -277,8 +278,8 @@ class KeySelectionPlan:
     def probability_released(self, k: int) -> float:
         """The probability that a key held by ``k`` persons is released.
 
-        Exact for ``"magic"`` (a dyadic rational, as a float); for ``"laplace"`` the
-        midpoint of :meth:`probability_bounds`.
+        For ``"magic"`` the exact dyadic ``pi(k)`` rounded to the nearest float; for
+        ``"laplace"`` the midpoint of :meth:`probability_bounds` (60 digits).
 
         Examples
         --------

@@ -19,7 +19,7 @@ METHODS = ("magic", "laplace")
 def _exp_low(epsilon: float) -> Fraction:
     """A rational lower bound on ``e**epsilon``."""
     eps = Fraction(epsilon)
-    return 1 / _exp_bounds(eps.numerator, eps.denominator, 60)[1]
+    return max(Fraction(1), 1 / _exp_bounds(eps.numerator, eps.denominator, 60)[1])
 
 
 def _hockey_stick(plan: KeySelectionPlan, before: tuple[int, ...], epsilon: float) -> Fraction:
@@ -163,6 +163,16 @@ def test_extreme_budgets_stay_within_them() -> None:
                 assert (
                     _hockey_stick(plan, (k,), epsilon / max_groups) <= Fraction(delta) / max_groups
                 ), (method, epsilon, delta, k)
+
+
+def test_magic_at_a_negligible_epsilon_is_monotone_and_within_budget() -> None:
+    # e**-eps's upper bound may exceed 1 here: b must not fall below 1
+    plan = plan_key_selection(1e-70, 0.01)
+    probabilities = [plan.probability_bounds(k)[0] for k in range(plan.threshold + 2)]
+    assert probabilities == sorted(probabilities)
+    assert all(
+        _hockey_stick(plan, (k,), 1e-70) <= Fraction(0.01) for k in range(plan.threshold + 2)
+    )
 
 
 def test_draw_extremes() -> None:
