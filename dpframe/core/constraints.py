@@ -126,6 +126,13 @@ PRAM_DESIGNS = ("auto", "paper", "global", "variance")
 #: The noise of a grouped count or sum: Laplace (pure epsilon-DP) or the discrete Gaussian
 #: (rho-zCDP, needs a zCDP budget).
 NOISES = ("laplace", "gaussian")
+#: Private key selection: truncated-geometric ("magic") selection of Desfontaines et al.
+#: (the default: the highest release probability at equal (epsilon, delta)), or a count
+#: plus discrete Laplace noise kept above a threshold.
+KEY_SELECTION_METHODS = ("magic", "laplace")
+#: The most persons a key may need before magic selection releases it surely (the length
+#: of its exact table of release probabilities; more means epsilon / max_groups too small).
+KEY_SELECTION_MAX_STEPS = 2**20
 #: How an accountant composes: (epsilon, delta) budgets, or rho-zCDP (``None``: pure).
 ACCOUNTINGS = (None, "pure", "zcdp")
 #: Parquet compressions (polars' own list).
@@ -668,6 +675,7 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "neighbours": _options(NEIGHBOURS),
         "composition": _options(COMPOSITIONS),
         "method": _options(METHODS),
+        "key_selection_method": _options(KEY_SELECTION_METHODS),
         "calibration": _options(CALIBRATIONS),
         "strategy": _options(STRATEGIES),
         "repair": _options(REPAIRS),
