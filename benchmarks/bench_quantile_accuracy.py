@@ -499,11 +499,13 @@ def table(
     ms: Sequence[int],
     reps: Callable[[int], int],
 ) -> tuple[list[str], list[str], int]:
-    """The Markdown table, the cells where dpframe is not below an anchor, the cells compared."""
+    """The Markdown table, the cells where dpframe is not below an anchor, the cells compared
+    and the comparisons at the floor: both methods exact (rank error 0) in every
+    repetition, where no method can be below the other (shown as ``= ...``)."""
     head = ["n", "ε", "R"] + [f"m={m} {LABELS[k]}" for m in ms for k in METHODS]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     losses: list[str] = []
-    compared = 0
+    compared = floor = 0
     for n in ns:
         for e in eps_list:
             row = [f"{n:.0e}", f"{e:g}", str(reps(n))]
@@ -515,7 +517,11 @@ def table(
                     if k != "dpframe" and dpf is not None and cell.stat(k) is not None:
                         compared += 1
                         diff = cell.paired(k)
-                        if dpf[0] >= cell.stat(k)[0]:  # type: ignore[index]
+                        both = (cell.errors["dpframe"], cell.errors[k])
+                        if all(e == 0.0 for errs in both for e in errs):
+                            floor += 1
+                            text = f"= {text}"
+                        elif dpf[0] >= cell.stat(k)[0]:  # type: ignore[index]
                             text = f"**{text}**"
                             d = f"{100 * diff[0]:+.3f} ± {100 * diff[1]:.3f}" if diff else "?"
                             losses.append(
@@ -524,7 +530,7 @@ def table(
                             )
                     row.append(text)
             lines.append("| " + " | ".join(row) + " |")
-    return lines, losses, compared
+    return lines, losses, compared, floor
 
 
 def main() -> None:
@@ -587,7 +593,7 @@ def main() -> None:
 
     t_start = time.perf_counter()
     losses_all: list[str] = []
-    compared_all = 0
+    compared_all = floor_all = 0
     with tempfile.TemporaryDirectory(prefix="bench_quantile_") as tmp_name:
         tmp = Path(tmp_name)
         anchor = Worker(py, tmp / "worker.log") if py and any(anchors.values()) else None
@@ -619,9 +625,10 @@ def main() -> None:
             if anchor is not None:
                 anchor.close()
     for ds, cells in tables:
-        lines, losses, compared = table(cells, ns, eps_list, ms, reps)
+        lines, losses, compared, floor = table(cells, ns, eps_list, ms, reps)
         losses_all += [f"{ds.name}, {text}" for text in losses]
         compared_all += compared
+        floor_all += floor
         say(f"\n### {ds.name}\n\nmean rank error, % (± standard error over R repetitions)\n")
         for line in lines:
             say(line)
@@ -629,7 +636,13 @@ def main() -> None:
     if compared_all == 0:
         say("dpframe below both anchors: not compared (no anchor measured)")
     elif not losses_all:
-        say(f"dpframe below both anchors in every cell: yes ({compared_all} comparisons)")
+        at_floor = (
+            f"; in {floor_all} both methods are exact in every repetition (rank error 0, "
+            "marked '='), where neither can be below the other"
+            if floor_all
+            else ""
+        )
+        say(f"dpframe below both anchors in every cell: yes ({compared_all} comparisons{at_floor})")
     else:
         say(
             f"dpframe below both anchors in every cell: NO -- {len(losses_all)} of "
