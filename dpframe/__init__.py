@@ -71,6 +71,7 @@ from dpframe.polars.io import (
     sink_parquet,
     write_parquet,
 )
+from dpframe.polars.keys import KeySelectionRelease, select_keys
 from dpframe.polars.namespace import register_namespace
 from dpframe.polars.release import Release
 from dpframe.polars.runner import collect, last_run
@@ -97,6 +98,7 @@ __all__ = [
     "GroupedRelease",
     "InvalidDataError",
     "InvalidParameterError",
+    "KeySelectionRelease",
     "LedgerEntry",
     "LedgerIntegrityError",
     "LedgerMismatchError",
@@ -138,6 +140,7 @@ __all__ = [
     "register_namespace",
     "risk",
     "secure_generator",
+    "select_keys",
     "sensitivity",
     "sink_parquet",
     "summarize",

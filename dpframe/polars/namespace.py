@@ -33,6 +33,7 @@ from dpframe.polars.column import gaussian, laplace, truncated_laplace
 from dpframe.polars.frame import covariance_matrix, proportions
 from dpframe.polars.grouped import group_by, median, quantile
 from dpframe.polars.io import sink_parquet, write_parquet
+from dpframe.polars.keys import select_keys
 from dpframe.polars.pram import apply
 from dpframe.polars.runner import collect
 
@@ -296,6 +297,21 @@ class _FrameDP(_Namespace[F]):
         ...     ).collect()
         >>> round(table["proportion"].sum(), 9)
         1.0
+        """,
+    )
+
+    select_keys = forward(
+        select_keys,
+        """Keys selected privately; see :func:`dpframe.select_keys`.
+
+        Examples
+        --------
+        >>> import polars as pl, dpframe
+        >>> df = pl.DataFrame({"code": ["A"] * 300 + ["rare"]})
+        >>> with dpframe.Accountant(epsilon=1.0, delta=1e-6, neighbours="add_remove"):
+        ...     keys = df.dp.select_keys("code", epsilon=1.0, delta=1e-6).collect()
+        >>> keys["code"].to_list()
+        ['A']
         """,
     )
 
