@@ -226,15 +226,18 @@ class KeySelectionRelease(Release[pl.DataFrame]):
                     f"keys: column {k!r} holds null, NaN or infinite values; drop or fill "
                     "them before selecting keys (a missing key is not a key)"
                 )
-        self._present = agg.select(keys)
-        return [persons.fill_null(0).cast(pl.Int64).to_numpy()]
+        # in the keys' order, not the engine's: each key meets the same draw on every
+        # engine (Spark's groups come in any order)
+        order = agg.select(keys).with_row_index("__at").sort(keys)["__at"]
+        self._present = agg.select(keys)[order]
+        return [persons.fill_null(0).cast(pl.Int64).to_numpy()[order.to_numpy()]]
 
     def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
         present, self._present = self._present, None  # not kept past the release
         if present is None:
             raise InvalidParameterError("select_keys: nothing drawn to finish")
         mask = np.asarray(outputs[0], dtype=bool)
-        return present.filter(pl.Series(mask)).sort(list(self.keys))
+        return present.filter(pl.Series(mask))  # sorted by the keys
 
 
 def select_keys(

@@ -168,3 +168,21 @@ def test_the_summary_states_the_selection_before_anything_is_spent():
     assert row["epsilon"] == 1.0 and row["delta"] == 1e-6
     assert "a person changes at most 2 keys" in row["note"]
     assert release.plan.selection.max_groups == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("person", [False, True])
+def test_spark_selects_the_same_keys(spark, person):
+    """Both engines count the same distinct persons per key (the person-level bounding
+    rule is one): the same seed selects the same keys."""
+    data = frame_with({"s1": [10_000], "s2": [10_000, 10_001], "s3": [10_000]})
+    unit = PrivacyUnit("pid", max_rows=1, max_groups=2) if person else None
+    selected = []
+    for source in (data.lazy(), spark.createDataFrame(data.to_arrow())):
+        with dpframe.Accountant(epsilon=1.0, delta=0.3, neighbours="add_remove") as acct:
+            keys = dpframe.select_keys(
+                source, "code", epsilon=1.0, delta=0.3, unit=unit, seed=7
+            ).collect()
+            selected.append((keys["code"].to_list(), [e.details for e in acct.ledger]))
+    assert selected[0] == selected[1]
+    assert {"A", "B", "C"} <= set(selected[0][0])
