@@ -72,6 +72,7 @@ from dpframe.polars.io import (
     write_parquet,
 )
 from dpframe.polars.namespace import register_namespace
+from dpframe.polars.private_keys import KeySelection, select_keys
 from dpframe.polars.release import Release
 from dpframe.polars.runner import collect, last_run
 from dpframe.polars.summary import summarize
@@ -97,6 +98,7 @@ __all__ = [
     "GroupedRelease",
     "InvalidDataError",
     "InvalidParameterError",
+    "KeySelection",
     "LedgerEntry",
     "LedgerIntegrityError",
     "LedgerMismatchError",
@@ -138,6 +140,7 @@ __all__ = [
     "register_namespace",
     "risk",
     "secure_generator",
+    "select_keys",
     "sensitivity",
     "sink_parquet",
     "summarize",
