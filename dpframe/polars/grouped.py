@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from fractions import Fraction
 from typing import Annotated, Any, Literal, cast
 
@@ -97,11 +97,18 @@ from dpframe.polars.expectations import (
     values_like,
     variance_cap,
 )
-from dpframe.polars.private_keys import KeySelection, KeysPlan, as_selection, require_delta
+from dpframe.polars.private_keys import (
+    KeySelection,
+    KeysPlan,
+    as_selection,
+    require_delta,
+    select_keys,
+)
 from dpframe.polars.release import (
     BoundOrAuto,
     Method,
     OptionalEps,
+    PositiveEps,
     Release,
     SpecContext,
     SpecEntry,
@@ -243,10 +250,32 @@ def _quantile_fields(entry: StatisticSpec) -> None:
         raise ValueError(f"a {s} takes no {', '.join(extra)} (they are a quantile's)")
 
 
+class KeysSpec(SpecModel):
+    """A grouped entry's ``private_keys = { epsilon = ..., delta = ... }``: its groups
+    selected privately (:func:`dpframe.select_keys`, checked by its own rules)."""
+
+    epsilon: PositiveEps
+    delta: Annotated[float, BeforeValidator(spec_field("delta"))]
+    method: str = "magic"
+
+    @model_validator(mode="after")
+    def _checked(self) -> KeysSpec:
+        try:
+            select_keys(epsilon=self.epsilon, delta=self.delta, method=self.method)
+        except InvalidParameterError as exc:
+            raise ValueError(f"private_keys: {exc}") from None
+        return self
+
+
 class GroupedSpec(SpecEntry):
     kind: Literal["grouped"]
     by: list[str] = Field(min_length=1)
-    margins: str
+    margins: str | None = None
+    private_keys: KeysSpec | None = Field(
+        None,
+        description="select the groups of the data privately (an (epsilon, delta) first "
+        "pass): without margins, the groups released; with margins, the extra groups",
+    )
     unknown_keys: Annotated[str, BeforeValidator(spec_field("unknown_keys"))] = Field(
         "error",
         description="records whose keys are not in the margins: 'error' (refused, before "
@@ -274,6 +303,15 @@ class GroupedSpec(SpecEntry):
         "'refuse', 'drop' (refused with public sizes), or {column = fill value}",
     )
 
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """As written: ``private_keys`` only where given (a spec with public margins only
+        reads, and is recorded, as before)."""
+        data: dict[str, Any] = handler(self)
+        if data.get("private_keys") is None:
+            data.pop("private_keys", None)
+        return data
+
     @field_validator("by")
     @classmethod
     def _distinct_keys(cls, v: list[str]) -> list[str]:
@@ -283,11 +321,30 @@ class GroupedSpec(SpecEntry):
             raise ValueError(str(exc).removeprefix("by: ")) from None
 
     def check_in(self, spec: Any) -> None:
+        if self.private_keys is not None and spec.privacy.budget.delta <= 0:
+            raise ValueError(
+                f"release {self.name!r}: private_keys costs delta={self.private_keys.delta:g} "
+                "and the budget has none; set privacy.budget.delta = ... (an (epsilon, "
+                "delta) budget)"
+            )
+        if self.margins is None:
+            if self.private_keys is None:
+                raise ValueError(
+                    f'release {self.name!r}: give margins = "..." (the public groups) or '
+                    "private_keys = { epsilon = ..., delta = ... } (groups selected privately)"
+                )
+            self.check_person(spec, BOUNDS)
+            return
         if self.margins not in spec.margins:
             raise ValueError(
                 f"release {self.name!r}: margins {self.margins!r} is not defined under [margins]"
             )
         sizes = spec.margins[self.margins].sizes
+        if sizes is not None and self.private_keys is not None:
+            raise ValueError(
+                f"release {self.name!r}: a key selected privately has no public size; "
+                f"drop private_keys or margins.{self.margins}.sizes"
+            )
         if sizes is None:
             default = StatisticSpec.model_fields["method"].default
             chosen = [  # (the default, as a stored resolved spec spells it, is no choice)
@@ -310,7 +367,8 @@ class GroupedSpec(SpecEntry):
             self.require_substitute(spec, "public sizes")
 
     def epsilon_total(self) -> Fraction:
-        return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
+        keys = [] if self.private_keys is None else [self.private_keys.epsilon]
+        return exact_sum([*keys, *(s.epsilon for s in self.statistics if s.epsilon is not None)])
 
 
 #: the pooled row count a bounds pass's histogram starts from (a part of its own)
@@ -900,11 +958,14 @@ class GroupedRelease(Release[pl.DataFrame]):
     @classmethod
     def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
         """``dpframe.group_by(...).agg(...)`` of a spec's ``kind = "grouped"`` entry."""
+        keys = entry.private_keys
+        public = entry.margins is not None
         return GroupBy(
             context.frame,
             entry.by,
-            margins=context.margins(entry),
-            sizes=context.margins_sizes(entry),
+            margins=context.margins(entry) if public else None,
+            sizes=context.margins_sizes(entry) if public else None,
+            private_keys=None if keys is None else select_keys(**keys.model_dump()),
             unknown_keys=entry.unknown_keys,
             accountant=context.accountant,
             seed=context.source(entry),
@@ -926,6 +987,7 @@ class GroupedRelease(Release[pl.DataFrame]):
             "nonnegative": g.nonnegative,
             "unknown_keys": g.unknown_keys,
             **self.unit_entry(),
+            **({} if g.private_keys is None else {"private_keys": asdict(g.private_keys)}),
         }
 
     def facts(self) -> dict[str, Any]:
