@@ -69,6 +69,8 @@ def test_plan_run_and_checks(tmp_path: Path) -> None:
     assert all(c.success for c in result.checks)
     assert all(c.success for c in check(spec))  # again, from the published files
     assert result.delta == pytest.approx(2e-6)
+    page = (out / "report.html").read_text()
+    assert "key_selection:magic" in page and "key_selection:laplace" in page  # its line
 
 
 def test_a_budget_without_delta_is_refused(tmp_path: Path) -> None:
