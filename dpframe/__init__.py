@@ -71,8 +71,8 @@ from dpframe.polars.io import (
     sink_parquet,
     write_parquet,
 )
-from dpframe.polars.keys import KeySelectionRelease, select_keys
 from dpframe.polars.namespace import register_namespace
+from dpframe.polars.private_keys import KeySelection, KeysRelease, release_keys, select_keys
 from dpframe.polars.release import Release
 from dpframe.polars.runner import collect, last_run
 from dpframe.polars.summary import summarize
@@ -98,7 +98,8 @@ __all__ = [
     "GroupedRelease",
     "InvalidDataError",
     "InvalidParameterError",
-    "KeySelectionRelease",
+    "KeySelection",
+    "KeysRelease",
     "LedgerEntry",
     "LedgerIntegrityError",
     "LedgerMismatchError",
@@ -138,6 +139,7 @@ __all__ = [
     "read_parquet",
     "read_provenance",
     "register_namespace",
+    "release_keys",
     "risk",
     "secure_generator",
     "select_keys",

@@ -268,6 +268,20 @@ def _cast_keys(agg: pl.DataFrame, margins: pl.DataFrame, keys: Sequence[str]) ->
     return cast
 
 
+def refuse_bad_parts(agg: pl.DataFrame, keys: Sequence[str]) -> None:
+    """Refuse the null, NaN or infinite values ``agg``'s ``__bad__<column>`` counts hold,
+    and those of its keys (:func:`dpframe.core.values.refuse_bad_values`: counts and
+    column names only, never a value)."""
+    counted = {
+        c.removeprefix(BAD_PREFIX): int(agg[c].sum() or 0)
+        for c in agg.columns
+        if c.startswith(BAD_PREFIX)
+    }
+    for k in keys:  # an engine counts the keys' bad values over all rows; else the groups
+        counted.setdefault(k, missing_count(agg[k]))
+    refuse_bad_values(counted)
+
+
 def finish_grouped(
     agg: pl.DataFrame,
     margins: pl.DataFrame,
@@ -285,14 +299,7 @@ def finish_grouped(
     this raises.
     """
     keys = list(keys)
-    counted = {
-        c.removeprefix(BAD_PREFIX): int(agg[c].sum() or 0)
-        for c in agg.columns
-        if c.startswith(BAD_PREFIX)
-    }
-    for k in keys:  # an engine counts the keys' bad values over all rows; else the groups
-        counted.setdefault(k, missing_count(agg[k]))
-    refuse_bad_values(counted)
+    refuse_bad_parts(agg, keys)
     agg = _cast_keys(agg, margins, keys)
     unknown = agg.join(margins.select(keys), on=keys, how="anti")
     if unknown.height and unknown_keys == "error":

@@ -776,8 +776,8 @@ def _spec_facts(spec: Spec, r: Any, path: Path) -> dict[str, Any]:
     """The public facts the spec itself gives release ``r``'s checks: the margins it
     names (its keys cast to the dtypes they were released in) and their sizes column."""
     named = getattr(r, "margins", None)
-    if named is None:
-        return {}
+    if named is None or getattr(r, "private_keys", None) is not None:
+        return {}  # keys selected privately: those its file records (its released keys)
     margins = margins_for(spec, r, pl.read_parquet_schema(path))
     return {"margins": margins, "sizes": spec.margins[named].sizes}
 

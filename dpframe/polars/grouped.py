@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from fractions import Fraction
 from typing import Annotated, Any, Literal, cast
 
@@ -63,6 +63,7 @@ from dpframe.engines.driver import (
     finish_grouped,
     fit_margins,
     indexed_margins,
+    refuse_bad_parts,
     textual_key,
     with_bad_totals,
     with_person,
@@ -76,6 +77,7 @@ from dpframe.mechanisms.private_bounds import (
     pending,
     plan_bounds,
 )
+from dpframe.mechanisms.quantile import quantile_sides
 from dpframe.mechanisms.statistics import (
     Drawn,
     Part,
@@ -95,10 +97,18 @@ from dpframe.polars.expectations import (
     values_like,
     variance_cap,
 )
+from dpframe.polars.private_keys import (
+    KeySelection,
+    KeysPlan,
+    as_selection,
+    require_delta,
+    select_keys,
+)
 from dpframe.polars.release import (
     BoundOrAuto,
     Method,
     OptionalEps,
+    PositiveEps,
     Release,
     SpecContext,
     SpecEntry,
@@ -240,10 +250,32 @@ def _quantile_fields(entry: StatisticSpec) -> None:
         raise ValueError(f"a {s} takes no {', '.join(extra)} (they are a quantile's)")
 
 
+class KeysSpec(SpecModel):
+    """A grouped entry's ``private_keys = { epsilon = ..., delta = ... }``: its groups
+    selected privately (:func:`dpframe.select_keys`, checked by its own rules)."""
+
+    epsilon: PositiveEps
+    delta: Annotated[float, BeforeValidator(spec_field("delta"))]
+    method: str = "magic"
+
+    @model_validator(mode="after")
+    def _checked(self) -> KeysSpec:
+        try:
+            select_keys(epsilon=self.epsilon, delta=self.delta, method=self.method)
+        except InvalidParameterError as exc:
+            raise ValueError(f"private_keys: {exc}") from None
+        return self
+
+
 class GroupedSpec(SpecEntry):
     kind: Literal["grouped"]
     by: list[str] = Field(min_length=1)
-    margins: str
+    margins: str | None = None
+    private_keys: KeysSpec | None = Field(
+        None,
+        description="select the groups of the data privately (an (epsilon, delta) first "
+        "pass): without margins, the groups released; with margins, the extra groups",
+    )
     unknown_keys: Annotated[str, BeforeValidator(spec_field("unknown_keys"))] = Field(
         "error",
         description="records whose keys are not in the margins: 'error' (refused, before "
@@ -271,6 +303,15 @@ class GroupedSpec(SpecEntry):
         "'refuse', 'drop' (refused with public sizes), or {column = fill value}",
     )
 
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """As written: ``private_keys`` only where given (a spec with public margins only
+        reads, and is recorded, as before)."""
+        data: dict[str, Any] = handler(self)
+        if data.get("private_keys") is None:
+            data.pop("private_keys", None)
+        return data
+
     @field_validator("by")
     @classmethod
     def _distinct_keys(cls, v: list[str]) -> list[str]:
@@ -280,11 +321,30 @@ class GroupedSpec(SpecEntry):
             raise ValueError(str(exc).removeprefix("by: ")) from None
 
     def check_in(self, spec: Any) -> None:
+        if self.private_keys is not None and spec.privacy.budget.delta <= 0:
+            raise ValueError(
+                f"release {self.name!r}: private_keys costs delta={self.private_keys.delta:g} "
+                "and the budget has none; set privacy.budget.delta = ... (an (epsilon, "
+                "delta) budget)"
+            )
+        if self.margins is None:
+            if self.private_keys is None:
+                raise ValueError(
+                    f'release {self.name!r}: give margins = "..." (the public groups) or '
+                    "private_keys = { epsilon = ..., delta = ... } (groups selected privately)"
+                )
+            self.check_person(spec, BOUNDS)
+            return
         if self.margins not in spec.margins:
             raise ValueError(
                 f"release {self.name!r}: margins {self.margins!r} is not defined under [margins]"
             )
         sizes = spec.margins[self.margins].sizes
+        if sizes is not None and self.private_keys is not None:
+            raise ValueError(
+                f"release {self.name!r}: a key selected privately has no public size; "
+                f"drop private_keys or margins.{self.margins}.sizes"
+            )
         if sizes is None:
             default = StatisticSpec.model_fields["method"].default
             chosen = [  # (the default, as a stored resolved spec spells it, is no choice)
@@ -307,11 +367,14 @@ class GroupedSpec(SpecEntry):
             self.require_substitute(spec, "public sizes")
 
     def epsilon_total(self) -> Fraction:
-        return exact_sum(s.epsilon for s in self.statistics if s.epsilon is not None)
+        keys = [] if self.private_keys is None else [self.private_keys.epsilon]
+        return exact_sum([*keys, *(s.epsilon for s in self.statistics if s.epsilon is not None)])
 
 
 #: the pooled row count a bounds pass's histogram starts from (a part of its own)
 _POOLED_N = "__bounds__:n"
+#: the selection's part: the distinct persons of each key
+_PERSONS = "__keys__:persons"
 
 
 def _public_sizes(margins: pl.DataFrame, sizes: str | None, keys: list[str]) -> Any:
@@ -369,7 +432,8 @@ class GroupBy:
         frame: Any,
         keys: str | Sequence[str],
         *,
-        margins: pl.DataFrame | None,
+        margins: pl.DataFrame | None = None,
+        private_keys: KeySelection | None = None,
         sizes: str | None = None,
         unknown_keys: str = "error",
         accountant: Any = None,
@@ -392,12 +456,28 @@ class GroupBy:
                 f"keys must be a column name or a list of them, got {keys!r}"
             )
         self.keys = check_key_names(keys)
-        if margins is None:
+        self.private_keys = as_selection(private_keys)
+        self.margins: pl.DataFrame | None = None
+        self.sizes: Any = None
+        self.sizes_column = sizes
+        self.unknown_keys = check("unknown_keys", unknown_keys)
+        self.accountant = accountant
+        self.seed = seed
+        if margins is None and self.private_keys is None:
             raise MissingMarginsError(
                 "margins: a grouped release needs the public frame of all group keys "
-                "(e.g. margins=pl.DataFrame({'region': [...]})); taking the keys from the data "
-                "would let empty groups vanish and the set of groups itself leak"
+                "(e.g. margins=pl.DataFrame({'region': [...]})) or a private selection of "
+                "them (private_keys=dpframe.select_keys(epsilon=..., delta=...)); taking the "
+                "keys from the data would let empty groups vanish and the set of groups "
+                "itself leak"
             )
+        if self.private_keys is not None and sizes is not None:
+            raise InvalidParameterError(
+                "sizes: a key selected privately has no public size; drop sizes= or private_keys="
+            )
+        if margins is None:
+            self.missing = check_nulls(nulls, public_sizes=False)
+            return
         if isinstance(margins, pl.LazyFrame):
             margins = margins.collect()
         if not isinstance(margins, pl.DataFrame):
@@ -408,7 +488,6 @@ class GroupBy:
         if missing:
             raise InvalidParameterError(f"margins lacks key column(s) {missing}; add them")
         self.sizes = _public_sizes(margins, sizes, self.keys)
-        self.sizes_column = sizes
         self.missing = check_nulls(nulls, public_sizes=self.sizes is not None)
         margins = margins.select(self.keys)
         if margins.height == 0:
@@ -419,9 +498,6 @@ class GroupBy:
                 "margins has duplicate key rows; pass each group once (margins.unique())"
             )
         self.margins = margins
-        self.unknown_keys = check("unknown_keys", unknown_keys)
-        self.accountant = accountant
-        self.seed = seed
 
     def agg(self, *statistics: Statistic | list[Statistic]) -> GroupedRelease:
         """Declare the noisy statistics (from ``dpframe.agg``); nothing runs yet.
@@ -462,13 +538,16 @@ class GroupBy:
         return GroupedRelease(self, stats)
 
     def __repr__(self) -> str:
-        return f"GroupBy(keys={self.keys}, groups={self.margins.height})"
+        groups = "private" if self.margins is None else self.margins.height
+        selected = "" if self.private_keys is None else ", private_keys=selected"
+        return f"GroupBy(keys={self.keys}, groups={groups}{selected})"
 
     def _repr_html_(self) -> str:
         """A notebook's view: the grouping and its public margins (nothing is read)."""
         import html
 
-        return f"<p><code>{html.escape(repr(self))}</code></p>{self.margins._repr_html_()}"
+        shown = "" if self.margins is None else self.margins._repr_html_()
+        return f"<p><code>{html.escape(repr(self))}</code></p>{shown}"
 
 
 class GroupedRelease(Release[pl.DataFrame]):
@@ -513,6 +592,16 @@ class GroupedRelease(Release[pl.DataFrame]):
             )
         #: the bounds found by the first passes, by statistic and column (None: not yet)
         self._found: dict[str, dict[str, tuple[float, float]]] | None = None
+        #: the keys the private selection released (None: none, or not drawn yet), and
+        #: the candidates it draws over (data: kept from prepare() to the draw only)
+        self._selected: pl.DataFrame | None = None
+        self._candidates: pl.DataFrame | None = None
+        self._keys_plan = self._plan_keys(self.neighbours)
+        if self._keys_plan is not None and any(s.auto for s in self._statistics):
+            raise InvalidParameterError(
+                'private_keys: a bound found privately ("auto") with keys selected '
+                "privately is not offered yet; give the statistics' bounds"
+            )
         self._bounds_plans = self._plan_bounds(self.neighbours)
         self._plans = self._make_plans(self.neighbours)
         self._keys_frame: pl.DataFrame | None = None
@@ -540,9 +629,11 @@ class GroupedRelease(Release[pl.DataFrame]):
         for s in self.statistics:
             details: dict[str, Any] = {
                 "keys": list(grouping.keys),
-                "groups": grouping.margins.height,
+                "groups": self._groups(),
                 "seeded": self.random.seeded,
             }
+            if self._selected is not None:  # a DP output: how many, never which
+                details["keys_selected"] = self._selected.height
             if not s.auto:
                 plans.append(plan_statistic(s, neighbours, grouping.sizes, details, self.unit))
                 continue
@@ -592,7 +683,74 @@ class GroupedRelease(Release[pl.DataFrame]):
             for (column, given), eps in zip(s.auto_columns(), s.epsilon_split()[0], strict=True)
         ]
 
+    # -- private keys: the selection's first pass (private_keys=) ------------------------
+
+    def _plan_keys(self, neighbours: str) -> KeysPlan | None:
+        """The selection's plan: a person changes the persons of at most ``max_groups``
+        keys by one (twice as many under substitute neighbours: a removal and an
+        addition), the kernel's ``max_groups``."""
+        selection = self.grouping.private_keys
+        if selection is None:
+            return None
+        sides = quantile_sides(self.unit, neighbours)[1]
+        details = {"seeded": self.random.seeded, "neighbours": neighbours}
+        return KeysPlan(selection.plan(sides), tuple(self.grouping.keys), self.unit, details)
+
+    def _keys_pending(self) -> bool:
+        return self._keys_plan is not None and self._selected is None
+
+    def _groups(self) -> int | None:
+        """The number of groups released (None: selected privately, not drawn yet)."""
+        if self._keys_pending():
+            return None
+        public = self.grouping.margins
+        return (0 if public is None else public.height) + (
+            0 if self._selected is None else self._selected.height
+        )
+
+    def _keyframe(self) -> pl.DataFrame:
+        """The keys released: the public margins, then the keys selected privately
+        (in the data's dtypes, sorted) -- what the statistics are computed over."""
+        g = self.grouping
+        if g.private_keys is None and g.margins is not None:
+            return g.margins
+        if self._selected is None:
+            raise InvalidParameterError(
+                "the keys are selected privately and the selection is not drawn yet "
+                "(collect() the release)"
+            )
+        if g.margins is None:
+            return self._selected
+        public = fit_margins(g.margins, self.engine.schema(), g.keys)
+        return pl.concat([public, self._selected])
+
+    def _key_counts(self) -> np.ndarray:
+        """The selection's input: the distinct persons of each candidate key (a key of
+        the data not in the margins), each person's rows bounded as the release's."""
+        g = self.grouping
+        persons = Part(_PERSONS, "count" if self.unit.is_record else "distinct")
+        agg, _, _, _ = self._data_parts([persons])
+        refuse_bad_parts(agg, g.keys)
+        candidates = agg.select(*g.keys, _PERSONS)
+        if g.margins is not None:
+            public = fit_margins(g.margins, self.engine.schema(), g.keys)
+            candidates = candidates.join(public, on=g.keys, how="anti", nulls_equal=True)
+        candidates = candidates.sort(g.keys)
+        self._candidates = candidates.select(g.keys)
+        return candidates[_PERSONS].fill_null(0).cast(pl.Int64).to_numpy()
+
+    def draw(self, steps: list[Any], accountant: Any, *, note: str) -> Any:
+        """As :meth:`Release.draw`; a release selecting its keys needs a delta budget
+        (refused before anything is charged)."""
+        if self._keys_pending() and self._keys_plan is not None:
+            require_delta(accountant, self._keys_plan.kernel.delta)
+        return super().draw(steps, accountant, note=note)
+
     def _first_plans(self, neighbours: str | None = None) -> list[MechanismPlan]:
+        if self._keys_pending():
+            same = neighbours is None or neighbours == self.neighbours
+            plan = self._keys_plan if same else self._plan_keys(neighbours or self.neighbours)
+            return [] if plan is None else [plan]
         if self._found is not None:
             return []
         if neighbours is None or neighbours == self.neighbours:
@@ -600,6 +758,11 @@ class GroupedRelease(Release[pl.DataFrame]):
         return list(self._plan_bounds(neighbours))
 
     def _first_inputs(self) -> list[Any]:
+        if self._keys_pending():
+            return [self._key_counts()]
+        return self._bounds_inputs()
+
+    def _bounds_inputs(self) -> list[Any]:
         """Each pass's histogram of its column on the candidates, pooled over the
         margins' groups, from the rows the release reads (a person's kept rows)."""
         edges = bounds_grid().edges
@@ -620,6 +783,13 @@ class GroupedRelease(Release[pl.DataFrame]):
         return [s for s in self.statistics for _ in s.auto_columns()]
 
     def _use_first(self, outputs: tuple[Any, ...]) -> None:
+        if self._keys_pending():
+            if self._candidates is None:
+                raise RuntimeError("internal error: keys selected before their counts")
+            self._selected = self._candidates.filter(pl.Series(outputs[0], dtype=pl.Boolean))
+            self._candidates = None  # the keys not selected are not kept
+            self._plans = self._make_plans(self.neighbours)
+            return
         found: dict[str, dict[str, tuple[float, float]]] = {}
         for plan, out in zip(self._bounds_plans, outputs, strict=True):
             lo, hi = out[0]
@@ -788,11 +958,14 @@ class GroupedRelease(Release[pl.DataFrame]):
     @classmethod
     def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
         """``dpframe.group_by(...).agg(...)`` of a spec's ``kind = "grouped"`` entry."""
+        keys = entry.private_keys
+        public = entry.margins is not None
         return GroupBy(
             context.frame,
             entry.by,
-            margins=context.margins(entry),
-            sizes=context.margins_sizes(entry),
+            margins=context.margins(entry) if public else None,
+            sizes=context.margins_sizes(entry) if public else None,
+            private_keys=None if keys is None else select_keys(**keys.model_dump()),
             unknown_keys=entry.unknown_keys,
             accountant=context.accountant,
             seed=context.source(entry),
@@ -814,12 +987,13 @@ class GroupedRelease(Release[pl.DataFrame]):
             "nonnegative": g.nonnegative,
             "unknown_keys": g.unknown_keys,
             **self.unit_entry(),
+            **({} if g.private_keys is None else {"private_keys": asdict(g.private_keys)}),
         }
 
     def facts(self) -> dict[str, Any]:
         """The public keys (and their public sizes) its file records for its checks."""
         g = self.grouping
-        public = g.margins
+        public = self._keyframe()  # with the keys selected privately: a DP output
         if g.sizes is not None:
             public = public.with_columns(pl.Series(g.sizes_column, g.sizes))
         public = public.with_columns(cs.temporal().cast(pl.String))
@@ -854,8 +1028,9 @@ class GroupedRelease(Release[pl.DataFrame]):
         the histograms beside it, each an int64 array (groups, cells) in the same order."""
         if self._first_plans():
             raise InvalidParameterError(
-                "exact_aggregates: a bound is 'auto' and its first pass is not drawn yet: "
-                "the exact aggregates need the bounds it finds (collect() the release)"
+                "exact_aggregates: a first pass (an 'auto' bound, or the private key "
+                "selection) is not drawn yet: the exact aggregates need what it finds "
+                "(collect() the release)"
             )
         sizes = self.grouping.sizes is not None
         found = self._found or {}
@@ -866,6 +1041,18 @@ class GroupedRelease(Release[pl.DataFrame]):
         """The exact ``parts`` joined onto the margins, every column the release reads
         checked (its nulls= policy, bad values, identifiers, keys, public sizes), and the
         histograms of its ``"hist"`` parts beside them."""
+        g = self.grouping
+        agg, counted, parts, hists = self._data_parts(parts)
+        margins = self._keyframe()
+        # the records of a key not selected are dropped: refusing them would tell it
+        unknown = "drop" if g.private_keys is not None else g.unknown_keys
+        exact = finish_grouped(agg, margins, g.keys, parts, unknown_keys=unknown, sizes=g.sizes)
+        return exact, ({} if not hists else _histograms(exact, counted, hists, g, margins))
+
+    def _data_parts(self, parts: list[Part]) -> tuple[pl.DataFrame, Any, list[Part], list[Part]]:
+        """One row per key of the data with the exact ``parts`` that are not histograms
+        (after the nulls= policy and the bounding of each person's rows), the engine over
+        the rows they count, those parts, and the ``"hist"`` parts."""
         g = self.grouping
         self.check_schema()
         sources = [src for s in self.statistics for src in s.sources()]
@@ -888,10 +1075,7 @@ class GroupedRelease(Release[pl.DataFrame]):
             every = engine.grouped_parts(g.keys, [], read)  # bad values of all rows
             kept = with_person(parts, self.unit.person)  # a distinct count reads the ids
             agg = with_bad_totals(counted.grouped_parts(g.keys, kept, []), every)
-        exact = finish_grouped(
-            agg, g.margins, g.keys, parts, unknown_keys=g.unknown_keys, sizes=g.sizes
-        )
-        return exact, ({} if not hists else _histograms(exact, counted, hists, g))
+        return agg, counted, parts, hists
 
     def check_schema(self) -> None:
         schema = self.engine.schema()
@@ -901,16 +1085,18 @@ class GroupedRelease(Release[pl.DataFrame]):
                 f"keys {missing} are not columns of the frame (its columns: "
                 f"{sorted(schema.names())[:20]})"
             )
+        margins = self.grouping.margins
         for k in self.grouping.keys:  # a string key never matches a numeric margin
-            data, public = schema[k], self.grouping.margins.schema[k]
+            data = schema[k]
             check_key_dtype(data, k, "key")
+            public = data if margins is None else margins.schema[k]
             if textual_key(data) != textual_key(public):
                 raise InvalidParameterError(
                     f"key {k!r} has dtype {data} in the data but {public} in the margins: "
                     "list the margins' keys with the data's type"
                 )
-        # every margin value fits the data key's dtype exactly (the rule the spec follows)
-        fit_margins(self.grouping.margins, schema, self.grouping.keys)
+        if margins is not None:  # every margin value fits the data key's dtype exactly
+            fit_margins(margins, schema, self.grouping.keys)
         sources = [src for s in self.statistics for src in s.sources()]
         check_sources(schema, sources, "this grouped release")
         read = [*self.grouping.keys, *(c for c, _ in sources)]
@@ -1003,14 +1189,14 @@ def _clamped_distinct_errors(
 
 
 def _histograms(
-    exact: pl.DataFrame, engine: Any, hists: list[Any], g: GroupBy
+    exact: pl.DataFrame, engine: Any, hists: list[Any], g: GroupBy, keyframe: pl.DataFrame
 ) -> dict[str, np.ndarray]:
     """One int64 array (groups, cells) per ``"hist"`` part, its rows in the order of
     ``exact``'s groups: each group's cell counts, counted by ``engine``
     (:meth:`grouped_histograms`) over the records whose keys are in the margins, put in
     shape by the driver (absent groups all 0). Statistics of one column on one grid (a
     median and quartiles) share one array."""
-    margins = indexed_margins(g.margins, engine.schema(), g.keys)
+    margins = indexed_margins(keyframe, engine.schema(), g.keys)
     distinct = {(p.x, p.grid): p for p in hists}
     rows = engine.grouped_histograms(list(distinct.values()), margins)
     counts = {
@@ -1018,8 +1204,8 @@ def _histograms(
         for same, p in distinct.items()
     }
     order = exact.select(g.keys)
-    if not order.equals(g.margins.select(g.keys)):  # exact's rows in another order
-        position = g.margins.select(g.keys).with_row_index("__position")
+    if not order.equals(keyframe.select(g.keys)):  # exact's rows in another order
+        position = keyframe.select(g.keys).with_row_index("__position")
         index = order.join(
             position, on=g.keys, how="left", nulls_equal=True, maintain_order="left"
         )["__position"].to_numpy()
@@ -1071,7 +1257,8 @@ def group_by(
     frame: Any,
     keys: str | Sequence[str],
     *,
-    margins: pl.DataFrame | None,
+    margins: pl.DataFrame | None = None,
+    private_keys: KeySelection | None = None,
     sizes: str | None = None,
     unknown_keys: str = "error",
     accountant: Any = None,
@@ -1090,9 +1277,15 @@ def group_by(
         The confidential records (the engine follows the frame's type).
     keys : str or list of str
         Grouping columns.
-    margins : polars.DataFrame
+    margins : polars.DataFrame, optional
         The public frame of every group's keys, one row per group. Groups absent from
-        the data are released (from an exact 0); without margins the release refuses.
+        the data are released (from an exact 0); without margins (and without
+        ``private_keys``) the release refuses.
+    private_keys : dpframe.select_keys(...), optional
+        Select the groups of the data privately (:func:`dpframe.select_keys`, a charged
+        first pass with a delta): without ``margins`` the groups released are the keys
+        it selects; with ``margins``, every margin key and the extra keys it selects.
+        Records of keys not selected are dropped. See ``docs/grouped.md``.
     sizes : str, optional
         A column of ``margins`` holding each group's *public* size. Then means,
         proportions and variances are released directly by the bounded mechanism with
@@ -1141,6 +1334,7 @@ def group_by(
         frame,
         keys,
         margins=margins,
+        private_keys=private_keys,
         sizes=sizes,
         unknown_keys=unknown_keys,
         accountant=accountant,

@@ -33,8 +33,8 @@ from dpframe.polars.column import gaussian, laplace, truncated_laplace
 from dpframe.polars.frame import covariance_matrix, proportions
 from dpframe.polars.grouped import group_by, median, quantile
 from dpframe.polars.io import sink_parquet, write_parquet
-from dpframe.polars.keys import select_keys
 from dpframe.polars.pram import apply
+from dpframe.polars.private_keys import release_keys
 from dpframe.polars.runner import collect
 
 if TYPE_CHECKING:
@@ -300,16 +300,16 @@ class _FrameDP(_Namespace[F]):
         """,
     )
 
-    select_keys = forward(
-        select_keys,
-        """Keys selected privately; see :func:`dpframe.select_keys`.
+    release_keys = forward(
+        release_keys,
+        """Keys selected privately, as a frame; see :func:`dpframe.release_keys`.
 
         Examples
         --------
         >>> import polars as pl, dpframe
         >>> df = pl.DataFrame({"code": ["A"] * 300 + ["rare"]})
         >>> with dpframe.Accountant(epsilon=1.0, delta=1e-6, neighbours="add_remove"):
-        ...     keys = df.dp.select_keys("code", epsilon=1.0, delta=1e-6).collect()
+        ...     keys = df.dp.release_keys("code", epsilon=1.0, delta=1e-6).collect()
         >>> keys["code"].to_list()
         ['A']
         """,

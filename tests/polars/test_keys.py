@@ -1,4 +1,4 @@
-"""dpframe.select_keys: keys not known in advance, selected privately.
+"""dpframe.release_keys: keys not known in advance, selected privately, as a frame.
 
 * an empirical audit on neighbouring data sets: one person holding keys nobody else has
   (record level; person level with max_groups = 2 of 3 such keys) -- each such key is
@@ -50,11 +50,11 @@ def test_common_keys_are_released_and_a_unique_key_at_most_delta_record_level():
     seen = 0
     for seed in range(runs):
         with dpframe.Accountant(epsilon=1.0, delta=delta, neighbours="add_remove"):
-            release = dpframe.select_keys(data, "code", epsilon=1.0, delta=delta, seed=seed)
+            release = dpframe.release_keys(data, "code", epsilon=1.0, delta=delta, seed=seed)
             keys = release.collect()["code"].to_list()
         assert {"A", "B", "C"} <= set(keys)  # far above the threshold
         seen += "secret" in keys
-    p1 = release.plan.selection.probability_released(1)
+    p1 = release.plan.kernel.probability_released(1)
     assert p1 <= delta  # a key of one person: at most delta
     assert seen / runs <= upper(p1, runs)
     assert seen > 0  # delta = 0.1: the audit can see it happen
@@ -69,7 +69,7 @@ def test_unique_keys_of_one_person_at_most_their_share_of_delta_person_level():
     counts = {"s1": 0, "s2": 0, "s3": 0}
     for seed in range(runs):
         with dpframe.Accountant(epsilon=1.0, delta=delta, neighbours="add_remove"):
-            release = dpframe.select_keys(
+            release = dpframe.release_keys(
                 data, "code", epsilon=1.0, delta=delta, unit=unit, seed=seed
             )
             keys = set(release.collect()["code"].to_list())
@@ -77,7 +77,7 @@ def test_unique_keys_of_one_person_at_most_their_share_of_delta_person_level():
         assert len(keys & set(counts)) <= 2  # never more than max_groups of one person
         for k in counts:
             counts[k] += k in keys
-    selection = release.plan.selection
+    selection = release.plan.kernel
     assert selection.max_groups == 2
     p1 = selection.probability_released(1)
     assert p1 <= delta / 2
@@ -89,7 +89,7 @@ def test_unique_keys_of_one_person_at_most_their_share_of_delta_person_level():
 def test_an_unselected_key_leaves_no_statistic():
     data = frame_with({"secret": [10_000]})
     with dpframe.Accountant(epsilon=2.0, delta=1e-6, neighbours="add_remove"):
-        keys = dpframe.select_keys(data, "code", epsilon=1.0, delta=1e-6, seed=1).collect()
+        keys = dpframe.release_keys(data, "code", epsilon=1.0, delta=1e-6, seed=1).collect()
         table = (
             dpframe.group_by(data, "code", margins=keys, unknown_keys="drop", seed=2)
             .agg(dpframe.agg.count(epsilon=1.0))
@@ -100,7 +100,7 @@ def test_an_unselected_key_leaves_no_statistic():
 
 
 def test_charged_epsilon_and_delta_before_it_draws(monkeypatch):
-    from dpframe.polars.keys import KeySelection
+    from dpframe.polars.private_keys import KeysPlan as KeySelection
 
     data = frame_with()
     with dpframe.Accountant(epsilon=1.0, delta=1e-5, neighbours="add_remove") as acct:
@@ -112,14 +112,14 @@ def test_charged_epsilon_and_delta_before_it_draws(monkeypatch):
             raise RuntimeError("the draw fails after the charge")
 
         monkeypatch.setattr(KeySelection, "draw", draw)
-        release = dpframe.select_keys(data, "code", epsilon=0.5, delta=1e-6)
+        release = dpframe.release_keys(data, "code", epsilon=0.5, delta=1e-6)
         with pytest.raises(RuntimeError):
             release.collect()
         assert spent == [(0.5, 1e-6)]
         (entry,) = acct.ledger
-        assert entry.mechanism == "key_selection_magic"
+        assert entry.mechanism == "key_selection:magic"
         assert (entry.epsilon, entry.delta) == (0.5, 1e-6)
-        assert entry.details["changed_keys"] == 1
+        assert entry.details["max_groups"] == 1
         monkeypatch.setattr(KeySelection, "draw", real)
 
 
@@ -127,7 +127,7 @@ def test_refused_without_a_delta_budget_spending_nothing():
     data = frame_with()
     with dpframe.Accountant(epsilon=1.0) as acct:
         with pytest.raises(BudgetExceededError, match="delta"):
-            dpframe.select_keys(data, "code", epsilon=0.5, delta=1e-6).collect()
+            dpframe.release_keys(data, "code", epsilon=0.5, delta=1e-6).collect()
         assert acct.spent.epsilon == 0 and not acct.ledger
 
 
@@ -137,7 +137,7 @@ def test_a_null_key_is_refused_before_any_charge():
     )
     with dpframe.Accountant(epsilon=1.0, delta=1e-5) as acct:
         with pytest.raises(InvalidDataError, match="keys: column 'code'"):
-            dpframe.select_keys(data, "code", epsilon=0.5, delta=1e-6).collect()
+            dpframe.release_keys(data, "code", epsilon=0.5, delta=1e-6).collect()
         assert not acct.ledger
 
 
@@ -151,23 +151,23 @@ def test_a_null_key_is_refused_before_any_charge():
 )
 def test_bad_parameters_name_the_argument(kwargs, match):
     with pytest.raises(InvalidParameterError, match=match):
-        dpframe.select_keys(frame_with(), "code", **kwargs)
+        dpframe.release_keys(frame_with(), "code", **kwargs)
 
 
 def test_a_missing_key_column_is_named():
     with pytest.raises(InvalidParameterError, match="keys: column"):
-        dpframe.select_keys(frame_with(), "nope", epsilon=1.0, delta=1e-6)
+        dpframe.release_keys(frame_with(), "nope", epsilon=1.0, delta=1e-6)
 
 
 def test_the_summary_states_the_selection_before_anything_is_spent():
     with dpframe.Accountant(epsilon=1.0, delta=1e-5) as acct:  # substitute: 2 keys
-        release = dpframe.select_keys(frame_with(), "code", epsilon=1.0, delta=1e-6)
+        release = dpframe.release_keys(frame_with(), "code", epsilon=1.0, delta=1e-6)
         row = release.summarize().row(0, named=True)
         assert acct.spent.epsilon == 0
-    assert row["mechanism"] == "key_selection_magic"
+    assert row["mechanism"] == "key_selection:magic"
     assert row["epsilon"] == 1.0 and row["delta"] == 1e-6
-    assert "a person changes at most 2 keys" in row["note"]
-    assert release.plan.selection.max_groups == 2
+    assert row["sensitivity"] == 2.0
+    assert release.plan.kernel.max_groups == 2
 
 
 @pytest.mark.slow
@@ -180,7 +180,7 @@ def test_spark_selects_the_same_keys(spark, person):
     selected = []
     for source in (data.lazy(), spark.createDataFrame(data.to_arrow())):
         with dpframe.Accountant(epsilon=1.0, delta=0.3, neighbours="add_remove") as acct:
-            keys = dpframe.select_keys(
+            keys = dpframe.release_keys(
                 source, "code", epsilon=1.0, delta=0.3, unit=unit, seed=7
             ).collect()
             selected.append((keys["code"].to_list(), [e.details for e in acct.ledger]))

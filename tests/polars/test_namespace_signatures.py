@@ -22,6 +22,7 @@ FRAME_FORWARDS = {
     "median": dpframe.median,
     "covariance_matrix": dpframe.covariance_matrix,
     "proportions": dpframe.proportions,
+    "release_keys": dpframe.release_keys,
     "drha": drha,
     "write_parquet": dpframe.write_parquet,
 }
