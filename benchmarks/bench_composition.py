@@ -18,10 +18,14 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import sys
 import time
 from fractions import Fraction
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
@@ -40,6 +44,10 @@ def main() -> None:
     ks = (10, 100) if args.quick else (10, 100, 1000)
     laplace = {"mechanism": "laplace", "epsilon": LAPLACE_EPSILON}
     gaussian = {"mechanism": "gaussian", "sensitivity": 1.0, "sigma": SIGMA}
+    print(
+        f"bench_composition: numpy {np.__version__}, python {platform.python_version()}, "
+        f"cpu_count={os.cpu_count()}, k={', '.join(map(str, ks))}, delta={DELTA:g}"
+    )
     print(f"epsilon of k releases at delta = {DELTA:g} (tight: privacy-loss distributions)")
     print(
         f"{'mechanism':<24} {'k':>5} {'tight':>9} {'basic':>9} {'zCDP':>9} "
