@@ -19,6 +19,15 @@ epsilon-DP release ``epsilon**2 / 2``; ``delta`` there is only the delta at whic
 budget's (epsilon, delta) guarantee is stated (:mod:`dpframe.core.zcdp`). An
 (epsilon, delta) budget refuses a release that is only zCDP.
 
+With ``accounting="pld"`` an (epsilon, delta) budget is spent by *tight composition*:
+the whole ledger -- every entry, every running job's reservation and the new charge -- is
+composed by the releases' privacy-loss distributions (:mod:`dpframe.core.composition`,
+each charge described by :mod:`dpframe.core.losses`), and a charge fits when that
+composition is still (epsilon, delta)-DP. Many releases then cost what they cost
+together (100 releases of epsilon 0.1 cost about 4.8 at delta 1e-6, not 10); the
+composition is never below the truth, and never above basic composition. zCDP
+(Gaussian) releases may be charged there too.
+
 The privacy unit (:mod:`dpframe.core.units`) is part of a budget: an accountant made
 for a person column accepts only releases that bound each person's contributions
 (by that column); one made for records accepts both.
@@ -47,6 +56,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from dpframe.core import losses
 from dpframe.core.advice import advise
 from dpframe.core.budget import charge_for, exact
 from dpframe.core.chain import anchor, anchor_problem
@@ -105,7 +115,7 @@ UNIT_KEY = "unit"
 #: entries of older versions and unnamed Python releases have none)
 NAME_KEY = "release_name"
 #: keys of ``details`` only the accountant writes
-_ACCOUNTANT_KEYS = (RESERVATION_KEY, RHO_KEY, UNIT_KEY, NAME_KEY)
+_ACCOUNTANT_KEYS = (RESERVATION_KEY, RHO_KEY, UNIT_KEY, NAME_KEY, losses.LOSS_KEY)
 
 _ACTIVE: contextvars.ContextVar[tuple[Accountant, ...]] = contextvars.ContextVar(
     "dpframe_active_accountants", default=()
@@ -159,6 +169,25 @@ def check_budget(
 
     check("accounting", accounting)
     delta = check_delta(delta)
+    if accounting == "pld":
+        if rho is not None:
+            raise InvalidParameterError(
+                "rho: accounting='pld' composes an (epsilon, delta) budget by privacy-loss "
+                "distributions; give epsilon=... and delta=..., not rho (zCDP releases are "
+                "composed there too)"
+            )
+        if epsilon is None:
+            raise InvalidParameterError(
+                "epsilon: accounting='pld' needs the budget epsilon=... and delta=..."
+            )
+        if delta <= 0:
+            fix = advise(python="pass delta=...", spec="set privacy.budget.delta = ...")
+            raise InvalidParameterError(
+                "delta: tight composition (accounting='pld') spends less than basic "
+                f"composition only at a delta > 0; {fix} (e.g. 1e-6, well below 1/number "
+                "of people), or leave accounting unset"
+            )
+        return check_epsilon(epsilon), delta, None
     if rho is None and accounting != "zcdp":
         if epsilon is None:
             raise InvalidParameterError(
@@ -212,8 +241,10 @@ class Accountant:
     rho : float, optional
         A zero-concentrated DP budget (instead of ``epsilon``): Gaussian releases
         charge ``Δ₂²/(2σ²)``, pure epsilon-DP releases ``epsilon²/2``.
-    accounting : {"pure", "zcdp"}, optional
+    accounting : {"pure", "zcdp", "pld"}, optional
         ``"zcdp"`` with ``epsilon`` and ``delta``: a rho budget that implies them.
+        ``"pld"``: the (epsilon, delta) budget is spent by tight composition of the
+        whole ledger (the module's docstring; needs ``delta > 0``).
     unit, max_rows, max_groups
         The privacy unit (:mod:`dpframe.core.units`): ``None`` (one row is one
         person), or the column identifying a person, with the default bounds of the
@@ -232,6 +263,11 @@ class Accountant:
     >>> _ = z.spend(0.6, mechanism="laplace")          # charged 0.6**2 / 2 = 0.18
     >>> z.spent.rho
     0.18
+    >>> t = dpframe.Accountant(epsilon=5.0, delta=1e-6, accounting="pld")
+    >>> for _ in range(100):                          # basic composition: 10.0
+    ...     _ = t.spend(0.1, mechanism="laplace")
+    >>> round(t.spent.epsilon, 2)
+    4.78
     """
 
     def __init__(
@@ -251,6 +287,8 @@ class Accountant:
             epsilon, delta, rho, accounting, stored=_store is not None
         )
         self._neighbours = check("neighbours", neighbours)
+        #: "pld" for tight composition, else None (basic, or zCDP when ``_rho`` is set)
+        self._accounting: str | None = "pld" if accounting == "pld" else None
         self._unit = as_unit(unit, max_rows, max_groups, needs=())
         given = {"max_rows": max_rows, "max_groups": max_groups}
         named = (
@@ -436,6 +474,17 @@ class Accountant:
             )
             err.key, err.recorded, err.asked = "rho", header["rho"], None
             raise err
+        pld_ledger = header.get("accounting") == "pld"
+        asked_accounting = terms.get("accounting")
+        if asked_accounting is not None and (asked_accounting == "pld") != pld_ledger:
+            recorded = "pld" if pld_ledger else ("zcdp" if zcdp_ledger else "pure")
+            err = LedgerMismatchError(
+                f"ledger {store.where} was created with accounting={recorded!r}, but opened "
+                f"with accounting={asked_accounting!r}; open it with the same accounting (or "
+                "leave it unset to take the ledger's), or start a new ledger file"
+            )
+            err.key, err.recorded, err.asked = "accounting", recorded, asked_accounting
+            raise err
         if header.get("rho") is None and terms.get("accounting") == "zcdp":
             err = LedgerMismatchError(
                 f"ledger {store.where} holds an (epsilon, delta) budget "
@@ -449,6 +498,7 @@ class Accountant:
             header["delta"],
             header["neighbours"],
             rho=header.get("rho"),
+            accounting=header.get("accounting"),
             unit=header.get("unit") if person in (None, "record") else unit,
             max_rows=None if isinstance(unit, PrivacyUnit) else terms.get("max_rows"),
             max_groups=None if isinstance(unit, PrivacyUnit) else terms.get("max_groups"),
@@ -464,6 +514,7 @@ class Accountant:
             self._neighbours,
             unit=self._unit.person,
             rho=self._rho,
+            accounting=self._accounting,
         )
 
     def _header(self) -> dict[str, Any]:
@@ -476,6 +527,8 @@ class Accountant:
             out["unit"] = self._unit.person
         if self._rho is not None:
             out["rho"] = self._rho
+        if self._accounting is not None:
+            out["accounting"] = self._accounting
         return out
 
     # -- read-only state --------------------------------------------------------------
@@ -527,6 +580,21 @@ class Accountant:
         (0.5, None)
         """
         return self._rho
+
+    @property
+    def accounting(self) -> str:
+        """How this budget composes: ``"pure"`` (epsilons and deltas add), ``"zcdp"``
+        (rhos add) or ``"pld"`` (tight composition of the whole ledger).
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> dpframe.Accountant(epsilon=1.0, delta=1e-6, accounting="pld").accounting
+        'pld'
+        """
+        if self._accounting is not None:
+            return self._accounting
+        return "pure" if self._rho is None else "zcdp"
 
     @property
     def unit(self) -> PrivacyUnit:
@@ -652,6 +720,9 @@ class Accountant:
         >>> acct.spent
         Budget(epsilon=0.25, delta=0.0, rho=None)
         """
+        if self._accounting == "pld":
+            state = self._state()
+            return self._composed_budget(self._composed(LedgerState(state.entries, [])))
         return self._budget(_totals(self._entries()))
 
     @property
@@ -665,8 +736,15 @@ class Accountant:
         >>> _ = acct.spend(0.3, mechanism="laplace")
         >>> acct.remaining.epsilon
         0.7
+
+        With ``accounting="pld"``, the budget's epsilon less what the ledger and running
+        jobs compose to at its delta: a guide (a release of that epsilon fits; whether a
+        larger one fits, only composing it says -- :meth:`check`).
         """
         state = self._state()
+        if self._accounting == "pld":  # what is left beside the ledger and running jobs
+            used = self._composed_budget(self._composed(state)).epsilon
+            return Budget(float(max(exact(self._epsilon) - exact(used), Fraction(0))), self._delta)
         spent = _totals(state.entries)
         held = _held(state)
         total = self._total()
@@ -790,12 +868,16 @@ class Accountant:
         reservation = self.reservation
 
         def decide(state: LedgerState) -> Changes:
-            if reservation is None:
+            if self._accounting == "pld":
+                wanted = [e.details[losses.LOSS_KEY] for e in new]
+                self._check_composed(state, wanted, reservation)
+            elif reservation is None:
                 self._check_fits(state, want)
+            else:
+                _check_drawable(state, reservation, want, self)
+            if reservation is None:
                 return Changes(new, give_back=_dead(state))
-            _check_drawable(state, reservation, want, self)
-            drawn = [_drawn_from(e, reservation) for e in new]
-            return Changes(drawn)
+            return Changes([_drawn_from(e, reservation) for e in new])
 
         return tuple(self._transact(decide))
 
@@ -816,7 +898,9 @@ class Accountant:
         want = self._want(list(charges))
         state = self._state()
         reservation = self.reservation
-        if reservation is None:
+        if self._accounting == "pld":
+            self._check_composed(state, [self._loss_of(c) for c in charges], reservation)
+        elif reservation is None:
             self._check_fits(state, want)
         else:
             _check_drawable(state, reservation, want, self)
@@ -832,6 +916,8 @@ class Accountant:
         0.02
         """
         eps, delta, rho = self._want(list(charges))
+        if self._accounting == "pld":  # composed alone, at the budget's delta
+            return self._composed_budget([self._loss_of(c) for c in charges])
         return Budget(float(eps), float(delta), None if self._rho is None else float(rho))
 
     def rho_of(self, charge: Charge) -> Fraction:
@@ -869,15 +955,15 @@ class Accountant:
     def _check_payable(self, charge: Charge) -> None:
         """Refuse a charge this budget cannot pay: a zCDP-only release on an (epsilon,
         delta) budget, a release not bounded by this ledger's person column."""
-        if charge.rho is not None and self._rho is None:
+        if charge.rho is not None and self._rho is None and self._accounting != "pld":
             raise InvalidParameterError(
                 f"charges: a {charge.mechanism} release is rho-zCDP (rho={charge.rho:g}), not "
                 f"pure epsilon-DP, and this accountant holds an (epsilon, delta) budget; open a "
                 "zCDP budget for it: "
                 + advise(
-                    python="dpframe.Accountant(rho=..., delta=...) or "
-                    "Accountant(epsilon=..., delta=..., accounting='zcdp')",
-                    spec='in the spec, privacy.budget.rho = ... or accounting = "zcdp"',
+                    python="dpframe.Accountant(rho=..., delta=...), or "
+                    "Accountant(epsilon=..., delta=..., accounting='zcdp') (or 'pld')",
+                    spec='in the spec, privacy.budget.rho = ..., or accounting = "zcdp" (or "pld")',
                 )
                 + ". Nothing was charged."
             )
@@ -897,6 +983,10 @@ class Accountant:
         details = dict(charge.details)
         if self._rho is not None:
             details[RHO_KEY] = _rounded_rho(self.rho_of(charge))
+        if self._accounting == "pld":
+            if charge.rho is not None:
+                details[RHO_KEY] = _rounded_rho(exact(charge.rho))
+            details[losses.LOSS_KEY] = self._loss_of(charge)
         if charge.unit is not None:
             details[UNIT_KEY] = charge.unit
         if charge.name is not None:
@@ -943,6 +1033,11 @@ class Accountant:
         0.75
         """
         want = self._amount(plan)
+        held_losses = (
+            tuple(self._loss_of(c) for c in self._charges_in(plan))
+            if self._accounting == "pld"
+            else None
+        )
         if self.reservation is not None:
             raise InvalidParameterError(
                 "plan: this accountant already holds a reservation here; reserve the whole "
@@ -956,13 +1051,17 @@ class Accountant:
             epsilon=_at_least(want[0]),
             delta=_at_least(want[1]),
             rho=None if self._rho is None else _at_least(want[2]),
+            losses=held_losses,
         )
 
         def hold(state: LedgerState) -> Changes:
             # the exact sum is checked; the stored amount is the least float not below it,
             # so the last draw is never refused by a rounding (it may hold one unit in the
             # last place more: ``remaining`` never shows less than 0 for it)
-            self._check_fits(state, want)
+            if held_losses is not None:
+                self._check_composed(state, held_losses)
+            else:
+                self._check_fits(state, want)
             return Changes(reserve=[r], give_back=_dead(state))
 
         token = _RESERVING.set((*_RESERVING.get(), (id(self), r)))
@@ -1033,8 +1132,37 @@ class Accountant:
         >>> acct = dpframe.Accountant(epsilon=1.0)
         >>> acct.reserved.epsilon
         0.0
+
+        With ``accounting="pld"``, what the held releases compose to alone, at the
+        budget's delta (compositions do not add: :meth:`composed` gives the whole).
         """
-        return self._budget(_held(self._state()))
+        state = self._state()
+        if self._accounting == "pld":
+            return self._composed_budget(self._composed(state)[len(state.entries) :])
+        return self._budget(_held(state))
+
+    def composed(self, charges: Sequence[Charge] = ()) -> Budget:
+        """What the ledger's entries, the running jobs' reservations and ``charges`` spend
+        together (charging nothing): the sum of their amounts, or with
+        ``accounting="pld"`` their tight composition (epsilon at the budget's delta).
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> acct = dpframe.Accountant(epsilon=5.0, delta=1e-6, accounting="pld")
+        >>> _ = acct.spend(0.1, mechanism="laplace")
+        >>> round(acct.composed([dpframe.Charge(epsilon=0.1)] * 99).epsilon, 2)
+        4.78
+        """
+        charges = list(charges)
+        state = self._state()
+        if self._accounting == "pld":
+            return self._composed_budget(self._composed(state, [self._loss_of(c) for c in charges]))
+        want = self._want(charges) if charges else (Fraction(0),) * 3
+        total = [
+            a + b + c for a, b, c in zip(_totals(state.entries), _held(state), want, strict=True)
+        ]
+        return self._budget((total[0], total[1], total[2]))
 
     def cancel(self, reservation_id: str, *, force: bool = False) -> Reservation:
         """Give back an open reservation whose job is gone (an operator's tool).
@@ -1113,6 +1241,69 @@ class Accountant:
                     exc.recorded = tuple(recorded)  # type: ignore[attr-defined]
             raise
         return recorded
+
+    # -- tight composition (accounting="pld") ---------------------------------------------
+
+    def _loss_of(self, charge: Charge) -> dict[str, Any]:
+        rho = None if charge.rho is None else _rounded_rho(exact(charge.rho))
+        return losses.loss_of_charge(charge, rho)
+
+    def _composed(
+        self, state: LedgerState, want: Sequence[dict[str, Any]] = (), drawing: Any = None
+    ) -> list[dict[str, Any]]:
+        """Every privacy loss the ledger holds: its entries', what live reservations still
+        hold (``drawing``'s less ``want``, drawn from it), and ``want``."""
+        state = _live(state)
+        out = [losses.loss_of_entry(e, RHO_KEY) for e in state.entries]
+        for r in state.reservations:
+            drawn = [
+                e.details[losses.LOSS_KEY]
+                for e in state.entries
+                if e.details.get(RESERVATION_KEY) == r.id
+            ]
+            if drawing is not None and r.id == drawing.id:
+                drawn += list(want)
+            out += losses.held(r, drawn) if r.losses is not None else [_as_loss(r)]
+        return out + list(want)
+
+    def _check_composed(
+        self, state: LedgerState, want: Sequence[dict[str, Any]], drawing: Any = None
+    ) -> None:
+        """Refuse unless the ledger with ``want`` still composes within the budget."""
+        if drawing is not None and drawing.id not in {x.id for x in state.reservations}:
+            raise LedgerIntegrityError(
+                f"reservation {drawing.id} in {self._store.where} was cancelled while this "
+                "job held it; nothing more was charged or drawn"
+            )
+        every = self._composed(state, want, drawing)
+        delta = losses.composed_delta(every, self._epsilon)
+        if delta <= exact(self._delta):
+            return
+        before = self._composed(state)
+        eps_before = losses.composed_epsilon(before, self._delta)
+        eps_after = losses.composed_epsilon(every, self._delta)
+        asked = sum((exact(x.get("epsilon", 0.0)) for x in want), Fraction(0))
+        raise BudgetExceededError(
+            f"privacy budget exceeded: budget epsilon={self._epsilon:g}, delta="
+            f"{self._delta:g} under tight composition (accounting='pld'); the ledger's "
+            f"{len(state.entries)} entries and running jobs' reservations compose to "
+            f"epsilon={eps_before:.6g} at delta={self._delta:g}, and with the "
+            f"{len(want)} release(s) asked for to epsilon={eps_after:.6g} (delta="
+            f"{float(delta):.3g} at epsilon={self._epsilon:g}). Nothing was charged and no "
+            "noise was drawn.",
+            budget_epsilon=self._epsilon,
+            budget_delta=self._delta,
+            spent_epsilon=eps_before,
+            spent_delta=self._delta if before else 0.0,
+            requested_epsilon=float(asked),
+            requested_delta=float(sum((exact(x.get("delta", 0.0)) for x in want), Fraction(0))),
+        )
+
+    def _composed_budget(self, every: Sequence[dict[str, Any]]) -> Budget:
+        """What composing ``every`` spends, as (epsilon at the budget's delta, delta)."""
+        if not every:
+            return Budget(0.0, 0.0)
+        return Budget(losses.composed_epsilon(every, self._delta), self._delta)
 
     def _check_history(self, entries: Sequence[LedgerEntry]) -> None:
         n, head = self._seen
@@ -1240,10 +1431,26 @@ class Accountant:
                 f"Accountant(rho={self._rho:g}, delta={self._delta:g}, "
                 f"neighbours={self._neighbours!r}{unit}, spent_rho={spent.rho:g}{where})"
             )
+        pld = ", accounting='pld'" if self._accounting == "pld" else ""
         return (
-            f"Accountant(epsilon={self._epsilon:g}, delta={self._delta:g}, "
+            f"Accountant(epsilon={self._epsilon:g}, delta={self._delta:g}{pld}, "
             f"neighbours={self._neighbours!r}{unit}, spent_epsilon={spent.epsilon:g}{where})"
         )
+
+    def _charges_in(self, plan: Any) -> list[Charge]:
+        """The charges ``plan`` holds (see :meth:`reserve`); a :class:`Budget` is one
+        charge of its amount (its epsilon and delta, or its rho)."""
+        if isinstance(plan, Charge):
+            return [plan]
+        if isinstance(plan, Budget):
+            if plan.rho is not None:
+                return [Charge(epsilon=0.0, rho=plan.rho, mechanism="reserved")]
+            return [Charge(epsilon=plan.epsilon, delta=plan.delta, mechanism="reserved")]
+        if hasattr(plan, "charges"):
+            return list(plan.charges)
+        if hasattr(plan, "plan") and hasattr(plan.plan, "charges"):  # an executor Step
+            return list(plan.plan.charges)
+        return [c for part in plan for c in self._charges_in(part)]
 
     def _amount(self, plan: Any) -> tuple[Fraction, Fraction, Fraction]:
         """The exact (epsilon, delta, rho) that ``plan`` asks for (see :meth:`reserve`)."""
@@ -1362,6 +1569,15 @@ def _check_drawable(
             f"the release asks for {asks}, more than its reservation has left ({left}); "
             "nothing was charged. Reserve the whole plan."
         )
+
+
+def _as_loss(r: Reservation) -> dict[str, Any]:
+    """A reservation without descriptions (made outside a tight ledger), held whole."""
+    if r.rho is not None:
+        return {"mechanism": "zcdp", "rho": float(r.rho)}
+    if r.delta > 0:
+        return {"mechanism": "approx", "epsilon": float(r.epsilon), "delta": float(r.delta)}
+    return {"mechanism": "pure", "epsilon": float(r.epsilon)}
 
 
 def _drawn_from(e: LedgerEntry, r: Reservation) -> LedgerEntry:

@@ -343,7 +343,17 @@ def _convolve(a: _Pld, b: _Pld) -> _Pld:
     na1 = float(a.masses.sum()) + a.infinity
     nb1 = float(b.masses.sum()) + b.infinity
     size = a.masses.size + b.masses.size - 1
-    if min(a.masses.size, b.masses.size) <= 64:
+    if a.masses.size < b.masses.size:
+        a, b, na1, nb1 = b, a, nb1, na1
+    atoms = np.flatnonzero(b.masses)
+    if atoms.size <= 8:
+        # b is a few atoms (a randomized-response or (epsilon, delta) pair): shifted copies
+        # of a, each point a sum of at most atoms.size non-negative products
+        c = np.zeros(size)
+        for j in atoms:
+            c[j : j + a.masses.size] += b.masses[j] * a.masses
+        float_error = 1.01 * max(atoms.size, 1) * _U * na1 * nb1
+    elif b.masses.size <= 64:
         # a sum of at most min(len) products of non-negative terms each
         c = np.convolve(a.masses, b.masses)
         float_error = 1.01 * min(a.masses.size, b.masses.size) * _U * na1 * nb1

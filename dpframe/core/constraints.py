@@ -145,8 +145,9 @@ COMPOSED_MECHANISMS = (
     "approx",
     "zcdp",
 )
-#: How an accountant composes: (epsilon, delta) budgets, or rho-zCDP (``None``: pure).
-ACCOUNTINGS = (None, "pure", "zcdp")
+#: How an accountant composes: epsilons and deltas add (``None``, ``"pure"``), rho-zCDP
+#: (``"zcdp"``), or every release by its privacy-loss distribution (``"pld"``).
+ACCOUNTINGS = (None, "pure", "zcdp", "pld")
 #: Parquet compressions (polars' own list).
 #: Parquet codecs polars writes (not lzo: polars refuses it, after the charge if unchecked)
 COMPRESSIONS = ("zstd", "lz4", "snappy", "gzip", "brotli", "uncompressed")

@@ -63,6 +63,7 @@ CREATE TABLE dpframe_header (
     neighbours TEXT NOT NULL CHECK (neighbours IN ('substitute', 'add_remove')),
     unit TEXT CHECK (unit IS NULL OR length(unit) > 0),
     rho DOUBLE PRECISION CHECK (rho IS NULL OR (rho > 0 AND rho <= 1e300)),
+    accounting TEXT CHECK (accounting IS NULL OR accounting = 'pld'),
     hash TEXT NOT NULL
 );
 CREATE TABLE dpframe_entries (
@@ -91,7 +92,8 @@ CREATE TABLE dpframe_reservations (
     note TEXT NOT NULL,
     epsilon DOUBLE PRECISION NOT NULL CHECK (epsilon >= 0 AND epsilon <= 1e300),
     delta DOUBLE PRECISION NOT NULL CHECK (delta >= 0 AND delta <= 1),
-    rho DOUBLE PRECISION CHECK (rho IS NULL OR (rho >= 0 AND rho <= 1e300))
+    rho DOUBLE PRECISION CHECK (rho IS NULL OR (rho >= 0 AND rho <= 1e300)),
+    losses TEXT CHECK (losses IS NULL OR length(losses) > 1)
 );
 CREATE OR REPLACE FUNCTION dpframe_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION '%', TG_ARGV[0]; END $$;

@@ -259,6 +259,9 @@ class Reservation:
     delta: float
     #: the rho held, on a zCDP ledger (``None`` on an (epsilon, delta) ledger)
     rho: float | None = None
+    #: on a tight-composition ledger, the privacy-loss descriptions of the plan's charges
+    #: (:mod:`dpframe.core.losses`); ``epsilon``/``delta`` are then their plain sums
+    losses: tuple[dict[str, Any], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS reservations (
     note TEXT NOT NULL,
     epsilon REAL NOT NULL CHECK (epsilon >= 0 AND epsilon <= 1e300),
     delta REAL NOT NULL CHECK (delta >= 0 AND delta <= 1),
-    rho REAL CHECK (rho IS NULL OR (rho >= 0 AND rho <= 1e300))
+    rho REAL CHECK (rho IS NULL OR (rho >= 0 AND rho <= 1e300)),
+    losses TEXT CHECK (losses IS NULL OR length(losses) > 1)
 ) STRICT;
 CREATE TRIGGER IF NOT EXISTS reservations_are_fixed BEFORE UPDATE ON reservations
     BEGIN SELECT RAISE(ABORT, 'a reservation is fixed: draw from it or give it back'); END;
@@ -68,6 +69,7 @@ CREATE TABLE header (
     neighbours TEXT NOT NULL CHECK (neighbours IN ('substitute', 'add_remove')),
     unit TEXT CHECK (unit IS NULL OR length(unit) > 0),
     rho REAL CHECK (rho IS NULL OR (rho > 0 AND rho <= 1e300)),
+    accounting TEXT CHECK (accounting IS NULL OR accounting = 'pld'),
     hash TEXT NOT NULL
 ) STRICT;
 CREATE TABLE entries (

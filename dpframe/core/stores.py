@@ -57,8 +57,9 @@ HEADER_KEYS = ("format", "version", "creation_id", "created", "epsilon", "delta"
 #: Header keys a ledger has only when they differ from the default (stored as NULL
 #: otherwise, and absent from older ledgers): ``unit``, the person column of a
 #: person-level ledger (absent: one row is one person); ``rho``, a zCDP budget (absent:
-#: an (epsilon, delta) budget).
-OPTIONAL_HEADER_KEYS = ("unit", "rho")
+#: an (epsilon, delta) budget); ``accounting``, ``"pld"`` for a budget composed by
+#: privacy-loss distributions (absent: epsilons and deltas add).
+OPTIONAL_HEADER_KEYS = ("unit", "rho", "accounting")
 ENTRY_COLUMNS = (
     "id",
     "release",
@@ -75,6 +76,9 @@ ENTRY_COLUMNS = (
 RESERVATION_COLUMNS = ("id", "created", "owner", "note", "epsilon", "delta")
 #: a column of the reservations of ledgers made since zCDP budgets exist (NULL otherwise)
 RESERVATION_RHO = "rho"
+#: a column of the reservations of ledgers made since tight composition exists: the JSON
+#: list of a reservation's privacy-loss descriptions (NULL on other ledgers)
+RESERVATION_LOSSES = "losses"
 
 
 @dataclass(frozen=True)
@@ -113,9 +117,11 @@ def new_header(
     *,
     unit: str | None = None,
     rho: float | None = None,
+    accounting: str | None = None,
 ) -> dict[str, Any]:
     """The header of a new ledger: the budget, the relation, the privacy unit (a person
-    column, or ``None``), a zCDP budget ``rho`` (or ``None``) and a fresh creation id."""
+    column, or ``None``), a zCDP budget ``rho`` (or ``None``), ``accounting="pld"`` for
+    tight composition (or ``None``) and a fresh creation id."""
     header = {
         "format": LEDGER_FORMAT,
         "version": LEDGER_VERSION,
@@ -129,6 +135,8 @@ def new_header(
         header["unit"] = unit
     if rho is not None:
         header["rho"] = float(rho)
+    if accounting is not None:
+        header["accounting"] = accounting
     return header
 
 
@@ -234,7 +242,7 @@ class DatabaseStore:
                 self._record_issued(con, n + len(new))
             for r in changes.reserve:
                 row = reservation_row(r)
-                columns = [*RESERVATION_COLUMNS, RESERVATION_RHO][: len(row)]
+                columns = [*RESERVATION_COLUMNS, RESERVATION_RHO, RESERVATION_LOSSES][: len(row)]
                 con.execute(
                     self._sql(
                         f"INSERT INTO {self.RESERVATIONS} ({', '.join(columns)}) "
@@ -290,6 +298,8 @@ class DatabaseStore:
             stored = dict(zip(names, row, strict=True))
             d = {c: stored[c] for c in RESERVATION_COLUMNS}
             d["rho"] = stored.get(RESERVATION_RHO)
+            losses = stored.get(RESERVATION_LOSSES)
+            d["losses"] = None if losses is None else tuple(json.loads(losses))
             try:
                 owner = json.loads(d["owner"])
                 if not isinstance(owner, dict):
@@ -354,6 +364,8 @@ def reservation_row(r: Reservation) -> tuple[Any, ...]:
     d = r.to_dict()
     d["owner"] = canonical(r.owner).decode()
     row = tuple(d[c] for c in RESERVATION_COLUMNS)
+    if r.losses is not None:
+        return (*row, None if r.rho is None else float(r.rho), canonical(list(r.losses)).decode())
     return row if r.rho is None else (*row, float(r.rho))
 
 
