@@ -69,7 +69,7 @@ def run_demo(out: str | Path = "out/demo", n: int = 200_000, progress: bool = Fa
     >>> import tempfile
     >>> result = run_demo(tempfile.mkdtemp() + "/demo", n=5_000)
     >>> round(result.epsilon_spent, 6), sorted(result.outputs)
-    (2.3, ['age_shares', 'by_region', 'households', 'microdata', 'scores_cov'])
+    (2.7, ['age_shares', 'by_age', 'by_region', 'households', 'microdata', 'scores_cov'])
     """
     import numpy as np
 

@@ -15,13 +15,14 @@ def test_demo_end_to_end(tmp_path):
     assert "Plan" in res.output and "Ledger" in res.output and "DR-HA" in res.output
     assert "(6 of 18 rows shown; all 18 in" in res.output  # not a silent head()
     released = out / "released"
-    for name in ("by_region", "households", "microdata", "age_shares", "scores_cov"):
+    for name in ("by_region", "by_age", "households", "microdata", "age_shares", "scores_cov"):
         assert (released / f"{name}.parquet").exists()
         assert (released / f"{name}.suite.json").exists()
         assert (released / f"{name}.validation.json").exists()
     assert not list(released.glob(".staging-*")) and not list(released.glob(".failed-*"))
     ledger = dpframe.Accountant.open(out / "ledger.db")
-    assert ledger.spent.epsilon == pytest.approx(2.3) and len(ledger.ledger) == 13
+    assert ledger.spent.epsilon == pytest.approx(2.7) and len(ledger.ledger) == 15
+    assert ledger.spent.delta == pytest.approx(1e-6)  # the private selection of ages
     households = pl.read_parquet(released / "households.parquet")  # protects households
     assert households.columns == ["region", "respondents", "income_total", "households"]
     assert households.height == 6 and "household" not in households.columns
@@ -80,6 +81,7 @@ def test_ledger_show(tmp_path, monkeypatch):
     named = {(r[1], r[2]) for r in _rows_of(res.output)}
     assert named == {
         ("by_region", "record"),
+        ("by_age", "record"),
         ("households", 'person "household" (max_rows=3, max_groups=1)'),
         ("microdata", "record"),
         ("age_shares", "record"),

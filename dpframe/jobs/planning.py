@@ -31,7 +31,7 @@ from dpframe.core.postgres import redact
 from dpframe.core.randomness import RandomSource, derived_source
 from dpframe.engines import Engine, input_engine
 from dpframe.engines.driver import fit_margins, textual_key
-from dpframe.errors import DPFrameError, InvalidParameterError
+from dpframe.errors import BudgetExceededError, DPFrameError, InvalidParameterError
 from dpframe.jobs.kinds import release_class
 from dpframe.jobs.spec import Spec, SpecError
 from dpframe.polars.io import frame_reads
@@ -98,6 +98,11 @@ class JobPlan:
     rho: float | None = None
     #: the neighbour relation every release is calibrated for (the spec's)
     neighbours: str = "substitute"
+    #: on a tight-composition budget (``accounting="pld"``): what the ledger, running
+    #: jobs and this plan compose to (epsilon at the budget's delta), and whether that
+    #: fits; ``None`` otherwise (amounts add)
+    composed_after: float | None = None
+    composed_fits: bool | None = None
 
     def __post_init__(self, table: pl.DataFrame) -> None:
         object.__setattr__(self, "_rows", table.clone())
@@ -118,6 +123,8 @@ class JobPlan:
 
     @property
     def spent_after(self) -> float:
+        if self.composed_after is not None:
+            return self.composed_after
         return float(exact(self.spent_before) + exact(self._amount))
 
     @property
@@ -127,6 +134,8 @@ class JobPlan:
     @property
     def fits(self) -> bool:
         """Whether the releases fit in what the ledger has left."""
+        if self.composed_fits is not None:
+            return self.composed_fits
         total = exact(self.spent_before) + exact(self._amount)
         if self.budget_rho is not None:
             return total <= exact(self.budget_rho)
@@ -155,6 +164,14 @@ class JobPlan:
             what = (
                 f"zCDP budget rho={self.budget_rho:g} (epsilon={self.budget_epsilon:g} at "
                 f"delta={self.budget_delta:g})"
+            )
+        elif self.composed_after is not None:
+            return (
+                f"budget epsilon={self.budget_epsilon:g}, delta={self.budget_delta:g} by tight "
+                f"composition (ledger {self.ledger}): the ledger composes to epsilon="
+                f"{self.spent_before:.4g} before, this plan's releases (epsilon "
+                f"{self._amount:g}, delta {self.delta:g} in sum) bring it to "
+                f"{self.spent_after:.4g} -- {verdict}"
             )
         else:
             what = f"budget epsilon={self.budget_epsilon:g}"
@@ -401,17 +418,23 @@ def spec_json(spec: Spec) -> str:
     return json.dumps(spec.to_dict(), sort_keys=True, default=str)
 
 
-def ledger_state(job: Job) -> tuple[float, Path | str]:
+def ledger_state(job: Job) -> tuple[float, Path | str, Accountant | None]:
     """What the job's ledger has spent or holds for running jobs (0 if it does not exist
-    yet: nothing is created)."""
+    yet: nothing is created), and the ledger (``None`` then)."""
     path = job.ledger
     shown = redact(path) if isinstance(path, str) else path  # never a password in a message
     if not ledger_exists(path):  # plan writes nothing: a missing ledger has spent nothing
-        return 0.0, shown
+        return 0.0, shown, None
     acct = job.spec.privacy.open_ledger(path)
+    return _used(acct), shown, acct
+
+
+def _used(acct: Accountant) -> float:
+    if acct.accounting == "pld":
+        return acct.composed().epsilon
     if acct.rho is not None:
         return float(exact(acct.spent.rho) + exact(acct.reserved.rho)), shown
-    return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon)), shown
+    return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon))
 
 
 def file_schema(spec: Spec, engine: Engine) -> pl.Schema:
@@ -456,7 +479,7 @@ def plan(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any
         False if the releases would overspend.
     """
     job = resolve(spec, frame=frame, engine=engine, spark=spark)
-    spent, ledger = ledger_state(job)
+    spent, ledger, existing = ledger_state(job)
     releases = build_releases(job)
     table = []
     charges = []
@@ -472,6 +495,15 @@ def plan(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any
     # the spec's budget terms, in memory, price the plan (and refuse a charge it cannot pay)
     terms = Accountant(**job.terms)
     cost = terms.cost(charges) if charges else None
+    pricing = existing if existing is not None else terms  # the ledger's own accounting
+    composed_after = composed_fits = None
+    if pricing.accounting == "pld":
+        composed_after = pricing.composed(charges).epsilon
+        try:
+            pricing.check(charges)
+            composed_fits = True
+        except BudgetExceededError:
+            composed_fits = False
     return JobPlan(
         table=pl.DataFrame(table, schema=PLAN_SCHEMA),
         budget_epsilon=terms.epsilon,
@@ -486,4 +518,6 @@ def plan(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any
         budget_rho=terms.rho,
         rho=None if cost is None else cost.rho,
         neighbours=spec.privacy.neighbours,
+        composed_after=composed_after,
+        composed_fits=composed_fits,
     )

@@ -116,7 +116,9 @@ class Budget(_Model):
         None, description="a zCDP budget (needs delta > 0): Gaussian releases charge rho"
     )
     accounting: Annotated[str | None, BeforeValidator(spec_field("accounting"))] = Field(
-        None, description="'zcdp' with epsilon and delta: the rho budget that implies them"
+        None,
+        description="'zcdp' with epsilon and delta: the rho budget that implies them; 'pld': "
+        "the (epsilon, delta) budget spent by tight composition of the whole ledger",
     )
 
     @model_validator(mode="after")
@@ -174,12 +176,22 @@ class PrivacySpec(_Model):
     def _mismatch(self, exc: LedgerMismatchError, target: Path | str) -> LedgerMismatchError:
         where = redact(target) if isinstance(target, str) else target
         key, recorded = exc.key, exc.recorded
-        if key == "accounting":  # a pure ledger, a zCDP spec
+        if key == "accounting" and (recorded, exc.asked) == ("pure", "zcdp"):
             fix = (
                 "remove privacy.budget.rho and privacy.budget.accounting and set "
                 f"privacy.budget.epsilon = {self._ledger_epsilon(target)!r}"
             )
             said = "an (epsilon, delta) budget, but the spec asks for a zCDP one"
+        elif key == "accounting":  # tight composition on one side
+            fix = (
+                "remove privacy.budget.accounting"
+                if recorded == "pure"
+                else f"set privacy.budget.accounting = {recorded!r}"
+            )
+            said = (
+                f"accounting={recorded!r}, but the spec has privacy.budget.accounting = "
+                f"{exc.asked!r}"
+            )
         elif key == "rho":
             fix = f"set privacy.budget.rho = {recorded!r} (in place of epsilon)"
             said = f"a zCDP budget of rho={recorded!r}, but the spec asks for " + (

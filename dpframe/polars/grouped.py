@@ -101,6 +101,7 @@ from dpframe.polars.private_keys import (
     KeySelection,
     KeysPlan,
     as_selection,
+    in_key_order,
     require_delta,
     select_keys,
 )
@@ -735,7 +736,7 @@ class GroupedRelease(Release[pl.DataFrame]):
         if g.margins is not None:
             public = fit_margins(g.margins, self.engine.schema(), g.keys)
             candidates = candidates.join(public, on=g.keys, how="anti", nulls_equal=True)
-        candidates = candidates.sort(g.keys)
+        candidates = in_key_order(candidates, g.keys)
         self._candidates = candidates.select(g.keys)
         return candidates[_PERSONS].fill_null(0).cast(pl.Int64).to_numpy()
 

@@ -144,6 +144,26 @@ def as_selection(private_keys: Any) -> KeySelection | None:
     )
 
 
+def in_key_order(frame: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    """``frame`` sorted by its ``keys`` as every engine sorts them: a categorical key by
+    its text (an engine without polars' Enum holds it as text), each key meets the same
+    draw on every engine.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> f = pl.DataFrame({"k": pl.Series(["b", "a"], dtype=pl.Enum(["b", "a"]))})
+    >>> in_key_order(f, ["k"])["k"].to_list()
+    ['a', 'b']
+    """
+    schema = frame.schema
+    by = [
+        pl.col(k).cast(pl.String) if isinstance(schema[k], pl.Enum | pl.Categorical) else pl.col(k)
+        for k in keys
+    ]
+    return frame.sort(by)
+
+
 def require_delta(accountant: Any, delta: float) -> None:
     """Refuse, before anything is charged, a key selection on an accountant without a
     delta budget (a zCDP budget refuses the delta charge itself, also before any)."""
@@ -350,7 +370,7 @@ class KeysRelease(Release[pl.DataFrame]):
                 )
         # in the keys' order, not the engine's: each key meets the same draw on every
         # engine (Spark's groups come in any order)
-        order = agg.select(keys).with_row_index("__at").sort(keys)["__at"]
+        order = in_key_order(agg.select(keys).with_row_index("__at"), keys)["__at"]
         self._present = agg.select(keys)[order]
         return [persons.fill_null(0).cast(pl.Int64).to_numpy()[order.to_numpy()]]
 
