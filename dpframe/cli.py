@@ -553,9 +553,15 @@ def _print_ledger(target: str | Path) -> None:
 
     acct = dpframe.Accountant.open(target)
     spent, left = acct.spent, acct.remaining
+    tight = (
+        f" (tight composition: the entries compose to epsilon={spent.epsilon:.4g} at "
+        f"delta={acct.delta:g}; their sum is {sum(e.epsilon for e in acct.ledger):g})"
+        if acct.accounting == "pld"
+        else ""
+    )
     _print_frame(
         f"Ledger {acct.location}: spent epsilon={spent.epsilon:g} of {acct.epsilon:g}, "
-        f"remaining {shown(left.epsilon, acct.epsilon)}",
+        f"remaining {shown(left.epsilon, acct.epsilon)}{tight}",
         _ledger_view(dpframe.ledger_frame(acct)),
         LEDGER_COLUMNS,
     )

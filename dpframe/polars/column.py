@@ -441,8 +441,9 @@ def gaussian(
     output grid, calibrated to the column's l2 sensitivity: one record changes at most
     ``rows_touched`` rows (1 or 2 for ``"parallel"``, every row for ``"sequential"``) by
     at most ``sensitivity`` each, so ``sensitivity * sqrt(rows_touched)``. The accountant
-    must hold a zCDP budget (``Accountant(rho=...)`` or ``accounting="zcdp"``); a pure
-    epsilon budget refuses the release and says which budget to open.
+    must hold a zCDP budget (``Accountant(rho=...)`` or ``accounting="zcdp"``) or a
+    tight-composition one (``accounting="pld"``); a pure epsilon budget refuses the
+    release and says which budget to open.
 
     Parameters
     ----------
