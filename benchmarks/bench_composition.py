@@ -9,6 +9,8 @@ at delta / k) and the zCDP accountant's conversion (``dpframe.core.zcdp``, every
 at its rho: ``epsilon**2 / 2`` or ``1 / (2 sigma**2)``). The ratios tight/basic and
 tight/zCDP and the epsilon saved against basic composition are printed, with the wall
 time of each tight computation (noisy on a shared machine: nothing here asserts a time).
+Then the cost of tight composition on the ledger: one more charge on an accountant with
+``accounting="pld"`` holding k distinct releases, against a basic accountant's.
 
 Run from the repository root::
 
@@ -71,6 +73,35 @@ def main() -> None:
                 f"{tight / basic:>11.3f} {tight / zcdp:>10.3f} {basic - tight:>9.4f} "
                 f"{seconds:>8.3f}"
             )
+    ledger(ks)
+
+
+def ledger(ks: tuple[int, ...]) -> None:
+    """A tight ledger (``accounting="pld"``) of k distinct pure releases: the time of one
+    more charge (it composes the whole ledger), against the time of the same charge on a
+    basic ledger of the same entries, in the same run."""
+    import dpframe
+
+    print("one more charge on a ledger of k distinct releases (epsilon 0.01 to 0.3)")
+    print(f"{'k':>5} {'tight s':>9} {'basic s':>9} {'ratio':>8} {'tight eps':>10} {'sum':>8}")
+    rng = np.random.default_rng(1)
+    for k in ks:
+        epsilons = np.round(rng.uniform(0.01, 0.3, size=k), 3).tolist()
+        times = []
+        tight = epsilon_for_delta([{"mechanism": "pure", "epsilon": e} for e in epsilons], DELTA)
+        for accounting, budget in (("pld", 1.2 * tight + 0.2), (None, sum(epsilons) + 1.0)):
+            # the tight budget close to what the ledger composes to, as a ledger in use
+            acct = dpframe.Accountant(epsilon=budget, delta=DELTA, accounting=accounting)
+            acct.spend_all([dpframe.Charge(epsilon=e, mechanism="laplace") for e in epsilons])
+            t = time.perf_counter()
+            acct.spend(0.1, mechanism="laplace")
+            times.append(time.perf_counter() - t)
+            if accounting == "pld":
+                composed = acct.spent.epsilon
+        print(
+            f"{k:>5} {times[0]:>9.3f} {times[1]:>9.4f} {times[0] / times[1]:>8.0f} "
+            f"{composed:>10.3f} {sum(epsilons) + 0.1:>8.3f}"
+        )
 
 
 if __name__ == "__main__":
