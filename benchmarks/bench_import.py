@@ -6,10 +6,11 @@ alternately, and the best and the median of the runs are printed with the ratio
 dpframe/polars. ``import dpframe`` imports polars, so the ratio is at least about 1;
 the difference is dpframe's own cost.
 
-The script also lists which heavy modules ``import dpframe`` pulls in (dpframe imports
-numpy and its kernels lazily), and prints PASS/FAIL against the product target
-``import dpframe`` < 0.5 s (best of the runs) -- as information: the exit code is 0
-whatever the result.
+The script also lists which heavy modules ``import dpframe`` pulls in (``import dpframe``
+registers the ``.dp`` namespaces and loads every release, numpy and pydantic on first
+use), and prints PASS/FAIL against the product targets ``import dpframe`` < 0.5 s (best
+of the runs) and within 1.5x ``import polars`` (medians) -- as information: the exit code
+is 0 whatever the result.
 
 Timings on a shared machine are noisy: read the ratio. Run from the repository root::
 
@@ -29,6 +30,8 @@ import numpy as np
 import polars as pl
 
 TARGET_S = 0.5
+#: issue 36: ``import dpframe`` within 1.5x ``import polars`` (medians of the same run)
+TARGET_RATIO = 1.5
 HEAVY = ("great_expectations", "matplotlib", "scipy", "pandas", "numpy")
 TIMER = "import time; t = time.perf_counter(); import {0}; print(time.perf_counter() - t)"
 MODULES_AFTER = (
@@ -86,6 +89,11 @@ def main() -> None:
     verdict = "PASS" if best < TARGET_S else "FAIL"
     print()
     print(f"target `import dpframe` < {TARGET_S} s (best of {runs}): {verdict} ({best:.3f} s)")
+    verdict = "PASS" if median_ratio <= TARGET_RATIO else "FAIL"
+    print(
+        f"target `import dpframe` <= {TARGET_RATIO}x `import polars` (medians): {verdict} "
+        f"({median_ratio:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -20,11 +20,8 @@ Examples
 
 from __future__ import annotations
 
-import sys
+from typing import TYPE_CHECKING
 
-from dpframe.core import sensitivity
-from dpframe.core.accountant import Accountant, Budget, Charge, LedgerEntry, current_accountant
-from dpframe.core.randomness import RandomSource, secure_generator
 from dpframe.errors import (
     BudgetExceededError,
     DPFrameError,
@@ -46,43 +43,42 @@ from dpframe.errors import (
     ReleaseReuseError,
     UnsafeSeedWarning,
 )
-from dpframe.mechanisms import statistics as agg
-from dpframe.polars import pram
-from dpframe.polars.column import (
-    ColumnRelease,
-    gaussian,
-    laplace,
-    pending_releases,
-    truncated_laplace,
-)
-from dpframe.polars.frame import (
-    CovarianceMatrixRelease,
-    ProportionsRelease,
-    covariance_matrix,
-    proportions,
-)
-from dpframe.polars.grouped import GroupBy, GroupedRelease, group_by, median, quantile
-from dpframe.polars.io import (
-    Provenance,
-    copy_provenance,
-    ledger_frame,
-    read_parquet,
-    read_provenance,
-    sink_parquet,
-    write_parquet,
-)
 from dpframe.polars.namespace import register_namespace
-from dpframe.polars.private_keys import KeySelection, KeysRelease, release_keys, select_keys
-from dpframe.polars.release import Release
-from dpframe.polars.runner import collect, last_run
-from dpframe.polars.summary import summarize
 from dpframe.version import __version__
 
-# the public module names: dpframe.agg, dpframe.pram and dpframe.sensitivity are these
-# modules (``import dpframe.agg`` and ``from dpframe.pram import design`` work too)
-sys.modules.setdefault("dpframe.agg", agg)
-sys.modules.setdefault("dpframe.pram", pram)
-sys.modules.setdefault("dpframe.sensitivity", sensitivity)
+if TYPE_CHECKING:  # what the names below are; at run time each is imported on first use
+    from dpframe.core import sensitivity
+    from dpframe.core.accountant import Accountant, Budget, Charge, LedgerEntry, current_accountant
+    from dpframe.core.randomness import RandomSource, secure_generator
+    from dpframe.mechanisms import statistics as agg
+    from dpframe.polars import pram
+    from dpframe.polars.column import (
+        ColumnRelease,
+        gaussian,
+        laplace,
+        pending_releases,
+        truncated_laplace,
+    )
+    from dpframe.polars.frame import (
+        CovarianceMatrixRelease,
+        ProportionsRelease,
+        covariance_matrix,
+        proportions,
+    )
+    from dpframe.polars.grouped import GroupBy, GroupedRelease, group_by, median, quantile
+    from dpframe.polars.io import (
+        Provenance,
+        copy_provenance,
+        ledger_frame,
+        read_parquet,
+        read_provenance,
+        sink_parquet,
+        write_parquet,
+    )
+    from dpframe.polars.private_keys import KeySelection, KeysRelease, release_keys, select_keys
+    from dpframe.polars.release import Release
+    from dpframe.polars.runner import collect, last_run
+    from dpframe.polars.summary import summarize
 
 __all__ = [
     "Accountant",
@@ -151,9 +147,52 @@ __all__ = [
 ]
 
 
-#: names loaded on first use: dpframe.risk needs scipy (0.4 s to import); the checks of a
-#: release (``dpframe.check(release)``) need the spec models and, to run, Great Expectations
+#: names loaded on first use, so that ``import dpframe`` costs little more than ``import
+#: polars`` (benchmarks/bench_import.py): the releases need numpy, pydantic and the kernels;
+#: dpframe.risk needs scipy (0.4 s to import); the checks of a release
+#: (``dpframe.check(release)``) need the spec models and, to run, Great Expectations.
+#: ``dpframe.agg``, ``dpframe.pram`` and ``dpframe.sensitivity`` are modules of their own
+#: names (``dpframe/agg.py`` ...), each the module it stands for
 _LAZY = {
+    "Accountant": ("dpframe.core.accountant", "Accountant"),
+    "agg": ("dpframe.agg", None),
+    "Budget": ("dpframe.core.accountant", "Budget"),
+    "Charge": ("dpframe.core.accountant", "Charge"),
+    "collect": ("dpframe.polars.runner", "collect"),
+    "ColumnRelease": ("dpframe.polars.column", "ColumnRelease"),
+    "copy_provenance": ("dpframe.polars.io", "copy_provenance"),
+    "covariance_matrix": ("dpframe.polars.frame", "covariance_matrix"),
+    "CovarianceMatrixRelease": ("dpframe.polars.frame", "CovarianceMatrixRelease"),
+    "current_accountant": ("dpframe.core.accountant", "current_accountant"),
+    "gaussian": ("dpframe.polars.column", "gaussian"),
+    "group_by": ("dpframe.polars.grouped", "group_by"),
+    "GroupBy": ("dpframe.polars.grouped", "GroupBy"),
+    "GroupedRelease": ("dpframe.polars.grouped", "GroupedRelease"),
+    "KeySelection": ("dpframe.polars.private_keys", "KeySelection"),
+    "KeysRelease": ("dpframe.polars.private_keys", "KeysRelease"),
+    "laplace": ("dpframe.polars.column", "laplace"),
+    "last_run": ("dpframe.polars.runner", "last_run"),
+    "ledger_frame": ("dpframe.polars.io", "ledger_frame"),
+    "LedgerEntry": ("dpframe.core.accountant", "LedgerEntry"),
+    "median": ("dpframe.polars.grouped", "median"),
+    "pending_releases": ("dpframe.polars.column", "pending_releases"),
+    "pram": ("dpframe.pram", None),
+    "proportions": ("dpframe.polars.frame", "proportions"),
+    "ProportionsRelease": ("dpframe.polars.frame", "ProportionsRelease"),
+    "Provenance": ("dpframe.polars.io", "Provenance"),
+    "quantile": ("dpframe.polars.grouped", "quantile"),
+    "RandomSource": ("dpframe.core.randomness", "RandomSource"),
+    "read_parquet": ("dpframe.polars.io", "read_parquet"),
+    "read_provenance": ("dpframe.polars.io", "read_provenance"),
+    "Release": ("dpframe.polars.release", "Release"),
+    "release_keys": ("dpframe.polars.private_keys", "release_keys"),
+    "secure_generator": ("dpframe.core.randomness", "secure_generator"),
+    "select_keys": ("dpframe.polars.private_keys", "select_keys"),
+    "sensitivity": ("dpframe.sensitivity", None),
+    "sink_parquet": ("dpframe.polars.io", "sink_parquet"),
+    "summarize": ("dpframe.polars.summary", "summarize"),
+    "truncated_laplace": ("dpframe.polars.column", "truncated_laplace"),
+    "write_parquet": ("dpframe.polars.io", "write_parquet"),
     "risk": ("dpframe.risk", None),
     "check": ("dpframe.jobs.checks", "check"),
     "expectations": ("dpframe.jobs.checks", "expectations"),
@@ -166,7 +205,9 @@ def __getattr__(name: str) -> object:
 
         module, attr = _LAZY[name]
         loaded = importlib.import_module(module)
-        return loaded if attr is None else getattr(loaded, attr)
+        value = loaded if attr is None else getattr(loaded, attr)
+        globals()[name] = value  # once: the next access is a plain attribute
+        return value
     raise AttributeError(f"module 'dpframe' has no attribute {name!r}")
 
 

@@ -30,6 +30,9 @@ RANK = {
     "demo": 7,
     "cli": 8,
     "mypy_plugin": 1,  # imported by mypy only: the version
+    "agg": 6,  # dpframe.agg, .pram, .sensitivity: a public module by its public name
+    "pram": 6,
+    "sensitivity": 6,
 }
 
 

@@ -29,15 +29,15 @@ import polars as pl
 from polars.api import NameSpace
 
 from dpframe.errors import InvalidParameterError, NamespaceConflictWarning
-from dpframe.polars.column import gaussian, laplace, truncated_laplace
-from dpframe.polars.frame import covariance_matrix, proportions
-from dpframe.polars.grouped import group_by, median, quantile
-from dpframe.polars.io import sink_parquet, write_parquet
-from dpframe.polars.pram import apply
-from dpframe.polars.private_keys import release_keys
-from dpframe.polars.runner import collect
 
 if TYPE_CHECKING:
+    from dpframe.polars.column import gaussian, laplace, truncated_laplace
+    from dpframe.polars.frame import covariance_matrix, proportions
+    from dpframe.polars.grouped import group_by, median, quantile
+    from dpframe.polars.io import sink_parquet, write_parquet
+    from dpframe.polars.pram import apply
+    from dpframe.polars.private_keys import release_keys
+    from dpframe.polars.runner import collect
     from dpframe.risk.frame import drha, drha_expr
 
 __all__ = ["DataFrameDP", "ExprDP", "LazyFrameDP", "register_namespace"]
@@ -49,7 +49,9 @@ F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
 
 
 class _Later:
-    """A function of ``module`` imported on first use (``dpframe.risk`` loads scipy)."""
+    """A function of ``module`` imported on first use: ``import dpframe`` registers the
+    namespaces without loading the releases (numpy, pydantic, the kernels) or
+    ``dpframe.risk`` (scipy)."""
 
     def __init__(self, module: str, name: str) -> None:
         self._module, self.__name__ = module, name
@@ -67,6 +69,19 @@ class _Later:
 
 
 if not TYPE_CHECKING:
+    gaussian = _Later("dpframe.polars.column", "gaussian")
+    laplace = _Later("dpframe.polars.column", "laplace")
+    truncated_laplace = _Later("dpframe.polars.column", "truncated_laplace")
+    covariance_matrix = _Later("dpframe.polars.frame", "covariance_matrix")
+    proportions = _Later("dpframe.polars.frame", "proportions")
+    group_by = _Later("dpframe.polars.grouped", "group_by")
+    median = _Later("dpframe.polars.grouped", "median")
+    quantile = _Later("dpframe.polars.grouped", "quantile")
+    sink_parquet = _Later("dpframe.polars.io", "sink_parquet")
+    write_parquet = _Later("dpframe.polars.io", "write_parquet")
+    apply = _Later("dpframe.polars.pram", "apply")
+    release_keys = _Later("dpframe.polars.private_keys", "release_keys")
+    collect = _Later("dpframe.polars.runner", "collect")
     drha = _Later("dpframe.risk.frame", "drha")
     drha_expr = _Later("dpframe.risk.frame", "drha_expr")
 
