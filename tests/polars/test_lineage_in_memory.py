@@ -150,3 +150,13 @@ def test_an_in_memory_frame_the_plan_cannot_carry_is_refused():
     with pytest.raises(InvalidParameterError, match="cannot be inspected"):
         dpframe.collect(q)
     assert acct.ledger == ()
+
+
+def test_a_frame_written_in_many_chunks_is_read_to_its_schema(monkeypatch):
+    # polars may cut a frame's bytes into chunks: the schema is read across them
+    monkeypatch.setenv("POLARS_SERIALIZE_LAZYFRAME_MAX_BYTE_SLICE_LEN", "3")
+    df = _frame(40, 8)
+    shadow = _shadow(df.lazy().serialize(), 2**62, frozenset())
+    assert shadow.collect_schema() == df.schema
+    assert shadow.collect().height == 0
+    assert _verdict(_queries(df)["pram of an enum"]) == "admitted"
