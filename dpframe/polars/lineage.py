@@ -149,10 +149,10 @@ def _shadow(serialized: bytes, tag: int, float_output: frozenset[int]) -> pl.Laz
         raise LineageError("the query's plan has an unknown layout; it cannot be checked")
     start -= 1
     header = serialized[:start]
-    body = serialized[start:]
-    unpacker = msgpack.Unpacker(
-        io.BytesIO(body), raw=False, strict_map_key=False, max_buffer_size=0
-    )
+    body = memoryview(serialized)[start:]  # not copied: it holds the data
+    source = io.BytesIO(serialized)  # shares the bytes until written
+    source.seek(start)
+    unpacker = msgpack.Unpacker(source, raw=False, strict_map_key=False, max_buffer_size=0)
     out = bytearray(header)
     n = unpacker.read_map_header()
     if n > 15:
@@ -175,7 +175,7 @@ def _shadow(serialized: bytes, tag: int, float_output: frozenset[int]) -> pl.Laz
         ) from None
 
 
-def _no_data(unpacker: Any, body: bytes) -> list[Any]:
+def _no_data(unpacker: Any, body: memoryview) -> list[Any]:
     """The plan's frame arena with every frame replaced by an empty frame of its schema.
 
     Each slot keeps its place and version (the plan's nodes refer to them). A frame's
@@ -196,7 +196,7 @@ def _no_data(unpacker: Any, body: bytes) -> list[Any]:
                 if body[begin] == 0xC0:  # nil: a vacant slot
                     slot[name] = None
                 else:
-                    schema = _ipc_schema_message(memoryview(body)[begin : unpacker.tell()])
+                    schema = _ipc_schema_message(body[begin : unpacker.tell()])
                     slot[name] = [list(schema + _IPC_END)]
             elif name == "version":
                 slot[name] = unpacker.unpack()
