@@ -154,18 +154,24 @@ def _shadow(serialized: bytes, tag: int, float_output: frozenset[int]) -> pl.Laz
     source.seek(start)
     unpacker = msgpack.Unpacker(source, raw=False, strict_map_key=False, max_buffer_size=0)
     out = bytearray(header)
-    n = unpacker.read_map_header()
-    if n > 15:
-        raise LineageError("the query's plan has an unknown layout; it cannot be checked")
-    out += bytes([0x80 | n])
-    for _ in range(n):
-        key = unpacker.unpack()
-        out += msgpack.packb(key, use_bin_type=True)
-        if key == "dataframes":  # the data: skipped, never decoded
-            out += msgpack.packb(_no_data(unpacker, body), use_bin_type=True)
-        else:
-            plans = _replace_releases(unpacker.unpack(), tag, float_output)
-            out += msgpack.packb(plans, use_bin_type=True)
+    try:
+        n = unpacker.read_map_header()
+        if n > 15:
+            raise LineageError("the query's plan has an unknown layout; it cannot be checked")
+        out += bytes([0x80 | n])
+        for _ in range(n):
+            key = unpacker.unpack()
+            out += msgpack.packb(key, use_bin_type=True)
+            if key == "dataframes":  # the data: skipped, never decoded
+                out += msgpack.packb(_no_data(unpacker, body), use_bin_type=True)
+            else:
+                plans = _replace_releases(unpacker.unpack(), tag, float_output)
+                out += msgpack.packb(plans, use_bin_type=True)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise LineageError(
+            f"the query's plan has an unknown layout ({type(exc).__name__}); it cannot be "
+            "checked." + _NOTHING
+        ) from None
     try:
         return pl.LazyFrame.deserialize(io.BytesIO(bytes(out)))
     except Exception as exc:

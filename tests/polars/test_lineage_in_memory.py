@@ -14,7 +14,7 @@ import pytest
 from polars.io.plugins import register_io_source
 
 import dpframe
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidParameterError, LineageError
 from dpframe.polars.lineage import _shadow
 from dpframe.polars.runner import inspect_plan
 
@@ -160,3 +160,11 @@ def test_a_frame_written_in_many_chunks_is_read_to_its_schema(monkeypatch):
     assert shadow.collect_schema() == df.schema
     assert shadow.collect().height == 0
     assert _verdict(_queries(df)["pram of an enum"]) == "admitted"
+
+
+def test_a_plan_the_check_cannot_read_is_refused():
+    # fail closed: a serialized plan cut anywhere (in its data or its nodes) is refused
+    serialized = _frame(40, 9).lazy().select("c").serialize()
+    for cut in (len(serialized) // 3, len(serialized) - 5):
+        with pytest.raises(LineageError):
+            _shadow(serialized[:cut], 2**62, frozenset())
