@@ -136,8 +136,11 @@ def _shadow(serialized: bytes, tag: int, float_output: frozenset[int]) -> pl.Laz
     the secret tag: ``when(lit(tag + i) == lit(tag + i)).then(x).otherwise(x)`` of its
     input ``x`` (cast to Float64 for a column release, whose output is Float64).
 
-    Only the plan arena is decoded and re-encoded; the in-memory frames' bytes are copied
-    through untouched.
+    Only the plan arena is decoded and re-encoded. The in-memory frames' data is skipped,
+    never decoded: each frame of the shadow is an empty one (:func:`_no_data`). The walk
+    reads a frame's columns from the plan's own declared schema (the one polars plans the
+    real run with), never from its data, so the verdict is the one the data would get; the
+    caller checks that the shadow resolves to the query's schema.
     """
     import msgpack
 
@@ -146,25 +149,29 @@ def _shadow(serialized: bytes, tag: int, float_output: frozenset[int]) -> pl.Laz
         raise LineageError("the query's plan has an unknown layout; it cannot be checked")
     start -= 1
     header = serialized[:start]
-    body = serialized[start:]
-    unpacker = msgpack.Unpacker(
-        io.BytesIO(body), raw=False, strict_map_key=False, max_buffer_size=0
-    )
+    body = memoryview(serialized)[start:]  # not copied: it holds the data
+    source = io.BytesIO(serialized)  # shares the bytes until written
+    source.seek(start)
+    unpacker = msgpack.Unpacker(source, raw=False, strict_map_key=False, max_buffer_size=0)
     out = bytearray(header)
-    n = unpacker.read_map_header()
-    if n > 15:
-        raise LineageError("the query's plan has an unknown layout; it cannot be checked")
-    out += bytes([0x80 | n])
-    for _ in range(n):
-        key = unpacker.unpack()
-        out += msgpack.packb(key, use_bin_type=True)
-        if key == "dataframes":  # the data: copied as bytes, never decoded
-            begin = unpacker.tell()
-            unpacker.skip()
-            out += body[begin : unpacker.tell()]
-        else:
-            plans = _replace_releases(unpacker.unpack(), tag, float_output)
-            out += msgpack.packb(plans, use_bin_type=True)
+    try:
+        n = unpacker.read_map_header()
+        if n > 15:
+            raise LineageError("the query's plan has an unknown layout; it cannot be checked")
+        out += bytes([0x80 | n])
+        for _ in range(n):
+            key = unpacker.unpack()
+            out += msgpack.packb(key, use_bin_type=True)
+            if key == "dataframes":  # the data: skipped, never decoded
+                out += msgpack.packb(_no_data(unpacker, body), use_bin_type=True)
+            else:
+                plans = _replace_releases(unpacker.unpack(), tag, float_output)
+                out += msgpack.packb(plans, use_bin_type=True)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise LineageError(
+            f"the query's plan has an unknown layout ({type(exc).__name__}); it cannot be "
+            "checked." + _NOTHING
+        ) from None
     try:
         return pl.LazyFrame.deserialize(io.BytesIO(bytes(out)))
     except Exception as exc:
@@ -172,6 +179,81 @@ def _shadow(serialized: bytes, tag: int, float_output: frozenset[int]) -> pl.Laz
             f"the query's plan cannot be rebuilt for its check ({type(exc).__name__}: {exc})."
             + _NOTHING
         ) from None
+
+
+def _no_data(unpacker: Any, body: memoryview) -> list[Any]:
+    """The plan's frame arena with every frame replaced by an empty frame of its schema.
+
+    Each slot keeps its place and version (the plan's nodes refer to them). A frame's
+    bytes are an Arrow IPC stream, written by polars as chunks of byte values: only its
+    first message (the schema) is decoded; the record batches are skipped. Anything but
+    this layout refuses.
+    """
+    slots = []
+    for _ in range(unpacker.read_array_header()):
+        slot: dict[str, Any] = {}
+        if unpacker.read_map_header() != 2:
+            raise LineageError("the query's plan has an unknown layout; it cannot be checked")
+        for _ in range(2):
+            name = unpacker.unpack()
+            if name == "value":
+                begin = unpacker.tell()
+                unpacker.skip()
+                if body[begin] == 0xC0:  # nil: a vacant slot
+                    slot[name] = None
+                else:
+                    schema = _ipc_schema_message(body[begin : unpacker.tell()])
+                    slot[name] = [list(schema + _IPC_END)]
+            elif name == "version":
+                slot[name] = unpacker.unpack()
+            else:
+                raise LineageError("the query's plan has an unknown layout; it cannot be checked")
+        slots.append(slot)
+    return slots
+
+
+#: an Arrow IPC stream's end: continuation marker, then a message of length zero
+_IPC_END = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def _ipc_schema_message(value: memoryview) -> bytes:
+    """The first message (the schema) of a frame's IPC stream, from its serialized chunks."""
+    import msgpack
+
+    unpacker = msgpack.Unpacker(raw=False)
+    fed = 0
+
+    def read(method: Any) -> Any:
+        nonlocal fed
+        while True:
+            try:
+                return method()
+            except msgpack.OutOfData:
+                if fed >= len(value):
+                    raise LineageError(
+                        "the query's plan has an unknown layout; it cannot be checked"
+                    ) from None
+                unpacker.feed(value[fed : fed + 65536])
+                fed += 65536
+
+    def stream() -> Any:  # the stream's bytes, chunk after chunk
+        for _ in range(read(unpacker.read_array_header)):
+            for _ in range(read(unpacker.read_array_header)):
+                yield read(unpacker.unpack)
+
+    data = stream()
+
+    def take(n: int) -> bytes:
+        out = [next(data, None) for _ in range(n)]
+        if not all(isinstance(b, int) and 0 <= b < 256 for b in out):
+            raise LineageError("the query's plan has an unknown layout; it cannot be checked")
+        return bytes(out)  # type: ignore[arg-type]
+
+    head = take(8)
+    size = int.from_bytes(head[4:], "little", signed=True)
+    if head[:4] != b"\xff\xff\xff\xff" or not 0 < size <= 2**28:
+        raise LineageError("the query's plan has an unknown layout; it cannot be checked")
+    return head + take(size)
 
 
 def _replace_releases(x: Any, tag: int, float_output: frozenset[int]) -> Any:

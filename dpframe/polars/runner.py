@@ -260,6 +260,12 @@ def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[
     The serialized plan is then checked by :func:`dpframe.polars.lineage.check_lineage`
     (what may leave, which rows): decided from the plan alone, before any data is read.
     Fails closed: a plan that cannot be inspected is refused.
+
+    The serialization is the only view polars gives of the Python objects in a plan (its
+    plan visitor refuses a Python function), and polars writes an in-memory frame's data
+    into it before the plan's nodes: that write is this inspection's cost per row (none
+    for a scan of files). The check decodes none of it (its shadow holds empty frames of
+    the same schemas). ``benchmarks/bench_pram.py`` measures it.
     """
     import cloudpickle  # polars' own serializer of Python objects
 
