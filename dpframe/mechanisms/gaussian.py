@@ -55,7 +55,16 @@ from dpframe.core.frozen import frozen_array
 from dpframe.core.grid import check_granularity, default_granularity, grid_indices
 from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidParameterError
-from dpframe.mechanisms.discrete import sample_discrete_laplace
+from dpframe.mechanisms import discrete
+from dpframe.mechanisms.discrete import (
+    _LOW_BITS,
+    _bracket,
+    _exact_constants,
+    _exact_magnitude,
+    _exp_bounds,
+    _LazyUniform,
+    _word_draws,
+)
 
 __all__ = [
     "GaussianCalibration",
@@ -75,7 +84,7 @@ MAX_SIGMA2_INT = 2**62
 #: Largest ``t = floor(sigma) + 1`` (the discrete Laplace sampler's scale limit).
 _MAX_T = 2**31
 _TWO62 = 2**62
-_F62 = float(2**62)
+_LOW63 = int(_LOW_BITS)
 #: Relative margin around a float comparison beyond which its answer is certain.
 _MARGIN = 1e-12
 #: Below this sigma the law is summed directly; above it, the asymptotic forms are exact
@@ -102,62 +111,137 @@ def _check_sigma2_int(value: Any, name: str) -> int:
     return v
 
 
-def _bernoulli_exp_factor(
-    a_exact: np.ndarray,
-    a2: np.ndarray,
-    big_m: int,
-    m: np.ndarray,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Exact ``Bernoulli(exp(-g))`` with ``g = a^2 / (M m) <= 1`` (CKS Algorithm 1).
+def _decide_exactly(u2: int, a: int, big_m: int, rng: np.random.Generator) -> bool:
+    """Whether ``U' < exp(-a^2 / M)`` exactly, ``U'`` starting with the 63 bits ``u2``.
 
-    ``a_exact`` holds the exact integers ``a`` (int64 or object), ``a2`` the float
-    ``a^2``, ``m`` integer-valued floats. Round ``k`` draws ``A_k ~ Bernoulli(g / k)``
-    as ``u < 2**62 g / k`` for a uniform ``u`` in ``[0, 2**62)``; the run stops at the
-    first ``A_k = 0`` and succeeds iff that ``k`` is odd.
+    ``exp(-gamma)`` is enclosed by correctly rounded ``decimal`` bounds, narrowed (and
+    ``U'`` extended by fresh words) until the comparison is certain; ``exp(-gamma)`` is
+    irrational for a rational ``gamma > 0``, so this ends with probability one.
     """
-    count = a2.shape[0]
-    result = np.empty(count, dtype=bool)
-    pending = np.arange(count)
-    base = a2 * _F62 / (float(big_m) * m)  # 2**62 g, relative error < 1e-14
-    k = 1
-    while pending.size:
-        u = rng.integers(0, _TWO62, size=pending.size, dtype=np.int64)
-        x = base[pending] / k
-        uf = u.astype(np.float64)
-        a_k = uf < x * (1.0 - _MARGIN)
-        unsure = np.flatnonzero(~a_k & (uf <= x * (1.0 + _MARGIN)))
-        for i in unsure:  # a float tie: decide with integers
-            j = pending[i]
-            lhs = int(u[i]) * big_m * int(m[j]) * k
-            a_k[i] = lhs < _TWO62 * int(a_exact[j]) ** 2
-        result[pending[~a_k]] = k % 2 == 1
-        pending = pending[a_k]
-        k += 1
-    return result
+    if a == 0:
+        return True  # exp(0) = 1 > U'
+    uniform = _LazyUniform(u2, 63, rng)
+    return uniform.less_than(lambda prec: _exp_bounds(a * a, big_m, prec))
 
 
 def _bernoulli_exp_square(a_exact: np.ndarray, big_m: int, rng: np.random.Generator) -> np.ndarray:
     """Exact ``Bernoulli(exp(-a^2 / M))`` for integers ``a`` (int64 or object array).
 
-    ``exp(-gamma) = exp(-gamma / m)**m`` for the integer ``m = ceil(gamma (1 + 1e-12))
-    >= gamma``: ``m`` independent factors, stopping at the first failure.
+    One word each: ``U'`` (its low 63 bits) against the float ``exp(-gamma)`` where that
+    comparison is certain (:func:`~dpframe.mechanisms.gaussian_kernel.accept_words`, the
+    module notes), :func:`_decide_exactly` elsewhere.
     """
-    a_float = a_exact.astype(np.float64)
-    a2 = a_float * a_float
-    gamma = a2 / float(big_m)
-    m = np.maximum(np.ceil(gamma * (1.0 + _MARGIN)), 1.0)
-    result = np.ones(a2.shape[0], dtype=bool)
-    pending = np.arange(a2.shape[0])
-    remaining = m.copy()
-    while pending.size:
-        ok = _bernoulli_exp_factor(a_exact[pending], a2[pending], big_m, m[pending], rng)
-        result[pending[~ok]] = False
-        remaining = remaining[ok] - 1.0
-        pending = pending[ok]
-        unfinished = remaining > 0
-        pending, remaining = pending[unfinished], remaining[unfinished]
+    from dpframe.mechanisms.gaussian_kernel import ACCEPT, accept_words
+
+    words = _word_draws(a_exact.shape[0], rng)
+    a_float = a_exact.astype(np.float64)  # correctly rounded (int64 and Python ints)
+    status = accept_words(a_float, words, float(big_m), _MARGIN)
+    result = status == 1
+    for i in np.flatnonzero(status == ACCEPT):
+        result[i] = _decide_exactly(int(words[i] & _LOW63), int(a_exact[i]), big_m, rng)
     return result
+
+
+#: Slots one kernel call fills (its words, about 2.7 a slot, stay in the CPU's cache).
+_SLOTS = 1 << 14
+#: Events one kernel call may leave before it returns (each decided in Python).
+_EVENTS = 256
+#: Words drawn a slot still to fill (a slot takes 2.63 on average: 1.315 proposals).
+_WORDS_PER_SLOT = 2.75
+
+
+def _kernel_params(
+    n: int, d: int, t: int
+) -> tuple[int, int, int, int, float, float, float, float, float]:
+    """The kernel's parameters (:func:`~dpframe.mechanisms.gaussian_kernel.draw`), read
+    from the pre-filters' constants at each call."""
+    dt = d * t
+    limit = _TWO62 // dt  # |Y| <= limit keeps |Y| d t - n inside int64 (0: only Y = 0)
+    _, lap_d = _exact_constants(t, 1, True)
+    big_m = 2 * n * d * t * t
+    return (
+        t,
+        dt if dt <= _TWO62 else 0,
+        n,
+        limit,
+        lap_d,
+        discrete._K1_EXACT,
+        discrete._K2,
+        float(big_m),
+        _MARGIN,
+    )
+
+
+def _resolve(
+    events: np.ndarray,
+    floats: np.ndarray,
+    block: np.ndarray,
+    n: int,
+    d: int,
+    t: int,
+    rng: np.random.Generator,
+) -> list[int]:
+    """Decide the kernel's events exactly, filling ``block``; return the rejected slots.
+
+    Each event continues its own draw: a :data:`LAPLACE` magnitude from the same word
+    (the discrete Laplace's exact fallback), an :data:`ACCEPT` decision from the same
+    ``U'``; an :data:`EXACT` proposal (and a :data:`LAPLACE` one) is accepted with a
+    fresh word by :func:`_bernoulli_exp_square` on Python integers.
+    """
+    from dpframe.mechanisms.gaussian_kernel import ACCEPT, LAPLACE
+
+    dt, big_m = d * t, 2 * n * d * t * t
+    rejected: list[int] = []
+    slots: list[int] = []
+    proposals: list[int] = []
+    for (slot, kind, value, u2), (a_float, slack) in zip(
+        events.tolist(), floats.tolist(), strict=True
+    ):
+        if kind == LAPLACE:
+            m = _exact_magnitude(value & _LOW63, t, 1, True, rng, _bracket(a_float, slack))
+            slots.append(slot)
+            proposals.append(-m if value < 0 else m)
+        elif kind == ACCEPT:
+            if _decide_exactly(u2, abs(value) * dt - n, big_m, rng):
+                block[slot] = value
+            else:
+                rejected.append(slot)
+        else:  # EXACT
+            slots.append(slot)
+            proposals.append(value)
+    if slots:
+        a = np.array([abs(y) * dt - n for y in proposals], dtype=object)
+        accept = _bernoulli_exp_square(a, big_m, rng)
+        for slot, y, ok in zip(slots, proposals, accept.tolist(), strict=True):
+            if ok:
+                block[slot] = y
+            else:
+                rejected.append(slot)
+    return rejected
+
+
+def _sample(count: int, n: int, d: int, t: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` exact draws: the compiled loop in blocks, its events decided here, the
+    slots whose proposal an event rejected drawn again from scratch."""
+    from dpframe.mechanisms.gaussian_kernel import draw
+
+    out = np.empty(count, dtype=np.int64)
+    params = _kernel_params(n, d, t)
+    events = np.empty((_EVENTS, 4), dtype=np.int64)
+    floats = np.empty((_EVENTS, 2), dtype=np.float64)
+    rejected: list[int] = []
+    for first in range(0, count, _SLOTS):
+        block = out[first : first + _SLOTS]
+        i = 0
+        while i < block.size:
+            words = _word_draws(math.ceil(_WORDS_PER_SLOT * (block.size - i)) + 8, rng)
+            i, _, k = draw(block, i, words, params, events, floats)
+            if k:
+                local = _resolve(events[:k], floats[:k], block, n, d, t, rng)
+                rejected.extend(first + j for j in local)
+    if rejected:
+        out[rejected] = _sample(len(rejected), n, d, t, rng)
+    return out
 
 
 def sample_discrete_gaussian(
@@ -208,21 +292,7 @@ def sample_discrete_gaussian(
         raise InvalidParameterError(f"rng must be a numpy.random.Generator, got {type(rng)!r}")
     shape = () if size is None else tuple(int(s) for s in np.atleast_1d(size))
     count = math.prod(shape)
-    out = np.empty(count, dtype=np.int64)
-    big_m = 2 * n * d * t * t
-    dt = d * t
-    limit = _TWO62 // dt  # |Y| <= limit keeps |Y| d t - n inside int64
-    pending = np.arange(count)
-    while pending.size:
-        y = sample_discrete_laplace(t, 1, size=pending.size, rng=rng)
-        ay = np.abs(y)
-        if dt <= _TWO62 and int(ay.max()) <= limit:
-            a = ay * np.int64(dt) - np.int64(n)
-        else:  # a huge |Y| (or a huge den * t): exact Python integers
-            a = np.array([int(v) * dt - n for v in ay], dtype=object)
-        accept = _bernoulli_exp_square(a, big_m, rng)
-        out[pending[accept]] = y[accept]
-        pending = pending[~accept]
+    out = _sample(count, n, d, t, rng)
     return out.reshape(shape)
 
 
