@@ -15,20 +15,36 @@ on the integers with ``P(Z = k)`` proportional to ``exp(-k^2 / (2 sigma^2))``.
   coordinates are at l2 distance at most ``Delta / g + sqrt(changed)`` in grid units
   after rounding (``Delta / g`` when the values are already on the grid).
 * **Sampling** (their Algorithm 3): with ``t = floor(sigma) + 1``, draw ``Y`` from the
-  discrete Laplace law of scale ``t`` (:func:`~dpframe.mechanisms.discrete.sample_discrete_laplace`)
-  and keep it with probability ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``; else retry.
+  discrete Laplace law of scale ``t`` and keep it with probability
+  ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``; else retry (1.315 proposals a draw).
   ``sigma^2 = num / den`` is rational, so the exponent is the rational
   ``gamma = a^2 / M`` with ``a = |Y| den t - num`` and ``M = 2 num den t^2``.
 
-The acceptance ``Bernoulli(exp(-gamma))`` is exact with integer draws only, and never
-overflows however large ``M`` or ``a`` are: with an integer ``m >= gamma``,
-``exp(-gamma) = exp(-gamma/m)**m``; each factor is CKS Algorithm 1 for ``gamma/m <= 1``,
-whose ``Bernoulli(gamma / (m k))`` trials compare a uniform 62-bit integer ``u`` with
-``2**62 a^2 / (M m k)``. The comparison is made in floating point only when the float
-value is more than a relative ``1e-12`` away from ``u`` (the float error is below
-``1e-14``, so the float answer is then the exact one); the rare ties (probability about
-``1e-12`` per trial) are decided with Python integers, ``u M m k < 2**62 a^2``. Floats
-therefore only choose *how* each decision is computed, never its outcome.
+Each proposal takes two uniform 64-bit words (``Generator.integers``), in a compiled
+loop (:mod:`dpframe.mechanisms.gaussian_kernel`, in blocks of :data:`_SLOTS` draws):
+
+* ``Y`` from the first word by the discrete Laplace's inverse CDF
+  (:mod:`dpframe.mechanisms.discrete`: the word's sign bit and ``floor(-t ln(U (1 +
+  p) / 2))``, ``p = exp(-1 / t)``), taken where that module's proven float pre-filter
+  makes the magnitude certain, else by its exact fallback from the same word.
+* The acceptance ``U' < exp(-gamma)``, ``U'`` in ``[u', u' + 1) / 2**63`` from the
+  second word's low 63 bits ``u'``. In floating point, ``a`` and ``M`` are correctly
+  rounded and ``gamma_f = a_f a_f / M_f`` is within a relative ``eta <= 5.01 * 2**-53``
+  of ``gamma`` (four roundings). Where ``gamma_f <= 700``, ``exp(-gamma_f)`` is a normal
+  float within ``2**-46`` (:data:`~dpframe.mechanisms.discrete.LIBM_RELATIVE_ERROR`,
+  measured by the tests) of ``exp(-gamma_f) = exp(-gamma) exp(-gamma eta)``, and
+  ``|gamma eta| <= 700.001 * 5.01 * 2**-53 < 3.9e-13``: so ``x = 2**63 exp_f(-gamma_f)``
+  is within a relative ``zeta < 4.05e-13`` of ``2**63 exp(-gamma)``. The comparisons
+  ``fl(fl(u') + 1) < fl(x fl(1 - m))`` (accept: then ``u' + 1 <= 2**63 exp(-gamma)``) and
+  ``fl(u') > fl(x fl(1 + m))`` (reject: then ``u' >= 2**63 exp(-gamma)``) add at most
+  ``4.1 * 2**-53`` of rounding, so with the margin ``m =`` :data:`_MARGIN` ``= 1e-12 >
+  zeta + 4.1 * 2**-53`` each answer they give is the exact one. Where ``gamma_f > 700``,
+  ``gamma > 699`` and ``exp(-gamma) < 2**-1008 < 2**-63``: a certain rejection unless
+  ``u' = 0``. Every other case (about ``2e-12`` of the proposals, and those with
+  ``|Y| den t`` beyond int64) is decided exactly: ``exp(-gamma)`` enclosed by correctly
+  rounded ``decimal`` bounds, ``U'`` extended by fresh words until the comparison is
+  certain (:func:`_decide_exactly`). Floats therefore only choose *how* each decision
+  is computed, never its outcome; nothing overflows however large ``M`` or ``a`` are.
 
 The law (:func:`discrete_gaussian_pmf`, ``_cdf``, ``_tail``, ``_quantile_abs``,
 ``_variance``) is computed in floating point, for calibration, error bars and tests: by
@@ -252,10 +268,11 @@ def sample_discrete_gaussian(
 ) -> np.ndarray:
     """Exact draws of the discrete Gaussian ``N_Z(0, sigma^2)``, ``sigma^2 = num / den``.
 
-    Canonne, Kamath & Steinke (2020), Algorithm 3, vectorised (rejection in batches),
-    with only ``Generator.integers`` draws: no floating point decides an outcome (see
-    the module notes). Any ``sigma^2`` in range is handled without overflow; it is
-    fastest when ``den * (floor(sigma) + 1) <= 2**40``.
+    Canonne, Kamath & Steinke (2020), Algorithm 3, in a compiled loop, with only
+    ``Generator.integers`` draws: no floating point decides an outcome (see the module
+    notes). Any ``sigma^2`` in range is handled without overflow; a proposal ``Y`` with
+    ``|Y| den (floor(sigma) + 1)`` beyond ``2**62`` (only when ``num`` is near ``2**56`` or
+    above) is accepted with Python integers, more slowly.
 
     Parameters
     ----------
