@@ -20,8 +20,11 @@ on the integers with ``P(Z = k)`` proportional to ``exp(-k^2 / (2 sigma^2))``.
   ``sigma^2 = num / den`` is rational, so the exponent is the rational
   ``gamma = a^2 / M`` with ``a = |Y| den t - num`` and ``M = 2 num den t^2``.
 
-Each proposal takes two uniform 64-bit words (``Generator.integers``), in a compiled
-loop (:mod:`dpframe.mechanisms.gaussian_kernel`, in blocks of :data:`_SLOTS` draws):
+Each proposal takes two uniform 64-bit words (``Generator.integers``). Proposals are
+made and decided in batches, in linear passes, for blocks of :data:`_SLOTS` draws: numpy
+passes (:func:`_draw_numpy`) or, from :data:`_COMPILED_MIN` draws a call, compiled ones
+(:mod:`dpframe.mechanisms.gaussian_kernel`) that compute the same floats in the same
+order, so that the same words give the same draws:
 
 * ``Y`` from the first word by the discrete Laplace's inverse CDF
   (:mod:`dpframe.mechanisms.discrete`: the word's sign bit and ``floor(-t ln(U (1 +
@@ -30,9 +33,11 @@ loop (:mod:`dpframe.mechanisms.gaussian_kernel`, in blocks of :data:`_SLOTS` dra
 * The acceptance ``U' < exp(-gamma)``, ``U'`` in ``[u', u' + 1) / 2**63`` from the
   second word's low 63 bits ``u'``. In floating point, ``a`` and ``M`` are correctly
   rounded and ``gamma_f = a_f a_f / M_f`` is within a relative ``eta <= 5.01 * 2**-53``
-  of ``gamma`` (four roundings). Where ``gamma_f <= 700``, ``exp(-gamma_f)`` is a normal
-  float within ``2**-46`` (:data:`~dpframe.mechanisms.discrete.LIBM_RELATIVE_ERROR`,
-  measured by the tests) of ``exp(-gamma_f) = exp(-gamma) exp(-gamma eta)``, and
+  of ``gamma`` (``a_f``'s rounding counts twice, ``M_f``'s, the product's and the
+  quotient's once). Where ``gamma_f <= 700``, numpy's ``exp_f(-gamma_f)`` is a normal
+  float within a relative ``2**-46``
+  (:data:`~dpframe.mechanisms.discrete.LIBM_RELATIVE_ERROR`, measured by the tests up to
+  700) of ``exp(-gamma_f) = exp(-gamma) exp(-gamma eta)``, and
   ``|gamma eta| <= 700.001 * 5.01 * 2**-53 < 3.9e-13``: so ``x = 2**63 exp_f(-gamma_f)``
   is within a relative ``zeta < 4.05e-13`` of ``2**63 exp(-gamma)``. The comparisons
   ``fl(fl(u') + 1) < fl(x fl(1 - m))`` (accept: then ``u' + 1 <= 2**63 exp(-gamma)``) and
@@ -40,7 +45,7 @@ loop (:mod:`dpframe.mechanisms.gaussian_kernel`, in blocks of :data:`_SLOTS` dra
   ``4.1 * 2**-53`` of rounding, so with the margin ``m =`` :data:`_MARGIN` ``= 1e-12 >
   zeta + 4.1 * 2**-53`` each answer they give is the exact one. Where ``gamma_f > 700``,
   ``gamma > 699`` and ``exp(-gamma) < 2**-1008 < 2**-63``: a certain rejection unless
-  ``u' = 0``. Every other case (about ``2e-12`` of the proposals, and those with
+  ``u' = 0``. Every other case (below ``2e-12`` of the proposals, and those with
   ``|Y| den t`` beyond int64) is decided exactly: ``exp(-gamma)`` enclosed by correctly
   rounded ``decimal`` bounds, ``U'`` extended by fresh words until the comparison is
   certain (:func:`_decide_exactly`). Floats therefore only choose *how* each decision
@@ -74,11 +79,13 @@ from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms import discrete
 from dpframe.mechanisms.discrete import (
     _LOW_BITS,
+    _apply_sign,
     _bracket,
     _exact_constants,
     _exact_magnitude,
     _exp_bounds,
     _LazyUniform,
+    _prefilter,
     _word_draws,
 )
 
@@ -127,6 +134,55 @@ def _check_sigma2_int(value: Any, name: str) -> int:
     return v
 
 
+#: A proposal's status: 0 rejected, 1 accepted, or an event, decided exactly in Python:
+#: the magnitude is not certain from the word (or ``U = 0``) ...
+_LAPLACE = 2
+#: ... the acceptance is not certain from the word ...
+_ACCEPT = 3
+#: ... ``|Y| d t`` would overflow int64 (the acceptance in Python integers).
+_EXACT = 4
+#: An acceptance whose float ``gamma`` exceeds this is a certain rejection unless
+#: ``U' = 0`` (``exp(-699) < 2**-1008``); below it ``exp(-gamma)`` is a normal float.
+_GAMMA_CLAMP = 700.0
+_TWO63 = 2.0**63
+_TWO_M63 = 2.0**-63
+#: Slots one batch fills (its words and temporaries stay in the CPU's cache).
+_SLOTS = 1 << 15
+#: Events one batch may leave before it returns (each decided in Python).
+_EVENTS = 256
+#: Words drawn a slot still to fill (a slot takes 2.63 on average: 1.315 proposals).
+_WORDS_PER_SLOT = 2.75
+#: From this many draws a call uses the compiled passes, about twice as fast as the
+#: numpy passes; below it, the numpy passes (a few ms), as numba's first use costs a
+#: process about 0.4 s. Both give the same draws from the same words.
+_COMPILED_MIN = 1 << 16
+
+#: ``(t, d t, n, limit, d_laplace, K_1, K_2, float(M), margin)``: see :func:`_params`.
+Params = tuple[int, int, int, int, float, float, float, float, float]
+
+
+def _decide(g: Any, e: Any, u2: Any, margin: float) -> Any:
+    """The acceptance's status: 1 if ``U' < exp(-gamma)`` is certain, 0 if ``U' >=
+    exp(-gamma)`` is, :data:`_ACCEPT` if neither (the module notes' comparisons).
+
+    ``g = gamma_f``, ``e = exp(-min(gamma_f, _GAMMA_CLAMP))``, ``U'`` in ``[u2, u2 + 1) /
+    2**63``. Written once for numpy arrays and numba scalars alike (the compiled passes
+    inline it): arithmetic and selects only.
+    """
+    x = e * _TWO63
+    uf = u2 * 1.0
+    yes = (uf + 1.0 < x * (1.0 - margin)) & (g <= _GAMMA_CLAMP)
+    no = (uf > x * (1.0 + margin)) | ((g > _GAMMA_CLAMP) & (u2 != 0))
+    return yes * 1 + _ACCEPT * (1 - (yes | no))
+
+
+def _exp_minus(g: np.ndarray) -> np.ndarray:
+    """``exp(-min(g, _GAMMA_CLAMP))`` by numpy's vectorised ``exp`` (both passes' exp)."""
+    e = np.minimum(g, _GAMMA_CLAMP)
+    np.negative(e, out=e)
+    return np.exp(e, out=e)
+
+
 def _decide_exactly(u2: int, a: int, big_m: int, rng: np.random.Generator) -> bool:
     """Whether ``U' < exp(-a^2 / M)`` exactly, ``U'`` starting with the 63 bits ``u2``.
 
@@ -144,35 +200,27 @@ def _bernoulli_exp_square(a_exact: np.ndarray, big_m: int, rng: np.random.Genera
     """Exact ``Bernoulli(exp(-a^2 / M))`` for integers ``a`` (int64 or object array).
 
     One word each: ``U'`` (its low 63 bits) against the float ``exp(-gamma)`` where that
-    comparison is certain (:func:`~dpframe.mechanisms.gaussian_kernel.accept_words`, the
-    module notes), :func:`_decide_exactly` elsewhere.
+    comparison is certain (:func:`_decide`, the module notes), :func:`_decide_exactly`
+    elsewhere.
     """
-    from dpframe.mechanisms.gaussian_kernel import ACCEPT, accept_words
-
     words = _word_draws(a_exact.shape[0], rng)
     a_float = a_exact.astype(np.float64)  # correctly rounded (int64 and Python ints)
-    status = accept_words(a_float, words, float(big_m), _MARGIN)
+    g = a_float * a_float / float(big_m)
+    status = _decide(g, _exp_minus(g), words & _LOW_BITS, _MARGIN)
     result = status == 1
-    for i in np.flatnonzero(status == ACCEPT):
+    for i in np.flatnonzero(status == _ACCEPT):
         result[i] = _decide_exactly(int(words[i] & _LOW63), int(a_exact[i]), big_m, rng)
     return result
 
 
-#: Slots one kernel call fills (its words, about 2.7 a slot, stay in the CPU's cache).
-_SLOTS = 1 << 14
-#: Events one kernel call may leave before it returns (each decided in Python).
-_EVENTS = 256
-#: Words drawn a slot still to fill (a slot takes 2.63 on average: 1.315 proposals).
-_WORDS_PER_SLOT = 2.75
-
-
-def _kernel_params(
-    n: int, d: int, t: int
-) -> tuple[int, int, int, int, float, float, float, float, float]:
-    """The kernel's parameters (:func:`~dpframe.mechanisms.gaussian_kernel.draw`), read
-    from the pre-filters' constants at each call."""
+def _params(n: int, d: int, t: int) -> Params:
+    """The batches' parameters, read from the pre-filters' constants at each call: the
+    proposal's scale ``t``, ``d t`` (0 beyond ``2**62``: then only ``Y = 0`` fits), ``n``,
+    the largest ``|Y|`` with ``|Y| d t - n`` inside int64, the discrete Laplace's ``(1 +
+    p) / 2`` and ``K_1``, ``K_2`` (:mod:`dpframe.mechanisms.discrete`), ``float(M)``, and
+    the acceptance's margin."""
     dt = d * t
-    limit = _TWO62 // dt  # |Y| <= limit keeps |Y| d t - n inside int64 (0: only Y = 0)
+    limit = _TWO62 // dt
     _, lap_d = _exact_constants(t, 1, True)
     big_m = 2 * n * d * t * t
     return (
@@ -188,6 +236,89 @@ def _kernel_params(
     )
 
 
+def _settle(
+    status: np.ndarray,
+    y: np.ndarray,
+    words: np.ndarray,
+    a: np.ndarray,
+    slack: np.ndarray,
+    out: np.ndarray,
+    start: int,
+    events: np.ndarray,
+    floats: np.ndarray,
+) -> tuple[int, int, int]:
+    """Give each slot from ``start``, in order, the next proposal that is accepted or an
+    event (written to ``events``); stop when ``out`` or ``events`` is full. Returns the
+    next slot, the words used and the events written."""
+    fills = np.flatnonzero(status >= 1)
+    room, cap = out.size - start, events.shape[0]
+    take = min(room, fills.size)
+    is_event = status[fills[:take]] > 1
+    at = np.flatnonzero(is_event)
+    if at.size >= cap:
+        take = int(at[cap - 1]) + 1
+        is_event, at = is_event[:take], at[:cap]
+    fills = fills[:take]
+    if room == 0:
+        used = 0
+    elif take == room or at.size == cap:
+        used = int(fills[-1]) + 1
+    else:
+        used = status.size
+    slots = start + np.arange(take)
+    out[slots[~is_event]] = y[fills[~is_event]]
+    ev = fills[is_event]
+    k = ev.size
+    kinds = status[ev]
+    events[:k, 0], events[:k, 1] = slots[is_event], kinds
+    events[:k, 2] = np.where(kinds == _LAPLACE, words[2 * ev], y[ev])
+    events[:k, 3] = words[2 * ev + 1] & _LOW_BITS
+    floats[:k, 0], floats[:k, 1] = a[ev], slack[ev]
+    return start + take, 2 * used, k
+
+
+def _numpy_proposals(words: np.ndarray, params: Params) -> tuple[np.ndarray, ...]:
+    """The proposals of a batch by numpy passes: ``(Y, gamma_f, status, A_f, slack)``.
+
+    Proposal ``j`` takes word ``2j``: the discrete Laplace's inverse CDF and its
+    pre-filter (:func:`~dpframe.mechanisms.discrete._prefilter` itself). ``status`` is 0,
+    :data:`_EXACT` or :data:`_LAPLACE`. The compiled passes
+    (:mod:`dpframe.mechanisms.gaussian_kernel`) compute the same floats in the same
+    order: the same words give the same proposals (tested).
+    """
+    t, dt, n, limit, d, k1, _, big_m_float, _ = params
+    first = words[0 : words.size // 2 * 2 : 2]
+    x = (first & _LOW_BITS).astype(np.float64)
+    x *= _TWO_M63
+    a, m, slack, certain = _prefilter(x, float(t), d, None, k1)
+    fits = m <= limit  # |Y| d t - n inside int64
+    a_float = (np.where(fits, m, 0) * dt - n).astype(np.float64)  # (m of U = 0: unused)
+    g = a_float * a_float / big_m_float
+    status = np.where(certain, np.where(fits, 0, _EXACT), _LAPLACE)
+    return _apply_sign(m, first), g, status, a, slack
+
+
+def _draw_numpy(
+    out: np.ndarray,
+    start: int,
+    words: np.ndarray,
+    params: Params,
+    events: np.ndarray,
+    floats: np.ndarray,
+) -> tuple[int, int, int]:
+    """Fill ``out[start:]`` from a batch of proposals, two words each, leaving events.
+
+    The numpy passes: the proposals (:func:`_numpy_proposals`), the acceptances
+    (:func:`_decide` on word ``2j + 1``), the slots (:func:`_settle`). Returns the next
+    slot, the words used and the events written, as the compiled passes
+    (:func:`dpframe.mechanisms.gaussian_kernel.draw`) do from the same words.
+    """
+    y, g, status, a, slack = _numpy_proposals(words, params)
+    decided = _decide(g, _exp_minus(g), words[1 : g.size * 2 : 2] & _LOW_BITS, params[-1])
+    status = np.where(status == 0, decided, status)
+    return _settle(status, y, words, a, slack, out, start, events, floats)
+
+
 def _resolve(
     events: np.ndarray,
     floats: np.ndarray,
@@ -197,15 +328,13 @@ def _resolve(
     t: int,
     rng: np.random.Generator,
 ) -> list[int]:
-    """Decide the kernel's events exactly, filling ``block``; return the rejected slots.
+    """Decide a batch's events exactly, filling ``block``; return the rejected slots.
 
-    Each event continues its own draw: a :data:`LAPLACE` magnitude from the same word
-    (the discrete Laplace's exact fallback), an :data:`ACCEPT` decision from the same
-    ``U'``; an :data:`EXACT` proposal (and a :data:`LAPLACE` one) is accepted with a
+    Each event continues its own draw: a :data:`_LAPLACE` magnitude from the same word
+    (the discrete Laplace's exact fallback), an :data:`_ACCEPT` decision from the same
+    ``U'``; an :data:`_EXACT` proposal (and a :data:`_LAPLACE` one) is accepted with a
     fresh word by :func:`_bernoulli_exp_square` on Python integers.
     """
-    from dpframe.mechanisms.gaussian_kernel import ACCEPT, LAPLACE
-
     dt, big_m = d * t, 2 * n * d * t * t
     rejected: list[int] = []
     slots: list[int] = []
@@ -213,16 +342,16 @@ def _resolve(
     for (slot, kind, value, u2), (a_float, slack) in zip(
         events.tolist(), floats.tolist(), strict=True
     ):
-        if kind == LAPLACE:
+        if kind == _LAPLACE:
             m = _exact_magnitude(value & _LOW63, t, 1, True, rng, _bracket(a_float, slack))
             slots.append(slot)
             proposals.append(-m if value < 0 else m)
-        elif kind == ACCEPT:
+        elif kind == _ACCEPT:
             if _decide_exactly(u2, abs(value) * dt - n, big_m, rng):
                 block[slot] = value
             else:
                 rejected.append(slot)
-        else:  # EXACT
+        else:  # _EXACT
             slots.append(slot)
             proposals.append(value)
     if slots:
@@ -237,12 +366,15 @@ def _resolve(
 
 
 def _sample(count: int, n: int, d: int, t: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` exact draws: the compiled loop in blocks, its events decided here, the
-    slots whose proposal an event rejected drawn again from scratch."""
-    from dpframe.mechanisms.gaussian_kernel import draw
-
+    """``count`` exact draws: batches of proposals for blocks of :data:`_SLOTS` slots (the
+    compiled passes from :data:`_COMPILED_MIN` draws, numpy's below), their events
+    decided here, the slots whose proposal an event rejected drawn again from scratch."""
+    if count >= _COMPILED_MIN:
+        from dpframe.mechanisms.gaussian_kernel import draw
+    else:
+        draw = _draw_numpy
     out = np.empty(count, dtype=np.int64)
-    params = _kernel_params(n, d, t)
+    params = _params(n, d, t)
     events = np.empty((_EVENTS, 4), dtype=np.int64)
     floats = np.empty((_EVENTS, 2), dtype=np.float64)
     rejected: list[int] = []
@@ -250,7 +382,7 @@ def _sample(count: int, n: int, d: int, t: int, rng: np.random.Generator) -> np.
         block = out[first : first + _SLOTS]
         i = 0
         while i < block.size:
-            words = _word_draws(math.ceil(_WORDS_PER_SLOT * (block.size - i)) + 8, rng)
+            words = _word_draws(2 * math.ceil(_WORDS_PER_SLOT / 2 * (block.size - i)) + 8, rng)
             i, _, k = draw(block, i, words, params, events, floats)
             if k:
                 local = _resolve(events[:k], floats[:k], block, n, d, t, rng)
@@ -268,7 +400,7 @@ def sample_discrete_gaussian(
 ) -> np.ndarray:
     """Exact draws of the discrete Gaussian ``N_Z(0, sigma^2)``, ``sigma^2 = num / den``.
 
-    Canonne, Kamath & Steinke (2020), Algorithm 3, in a compiled loop, with only
+    Canonne, Kamath & Steinke (2020), Algorithm 3, in compiled batches, with only
     ``Generator.integers`` draws: no floating point decides an outcome (see the module
     notes). Any ``sigma^2`` in range is handled without overflow; a proposal ``Y`` with
     ``|Y| den (floor(sigma) + 1)`` beyond ``2**62`` (only when ``num`` is near ``2**56`` or
