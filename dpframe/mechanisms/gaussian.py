@@ -44,9 +44,11 @@ order, so that the same words give the same draws:
   ``fl(u') > fl(x fl(1 + m))`` (reject: then ``u' >= 2**63 exp(-gamma)``) add at most
   ``4.1 * 2**-53`` of rounding, so with the margin ``m =`` :data:`_MARGIN` ``= 1e-12 >
   zeta + 4.1 * 2**-53`` each answer they give is the exact one. Where ``gamma_f > 700``,
-  ``gamma > 699`` and ``exp(-gamma) < 2**-1008 < 2**-63``: a certain rejection unless
-  ``u' = 0``. Every other case (below ``2e-12`` of the proposals, and those with
-  ``|Y| den t`` beyond int64) is decided exactly: ``exp(-gamma)`` enclosed by correctly
+  ``gamma > 699`` and ``exp(-gamma) < 2**-1008 < 2**-63``, and ``x`` is ``2**63
+  exp_f(-700) < 1e-285`` (the argument is clamped at :data:`_GAMMA_CLAMP`): the same
+  comparisons then reject with certainty unless ``u' = 0``, and never accept. Every
+  other case (below ``2e-12`` of the proposals, and those with ``|Y| den t`` beyond
+  int64) is decided exactly: ``exp(-gamma)`` enclosed by correctly
   rounded ``decimal`` bounds, ``U'`` extended by fresh words until the comparison is
   certain (:func:`_decide_exactly`). Floats therefore only choose *how* each decision
   is computed, never its outcome; nothing overflows however large ``M`` or ``a`` are.
@@ -147,7 +149,7 @@ _GAMMA_CLAMP = 700.0
 _TWO63 = 2.0**63
 _TWO_M63 = 2.0**-63
 #: Slots one batch fills (its words and temporaries stay in the CPU's cache).
-_SLOTS = 1 << 15
+_SLOTS = 1 << 13
 #: Events one batch may leave before it returns (each decided in Python).
 _EVENTS = 256
 #: Words drawn a slot still to fill (a slot takes 2.63 on average: 1.315 proposals).
@@ -161,19 +163,19 @@ _COMPILED_MIN = 1 << 16
 Params = tuple[int, int, int, int, float, float, float, float, float]
 
 
-def _decide(g: Any, e: Any, u2: Any, margin: float) -> Any:
+def _decide(e: Any, u2: Any, margin: float) -> Any:
     """The acceptance's status: 1 if ``U' < exp(-gamma)`` is certain, 0 if ``U' >=
     exp(-gamma)`` is, :data:`_ACCEPT` if neither (the module notes' comparisons).
 
-    ``g = gamma_f``, ``e = exp(-min(gamma_f, _GAMMA_CLAMP))``, ``U'`` in ``[u2, u2 + 1) /
-    2**63``. Written once for numpy arrays and numba scalars alike (the compiled passes
-    inline it): arithmetic and selects only.
+    ``e = exp_f(-min(gamma_f, _GAMMA_CLAMP))``, ``U'`` in ``[u2, u2 + 1) / 2**63``.
+    Written once for numpy arrays and numba scalars alike (the compiled passes inline
+    it): arithmetic only, no branch.
     """
     x = e * _TWO63
     uf = u2 * 1.0
-    yes = (uf + 1.0 < x * (1.0 - margin)) & (g <= _GAMMA_CLAMP)
-    no = (uf > x * (1.0 + margin)) | ((g > _GAMMA_CLAMP) & (u2 != 0))
-    return yes * 1 + _ACCEPT * (1 - (yes | no))
+    yes = uf + 1.0 < x * (1.0 - margin)
+    no = uf > x * (1.0 + margin)
+    return _ACCEPT - (_ACCEPT - 1) * yes - _ACCEPT * no  # yes and no never both hold
 
 
 def _exp_minus(g: np.ndarray) -> np.ndarray:
@@ -206,7 +208,7 @@ def _bernoulli_exp_square(a_exact: np.ndarray, big_m: int, rng: np.random.Genera
     words = _word_draws(a_exact.shape[0], rng)
     a_float = a_exact.astype(np.float64)  # correctly rounded (int64 and Python ints)
     g = a_float * a_float / float(big_m)
-    status = _decide(g, _exp_minus(g), words & _LOW_BITS, _MARGIN)
+    status = _decide(_exp_minus(g), words & _LOW_BITS, _MARGIN)
     result = status == 1
     for i in np.flatnonzero(status == _ACCEPT):
         result[i] = _decide_exactly(int(words[i] & _LOW63), int(a_exact[i]), big_m, rng)
@@ -314,7 +316,7 @@ def _draw_numpy(
     (:func:`dpframe.mechanisms.gaussian_kernel.draw`) do from the same words.
     """
     y, g, status, a, slack = _numpy_proposals(words, params)
-    decided = _decide(g, _exp_minus(g), words[1 : g.size * 2 : 2] & _LOW_BITS, params[-1])
+    decided = _decide(_exp_minus(g), words[1 : g.size * 2 : 2] & _LOW_BITS, params[-1])
     status = np.where(status == 0, decided, status)
     return _settle(status, y, words, a, slack, out, start, events, floats)
 

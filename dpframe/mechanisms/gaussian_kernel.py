@@ -103,7 +103,7 @@ def _settle(words, g, e, y, status, a_, slack_, margin, out, start, events, floa
             break
         used = k + 1
         u2 = words[2 * k + 1] & _LOW63
-        s = _decide_scalar(g[k], e[k], u2, margin)
+        s = _decide_scalar(e[k], u2, margin)
         s = s if status[k] == 0 else status[k]
         if s > 1:
             events[count, 0], events[count, 1] = i, s
