@@ -22,9 +22,9 @@ on the integers with ``P(Z = k)`` proportional to ``exp(-k^2 / (2 sigma^2))``.
 
 Each proposal takes two uniform 64-bit words (``Generator.integers``). Proposals are
 made and decided in batches, in linear passes, for blocks of :data:`_SLOTS` draws: numpy
-passes (:func:`_draw_numpy`) or, from :data:`_COMPILED_MIN` draws a call, compiled ones
-(:mod:`dpframe.mechanisms.gaussian_kernel`) that compute the same floats in the same
-order, so that the same words give the same draws:
+passes (:mod:`dpframe.mechanisms.gaussian_batch`) or, from :data:`_COMPILED_MIN` draws a
+call, compiled ones (:mod:`dpframe.mechanisms.gaussian_kernel`) that compute the same
+floats in the same order, so that the same words give the same draws:
 
 * ``Y`` from the first word by the discrete Laplace's inverse CDF
   (:mod:`dpframe.mechanisms.discrete`: the word's sign bit and ``floor(-t ln(U (1 +
@@ -81,14 +81,20 @@ from dpframe.errors import InvalidParameterError
 from dpframe.mechanisms import discrete
 from dpframe.mechanisms.discrete import (
     _LOW_BITS,
-    _apply_sign,
     _bracket,
     _exact_constants,
     _exact_magnitude,
     _exp_bounds,
     _LazyUniform,
-    _prefilter,
     _word_draws,
+)
+from dpframe.mechanisms.gaussian_batch import (
+    _ACCEPT,
+    _LAPLACE,
+    Params,
+    _decide,
+    _draw_numpy,
+    _exp_minus,
 )
 
 __all__ = [
@@ -136,18 +142,6 @@ def _check_sigma2_int(value: Any, name: str) -> int:
     return v
 
 
-#: A proposal's status: 0 rejected, 1 accepted, or an event, decided exactly in Python:
-#: the magnitude is not certain from the word (or ``U = 0``) ...
-_LAPLACE = 2
-#: ... the acceptance is not certain from the word ...
-_ACCEPT = 3
-#: ... ``|Y| d t`` would overflow int64 (the acceptance in Python integers).
-_EXACT = 4
-#: An acceptance whose float ``gamma`` exceeds this is a certain rejection unless
-#: ``U' = 0`` (``exp(-699) < 2**-1008``); below it ``exp(-gamma)`` is a normal float.
-_GAMMA_CLAMP = 700.0
-_TWO63 = 2.0**63
-_TWO_M63 = 2.0**-63
 #: Slots one batch fills (its words and temporaries stay in the CPU's cache).
 _SLOTS = 1 << 13
 #: Events one batch may leave before it returns (each decided in Python).
@@ -158,31 +152,6 @@ _WORDS_PER_SLOT = 2.75
 #: numpy passes; below it, the numpy passes (a few ms), as numba's first use costs a
 #: process about 0.4 s. Both give the same draws from the same words.
 _COMPILED_MIN = 1 << 16
-
-#: ``(t, d t, n, limit, d_laplace, K_1, K_2, float(M), margin)``: see :func:`_params`.
-Params = tuple[int, int, int, int, float, float, float, float, float]
-
-
-def _decide(e: Any, u2: Any, margin: float) -> Any:
-    """The acceptance's status: 1 if ``U' < exp(-gamma)`` is certain, 0 if ``U' >=
-    exp(-gamma)`` is, :data:`_ACCEPT` if neither (the module notes' comparisons).
-
-    ``e = exp_f(-min(gamma_f, _GAMMA_CLAMP))``, ``U'`` in ``[u2, u2 + 1) / 2**63``.
-    Written once for numpy arrays and numba scalars alike (the compiled passes inline
-    it): arithmetic only, no branch.
-    """
-    x = e * _TWO63
-    uf = u2 * 1.0
-    yes = uf + 1.0 < x * (1.0 - margin)
-    no = uf > x * (1.0 + margin)
-    return _ACCEPT - (_ACCEPT - 1) * yes - _ACCEPT * no  # yes and no never both hold
-
-
-def _exp_minus(g: np.ndarray) -> np.ndarray:
-    """``exp(-min(g, _GAMMA_CLAMP))`` by numpy's vectorised ``exp`` (both passes' exp)."""
-    e = np.minimum(g, _GAMMA_CLAMP)
-    np.negative(e, out=e)
-    return np.exp(e, out=e)
 
 
 def _decide_exactly(u2: int, a: int, big_m: int, rng: np.random.Generator) -> bool:
@@ -236,89 +205,6 @@ def _params(n: int, d: int, t: int) -> Params:
         float(big_m),
         _MARGIN,
     )
-
-
-def _settle(
-    status: np.ndarray,
-    y: np.ndarray,
-    words: np.ndarray,
-    a: np.ndarray,
-    slack: np.ndarray,
-    out: np.ndarray,
-    start: int,
-    events: np.ndarray,
-    floats: np.ndarray,
-) -> tuple[int, int, int]:
-    """Give each slot from ``start``, in order, the next proposal that is accepted or an
-    event (written to ``events``); stop when ``out`` or ``events`` is full. Returns the
-    next slot, the words used and the events written."""
-    fills = np.flatnonzero(status >= 1)
-    room, cap = out.size - start, events.shape[0]
-    take = min(room, fills.size)
-    is_event = status[fills[:take]] > 1
-    at = np.flatnonzero(is_event)
-    if at.size >= cap:
-        take = int(at[cap - 1]) + 1
-        is_event, at = is_event[:take], at[:cap]
-    fills = fills[:take]
-    if room == 0:
-        used = 0
-    elif take == room or at.size == cap:
-        used = int(fills[-1]) + 1
-    else:
-        used = status.size
-    slots = start + np.arange(take)
-    out[slots[~is_event]] = y[fills[~is_event]]
-    ev = fills[is_event]
-    k = ev.size
-    kinds = status[ev]
-    events[:k, 0], events[:k, 1] = slots[is_event], kinds
-    events[:k, 2] = np.where(kinds == _LAPLACE, words[2 * ev], y[ev])
-    events[:k, 3] = words[2 * ev + 1] & _LOW_BITS
-    floats[:k, 0], floats[:k, 1] = a[ev], slack[ev]
-    return start + take, 2 * used, k
-
-
-def _numpy_proposals(words: np.ndarray, params: Params) -> tuple[np.ndarray, ...]:
-    """The proposals of a batch by numpy passes: ``(Y, gamma_f, status, A_f, slack)``.
-
-    Proposal ``j`` takes word ``2j``: the discrete Laplace's inverse CDF and its
-    pre-filter (:func:`~dpframe.mechanisms.discrete._prefilter` itself). ``status`` is 0,
-    :data:`_EXACT` or :data:`_LAPLACE`. The compiled passes
-    (:mod:`dpframe.mechanisms.gaussian_kernel`) compute the same floats in the same
-    order: the same words give the same proposals (tested).
-    """
-    t, dt, n, limit, d, k1, _, big_m_float, _ = params
-    first = words[0 : words.size // 2 * 2 : 2]
-    x = (first & _LOW_BITS).astype(np.float64)
-    x *= _TWO_M63
-    a, m, slack, certain = _prefilter(x, float(t), d, None, k1)
-    fits = m <= limit  # |Y| d t - n inside int64
-    a_float = (np.where(fits, m, 0) * dt - n).astype(np.float64)  # (m of U = 0: unused)
-    g = a_float * a_float / big_m_float
-    status = np.where(certain, np.where(fits, 0, _EXACT), _LAPLACE)
-    return _apply_sign(m, first), g, status, a, slack
-
-
-def _draw_numpy(
-    out: np.ndarray,
-    start: int,
-    words: np.ndarray,
-    params: Params,
-    events: np.ndarray,
-    floats: np.ndarray,
-) -> tuple[int, int, int]:
-    """Fill ``out[start:]`` from a batch of proposals, two words each, leaving events.
-
-    The numpy passes: the proposals (:func:`_numpy_proposals`), the acceptances
-    (:func:`_decide` on word ``2j + 1``), the slots (:func:`_settle`). Returns the next
-    slot, the words used and the events written, as the compiled passes
-    (:func:`dpframe.mechanisms.gaussian_kernel.draw`) do from the same words.
-    """
-    y, g, status, a, slack = _numpy_proposals(words, params)
-    decided = _decide(_exp_minus(g), words[1 : g.size * 2 : 2] & _LOW_BITS, params[-1])
-    status = np.where(status == 0, decided, status)
-    return _settle(status, y, words, a, slack, out, start, events, floats)
 
 
 def _resolve(

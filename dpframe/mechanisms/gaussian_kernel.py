@@ -1,12 +1,12 @@
 """Compiled passes of the exact discrete Gaussian sampler, for large requests.
 
-:func:`dpframe.mechanisms.gaussian.sample_discrete_gaussian` fills its output in blocks;
-from :data:`~dpframe.mechanisms.gaussian._COMPILED_MIN` draws a call, each block's batch
-of proposals goes through :func:`draw` here (below it, through the numpy passes of
-:func:`dpframe.mechanisms.gaussian._draw_numpy`, which need no compiling or loading).
-Proposal ``j`` reads the uniform 64-bit words ``2j`` and ``2j + 1`` of a buffer the caller
-drew with ``Generator.integers``, in five linear passes (numba loops, and numpy's
-vectorised ``log`` and ``exp`` between them):
+:func:`dpframe.mechanisms.gaussian.sample_discrete_gaussian` fills its output in blocks,
+each from a batch of proposals (:mod:`dpframe.mechanisms.gaussian_batch`); from
+:data:`~dpframe.mechanisms.gaussian._COMPILED_MIN` draws a call, each batch goes
+through :func:`draw` here rather than the numpy passes (which need no compiling or
+loading). Proposal ``j`` reads the uniform 64-bit words ``2j`` and ``2j + 1`` of a
+buffer the caller drew with ``Generator.integers``, in five linear passes (numba loops,
+and numpy's vectorised ``log`` and ``exp`` between them):
 
 1. **The proposal** ``Y``, discrete Laplace of scale ``t``, from its first word: the
    sign is the word's top bit, the magnitude ``floor(A)`` with ``A = -t ln(U (1 + p) /
@@ -16,9 +16,9 @@ vectorised ``log`` and ``exp`` between them):
    where ``A_f`` is farther than the proven bound ``delta`` from every integer.
 2. **The acceptance** ``Bernoulli(exp(-gamma))``, ``gamma = a^2 / M``, from its second
    word: ``U'`` against the float ``exp(-gamma)`` by the sampler's own rule
-   (:func:`~dpframe.mechanisms.gaussian._decide`, compiled inline), decided only where
-   the comparison is certain (the error bound is in :mod:`dpframe.mechanisms.gaussian`'s
-   notes).
+   (:func:`~dpframe.mechanisms.gaussian_batch._decide`, compiled inline), decided only
+   where the comparison is certain (the error bound is in
+   :mod:`dpframe.mechanisms.gaussian`'s notes).
 3. **The slots**: each slot, in order, takes the next accepted proposal.
 
 The same words give the same draws and events as the numpy passes (the tests hold them
@@ -45,7 +45,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from dpframe.mechanisms.gaussian import (
+from dpframe.mechanisms.gaussian_batch import (
     _EXACT,
     _LAPLACE,
     _TWO_M63,
@@ -57,7 +57,7 @@ from dpframe.mechanisms.gaussian import (
 __all__ = ["draw"]
 
 _LOW63 = np.int64(2**63 - 1)
-#: The acceptance's rule (:func:`dpframe.mechanisms.gaussian._decide`), compiled inline.
+#: The acceptance's rule (:func:`dpframe.mechanisms.gaussian_batch._decide`), compiled inline.
 #: numba's disk cache keys on this file only: the tests hold the compiled draws equal to
 #: the numpy passes', so a stale cache after an edit of ``_decide`` fails them.
 _decide_scalar = nb.njit(inline="always", error_model="numpy")(_decide)
@@ -94,7 +94,7 @@ def _proposals(words, log_w, t, k1, k2, limit, dt, n, big_m_float, g, y, status,
 @nb.njit(cache=True, error_model="numpy")
 def _settle(words, g, e, y, status, a_, slack_, margin, out, start, events, floats):
     # Each slot in order takes the next accepted proposal; an event takes its slot
-    # (gaussian._settle's rule, fused with the acceptances).
+    # (gaussian_batch._settle's rule, fused with the acceptances).
     i = start
     count = 0
     used = 0
@@ -149,7 +149,7 @@ def draw(
     tuple of int
         The next slot to fill, the words used, the events written (it stops early when
         ``out`` or ``events`` is full): the same as
-        :func:`dpframe.mechanisms.gaussian._draw_numpy` from the same words.
+        :func:`dpframe.mechanisms.gaussian_batch._draw_numpy` from the same words.
 
     Examples
     --------

@@ -18,14 +18,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpframe.mechanisms import discrete, gaussian, gaussian_kernel
-from dpframe.mechanisms.gaussian import (
-    _ACCEPT,
-    _EXACT,
-    _GAMMA_CLAMP,
-    _LAPLACE,
-    sample_discrete_gaussian,
-)
+from dpframe.mechanisms import discrete, gaussian, gaussian_batch, gaussian_kernel
+from dpframe.mechanisms.gaussian import sample_discrete_gaussian
+from dpframe.mechanisms.gaussian_batch import _ACCEPT, _EXACT, _GAMMA_CLAMP, _LAPLACE
 
 from .test_gaussian import MIN_P_VALUE, chisquare_p_value, make_rng
 from .test_inverse_cdf import ulp_error
@@ -43,7 +38,7 @@ def test_margin_covers_the_documented_error():
     assert math.exp(-(_GAMMA_CLAMP - 1)) < 2.0**-1008
 
 
-PATHS = {"numpy": gaussian._draw_numpy, "compiled": gaussian_kernel.draw}
+PATHS = {"numpy": gaussian_batch._draw_numpy, "compiled": gaussian_kernel.draw}
 
 
 def crafted_words(seed: int, count: int) -> np.ndarray:
@@ -124,7 +119,7 @@ def test_compiled_and_numpy_passes_agree(num, den, limit, margin, cap):
 
 def statuses(a: float, big_m: int, u: np.ndarray, margin: float) -> np.ndarray:
     g = np.full(u.size, a) ** 2 / float(big_m)
-    return gaussian._decide(gaussian._exp_minus(g), u, margin)
+    return gaussian_batch._decide(gaussian_batch._exp_minus(g), u, margin)
 
 
 @pytest.mark.parametrize(("a", "big_m"), [(7, 98), (3, 1), (1, 10**6), (0, 5), (2**40, 2**75)])
@@ -163,8 +158,8 @@ def test_exp_within_4_ulp_up_to_the_clamp():
     with localcontext() as ctx:
         ctx.prec = 40
         exact = [(-Decimal(v)).exp() for v in g.tolist()]
-    assert ulp_error(gaussian._exp_minus(g), exact) <= 4
-    assert gaussian._exp_minus(np.array([1e6]))[0] == math.exp(-_GAMMA_CLAMP)
+    assert ulp_error(gaussian_batch._exp_minus(g), exact) <= 4
+    assert gaussian_batch._exp_minus(np.array([1e6]))[0] == math.exp(-_GAMMA_CLAMP)
 
 
 def _counting(monkeypatch, name):
