@@ -1,4 +1,4 @@
-"""Tests of the discrete Gaussian's batches: the numpy passes (dpframe.mechanisms.gaussian)
+"""Tests of the discrete Gaussian's batches: the numpy passes (dpframe.mechanisms.gaussian_batch)
 and the compiled ones (dpframe.mechanisms.gaussian_kernel).
 
 Their two decisions are checked against exact arithmetic (the proposal against the
