@@ -45,7 +45,7 @@ floats in the same order, so that the same words give the same draws:
   ``4.1 * 2**-53`` of rounding, so with the margin ``m =`` :data:`_MARGIN` ``= 1e-12 >
   zeta + 4.1 * 2**-53`` each answer they give is the exact one. Where ``gamma_f > 700``,
   ``gamma > 699`` and ``exp(-gamma) < 2**-1008 < 2**-63``, and ``x`` is ``2**63
-  exp_f(-700) < 1e-285`` (the argument is clamped at :data:`_GAMMA_CLAMP`): the same
+  exp_f(-700) < 1e-285`` (``exp``'s argument is clamped at 700): the same
   comparisons then reject with certainty unless ``u' = 0``, and never accept. Every
   other case (below ``2e-12`` of the proposals, and those with ``|Y| den t`` beyond
   int64) is decided exactly: ``exp(-gamma)`` enclosed by correctly
