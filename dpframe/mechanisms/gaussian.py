@@ -15,20 +15,43 @@ on the integers with ``P(Z = k)`` proportional to ``exp(-k^2 / (2 sigma^2))``.
   coordinates are at l2 distance at most ``Delta / g + sqrt(changed)`` in grid units
   after rounding (``Delta / g`` when the values are already on the grid).
 * **Sampling** (their Algorithm 3): with ``t = floor(sigma) + 1``, draw ``Y`` from the
-  discrete Laplace law of scale ``t`` (:func:`~dpframe.mechanisms.discrete.sample_discrete_laplace`)
-  and keep it with probability ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``; else retry.
+  discrete Laplace law of scale ``t`` and keep it with probability
+  ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``; else retry (1.315 proposals a draw).
   ``sigma^2 = num / den`` is rational, so the exponent is the rational
   ``gamma = a^2 / M`` with ``a = |Y| den t - num`` and ``M = 2 num den t^2``.
 
-The acceptance ``Bernoulli(exp(-gamma))`` is exact with integer draws only, and never
-overflows however large ``M`` or ``a`` are: with an integer ``m >= gamma``,
-``exp(-gamma) = exp(-gamma/m)**m``; each factor is CKS Algorithm 1 for ``gamma/m <= 1``,
-whose ``Bernoulli(gamma / (m k))`` trials compare a uniform 62-bit integer ``u`` with
-``2**62 a^2 / (M m k)``. The comparison is made in floating point only when the float
-value is more than a relative ``1e-12`` away from ``u`` (the float error is below
-``1e-14``, so the float answer is then the exact one); the rare ties (probability about
-``1e-12`` per trial) are decided with Python integers, ``u M m k < 2**62 a^2``. Floats
-therefore only choose *how* each decision is computed, never its outcome.
+Each proposal takes two uniform 64-bit words (``Generator.integers``). Proposals are
+made and decided in batches, in linear passes, for blocks of :data:`_SLOTS` draws: numpy
+passes (:mod:`dpframe.mechanisms.gaussian_batch`) or, from :data:`_COMPILED_MIN` draws a
+call, compiled ones (:mod:`dpframe.mechanisms.gaussian_kernel`) that compute the same
+floats in the same order, so that the same words give the same draws:
+
+* ``Y`` from the first word by the discrete Laplace's inverse CDF
+  (:mod:`dpframe.mechanisms.discrete`: the word's sign bit and ``floor(-t ln(U (1 +
+  p) / 2))``, ``p = exp(-1 / t)``), taken where that module's proven float pre-filter
+  makes the magnitude certain, else by its exact fallback from the same word.
+* The acceptance ``U' < exp(-gamma)``, ``U'`` in ``[u', u' + 1) / 2**63`` from the
+  second word's low 63 bits ``u'``. In floating point, ``a`` and ``M`` are correctly
+  rounded and ``gamma_f = a_f a_f / M_f`` is within a relative ``eta <= 5.01 * 2**-53``
+  of ``gamma`` (``a_f``'s rounding counts twice, ``M_f``'s, the product's and the
+  quotient's once). Where ``gamma_f <= 700``, numpy's ``exp_f(-gamma_f)`` is a normal
+  float within a relative ``2**-46``
+  (:data:`~dpframe.mechanisms.discrete.LIBM_RELATIVE_ERROR`, measured by the tests up to
+  700) of ``exp(-gamma_f) = exp(-gamma) exp(-gamma eta)``, and
+  ``|gamma eta| <= 700.001 * 5.01 * 2**-53 < 3.9e-13``: so ``x = 2**63 exp_f(-gamma_f)``
+  is within a relative ``zeta < 4.05e-13`` of ``2**63 exp(-gamma)``. The comparisons
+  ``fl(fl(u') + 1) < fl(x fl(1 - m))`` (accept: then ``u' + 1 <= 2**63 exp(-gamma)``) and
+  ``fl(u') > fl(x fl(1 + m))`` (reject: then ``u' >= 2**63 exp(-gamma)``) add at most
+  ``4.1 * 2**-53`` of rounding, so with the margin ``m =`` :data:`_MARGIN` ``= 1e-12 >
+  zeta + 4.1 * 2**-53`` each answer they give is the exact one. Where ``gamma_f > 700``,
+  ``gamma > 699`` and ``exp(-gamma) < 2**-1008 < 2**-63``, and ``x`` is ``2**63
+  exp_f(-700) < 1e-285`` (``exp``'s argument is clamped at 700): the same
+  comparisons then reject with certainty unless ``u' = 0``, and never accept. Every
+  other case (below ``2e-12`` of the proposals, and those with ``|Y| den t`` beyond
+  int64) is decided exactly: ``exp(-gamma)`` enclosed by correctly
+  rounded ``decimal`` bounds, ``U'`` extended by fresh words until the comparison is
+  certain (:func:`_decide_exactly`). Floats therefore only choose *how* each decision
+  is computed, never its outcome; nothing overflows however large ``M`` or ``a`` are.
 
 The law (:func:`discrete_gaussian_pmf`, ``_cdf``, ``_tail``, ``_quantile_abs``,
 ``_variance``) is computed in floating point, for calibration, error bars and tests: by
@@ -55,7 +78,24 @@ from dpframe.core.frozen import frozen_array
 from dpframe.core.grid import check_granularity, default_granularity, grid_indices
 from dpframe.core.randomness import secure_generator
 from dpframe.errors import InvalidParameterError
-from dpframe.mechanisms.discrete import sample_discrete_laplace
+from dpframe.mechanisms import discrete
+from dpframe.mechanisms.discrete import (
+    _LOW_BITS,
+    _bracket,
+    _exact_constants,
+    _exact_magnitude,
+    _exp_bounds,
+    _LazyUniform,
+    _word_draws,
+)
+from dpframe.mechanisms.gaussian_batch import (
+    _ACCEPT,
+    _LAPLACE,
+    Params,
+    _decide,
+    _draw_numpy,
+    _exp_minus,
+)
 
 __all__ = [
     "GaussianCalibration",
@@ -75,7 +115,7 @@ MAX_SIGMA2_INT = 2**62
 #: Largest ``t = floor(sigma) + 1`` (the discrete Laplace sampler's scale limit).
 _MAX_T = 2**31
 _TWO62 = 2**62
-_F62 = float(2**62)
+_LOW63 = int(_LOW_BITS)
 #: Relative margin around a float comparison beyond which its answer is certain.
 _MARGIN = 1e-12
 #: Below this sigma the law is summed directly; above it, the asymptotic forms are exact
@@ -102,62 +142,142 @@ def _check_sigma2_int(value: Any, name: str) -> int:
     return v
 
 
-def _bernoulli_exp_factor(
-    a_exact: np.ndarray,
-    a2: np.ndarray,
-    big_m: int,
-    m: np.ndarray,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Exact ``Bernoulli(exp(-g))`` with ``g = a^2 / (M m) <= 1`` (CKS Algorithm 1).
+#: Slots one batch fills (its words and temporaries stay in the CPU's cache).
+_SLOTS = 1 << 13
+#: Events one batch may leave before it returns (each decided in Python).
+_EVENTS = 256
+#: Words drawn a slot still to fill (a slot takes 2.63 on average: 1.315 proposals).
+_WORDS_PER_SLOT = 2.75
+#: From this many draws a call uses the compiled passes, about twice as fast as the
+#: numpy passes; below it, the numpy passes (a few ms), as numba's first use costs a
+#: process about 0.4 s. Both give the same draws from the same words.
+_COMPILED_MIN = 1 << 16
 
-    ``a_exact`` holds the exact integers ``a`` (int64 or object), ``a2`` the float
-    ``a^2``, ``m`` integer-valued floats. Round ``k`` draws ``A_k ~ Bernoulli(g / k)``
-    as ``u < 2**62 g / k`` for a uniform ``u`` in ``[0, 2**62)``; the run stops at the
-    first ``A_k = 0`` and succeeds iff that ``k`` is odd.
+
+def _decide_exactly(u2: int, a: int, big_m: int, rng: np.random.Generator) -> bool:
+    """Whether ``U' < exp(-a^2 / M)`` exactly, ``U'`` starting with the 63 bits ``u2``.
+
+    ``exp(-gamma)`` is enclosed by correctly rounded ``decimal`` bounds, narrowed (and
+    ``U'`` extended by fresh words) until the comparison is certain; ``exp(-gamma)`` is
+    irrational for a rational ``gamma > 0``, so this ends with probability one.
     """
-    count = a2.shape[0]
-    result = np.empty(count, dtype=bool)
-    pending = np.arange(count)
-    base = a2 * _F62 / (float(big_m) * m)  # 2**62 g, relative error < 1e-14
-    k = 1
-    while pending.size:
-        u = rng.integers(0, _TWO62, size=pending.size, dtype=np.int64)
-        x = base[pending] / k
-        uf = u.astype(np.float64)
-        a_k = uf < x * (1.0 - _MARGIN)
-        unsure = np.flatnonzero(~a_k & (uf <= x * (1.0 + _MARGIN)))
-        for i in unsure:  # a float tie: decide with integers
-            j = pending[i]
-            lhs = int(u[i]) * big_m * int(m[j]) * k
-            a_k[i] = lhs < _TWO62 * int(a_exact[j]) ** 2
-        result[pending[~a_k]] = k % 2 == 1
-        pending = pending[a_k]
-        k += 1
-    return result
+    if a == 0:
+        return True  # exp(0) = 1 > U'
+    uniform = _LazyUniform(u2, 63, rng)
+    return uniform.less_than(lambda prec: _exp_bounds(a * a, big_m, prec))
 
 
 def _bernoulli_exp_square(a_exact: np.ndarray, big_m: int, rng: np.random.Generator) -> np.ndarray:
     """Exact ``Bernoulli(exp(-a^2 / M))`` for integers ``a`` (int64 or object array).
 
-    ``exp(-gamma) = exp(-gamma / m)**m`` for the integer ``m = ceil(gamma (1 + 1e-12))
-    >= gamma``: ``m`` independent factors, stopping at the first failure.
+    One word each: ``U'`` (its low 63 bits) against the float ``exp(-gamma)`` where that
+    comparison is certain (:func:`_decide`, the module notes), :func:`_decide_exactly`
+    elsewhere.
     """
-    a_float = a_exact.astype(np.float64)
-    a2 = a_float * a_float
-    gamma = a2 / float(big_m)
-    m = np.maximum(np.ceil(gamma * (1.0 + _MARGIN)), 1.0)
-    result = np.ones(a2.shape[0], dtype=bool)
-    pending = np.arange(a2.shape[0])
-    remaining = m.copy()
-    while pending.size:
-        ok = _bernoulli_exp_factor(a_exact[pending], a2[pending], big_m, m[pending], rng)
-        result[pending[~ok]] = False
-        remaining = remaining[ok] - 1.0
-        pending = pending[ok]
-        unfinished = remaining > 0
-        pending, remaining = pending[unfinished], remaining[unfinished]
+    words = _word_draws(a_exact.shape[0], rng)
+    a_float = a_exact.astype(np.float64)  # correctly rounded (int64 and Python ints)
+    g = a_float * a_float / float(big_m)
+    status = _decide(_exp_minus(g), words & _LOW_BITS, _MARGIN)
+    result = status == 1
+    for i in np.flatnonzero(status == _ACCEPT):
+        result[i] = _decide_exactly(int(words[i] & _LOW63), int(a_exact[i]), big_m, rng)
     return result
+
+
+def _params(n: int, d: int, t: int) -> Params:
+    """The batches' parameters, read from the pre-filters' constants at each call: the
+    proposal's scale ``t``, ``d t`` (0 beyond ``2**62``: then only ``Y = 0`` fits), ``n``,
+    the largest ``|Y|`` with ``|Y| d t - n`` inside int64, the discrete Laplace's ``(1 +
+    p) / 2`` and ``K_1``, ``K_2`` (:mod:`dpframe.mechanisms.discrete`), ``float(M)``, and
+    the acceptance's margin."""
+    dt = d * t
+    limit = _TWO62 // dt
+    _, lap_d = _exact_constants(t, 1, True)
+    big_m = 2 * n * d * t * t
+    return (
+        t,
+        dt if dt <= _TWO62 else 0,
+        n,
+        limit,
+        lap_d,
+        discrete._K1_EXACT,
+        discrete._K2,
+        float(big_m),
+        _MARGIN,
+    )
+
+
+def _resolve(
+    events: np.ndarray,
+    floats: np.ndarray,
+    block: np.ndarray,
+    n: int,
+    d: int,
+    t: int,
+    rng: np.random.Generator,
+) -> list[int]:
+    """Decide a batch's events exactly, filling ``block``; return the rejected slots.
+
+    Each event continues its own draw: a :data:`_LAPLACE` magnitude from the same word
+    (the discrete Laplace's exact fallback), an :data:`_ACCEPT` decision from the same
+    ``U'``; an :data:`_EXACT` proposal (and a :data:`_LAPLACE` one) is accepted with a
+    fresh word by :func:`_bernoulli_exp_square` on Python integers.
+    """
+    dt, big_m = d * t, 2 * n * d * t * t
+    rejected: list[int] = []
+    slots: list[int] = []
+    proposals: list[int] = []
+    for (slot, kind, value, u2), (a_float, slack) in zip(
+        events.tolist(), floats.tolist(), strict=True
+    ):
+        if kind == _LAPLACE:
+            m = _exact_magnitude(value & _LOW63, t, 1, True, rng, _bracket(a_float, slack))
+            slots.append(slot)
+            proposals.append(-m if value < 0 else m)
+        elif kind == _ACCEPT:
+            if _decide_exactly(u2, abs(value) * dt - n, big_m, rng):
+                block[slot] = value
+            else:
+                rejected.append(slot)
+        else:  # _EXACT
+            slots.append(slot)
+            proposals.append(value)
+    if slots:
+        a = np.array([abs(y) * dt - n for y in proposals], dtype=object)
+        accept = _bernoulli_exp_square(a, big_m, rng)
+        for slot, y, ok in zip(slots, proposals, accept.tolist(), strict=True):
+            if ok:
+                block[slot] = y
+            else:
+                rejected.append(slot)
+    return rejected
+
+
+def _sample(count: int, n: int, d: int, t: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` exact draws: batches of proposals for blocks of :data:`_SLOTS` slots (the
+    compiled passes from :data:`_COMPILED_MIN` draws, numpy's below), their events
+    decided here, the slots whose proposal an event rejected drawn again from scratch."""
+    if count >= _COMPILED_MIN:
+        from dpframe.mechanisms.gaussian_kernel import draw
+    else:
+        draw = _draw_numpy
+    out = np.empty(count, dtype=np.int64)
+    params = _params(n, d, t)
+    events = np.empty((_EVENTS, 4), dtype=np.int64)
+    floats = np.empty((_EVENTS, 2), dtype=np.float64)
+    rejected: list[int] = []
+    for first in range(0, count, _SLOTS):
+        block = out[first : first + _SLOTS]
+        i = 0
+        while i < block.size:
+            words = _word_draws(2 * math.ceil(_WORDS_PER_SLOT / 2 * (block.size - i)) + 8, rng)
+            i, _, k = draw(block, i, words, params, events, floats)
+            if k:
+                local = _resolve(events[:k], floats[:k], block, n, d, t, rng)
+                rejected.extend(first + j for j in local)
+    if rejected:
+        out[rejected] = _sample(len(rejected), n, d, t, rng)
+    return out
 
 
 def sample_discrete_gaussian(
@@ -168,10 +288,11 @@ def sample_discrete_gaussian(
 ) -> np.ndarray:
     """Exact draws of the discrete Gaussian ``N_Z(0, sigma^2)``, ``sigma^2 = num / den``.
 
-    Canonne, Kamath & Steinke (2020), Algorithm 3, vectorised (rejection in batches),
-    with only ``Generator.integers`` draws: no floating point decides an outcome (see
-    the module notes). Any ``sigma^2`` in range is handled without overflow; it is
-    fastest when ``den * (floor(sigma) + 1) <= 2**40``.
+    Canonne, Kamath & Steinke (2020), Algorithm 3, in compiled batches, with only
+    ``Generator.integers`` draws: no floating point decides an outcome (see the module
+    notes). Any ``sigma^2`` in range is handled without overflow; a proposal ``Y`` with
+    ``|Y| den (floor(sigma) + 1)`` beyond ``2**62`` (only when ``num`` is near ``2**56`` or
+    above) is accepted with Python integers, more slowly.
 
     Parameters
     ----------
@@ -208,21 +329,7 @@ def sample_discrete_gaussian(
         raise InvalidParameterError(f"rng must be a numpy.random.Generator, got {type(rng)!r}")
     shape = () if size is None else tuple(int(s) for s in np.atleast_1d(size))
     count = math.prod(shape)
-    out = np.empty(count, dtype=np.int64)
-    big_m = 2 * n * d * t * t
-    dt = d * t
-    limit = _TWO62 // dt  # |Y| <= limit keeps |Y| d t - n inside int64
-    pending = np.arange(count)
-    while pending.size:
-        y = sample_discrete_laplace(t, 1, size=pending.size, rng=rng)
-        ay = np.abs(y)
-        if dt <= _TWO62 and int(ay.max()) <= limit:
-            a = ay * np.int64(dt) - np.int64(n)
-        else:  # a huge |Y| (or a huge den * t): exact Python integers
-            a = np.array([int(v) * dt - n for v in ay], dtype=object)
-        accept = _bernoulli_exp_square(a, big_m, rng)
-        out[pending[accept]] = y[accept]
-        pending = pending[~accept]
+    out = _sample(count, n, d, t, rng)
     return out.reshape(shape)
 
 
