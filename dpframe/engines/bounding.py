@@ -355,7 +355,7 @@ def _kernel_parts(
         [chunks[f"v{j}"][i] for j in range(len(names))] if names else np.empty((0, len(p)))
         for i, p in enumerate(chunks["p"])
     ]
-    kept, sums, group_row, marks = bk.bounded_sums(
+    kept, sums, persons, group_row, _ = bk.bounded_sums(
         chunks["p"],
         chunks["g"],
         vals,
@@ -364,24 +364,9 @@ def _kernel_parts(
         unit.max_rows,
         p_range,
         g_range,
-        mark_kept=bool(distinct),  # every kept row marked: the kept pairs
+        generator=rng,  # the rows kept of the pairs over max_rows: right after the key
     )
     del chunks, vals
-    persons = _kept_pairs_per_group(work, marks, g_range[0], kept.size) if distinct else kept
-    big = np.flatnonzero(marks == bk.OVERSIZED)
-    del marks
-    if big.size:  # pairs with more than max_rows rows: the rule's rows of each
-        pids = work["p"].gather(big).to_numpy()
-        gids = work["g"].gather(big).to_numpy() - g_range[0]
-        order = np.lexsort((gids, pids))
-        big, pids, gids = big[order], pids[order], gids[order]
-        pair = np.concatenate(([True], (pids[1:] != pids[:-1]) | (gids[1:] != gids[:-1])))
-        lens_ = np.diff(np.flatnonzero(np.concatenate((pair, [True]))))
-        chosen = kept_positions(lens_, unit.max_rows, rng)
-        take, g = big[chosen], gids[chosen]
-        np.add.at(kept, g, 1)
-        for j in range(len(names)):
-            np.add.at(sums[:, j], g, work[f"v{j}"].gather(take).to_numpy())
     groups = np.flatnonzero(kept > 0) if keys else np.zeros(1, dtype=np.int64)
     out = df[group_row[groups]].select(keys) if keys else pl.DataFrame()  # their keys' values
     cols = {ROWS: pl.Series(ROWS, kept[groups], dtype=pl.UInt32)}
@@ -394,23 +379,6 @@ def _kernel_parts(
     out = out.with_columns(**cols) if keys else pl.DataFrame(cols)
     totals = {b: int(parts[f"b{j}"].sum() or 0) for j, b in enumerate(bads)}
     return _with_bad_totals(out, totals)
-
-
-def _kept_pairs_per_group(
-    work: pl.DataFrame, marks: np.ndarray, g0: int, ngroups: int
-) -> np.ndarray:
-    """The number of kept ``(person, group)`` pairs of each group (its distinct persons),
-    from the kernel's marks of every row (a kept pair's rows: ``KEPT`` or ``OVERSIZED``),
-    indexed by group code minus ``g0``."""
-    import numpy as np
-
-    from dpframe.engines.bounding_kernel import DROPPED
-
-    rows = work.select("p", "g").filter(pl.Series(marks != DROPPED))
-    per = rows.unique().group_by("g").len()
-    out = np.zeros(ngroups, dtype=np.int64)
-    out[per["g"].to_numpy() - g0] = per["len"].to_numpy()
-    return out
 
 
 def _with_bad_totals(out: pl.DataFrame, totals: dict[str, int]) -> pl.DataFrame:
