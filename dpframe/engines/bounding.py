@@ -342,8 +342,7 @@ def _kernel_parts(
     parts = both.drop("keys")
     refuse_missing_ids(person, missing_count(df[person]))
     pid, gid = codes(df, person, keys, df.height)
-    p_range = bk.value_range([x.to_numpy() for x in pid.get_chunks()])
-    g_range = bk.value_range([x.to_numpy() for x in gid.get_chunks()])
+    p_range, g_range = _code_range(pid), _code_range(gid)
     if g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:  # more than 2**26 groups
         return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
     key = rule_key(rng)
@@ -379,6 +378,13 @@ def _kernel_parts(
     out = out.with_columns(**cols) if keys else pl.DataFrame(cols)
     totals = {b: int(parts[f"b{j}"].sum() or 0) for j, b in enumerate(bads)}
     return _with_bad_totals(out, totals)
+
+
+def _code_range(codes: pl.Series) -> tuple[int, int]:
+    """The least and greatest code (Int64, no nulls); ``(0, 0)`` if none."""
+    if codes.len() == 0:
+        return 0, 0
+    return int(codes.min()), int(codes.max())  # type: ignore[arg-type]
 
 
 def _with_bad_totals(out: pl.DataFrame, totals: dict[str, int]) -> pl.DataFrame:
