@@ -100,6 +100,9 @@ _FRESH = np.uint64(1 << 63)
 #: its group code (the bits below; group codes span fewer than ``2**GROUP_BITS``).
 _FIRST = GROUP_BITS
 _INDEX = GROUP_BITS + 1
+#: Up to this ``max_rows``, a pair's rows are chosen by insertion into ``max_rows`` slots;
+#: above it, by a sort of the pair's priorities (never quadratic).
+_INSERTION = 16
 #: Fewer records than this (an oversized record's index fits above ``_INDEX``).
 _MAX_RECORDS = 1 << (64 - _INDEX)
 
@@ -440,8 +443,9 @@ def _sample(qk, off, first, priority, r, values, ngroups, nthreads, tmarks, mark
     sums = np.zeros((nthreads, ngroups, m), dtype=np.float64)
     for c in nb.prange(nthreads):
         record = np.empty(most, dtype=np.int64)  # each index's record
-        best = np.empty(r + 1, dtype=np.int64)  # the r smallest priorities so far
-        at = np.empty(r + 1, dtype=np.int64)  # and their indices
+        few = min(r, _INSERTION)
+        best = np.empty(few, dtype=np.int64)  # the r smallest priorities so far
+        at = np.empty(few, dtype=np.int64)  # their indices
         for b in range(c, nbuckets, nthreads):
             n = first[b + 1] - first[b]
             if n == 0:
@@ -457,19 +461,22 @@ def _sample(qk, off, first, priority, r, values, ngroups, nthreads, tmarks, mark
                 e = i + 1
                 while e < n and not (qk[record[e]] >> _FIRST) & np.uint64(1):
                     e += 1
-                nbest = 0
-                for j in range(i, e):  # an insertion into r sorted slots
-                    x = priority[first[b] + j]
-                    if nbest == r and x >= best[r - 1]:
-                        continue
-                    u = min(nbest, r - 1)
-                    while u > 0 and best[u - 1] > x:
-                        best[u] = best[u - 1]
-                        at[u] = at[u - 1]
-                        u -= 1
-                    best[u] = x
-                    at[u] = j
-                    nbest = min(nbest + 1, r)
+                if r > _INSERTION:  # a sort of the pair's priorities (O(rows log rows))
+                    at = np.argsort(priority[first[b] + i : first[b] + e])[:r] + i
+                else:  # an insertion into r sorted slots
+                    nbest = 0
+                    for j in range(i, e):
+                        x = priority[first[b] + j]
+                        if nbest == r and x >= best[r - 1]:
+                            continue
+                        u = min(nbest, r - 1)
+                        while u > 0 and best[u - 1] > x:
+                            best[u] = best[u - 1]
+                            at[u] = at[u - 1]
+                            u -= 1
+                        best[u] = x
+                        at[u] = j
+                        nbest = min(nbest + 1, r)
                 for u in range(r):
                     t = record[at[u]]
                     for v in range(m):
