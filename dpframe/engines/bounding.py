@@ -25,8 +25,9 @@ it is called, so every evaluation of the result sees the same rows for a frame w
 stable row order; every kept pair's rows are numbered when read again, so no pair keeps
 more than ``max_rows`` rows nor a person an unchosen group if the input changed);
 :func:`bounded_grouped_parts` is the fast path of a grouped release
-of counts and sums: the compiled kernel where the codes are the values' integers, else
-the pairs by polars; it never goes back to the rows except for oversized pairs.
+of counts and sums: the compiled kernel where the codes are the values' integers (the
+pairs over ``max_rows`` finished in the compiled code too), else the pairs by polars,
+which goes back to the rows for the pairs over ``max_rows`` only.
 
 Examples
 --------
@@ -257,7 +258,7 @@ def bounded_grouped_parts(
     person column and the keys have integer codes (integers, booleans, strings,
     categoricals, enums, dates and times; not floats), the compiled kernel of
     :mod:`dpframe.engines.bounding_kernel` bounds and sums in a few linear passes over
-    the records held in memory (the columns used, plus about ``16 + 8 * len(values)``
+    the records held in memory (the columns used, plus about ``9 + 8 * len(values)``
     bytes a record); otherwise the pairs are aggregated by polars (streaming) and chosen
     as in :func:`bounded_frame`. Call it through
     :meth:`dpframe.engines.polars.PolarsEngine.bounded_grouped_parts`, which builds the
