@@ -25,8 +25,9 @@ it is called, so every evaluation of the result sees the same rows for a frame w
 stable row order; every kept pair's rows are numbered when read again, so no pair keeps
 more than ``max_rows`` rows nor a person an unchosen group if the input changed);
 :func:`bounded_grouped_parts` is the fast path of a grouped release
-of counts and sums: the compiled kernel where the codes are the values' integers, else
-the pairs by polars; it never goes back to the rows except for oversized pairs.
+of counts and sums: the compiled kernel where the codes are the values' integers (the
+pairs over ``max_rows`` finished in the compiled code too), else the pairs by polars,
+which goes back to the rows for the pairs over ``max_rows`` only.
 
 Examples
 --------
@@ -257,7 +258,7 @@ def bounded_grouped_parts(
     person column and the keys have integer codes (integers, booleans, strings,
     categoricals, enums, dates and times; not floats), the compiled kernel of
     :mod:`dpframe.engines.bounding_kernel` bounds and sums in a few linear passes over
-    the records held in memory (the columns used, plus about ``16 + 8 * len(values)``
+    the records held in memory (the columns used, plus about ``9 + 8 * len(values)``
     bytes a record); otherwise the pairs are aggregated by polars (streaming) and chosen
     as in :func:`bounded_frame`. Call it through
     :meth:`dpframe.engines.polars.PolarsEngine.bounded_grouped_parts`, which builds the
@@ -342,8 +343,7 @@ def _kernel_parts(
     parts = both.drop("keys")
     refuse_missing_ids(person, missing_count(df[person]))
     pid, gid = codes(df, person, keys, df.height)
-    p_range = bk.value_range([x.to_numpy() for x in pid.get_chunks()])
-    g_range = bk.value_range([x.to_numpy() for x in gid.get_chunks()])
+    p_range, g_range = _code_range(pid), _code_range(gid)
     if g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:  # more than 2**26 groups
         return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
     key = rule_key(rng)
@@ -355,7 +355,7 @@ def _kernel_parts(
         [chunks[f"v{j}"][i] for j in range(len(names))] if names else np.empty((0, len(p)))
         for i, p in enumerate(chunks["p"])
     ]
-    kept, sums, group_row, marks = bk.bounded_sums(
+    kept, sums, persons, group_row, _ = bk.bounded_sums(
         chunks["p"],
         chunks["g"],
         vals,
@@ -364,24 +364,9 @@ def _kernel_parts(
         unit.max_rows,
         p_range,
         g_range,
-        mark_kept=bool(distinct),  # every kept row marked: the kept pairs
+        generator=rng,  # the rows kept of the pairs over max_rows: right after the key
     )
     del chunks, vals
-    persons = _kept_pairs_per_group(work, marks, g_range[0], kept.size) if distinct else kept
-    big = np.flatnonzero(marks == bk.OVERSIZED)
-    del marks
-    if big.size:  # pairs with more than max_rows rows: the rule's rows of each
-        pids = work["p"].gather(big).to_numpy()
-        gids = work["g"].gather(big).to_numpy() - g_range[0]
-        order = np.lexsort((gids, pids))
-        big, pids, gids = big[order], pids[order], gids[order]
-        pair = np.concatenate(([True], (pids[1:] != pids[:-1]) | (gids[1:] != gids[:-1])))
-        lens_ = np.diff(np.flatnonzero(np.concatenate((pair, [True]))))
-        chosen = kept_positions(lens_, unit.max_rows, rng)
-        take, g = big[chosen], gids[chosen]
-        np.add.at(kept, g, 1)
-        for j in range(len(names)):
-            np.add.at(sums[:, j], g, work[f"v{j}"].gather(take).to_numpy())
     groups = np.flatnonzero(kept > 0) if keys else np.zeros(1, dtype=np.int64)
     out = df[group_row[groups]].select(keys) if keys else pl.DataFrame()  # their keys' values
     cols = {ROWS: pl.Series(ROWS, kept[groups], dtype=pl.UInt32)}
@@ -396,21 +381,11 @@ def _kernel_parts(
     return _with_bad_totals(out, totals)
 
 
-def _kept_pairs_per_group(
-    work: pl.DataFrame, marks: np.ndarray, g0: int, ngroups: int
-) -> np.ndarray:
-    """The number of kept ``(person, group)`` pairs of each group (its distinct persons),
-    from the kernel's marks of every row (a kept pair's rows: ``KEPT`` or ``OVERSIZED``),
-    indexed by group code minus ``g0``."""
-    import numpy as np
-
-    from dpframe.engines.bounding_kernel import DROPPED
-
-    rows = work.select("p", "g").filter(pl.Series(marks != DROPPED))
-    per = rows.unique().group_by("g").len()
-    out = np.zeros(ngroups, dtype=np.int64)
-    out[per["g"].to_numpy() - g0] = per["len"].to_numpy()
-    return out
+def _code_range(codes: pl.Series) -> tuple[int, int]:
+    """The least and greatest code (Int64, no nulls); ``(0, 0)`` if none."""
+    if codes.len() == 0:
+        return 0, 0
+    return int(codes.min()), int(codes.max())  # type: ignore[arg-type]
 
 
 def _with_bad_totals(out: pl.DataFrame, totals: dict[str, int]) -> pl.DataFrame:

@@ -22,16 +22,22 @@ than ``2**GROUP_BITS``). Nothing here sorts the records or shuffles them:
    keeps the ``max_groups`` pairs of smallest priority (an insertion into ``max_groups``
    sorted slots per person), with each kept pair's number of rows and sums; then each
    kept pair with at most ``max_rows`` rows is added to its group. A kept pair with more
-   rows is **oversized**: a second pass over that bucket (only then) marks its records
-   :data:`OVERSIZED`, the marks are put back on their rows by replaying the scatter over
-   the runs that hold one, and the caller keeps the rows the rule's
-   :func:`~dpframe.engines.bounding_rule.kept_positions` chooses.
+   rows is **oversized**: a second pass over that bucket (only then) numbers its records
+   in the rule's order (the bucket's oversized pairs by ``(person, group)``, each pair's
+   records in file order, which the partition keeps).
+4. **The rows of oversized pairs** (parallel over buckets): the rule's priorities of
+   those rows (:func:`~dpframe.engines.bounding_rule.position_priorities`: one uniform
+   permutation, drawn right after the key, read by each record's number), and each
+   pair's ``max_rows`` smallest summed into its group. Nothing is sorted or gathered in
+   numpy, and the pieces reach the compiled code as a table of addresses (no numba typed
+   ``List``, which compiles in every process).
 
 Why this bounds sensitivities: see :mod:`dpframe.engines.bounding_rule`.
 
-numba compiles the kernels on first use (a few seconds, cached on disk afterwards);
-``import dpframe`` does not import this module (the polars engine imports it on the
-first person-level release).
+numba compiles the kernels on first use (about 20 s, once: every kernel a release calls
+is cached on disk, ``cache=True``, and a release calls all of them, so a later process
+loads them); ``import dpframe`` does not import this module (the polars engine imports it
+on the first person-level release).
 
 Examples
 --------
@@ -39,8 +45,9 @@ Examples
 >>> from dpframe.engines.bounding_kernel import KEPT, bounded_sums
 >>> pid = np.array([0, 0, 0, 1], dtype=np.int64)
 >>> gid = np.array([0, 1, 2, 0], dtype=np.int64)
->>> kept, sums, group_row, marks = bounded_sums(
-...     pid, gid, np.ones((1, 4)), (1, 2), 1, 1, mark_kept=True
+>>> kept, sums, pairs, group_row, marks = bounded_sums(
+...     pid, gid, np.ones((1, 4)), (1, 2), 1, 1, generator=np.random.default_rng(0),
+...     mark_kept=True,
 ... )
 >>> int((marks[:3] == KEPT).sum()), int(marks[3]), int(kept.sum()), float(sums.sum())
 (1, 1, 2, 2.0)
@@ -52,15 +59,15 @@ from collections.abc import Sequence
 
 import numba as nb
 import numpy as np
-from numba.typed import List
+from numba import types
+from numba.extending import intrinsic
 
-from dpframe.engines.bounding_rule import GROUP_BITS, PERSON_BITS
+from dpframe.engines.bounding_rule import GROUP_BITS, PERSON_BITS, position_priorities
 
 __all__ = [
     "DROPPED",
     "GROUP_BITS",
     "KEPT",
-    "OVERSIZED",
     "PERSON_BITS",
     "bounded_sums",
     "pair_hash",
@@ -69,9 +76,9 @@ __all__ = [
 
 #: A row's mark: not kept (its pair is not among the person's kept groups).
 DROPPED = 0
-#: A row's mark: kept (its pair is kept and has at most ``max_rows`` rows).
+#: A row's mark: kept.
 KEPT = 1
-#: A row's mark: its pair is kept but has more than ``max_rows`` rows.
+#: A record's mark inside the kernel: its pair is kept but has more than ``max_rows`` rows.
 OVERSIZED = 2
 #: Random bits of a priority (the same whatever the data: see the module docstring).
 _RANDOM_BITS = 32
@@ -83,6 +90,21 @@ _RANDOM_BITS = 32
 _STATE_BYTES = 1 << 19
 
 _MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+#: A slot's rows: the pair is counted already (the top bits of a count never set).
+_SEEN = np.uint64(1 << 62)
+_ROWS = np.uint64((1 << 62) - 1)
+#: A slot's next index: no record of the pair numbered yet.
+_FRESH = np.uint64(1 << 63)
+#: An oversized record's priority, once numbered: its index among its bucket's oversized
+#: rows (the bits from ``_INDEX``), whether it is its pair's first row (bit ``_FIRST``),
+#: its group code (the bits below; group codes span fewer than ``2**GROUP_BITS``).
+_FIRST = GROUP_BITS
+_INDEX = GROUP_BITS + 1
+#: Up to this ``max_rows``, a pair's rows are chosen by insertion into ``max_rows`` slots;
+#: above it, by a sort of the pair's priorities (never quadratic).
+_INSERTION = 16
+#: Fewer records than this (an oversized record's index fits above ``_INDEX``).
+_MAX_RECORDS = 1 << (64 - _INDEX)
 
 
 @nb.njit(inline="always")
@@ -153,13 +175,41 @@ def _pair_hash_many(k0, k1, p, g):
     return out
 
 
+@intrinsic
+def _int64_at(typingctx, address):
+    # the int64 array at a memory address (of an array the caller holds alive)
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.int64)))
+
+    return types.CPointer(types.int64)(types.uint64), codegen
+
+
+@intrinsic
+def _float64_at(typingctx, address):
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.float64)))
+
+    return types.CPointer(types.float64)(types.uint64), codegen
+
+
+@nb.njit(inline="always")
+def _ints(addresses, sizes, c):
+    # piece ``c`` of a table of int64 pieces (their addresses and sizes): no copy
+    return nb.carray(_int64_at(addresses[c]), sizes[c])
+
+
+@nb.njit(inline="always")
+def _floats(addresses, sizes, c):
+    return nb.carray(_float64_at(addresses[c]), sizes[c])
+
+
 @nb.njit(cache=True, parallel=True)
-def _value_range(pieces):
-    n = len(pieces)
+def _value_range(addresses, sizes):
+    n = sizes.size
     lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     for c in nb.prange(n):
-        x = pieces[np.int64(c)]
+        x = _ints(addresses, sizes, c)
         a = lo[c]
         b = hi[c]
         for i in range(x.size):
@@ -171,7 +221,7 @@ def _value_range(pieces):
 
 
 @nb.njit(cache=True, parallel=True)
-def _partition(pids, gids, vals, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits, qk, vp):
+def _partition(paddr, gaddr, vaddr, sizes, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits, qk, vp):
     # ``ranges`` cuts the pieces into runs of consecutive pieces, one histogram a run:
     # the records of a bucket are the rows of run 0, then of run 1, ... each in file order
     nruns = ranges.size - 1
@@ -180,7 +230,7 @@ def _partition(pids, gids, vals, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits
     bad = np.zeros(nruns, dtype=np.int64)
     for u in nb.prange(nruns):
         for c in range(ranges[u], ranges[u + 1]):
-            pid = pids[np.int64(c)]
+            pid = _ints(paddr, sizes, c)
             for i in range(pid.size):
                 p = pid[i]
                 if p < p0 or p > p1:
@@ -207,16 +257,16 @@ def _partition(pids, gids, vals, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits
     for u in range(nruns):
         row0[u + 1] = row0[u]
         for c in range(ranges[u], ranges[u + 1]):
-            row0[u + 1] += pids[np.int64(c)].size
+            row0[u + 1] += sizes[c]
     for u in nb.prange(nruns):
         row = row0[u]
         longest = 0
         for c in range(ranges[u], ranges[u + 1]):
-            longest = max(longest, pids[np.int64(c)].size)
+            longest = max(longest, sizes[c])
         at = np.empty(longest, dtype=np.int64)
         for c in range(ranges[u], ranges[u + 1]):
-            pid = pids[np.int64(c)]
-            gid = gids[np.int64(c)]
+            pid = _ints(paddr, sizes, c)
+            gid = _ints(gaddr, sizes, c)
             for i in range(pid.size):
                 p = pid[i]
                 g = gid[i] - g0
@@ -236,11 +286,23 @@ def _partition(pids, gids, vals, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits
                 h = _pair_hash(k0, k1, p, gid[i])
                 qk[t] = ((h >> top) << top) | (np.uint64((p - p0) & low) << ug) | np.uint64(g)
             for v in range(m):
-                val = vals[np.int64(c) * m + v]
+                val = _floats(vaddr, sizes, c * m + v)
                 for i in range(pid.size):
                     vp[v, at[i]] = val[i]
             row += pid.size
     return bad.sum(), off, starts, group_row
+
+
+@nb.njit(inline="always")
+def _slot(st, o, k, w, h):
+    # the slot of priority ``h`` among a person's k sorted slots from ``o``; -1: none
+    if h > st[(o + k - 1) * w]:
+        return -1
+    j = 0
+    while st[(o + j) * w] < h:
+        j += 1
+    s = (o + j) * w
+    return s if st[s] == h else -1
 
 
 @nb.njit(cache=True, parallel=True)
@@ -250,16 +312,20 @@ def _choose(qk, off, shift, gbits, k, r, values, ngroups, nthreads, tmarks, mark
     low = np.uint64(per - 1)
     ug = np.uint64(gbits)
     gmask = (np.uint64(1) << ug) - np.uint64(1)
+    pairbits = (np.uint64(1) << np.uint64(shift + gbits)) - np.uint64(1)
     m = values.shape[0]
-    w = 2 + m  # a slot: priority, rows, m sums (their float64 bits)
+    w = 3 + m  # a slot: priority, rows, next index (oversized), m sums (float64 bits)
     sums = np.zeros((nthreads, ngroups, m), dtype=np.float64)
     kept = np.zeros((nthreads, ngroups), dtype=np.int64)
-    nmarked = np.zeros(nthreads, dtype=np.int64)
+    pairs = np.zeros((nthreads, ngroups), dtype=np.int64)
+    over = np.zeros(nbuckets, dtype=np.int64)
     for c in nb.prange(nthreads):
         st = np.zeros(per * k * w, dtype=np.uint64)
         for s in range(per * k):
             st[s * w] = _MAX
         fst = st.view(np.float64)
+        okey = np.empty(per * k, dtype=np.uint64)
+        oslot = np.empty(per * k, dtype=np.int64)
         for b in range(c, nbuckets, nthreads):
             lo = off[b]
             hi = off[b + 1]
@@ -280,66 +346,154 @@ def _choose(qk, off, shift, gbits, k, r, values, ngroups, nthreads, tmarks, mark
                 if st[s] == h:
                     st[s + 1] += 1
                     for v in range(m):
-                        fst[s + 2 + v] += values[v, t]
+                        fst[s + 3 + v] += values[v, t]
                     continue
                 for i in range((o + k) * w - 1, s + w - 1, -1):
                     st[i] = st[i - w]
                 st[s] = h
                 st[s + 1] = 1
                 for v in range(m):
-                    fst[s + 2 + v] = values[v, t]
-            # the persons of this bucket: all of its state, or the persons of its records
+                    fst[s + 3 + v] = values[v, t]
+            # the kept pairs into their groups: a pair within max_rows with its rows and
+            # sums; an oversized one with max_rows rows, its sums left to _sample
             dense = hi - lo >= per
             nq = per if dense else hi - lo
-            over = False
+            no = 0
             for q in range(nq):
                 o = (q if dense else np.int64((qk[lo + q] >> ug) & low)) * k
                 for s in range(o * w, (o + k) * w, w):
-                    if st[s] != _MAX and st[s + 1] > r:
-                        over = True
-            if over or mark_kept:  # mark the records of oversized (and of kept) pairs
+                    if st[s] == _MAX or st[s + 1] & _SEEN:
+                        break
+                    rows = st[s + 1]
+                    st[s + 1] = rows | _SEEN  # a person met again in this loop: skipped
+                    g = np.int64(st[s] & gmask)
+                    pairs[c, g] += 1
+                    if rows <= r:
+                        kept[c, g] += rows
+                        for v in range(m):
+                            sums[c, g, v] += fst[s + 3 + v]
+                    else:
+                        kept[c, g] += r
+                        okey[no] = st[s] & pairbits  # (person, group): the rule's order
+                        oslot[no] = s
+                        no += 1
+            # the oversized pairs' rows, numbered in (person, group) order, then each
+            # pair's rows in file order (a bucket holds them in file order)
+            n_over = 0
+            for j in np.argsort(okey[:no]):
+                s = oslot[j]
+                st[s + 2] = np.uint64(n_over) | _FRESH
+                n_over += np.int64(st[s + 1] & _ROWS)
+            over[b] = n_over
+            if no or mark_kept:
                 for t in range(lo, hi):
                     h = qk[t]
-                    o = np.int64((h >> ug) & low) * k
-                    if h > st[(o + k - 1) * w]:
+                    s = _slot(st, np.int64((h >> ug) & low) * k, k, w, h)
+                    if s < 0:
                         continue
-                    j = 0
-                    while st[(o + j) * w] < h:
-                        j += 1
-                    s = (o + j) * w
-                    if st[s] != h:
-                        continue
-                    if st[s + 1] > r:
+                    if st[s + 1] & _ROWS > r:
+                        i = st[s + 2]
+                        first = np.uint64(0)
+                        if i & _FRESH:
+                            i ^= _FRESH
+                            first = np.uint64(1)
+                        st[s + 2] = i + np.uint64(1)
+                        qk[t] = (i << _INDEX) | (first << _FIRST) | (h & gmask)
                         tmarks[t] = OVERSIZED
-                        nmarked[c] += 1
                     elif mark_kept:
                         tmarks[t] = KEPT
-                        nmarked[c] += 1
-            # the kept pairs' rows and sums into their groups; the state reset (a person
-            # met again in this loop finds nothing)
+            # the state reset (the persons of the bucket: all of its state, or the
+            # persons of its records, an oversized record's by its slot)
             for q in range(nq):
-                o = (q if dense else np.int64((qk[lo + q] >> ug) & low)) * k
+                if dense:
+                    o = q * k
+                elif tmarks[lo + q] == OVERSIZED:
+                    continue
+                else:
+                    o = np.int64((qk[lo + q] >> ug) & low) * k
                 for s in range(o * w, (o + k) * w, w):
-                    if st[s] == _MAX:
-                        break
-                    if st[s + 1] <= r:
-                        g = np.int64(st[s] & gmask)
-                        kept[c, g] += st[s + 1]
-                        for v in range(m):
-                            sums[c, g, v] += fst[s + 2 + v]
+                    st[s] = _MAX
+            for j in range(no):
+                o = oslot[j] // w // k * k
+                for s in range(o * w, (o + k) * w, w):
                     st[s] = _MAX
     out_sums = np.zeros((ngroups, m), dtype=np.float64)
     out_kept = np.zeros(ngroups, dtype=np.int64)
+    out_pairs = np.zeros(ngroups, dtype=np.int64)
     for g in range(ngroups):
         for c in range(nthreads):
             out_kept[g] += kept[c, g]
+            out_pairs[g] += pairs[c, g]
             for v in range(m):
                 out_sums[g, v] += sums[c, g, v]
-    return out_kept, out_sums, nmarked.sum()
+    return out_kept, out_sums, out_pairs, over
 
 
 @nb.njit(cache=True, parallel=True)
-def _unpartition(pids, ranges, p0, shift, starts, marked, tmarks, need, marks):
+def _sample(qk, off, first, priority, r, values, ngroups, nthreads, tmarks, mark_kept):
+    # the oversized pairs' kept rows: the rule's priority of each (its place in the
+    # rule's permutation, ``priority``; a bucket's from ``first[b]``), each pair's r
+    # smallest, their values summed into the pair's group
+    nbuckets = off.size - 1
+    m = values.shape[0]
+    gmask = (np.uint64(1) << np.uint64(_FIRST)) - np.uint64(1)
+    most = 0
+    for b in range(nbuckets):
+        most = max(most, first[b + 1] - first[b])
+    sums = np.zeros((nthreads, ngroups, m), dtype=np.float64)
+    for c in nb.prange(nthreads):
+        record = np.empty(most, dtype=np.int64)  # each index's record
+        few = min(r, _INSERTION)
+        best = np.empty(few, dtype=np.int64)  # the r smallest priorities so far
+        at = np.empty(few, dtype=np.int64)  # their indices
+        for b in range(c, nbuckets, nthreads):
+            n = first[b + 1] - first[b]
+            if n == 0:
+                continue
+            for t in range(off[b], off[b + 1]):
+                if tmarks[t] == OVERSIZED:
+                    record[np.int64(qk[t] >> _INDEX)] = t
+                    if mark_kept:
+                        tmarks[t] = DROPPED
+            i = 0
+            while i < n:
+                g = np.int64(qk[record[i]] & gmask)
+                e = i + 1
+                while e < n and not (qk[record[e]] >> _FIRST) & np.uint64(1):
+                    e += 1
+                if r > _INSERTION:  # a sort of the pair's priorities (O(rows log rows))
+                    at = np.argsort(priority[first[b] + i : first[b] + e])[:r] + i
+                else:  # an insertion into r sorted slots
+                    nbest = 0
+                    for j in range(i, e):
+                        x = priority[first[b] + j]
+                        if nbest == r and x >= best[r - 1]:
+                            continue
+                        u = min(nbest, r - 1)
+                        while u > 0 and best[u - 1] > x:
+                            best[u] = best[u - 1]
+                            at[u] = at[u - 1]
+                            u -= 1
+                        best[u] = x
+                        at[u] = j
+                        nbest = min(nbest + 1, r)
+                for u in range(r):
+                    t = record[at[u]]
+                    for v in range(m):
+                        sums[c, g, v] += values[v, t]
+                    if mark_kept:
+                        tmarks[t] = KEPT
+                i = e
+    out = np.zeros((ngroups, m), dtype=np.float64)
+    for g in range(ngroups):
+        for c in range(nthreads):
+            for v in range(m):
+                out[g, v] += sums[c, g, v]
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _unpartition(paddr, sizes, ranges, p0, shift, starts, marked, tmarks, need, marks):
     # replays the partition's scatter over the runs that hold a marked record, so that
     # each mark lands on its row; ``marked``: the marked positions, ascending
     nruns = ranges.size - 1
@@ -347,7 +501,7 @@ def _unpartition(pids, ranges, p0, shift, starts, marked, tmarks, need, marks):
     for u in range(nruns):
         row0[u + 1] = row0[u]
         for c in range(ranges[u], ranges[u + 1]):
-            row0[u + 1] += pids[np.int64(c)].size
+            row0[u + 1] += sizes[c]
     nbuckets = starts.shape[1]
     none = np.iinfo(np.int64).max
     for u in nb.prange(nruns):
@@ -361,7 +515,7 @@ def _unpartition(pids, ranges, p0, shift, starts, marked, tmarks, need, marks):
             nxt[b] = marked[at[b]] if at[b] < marked.size else none
         row = row0[u]
         for c in range(ranges[u], ranges[u + 1]):
-            pid = pids[np.int64(c)]
+            pid = _ints(paddr, sizes, c)
             for i in range(pid.size):
                 b = (pid[i] - p0) >> shift
                 t = pos[b]
@@ -404,8 +558,22 @@ def value_range(pieces: Sequence[np.ndarray]) -> tuple[int, int]:
     pieces = [x for x in pieces if x.size]
     if not pieces:
         return 0, 0
-    lo, hi = _value_range(List(pieces))
+    lo, hi = _value_range(_addresses(pieces), _sizes(pieces))
     return int(lo), int(hi)
+
+
+def _addresses(pieces: Sequence[np.ndarray]) -> np.ndarray:
+    """The pieces' memory addresses, for the compiled code to read them without a copy
+    (a numba typed ``List`` costs a compile in every process): the caller keeps the
+    pieces alive while the compiled code runs."""
+    for x in pieces:
+        if not x.flags.c_contiguous or x.dtype not in (np.int64, np.float64):
+            raise ValueError("each piece must be a contiguous int64 or float64 array")
+    return np.array([x.ctypes.data for x in pieces], dtype=np.uint64)
+
+
+def _sizes(pieces: Sequence[np.ndarray]) -> np.ndarray:
+    return np.array([x.size for x in pieces], dtype=np.int64)
 
 
 def _range(pieces: list[np.ndarray], given: tuple[int, int] | None) -> tuple[int, int]:
@@ -486,8 +654,9 @@ def bounded_sums(
     person_range: tuple[int, int] | None = None,
     group_range: tuple[int, int] | None = None,
     *,
+    generator: np.random.Generator,
     mark_kept: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Bound each person's rows and sum the kept ones per group.
 
     Parameters
@@ -509,28 +678,34 @@ def bounded_sums(
         The least and greatest ``pid`` (``gid``), if known (else computed); a value
         outside raises ``ValueError``. ``pid`` may span fewer than ``2**PERSON_BITS``
         integers, ``gid`` fewer than ``2**GROUP_BITS``.
+    generator : numpy.random.Generator
+        The release's bounding generator, right after ``key`` was drawn from it: the
+        rows kept of the pairs over ``max_rows`` (the rule's
+        :func:`~dpframe.engines.bounding_rule.position_priorities`, drawn only if there
+        is such a pair).
     mark_kept : bool, default False
-        Also mark the kept rows (an extra pass, for tests); by default only the rows of
-        oversized pairs are marked (the sums are taken per pair as the rows are read).
+        Also mark each row kept or not (extra passes, for tests).
 
     Returns
     -------
-    kept, sums, group_row, marks : numpy.ndarray
-        Indexed by ``gid - group_range[0]``: the number of kept rows and the sums of the
-        values (shape (groups, m)) over the kept pairs with at most ``max_rows`` rows, and
-        a row of each group (to read its keys' values from; -1: no row); and each row's
-        mark: :data:`OVERSIZED` (a kept
-        pair with more rows, **not** summed: draw its rows and add them), :data:`KEPT`
-        (only with ``mark_kept``) or :data:`DROPPED` (the rest).
+    kept, sums, pairs, group_row, marks
+        Indexed by ``gid - group_range[0]``: the number of kept rows, the sums of their
+        values (shape (groups, m)), the number of kept ``(person, group)`` pairs (the
+        group's distinct persons), and a row of each group (to read its keys' values
+        from; -1: no row); then, with ``mark_kept``, each row's mark, :data:`KEPT` or
+        :data:`DROPPED` (else None).
 
     Examples
     --------
     >>> import numpy as np
     >>> pid = np.array([0, 0, 0, 1, 1, 1], dtype=np.int64)
     >>> gid = np.array([0, 1, 2, 0, 0, 0], dtype=np.int64)
-    >>> kept, sums, _, marks = bounded_sums(pid, gid, np.ones((0, 6)), (1, 2), 1, 2)
-    >>> int(kept.sum()), marks[3:].tolist()  # person 1: one pair of 3 rows, oversized
-    (1, [2, 2, 2])
+    >>> rng = np.random.default_rng(0)
+    >>> kept, sums, pairs, _, marks = bounded_sums(
+    ...     pid, gid, np.ones((1, 6)), (1, 2), 1, 2, generator=rng, mark_kept=True
+    ... )
+    >>> int(kept.sum()), float(sums.sum()), int(pairs.sum()), int(marks[3:].sum())
+    (3, 3.0, 2, 2)
     """
     pids, gids, vals, m = _pieces(pid, gid, values)
     n = sum(len(x) for x in pids)
@@ -540,35 +715,35 @@ def bounded_sums(
         raise ValueError(f"the persons span more than 2**{PERSON_BITS} integers")
     if g1 - g0 >= 2**GROUP_BITS:
         raise ValueError(f"the groups span more than 2**{GROUP_BITS} integers")
+    if n >= _MAX_RECORDS:
+        raise ValueError(f"more than 2**{64 - _INDEX} records: bound them in parts")
     ngroups = g1 - g0 + 1
-    marks = np.zeros(n, dtype=np.uint8)
     if n == 0:
-        return (
-            np.zeros(ngroups, np.int64),
-            np.zeros((ngroups, m)),
-            np.full(ngroups, -1, np.int64),
-            marks,
-        )
+        zeros = np.zeros(ngroups, np.int64)
+        empty = np.zeros(0, np.uint8) if mark_kept else None
+        return zeros, np.zeros((ngroups, m)), zeros.copy(), np.full(ngroups, -1, np.int64), empty
     # a person holds at most ngroups groups and n rows: the same choice with the bounds
     # capped there, and the state's size (and the compiled code's int64) stays bounded
     k = min(int(max_groups), ngroups)
     r = min(int(max_rows), n)
     gbits = max(1, (g1 - g0).bit_length())
-    shift = max(0, (_STATE_BYTES // (8 * k * (2 + m))).bit_length() - 1)  # state in cache
+    shift = max(0, (_STATE_BYTES // (8 * k * (3 + m))).bit_length() - 1)  # state in cache
     shift = min(shift, max(1, (p1 - p0).bit_length()), 64 - _RANDOM_BITS - gbits)
     k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
     threads = nb.get_num_threads()
-    ranges = _runs([len(x) for x in pids], 4 * threads)
-    pieces = List(pids)
+    sizes = _sizes(pids)
+    ranges = _runs(list(sizes), 4 * threads)
+    paddr = _addresses(pids)
     # the records, by bucket: allocated here, not in the compiled code, so that numpy
     # backs them with huge pages (a sixth of the kernel's time otherwise goes to
     # faulting the pages in and unmapping them)
     qk = np.empty(n, dtype=np.uint64)
     vp = np.empty((m, n), dtype=np.float64)
     nbad, off, starts, group_row = _partition(
-        pieces,
-        List(gids),
-        List(vals or [np.zeros(0)]),
+        paddr,
+        _addresses(gids),
+        _addresses(vals) if vals else np.zeros(0, np.uint64),
+        sizes,
         ranges,
         m,
         p0,
@@ -586,15 +761,24 @@ def bounded_sums(
         raise ValueError("a person or group value lies outside the given range")
     tmarks = np.zeros(n, dtype=np.uint8)  # each record's mark, in partition order
     threads = max(1, min(threads, off.size - 1))
-    kept, sums, nmarked = _choose(
+    kept, sums, pairs, over = _choose(
         qk, off, shift, gbits, k, r, vp, ngroups, threads, tmarks, bool(mark_kept)
     )
-    del qk, vp
-    if nmarked:
-        marked = np.flatnonzero(tmarks)
+    # the pairs over max_rows: the rule's priorities of their rows (in (person, group)
+    # order, each pair's rows in file order), each pair's r smallest kept
+    first = np.concatenate(([0], np.cumsum(over))).astype(np.int64)
+    total = int(first[-1])
+    priority = position_priorities(total, generator) if total else np.zeros(0, np.int64)
+    sums += _sample(qk, off, first, priority, r, vp, ngroups, threads, tmarks, bool(mark_kept))
+    del qk, vp, priority
+    if not mark_kept:
+        return kept, sums, pairs, group_row, None
+    marks = np.zeros(n, dtype=np.uint8)
+    marked = np.flatnonzero(tmarks)
+    if marked.size:
         need = _marked_runs(marked, off, starts)
-        _unpartition(pieces, ranges, p0, shift, starts, marked, tmarks, need, marks)
-    return kept, sums, group_row, marks
+        _unpartition(paddr, sizes, ranges, p0, shift, starts, marked, tmarks, need, marks)
+    return kept, sums, pairs, group_row, marks
 
 
 def _runs(sizes: list[int], most: int) -> np.ndarray:

@@ -69,6 +69,7 @@ __all__ = [
     "kept_positions",
     "pair_hash",
     "pair_priority",
+    "position_priorities",
     "rule_key",
     "segment_sample",
 ]
@@ -251,8 +252,22 @@ def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.nda
     seg = np.repeat(np.arange(lens.size), lens)
     on = big[seg]
     priority = np.zeros(on.size, dtype=np.int64)
-    priority[on] = rng.permutation(int(on.sum()))
+    priority[on] = position_priorities(int(on.sum()), rng)
     return keep_smallest(lens, k, priority)
+
+
+def position_priorities(rows: int, generator: np.random.Generator) -> np.ndarray:
+    """The rule's priorities of the ``rows`` rows of the oversized pairs (in ``(person
+    code, group code)`` order, each pair's rows in position order): one uniformly random
+    permutation of ``range(rows)`` from ``generator`` (int64). Every engine draws them
+    here, so the same generator gives the same rows on each.
+
+    Examples
+    --------
+    >>> sorted(position_priorities(4, np.random.default_rng(0)).tolist())
+    [0, 1, 2, 3]
+    """
+    return generator.permutation(rows).astype(np.int64, copy=False)
 
 
 def kept_pairs(

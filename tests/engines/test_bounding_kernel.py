@@ -77,68 +77,140 @@ def _data(n=30_000, people=2_000, groups=25, seed=0):
     )
 
 
+def _bound(pid, gid, values, key, k, r, *ranges, seed=0, mark_kept=False):
+    return bk.bounded_sums(
+        pid,
+        gid,
+        values,
+        key,
+        k,
+        r,
+        *ranges,
+        generator=np.random.default_rng(seed),
+        mark_kept=mark_kept,
+    )
+
+
+def _rule_rows(pid, gid, key, k, r, seed):
+    """The rows the rule keeps, by the rule's numpy reference (the polars-only path's
+    functions): each person's k pairs of smallest (priority, group), then, for the kept
+    pairs over r rows in (person, group) order, each pair's rows in file order, the
+    rule's positions (drawn from the generator after the key)."""
+    n = pid.size
+    order = np.lexsort((np.arange(n), gid, pid))  # by pair, each pair's rows in file order
+    p, g = pid[order], gid[order]
+    start = np.flatnonzero(np.concatenate(([True], (p[1:] != p[:-1]) | (g[1:] != g[:-1]))))
+    lens = np.diff(np.concatenate((start, [n])))
+    keep_pair = rule.kept_pairs(p[start], g[start], key, k)
+    pair_of_row = np.repeat(np.arange(start.size), lens)
+    keep = keep_pair[pair_of_row]
+    big = keep_pair & (lens > r)
+    on = big[pair_of_row]
+    keep[on] = rule.kept_positions(lens[big], r, np.random.default_rng(seed))
+    mask = np.zeros(n, dtype=bool)
+    mask[order[keep]] = True
+    return mask
+
+
 @pytest.mark.parametrize(("k", "r"), [(1, 1), (3, 2), (2, 12), (40, 1)])
 def test_caps_hold_exactly_and_sums_are_the_kept_rows(k, r):
     pid, gid, x = _data()
-    kept, sums, group_row, marks = bk.bounded_sums(pid, gid, x[None, :], KEY, k, r, mark_kept=True)
+    kept, sums, pairs, group_row, marks = _bound(pid, gid, x[None, :], KEY, k, r, mark_kept=True)
+    assert set(np.unique(marks)) <= {bk.DROPPED, bk.KEPT}
     df = pl.DataFrame({"pid": pid, "g": gid, "x": x, "m": marks})
-    chosen = df.filter(pl.col("m") > 0)
-    assert chosen.group_by("pid").agg(pl.col("g").n_unique())["g"].max() <= k
     on = df.filter(pl.col("m") == bk.KEPT)
+    assert on.group_by("pid").agg(pl.col("g").n_unique())["g"].max() <= k
     assert on.group_by("pid", "g").len()["len"].max() <= r
-    # an oversized pair is one with more than r rows, and all its rows are marked so
-    big = chosen.filter(pl.col("m") == bk.OVERSIZED).group_by("pid", "g").len()
-    assert big.height == 0 or big["len"].min() > r
-    per = on.group_by("g").agg(pl.len(), pl.col("x").sum()).sort("g")
+    per = on.group_by("g").agg(pl.len(), pl.col("x").sum(), pl.col("pid").n_unique())
+    per = per.sort("g")
     g = per["g"].to_numpy()
     assert kept[g].tolist() == per["len"].to_list()
     assert np.allclose(sums[g, 0], per["x"].to_numpy())
+    assert pairs[g].tolist() == per["pid"].to_list()  # the kept pairs: distinct persons
     assert kept.sum() == on.height
     # each group's row is a row of that group (its keys' values); -1 for no row
     assert (gid[group_row] == np.arange(group_row.size)).all()
-    # a person with at most k groups keeps all of them
-    few = df.group_by("pid").agg(pl.col("g").n_unique().alias("n")).filter(pl.col("n") <= k)
-    mine = df.join(few, on="pid")
-    assert (mine["m"] > 0).all()
+    # a person keeps min(k, its groups) groups and min(r, rows) rows of each
+    want = df.group_by("pid", "g").len().with_columns(pl.col("len").clip(upper_bound=r))
+    got = on.group_by("pid", "g").len()
+    joined = want.join(got, on=["pid", "g"], how="left").fill_null(0)
+    assert (
+        joined.filter(pl.col("len_right") > 0)["len_right"]
+        == joined.filter(pl.col("len_right") > 0)["len"]
+    ).all()
+    groups = joined.group_by("pid").agg(pl.len(), (pl.col("len_right") > 0).sum().alias("on"))
+    assert (groups["on"] == groups["len"].clip(upper_bound=k)).all()
 
 
-@pytest.mark.parametrize("mark_kept", [False, True])
-def test_marks_land_on_their_rows_whatever_the_pieces(mark_kept):
+@pytest.mark.parametrize(
+    ("k", "r", "people"), [(1, 1, 5_000), (3, 2, 5_000), (2, 3, 5_000), (2, 20, 800)]
+)
+def test_the_kernel_keeps_the_rows_the_rule_keeps(k, r, people):
+    """The compiled kernel against the rule's numpy reference, row for row, with many
+    oversized pairs spread over many buckets and the input cut into pieces: the same
+    key and generator keep the same rows (the oversized pairs' rows included, chosen by
+    insertion for a small max_rows, by a sort above 16)."""
+    rng = np.random.default_rng(8)
+    n = 60_000
+    pid = rng.integers(0, people, n)
+    gid = (pid * 7 + np.minimum(rng.geometric(0.5, n) - 1, 4)) % 50  # a few groups each
+    want = _rule_rows(pid, gid, KEY, k, r, seed=3)
+    assert want.sum() < n
+    cuts = [0, 7, 7, 20_000, 41_234, n]
+    pieces = [slice(a, b) for a, b in itertools.pairwise(cuts)]
+    for args in (
+        (pid, gid, np.zeros((0, n))),
+        (
+            [pid[s] for s in pieces],
+            [gid[s] for s in pieces],
+            [np.zeros((0, s.stop - s.start)) for s in pieces],
+        ),
+    ):
+        marks = _bound(*args, KEY, k, r, seed=3, mark_kept=True)[4]
+        assert np.array_equal(marks == bk.KEPT, want)
+
+
+def test_marks_land_on_their_rows_whatever_the_pieces():
     """The records are partitioned by person in runs of pieces and the marks put back on
     their rows by replaying the scatter: cutting the input into pieces (empty ones too)
     changes nothing."""
     pid, gid, x = _data(40_000, people=3_000, groups=7)
-    one = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 1, mark_kept=mark_kept)
-    assert (one[3] == bk.OVERSIZED).sum() > 100  # the replay has work to do
+    one = _bound(pid, gid, x[None, :], KEY, 2, 1, mark_kept=True)
+    assert (one[4] == bk.DROPPED).sum() > 100  # the replay has work to do
     cuts = [0, 5, 5, 9_000, 9_001, 20_000, 33_333, 40_000]
     pieces = [slice(a, b) for a, b in itertools.pairwise(cuts)]
-    many = bk.bounded_sums(
+    many = _bound(
         [pid[s] for s in pieces],
         [gid[s] for s in pieces],
         [x[None, s] for s in pieces],
         KEY,
         2,
         1,
-        mark_kept=mark_kept,
+        mark_kept=True,
     )
-    for a, b in zip(one[:2], many[:2], strict=True):
+    for a, b in zip(one[:3], many[:3], strict=True):
         assert np.allclose(a, b)
-    assert np.array_equal(one[3], many[3])
-    assert (gid[many[2]] == np.arange(7)).all()
+    assert np.array_equal(one[4], many[4])
+    assert (gid[many[3]] == np.arange(7)).all()
 
 
-def test_stability_a_person_changes_only_their_own_rows():
+def test_stability_a_person_changes_only_their_own_pairs():
     """The property the sensitivities rest on: adding a person (any rows) leaves every
-    other person's kept rows as they were (same key)."""
+    other person's kept pairs, and the number of rows each keeps, as they were (same
+    key; *which* rows of a pair over max_rows is a uniform draw, the same law)."""
     pid, gid, x = _data(5_000, people=300)
-    base = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 1, mark_kept=True)[3]
+
+    def kept_pairs(p, g, v):
+        marks = _bound(p, g, v[None, :], KEY, 2, 1, mark_kept=True)[4]
+        df = pl.DataFrame({"p": p, "g": g, "m": marks}).filter(pl.col("m") == bk.KEPT)
+        return df.filter(pl.col("p") != 10_000).group_by("p", "g").len().sort("p", "g")
+
     rng = np.random.default_rng(9)
     extra = rng.integers(0, 25, 40)  # a person with 40 rows in many groups
     pid2 = np.concatenate([pid[:100], np.full(40, 10_000), pid[100:]])
     gid2 = np.concatenate([gid[:100], extra, gid[100:]])
     x2 = np.concatenate([x[:100], np.zeros(40), x[100:]])
-    marks = bk.bounded_sums(pid2, gid2, x2[None, :], KEY, 2, 1, mark_kept=True)[3]
-    assert np.array_equal(np.delete(marks, np.arange(100, 140)), base)
+    assert kept_pairs(pid, gid, x).equals(kept_pairs(pid2, gid2, x2))
 
 
 def test_groups_chosen_uniformly_and_independently_of_file_order():
@@ -146,13 +218,11 @@ def test_groups_chosen_uniformly_and_independently_of_file_order():
     pid = np.repeat(np.arange(people), m)
     gid = np.tile(np.arange(m), people)
     for order in (np.arange(pid.size), np.random.default_rng(3).permutation(pid.size)):
-        kept = bk.bounded_sums(pid[order], gid[order], np.zeros((0, pid.size)), KEY, 1, 1)[0]
+        kept = _bound(pid[order], gid[order], np.zeros((0, pid.size)), KEY, 1, 1)[0]
         assert kept.sum() == people
         assert stats.chisquare(kept).pvalue > P_MIN
     # two of four: each of the 6 pairs of groups equally likely
-    kept, _, _, marks = bk.bounded_sums(
-        pid, gid, np.zeros((0, pid.size)), (5, 6), 2, 1, mark_kept=True
-    )
+    marks = _bound(pid, gid, np.zeros((0, pid.size)), (5, 6), 2, 1, mark_kept=True)[4]
     chosen = marks.reshape(people, m) > 0
     assert (chosen.sum(axis=1) == 2).all()
     code = chosen @ (1 << np.arange(m))
@@ -266,7 +336,7 @@ def test_empty_frame():
 def test_out_of_range_codes_are_refused_not_written():
     pid = np.array([0, 1, 5], dtype=np.int64)
     with pytest.raises(ValueError, match="outside"):
-        bk.bounded_sums(pid, np.zeros(3, np.int64), np.zeros((0, 3)), KEY, 1, 1, (0, 2), (0, 0))
+        _bound(pid, np.zeros(3, np.int64), np.zeros((0, 3)), KEY, 1, 1, (0, 2), (0, 0))
 
 
 def test_group_codes_follow_the_values_order_not_the_file_order():
@@ -297,12 +367,11 @@ def test_group_codes_follow_the_values_order_not_the_file_order():
 
 def test_sums_do_not_depend_on_marking_the_kept_rows():
     pid, gid, x = _data()
-    a = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 3)
-    b = bk.bounded_sums(pid, gid, x[None, :], KEY, 2, 3, mark_kept=True)
-    for u, v in zip(a[:3], b[:3], strict=True):
+    a = _bound(pid, gid, x[None, :], KEY, 2, 3)
+    b = _bound(pid, gid, x[None, :], KEY, 2, 3, mark_kept=True)
+    for u, v in zip(a[:4], b[:4], strict=True):
         assert np.array_equal(u, v)
-    assert set(np.unique(a[3])) <= {bk.DROPPED, bk.OVERSIZED}
-    assert np.array_equal(a[3] == bk.OVERSIZED, b[3] == bk.OVERSIZED)
+    assert a[4] is None and b[4].size == pid.size
 
 
 def test_column_names_of_the_input_never_meet_the_kernels_own():
