@@ -197,3 +197,26 @@ def test_held_matches_drawn_releases_one_for_one():
     r = Reservation("r", "now", {}, "", 1.0, 0.0, losses=(a, a, b))
     assert held(r, [a]) == [a, b]
     assert held(r, [a, a, a, b]) == []  # a release it did not plan holds nothing back
+
+
+@pytest.mark.parametrize("epsilon", [710.0, 1e5, 1e200])
+def test_a_release_of_a_huge_epsilon_is_composed_not_overflowed(epsilon):
+    # old: e^epsilon (and epsilon**2 / 2 as a float) overflowed: OverflowError, not a charge
+    acct = dpframe.Accountant(epsilon=1e300, delta=1e-6, accounting="pld")
+    acct.spend(epsilon, mechanism="laplace")
+    acct.spend(0.5, mechanism="laplace")
+    basic = math.nextafter(epsilon + 0.5, math.inf)  # the float at least the exact sum
+    assert epsilon <= acct.spent.epsilon <= basic
+    with pytest.raises(BudgetExceededError):
+        acct.check([Charge(epsilon=1e300)])
+
+
+@pytest.mark.parametrize("epsilon", [2.0**24, 1e17])
+def test_a_loss_a_float_grid_cannot_hold_is_never_rounded_away(epsilon):
+    # with e^-epsilon (no overflow), 1e17 + 1 on a grid of 2**-8 rounded to 1e17: four
+    # releases of 1.0 beyond a budget of 1e17 were charged
+    acct = dpframe.Accountant(epsilon=epsilon, delta=1e-6, accounting="pld")
+    acct.spend(epsilon, mechanism="laplace")
+    with pytest.raises(BudgetExceededError):
+        acct.spend(1.0, mechanism="laplace")
+    assert len(acct.ledger) == 1 and acct.spent.epsilon == epsilon
