@@ -52,9 +52,10 @@ print(failed[:3])
 """
 
 
-def test_names_touched_first_from_many_threads_at_once_all_load():
+def _prints(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter (which must succeed)."""
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_THREADS)],
+        [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -62,19 +63,14 @@ def test_names_touched_first_from_many_threads_at_once_all_load():
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    return done.stdout.strip()
+
+
+def test_names_touched_first_from_many_threads_at_once_all_load():
+    assert _prints(_THREADS) == "[]"
 
 
 def test_dir_lists_every_public_name_before_its_first_use():
     code = "import dpframe; print(sorted(set(dpframe.__all__) - set(dir(dpframe))))"
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": ""},
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert _prints(code) == "[]"
     assert set(dpframe.__all__) <= set(dir(dpframe))
