@@ -236,15 +236,38 @@ def test_a_release_of_the_remaining_epsilon_fits(spends):
     acct.check([Charge(epsilon=acct.remaining.epsilon)])  # "a release of that epsilon fits"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding (not fixed): a Budget reservation on a tight ledger holds one "
-    "release of its amount that no draw ever matches, so its draws are composed beside it "
-    "(double): two draws of 0.25 from Budget(0.6) on a budget of 1.0 are refused",
-)
-def test_draws_from_a_budget_reservation_fit_in_it():
+def test_draws_from_a_budget_reservation_stand_as_it_while_they_fit_in_it():
+    # old: the Budget held one release of 0.6 that no draw matched, and each draw was
+    # composed beside it: the second draw of 0.25 was refused (0.6 + 0.5 > 1.0)
     acct = dpframe.Accountant(epsilon=1.0, delta=1e-6, accounting="pld")
+    other = dpframe.Accountant._with_store(acct._store, None, None, None, {})  # another job
     with acct.reserve(dpframe.Budget(0.6)):  # the reserve() docstring's example
         acct.spend(0.25, mechanism="laplace")
         acct.spend(0.25, mechanism="laplace")  # 0.5 drawn of the 0.6 held
-    assert acct.spent.epsilon <= 0.5
+        assert acct.composed().epsilon <= 0.6  # the box, not the box and its draws
+        with pytest.raises(BudgetExceededError):
+            other.spend(0.5, mechanism="laplace")  # beside the 0.6 held: 1.1
+        with pytest.raises(BudgetExceededError):
+            acct.spend(0.25, mechanism="laplace")  # beyond the box: 0.6 + 0.75 > 1.0
+    assert acct.spent.epsilon <= 0.5 and len(acct.ledger) == 2
+    other.spend(0.5, mechanism="laplace")  # the box given back: 0.5 + 0.5
+
+
+def test_a_box_that_does_not_hold_its_draws_stands_for_none_of_them():
+    """The reservations are not hash-chained: a Budget reservation written by hand, with
+    the id of a finished job and a tiny box, must not make that job's entries vanish."""
+    from dpframe.core.losses import boxed
+    from dpframe.core.processes import this_process
+    from dpframe.core.records import Reservation
+    from dpframe.core.stores import Changes
+
+    acct = dpframe.Accountant(epsilon=1.0, delta=1e-6, accounting="pld")
+    with acct.reserve([Charge(epsilon=0.45)] * 2) as r:
+        acct.spend(0.45, mechanism="laplace")
+        acct.spend(0.45, mechanism="laplace")
+    tiny = (boxed({"mechanism": "pure", "epsilon": 0.01}),)
+    forged = Reservation(r.id, "now", this_process(), "", 0.01, 0.0, losses=tiny)
+    acct._store.transact(lambda state: Changes(reserve=[forged]))
+    assert acct.composed().epsilon >= acct.spent.epsilon  # both entries, and the box
+    with pytest.raises(BudgetExceededError):
+        acct.spend(0.2, mechanism="laplace")  # 0.9 + 0.01 + 0.2 > 1.0
