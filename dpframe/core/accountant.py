@@ -1012,7 +1012,10 @@ class Accountant:
         Parameters
         ----------
         plan : Budget, Charge, a mechanism plan or step, or a sequence of them
-            What to hold: the sum of their charges.
+            What to hold: the sum of their charges. With ``accounting="pld"``, each
+            charge is held until a release like it is drawn; a :class:`Budget` is held
+            as one (epsilon, delta) release that its draws stand as while they compose
+            within it (:mod:`dpframe.core.losses`).
         note : str
             Recorded with the reservation (e.g. the job).
 
