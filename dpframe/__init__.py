@@ -43,7 +43,7 @@ from dpframe.errors import (
     ReleaseReuseError,
     UnsafeSeedWarning,
 )
-from dpframe.polars.namespace import register_namespace
+from dpframe.polars.namespace import load_module, register_namespace
 from dpframe.version import __version__
 
 if TYPE_CHECKING:  # what the names below are; at run time each is imported on first use
@@ -201,14 +201,16 @@ _LAZY = {
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        import importlib
-
         module, attr = _LAZY[name]
-        loaded = importlib.import_module(module)
+        loaded = load_module(module)  # one thread at a time
         value = loaded if attr is None else getattr(loaded, attr)
         globals()[name] = value  # once: the next access is a plain attribute
         return value
     raise AttributeError(f"module 'dpframe' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 register_namespace("dpf", force=True)

@@ -1012,7 +1012,10 @@ class Accountant:
         Parameters
         ----------
         plan : Budget, Charge, a mechanism plan or step, or a sequence of them
-            What to hold: the sum of their charges.
+            What to hold: the sum of their charges. With ``accounting="pld"``, each
+            charge is held until a release like it is drawn; a :class:`Budget` is held
+            as one (epsilon, delta) release that its draws stand as while they compose
+            within it (:mod:`dpframe.core.losses`).
         note : str
             Recorded with the reservation (e.g. the job).
 
@@ -1038,6 +1041,8 @@ class Accountant:
             if self._accounting == "pld"
             else None
         )
+        if held_losses is not None and isinstance(plan, Budget):  # a box its draws fit in
+            held_losses = (losses.boxed(held_losses[0]),)
         if self.reservation is not None:
             raise InvalidParameterError(
                 "plan: this accountant already holds a reservation here; reserve the whole "
@@ -1059,7 +1064,8 @@ class Accountant:
             # so the last draw is never refused by a rounding (it may hold one unit in the
             # last place more: ``remaining`` never shows less than 0 for it)
             if held_losses is not None:
-                self._check_composed(state, held_losses)
+                box = losses.box_of(r)
+                self._check_composed(state, held_losses if box is None else [box])
             else:
                 self._check_fits(state, want)
             return Changes(reserve=[r], give_back=_dead(state))
@@ -1138,7 +1144,7 @@ class Accountant:
         """
         state = self._state()
         if self._accounting == "pld":
-            return self._composed_budget(self._composed(state)[len(state.entries) :])
+            return self._composed_budget(self._parts(state)[1])
         return self._budget(_held(state))
 
     def composed(self, charges: Sequence[Charge] = ()) -> Budget:
@@ -1253,18 +1259,37 @@ class Accountant:
     ) -> list[dict[str, Any]]:
         """Every privacy loss the ledger holds: its entries', what live reservations still
         hold (``drawing``'s less ``want``, drawn from it), and ``want``."""
+        entries, held, inside = self._parts(state, want, drawing)
+        return entries + held + ([] if inside else list(want))
+
+    def _parts(
+        self, state: LedgerState, want: Sequence[dict[str, Any]] = (), drawing: Any = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+        """The ledger's losses as (its entries', what live reservations hold, whether
+        ``want`` is inside ``drawing``'s box). The entries drawn from a Budget reservation
+        (and ``want``, drawn from it) stand as its box while they compose within it (the
+        box dominates them); otherwise they count beside the whole box."""
         state = _live(state)
-        out = [losses.loss_of_entry(e, RHO_KEY) for e in state.entries]
+        mine = [losses.loss_of_entry(e, RHO_KEY) for e in state.entries]
+        of = [e.details.get(RESERVATION_KEY) for e in state.entries]
+        boxed: set[str] = set()
+        held: list[dict[str, Any]] = []
+        inside = False
         for r in state.reservations:
-            drawn = [
-                e.details[losses.LOSS_KEY]
-                for e in state.entries
-                if e.details.get(RESERVATION_KEY) == r.id
-            ]
+            drawn = [x for x, rid in zip(mine, of, strict=True) if rid == r.id]
             if drawing is not None and r.id == drawing.id:
                 drawn += list(want)
-            out += losses.held(r, drawn) if r.losses is not None else [_as_loss(r)]
-        return out + list(want)
+            box = losses.box_of(r)
+            if box is not None and losses.within(drawn, box):
+                boxed.add(r.id)
+                inside = inside or (drawing is not None and r.id == drawing.id)
+                held.append(box)
+            elif box is not None:
+                held.append(box)
+            else:
+                held += losses.held(r, drawn) if r.losses is not None else [_as_loss(r)]
+        entries = [x for x, rid in zip(mine, of, strict=True) if rid not in boxed]
+        return entries, held, inside
 
     def _check_composed(
         self, state: LedgerState, want: Sequence[dict[str, Any]], drawing: Any = None

@@ -84,7 +84,9 @@ releases (measured: about ``3e-10`` for 100 Laplace releases, ``1e-9`` to ``4e-9
 with ``a`` the float and tail allowance. ``h`` is chosen so that ``k h <= tolerance *
 eps`` (``tolerance`` defaults to ``1e-3``: an over-estimate of epsilon of at most 0.1 %),
 unless that would need more than ``2**22`` grid points (then ``h`` is the smallest
-power of two within that size, and the bound ``k h`` holds with it).
+power of two within that size, and the bound ``k h`` holds with it). Releases whose
+losses may sum beyond ``2**22`` in size (whose grid points a float could not hold
+exactly) are not put on a grid: basic composition and zCDP bound them.
 
 Google's ``dp_accounting`` (0.6.0, its PLD accountant) would do this too, but it pins
 ``attrs<24`` (installing it downgrades this environment's attrs 26.1 to 23.2, and would
@@ -106,6 +108,7 @@ True
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -123,6 +126,8 @@ __all__ = ["delta_for_epsilon", "epsilon_for_delta"]
 
 #: The unit roundoff of float64.
 _U = 2.0**-53
+#: The largest float, exactly (a sum of rhos above it is ``inf``).
+_LARGEST = Fraction(sys.float_info.max)
 #: The most mass a tail truncation moves (up: into the lowest point kept, or to +inf):
 #: above the float noise of an FFT convolution, which would otherwise keep wide tails.
 _TAIL = 1e-15
@@ -136,6 +141,10 @@ _COARSE = 2.0**-8
 _FINEST = 2.0**-30
 #: The most grid points the composed PLD may need.
 _MAX_POINTS = 2**22
+#: The largest privacy loss put on a grid: on the finest one its index is below ``2**53``,
+#: so every grid point is a float exactly (a larger sum would be rounded, possibly down);
+#: a ledger whose losses may sum beyond it is bounded by basic composition and zCDP only.
+_MAX_LOSS = 2.0**22
 #: Each mechanism's fields: required, then optional.
 _FIELDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "laplace": (("epsilon",), ()),
@@ -254,8 +263,9 @@ def _atoms(epsilon: float, delta: float, h: float) -> _Pld:
     """The randomized-response pair (``delta = 0``) or Kairouz et al.'s (epsilon, delta)
     pair: ``epsilon`` w.p. ``(1 - delta) / (1 + e^-eps)``, ``-epsilon`` w.p. ``(1 - delta)
     / (1 + e^eps)``, ``+inf`` w.p. ``delta``."""
-    up = (1.0 - delta) / (1.0 + math.exp(-epsilon))
-    down = (1.0 - delta) / (1.0 + math.exp(epsilon))
+    tail = math.exp(-epsilon)  # e^-eps (e^eps overflows above 709.78)
+    up = (1.0 - delta) / (1.0 + tail)
+    down = (1.0 - delta) * tail / (1.0 + tail)
     hi = _index(epsilon, h)
     if down <= _TAIL:  # a tail: moved up onto the other atom
         return _Pld(h, hi, np.array([up + down]), delta, 8.0 * _U)
@@ -479,6 +489,7 @@ class _Ledger:
                 counts[e] += 1
         # exact sums, as floats rounded up: a larger mu or rho is less private
         every = None if None in rhos else _up(sum((r for r in rhos if r), Fraction(0)))
+        every = every if every is None or math.isfinite(every) else None  # bounds nothing
         basic = None
         if mu == 0.0 and rho == 0.0:
             es = [dict(e) for e in entries]
@@ -487,6 +498,12 @@ class _Ledger:
                 exact_sum(d.get("delta", 0.0) for d in es),
             )
         return cls(counts, _up(mu), _up(rho), every, basic, counts.total() + (mu > 0))
+
+    @property
+    def span(self) -> float:
+        """At least the largest absolute finite loss of the composed PLD (not of zCDP)."""
+        pure = sum(dict(e)["epsilon"] * k for e, k in self.counts.items())
+        return pure + (self.mu + _GAUSS_Z * math.sqrt(2.0 * self.mu) if self.mu else 0.0)
 
     def profile(self, h: float) -> _Profile:
         return _Profile.of(_composed(self.counts, self.mu, h))
@@ -576,6 +593,8 @@ def epsilon_for_delta(
         if led.rho == 0.0:
             return 0.0
         return min(best, epsilon_of_rho(led.rho, d)) if d > 0.0 else best
+    if led.span > _MAX_LOSS:  # beyond a float grid's exact points
+        return best
     if led.rho == 0.0:
 
         def answer(p: _Profile) -> float:
@@ -632,6 +651,8 @@ def delta_for_epsilon(
         best = min(best, delta_of_rho(led.rho_all, eps) if led.rho_all > 0.0 else 0.0)
     if not led.counts and led.mu == 0.0:  # zCDP releases only, or none
         return min(best, delta_of_rho(led.rho, eps)) if led.rho > 0.0 else 0.0
+    if led.span > _MAX_LOSS:  # beyond a float grid's exact points
+        return best
     if led.rho == 0.0:
 
         def answer(p: _Profile) -> float:
@@ -647,7 +668,10 @@ def delta_for_epsilon(
 
 
 def _up(x: Fraction) -> float:
-    """A float at least ``x``, read as the decimal it prints as (the ledger's reading)."""
+    """A float at least ``x``, read as the decimal it prints as (the ledger's reading);
+    ``inf`` above the largest float."""
+    if x > _LARGEST:
+        return math.inf
     f = float(x)
     return math.nextafter(f, math.inf) if exact(f) < x else f
 

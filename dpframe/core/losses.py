@@ -25,7 +25,11 @@ epsilon, delta and rho give (:func:`loss_of_entry`): an entry cannot be made to 
 as less than it was charged.
 
 A reservation of such a ledger holds the descriptions of its plan's charges; what it
-still holds is those not yet matched by an entry drawn from it (:func:`held`).
+still holds is those not yet matched by an entry drawn from it (:func:`held`). A
+reservation of a :class:`~dpframe.core.records.Budget` holds one description marked as a
+*box* (:func:`boxed`): the releases drawn from it stand as that one (epsilon, delta)
+release while they compose within it (:func:`within`), the pair dominating every
+mechanism that is (epsilon, delta)-DP; beyond it, they compose beside it.
 
 Examples
 --------
@@ -49,16 +53,22 @@ from dpframe.core.records import Charge, LedgerEntry, Reservation
 from dpframe.errors import LedgerIntegrityError
 
 __all__ = [
+    "BOX_KEY",
     "LOSS_KEY",
+    "box_of",
+    "boxed",
     "composed_delta",
     "composed_epsilon",
     "held",
     "loss_of_charge",
     "loss_of_entry",
+    "within",
 ]
 
 #: the key of a tight-composition ledger entry's ``details`` that holds what it composes as
 LOSS_KEY = "composes_as"
+#: the key marking a reservation's one description as a box (a Budget's amount)
+BOX_KEY = "box"
 
 
 def loss_of_charge(charge: Charge, rho: float | None = None) -> dict[str, Any]:
@@ -131,6 +141,49 @@ def held(r: Reservation, drawn: Sequence[dict[str, Any]]) -> list[dict[str, Any]
         else:
             out.append(dict(x))
     return out
+
+
+def boxed(loss: Mapping[str, Any]) -> dict[str, Any]:
+    """``loss`` marked as a box: what the releases drawn from a Budget reservation must
+    compose within.
+
+    Examples
+    --------
+    >>> boxed({"mechanism": "pure", "epsilon": 0.6})
+    {'mechanism': 'pure', 'epsilon': 0.6, 'box': True}
+    """
+    return {**loss, BOX_KEY: True}
+
+
+def box_of(r: Reservation) -> dict[str, Any] | None:
+    """The (epsilon, delta) release a Budget reservation's draws stand as (its box, the
+    mark removed), or ``None`` for a reservation of charges.
+
+    Examples
+    --------
+    >>> from dpframe.core.records import Reservation
+    >>> box = boxed({"mechanism": "pure", "epsilon": 0.6})
+    >>> box_of(Reservation("r", "now", {}, "", 0.6, 0.0, losses=(box,)))
+    {'mechanism': 'pure', 'epsilon': 0.6}
+    """
+    if r.losses is None or len(r.losses) != 1 or r.losses[0].get(BOX_KEY) is not True:
+        return None
+    return {k: v for k, v in r.losses[0].items() if k != BOX_KEY}
+
+
+def within(drawn: Sequence[Mapping[str, Any]], box: Mapping[str, Any]) -> bool:
+    """Whether ``drawn`` compose within ``box`` (an (epsilon, delta) description): their
+    composition's delta at its epsilon is at most its delta.
+
+    Examples
+    --------
+    >>> pure = {"mechanism": "pure", "epsilon": 0.25}
+    >>> within([pure, pure], {"mechanism": "pure", "epsilon": 0.6})
+    True
+    >>> within([pure] * 3, {"mechanism": "pure", "epsilon": 0.6})
+    False
+    """
+    return composed_delta(drawn, box["epsilon"]) <= exact(box.get("delta", 0.0))
 
 
 def composed_epsilon(losses: Sequence[Mapping[str, Any]], delta: float) -> float:

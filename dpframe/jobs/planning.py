@@ -433,7 +433,7 @@ def _used(acct: Accountant) -> float:
     if acct.accounting == "pld":
         return acct.composed().epsilon
     if acct.rho is not None:
-        return float(exact(acct.spent.rho) + exact(acct.reserved.rho)), shown
+        return float(exact(acct.spent.rho) + exact(acct.reserved.rho))
     return float(exact(acct.spent.epsilon) + exact(acct.reserved.epsilon))
 
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import threading
 import warnings
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import polars as pl
@@ -48,6 +50,24 @@ R = TypeVar("R", pl.Expr, pl.DataFrame, pl.LazyFrame)
 F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
 
 
+#: One first-use import at a time: two threads importing a package and its submodules in
+#: two orders at once deadlock, and Python refuses one of them (an ImportError)
+_LOADING = threading.RLock()
+
+
+def load_module(module: str) -> ModuleType:
+    """``importlib.import_module(module)``, one thread at a time (what a name of
+    ``dpframe``, or a namespace's method, loads on first use).
+
+    Examples
+    --------
+    >>> load_module("dpframe.polars.column").__name__
+    'dpframe.polars.column'
+    """
+    with _LOADING:
+        return importlib.import_module(module)
+
+
 class _Later:
     """A function of ``module`` imported on first use: ``import dpframe`` registers the
     namespaces without loading the releases (numpy, pydantic, the kernels) or
@@ -57,7 +77,7 @@ class _Later:
         self._module, self.__name__ = module, name
 
     def _function(self) -> Callable[..., Any]:
-        function: Callable[..., Any] = getattr(importlib.import_module(self._module), self.__name__)
+        function: Callable[..., Any] = getattr(load_module(self._module), self.__name__)
         return function
 
     @property

@@ -197,3 +197,77 @@ def test_held_matches_drawn_releases_one_for_one():
     r = Reservation("r", "now", {}, "", 1.0, 0.0, losses=(a, a, b))
     assert held(r, [a]) == [a, b]
     assert held(r, [a, a, a, b]) == []  # a release it did not plan holds nothing back
+
+
+@pytest.mark.parametrize("epsilon", [710.0, 1e5, 1e200])
+def test_a_release_of_a_huge_epsilon_is_composed_not_overflowed(epsilon):
+    # old: e^epsilon (and epsilon**2 / 2 as a float) overflowed: OverflowError, not a charge
+    acct = dpframe.Accountant(epsilon=1e300, delta=1e-6, accounting="pld")
+    acct.spend(epsilon, mechanism="laplace")
+    acct.spend(0.5, mechanism="laplace")
+    basic = math.nextafter(epsilon + 0.5, math.inf)  # the float at least the exact sum
+    assert epsilon <= acct.spent.epsilon <= basic
+    with pytest.raises(BudgetExceededError):
+        acct.check([Charge(epsilon=1e300)])
+
+
+@pytest.mark.parametrize("epsilon", [2.0**24, 1e17])
+def test_a_loss_a_float_grid_cannot_hold_is_never_rounded_away(epsilon):
+    # with e^-epsilon (no overflow), 1e17 + 1 on a grid of 2**-8 rounded to 1e17: four
+    # releases of 1.0 beyond a budget of 1e17 were charged
+    acct = dpframe.Accountant(epsilon=epsilon, delta=1e-6, accounting="pld")
+    acct.spend(epsilon, mechanism="laplace")
+    with pytest.raises(BudgetExceededError):
+        acct.spend(1.0, mechanism="laplace")
+    assert len(acct.ledger) == 1 and acct.spent.epsilon == epsilon
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review finding (not fixed): `remaining` (and docs/privacy.md) promise that a "
+    "release of the remaining epsilon fits, but the check composes it by PLD, whose grid "
+    "over-estimate refuses it (measured: remaining 1.5000016 after 0.5 of 2.0, refused)",
+)
+@pytest.mark.parametrize("spends", [[0.5], [0.1] * 10, [1.0]])
+def test_a_release_of_the_remaining_epsilon_fits(spends):
+    acct = dpframe.Accountant(epsilon=2.0, delta=1e-6, accounting="pld")
+    for e in spends:
+        acct.spend(e, mechanism="laplace")
+    acct.check([Charge(epsilon=acct.remaining.epsilon)])  # "a release of that epsilon fits"
+
+
+def test_draws_from_a_budget_reservation_stand_as_it_while_they_fit_in_it():
+    # old: the Budget held one release of 0.6 that no draw matched, and each draw was
+    # composed beside it: the second draw of 0.25 was refused (0.6 + 0.5 > 1.0)
+    acct = dpframe.Accountant(epsilon=1.0, delta=1e-6, accounting="pld")
+    other = dpframe.Accountant._with_store(acct._store, None, None, None, {})  # another job
+    with acct.reserve(dpframe.Budget(0.6)):  # the reserve() docstring's example
+        acct.spend(0.25, mechanism="laplace")
+        acct.spend(0.25, mechanism="laplace")  # 0.5 drawn of the 0.6 held
+        assert acct.composed().epsilon <= 0.6  # the box, not the box and its draws
+        with pytest.raises(BudgetExceededError):
+            other.spend(0.5, mechanism="laplace")  # beside the 0.6 held: 1.1
+        with pytest.raises(BudgetExceededError):
+            acct.spend(0.25, mechanism="laplace")  # beyond the box: 0.6 + 0.75 > 1.0
+    assert acct.spent.epsilon <= 0.5 and len(acct.ledger) == 2
+    other.spend(0.5, mechanism="laplace")  # the box given back: 0.5 + 0.5
+
+
+def test_a_box_that_does_not_hold_its_draws_stands_for_none_of_them():
+    """The reservations are not hash-chained: a Budget reservation written by hand, with
+    the id of a finished job and a tiny box, must not make that job's entries vanish."""
+    from dpframe.core.losses import boxed
+    from dpframe.core.processes import this_process
+    from dpframe.core.records import Reservation
+    from dpframe.core.stores import Changes
+
+    acct = dpframe.Accountant(epsilon=1.0, delta=1e-6, accounting="pld")
+    with acct.reserve([Charge(epsilon=0.45)] * 2) as r:
+        acct.spend(0.45, mechanism="laplace")
+        acct.spend(0.45, mechanism="laplace")
+    tiny = (boxed({"mechanism": "pure", "epsilon": 0.01}),)
+    forged = Reservation(r.id, "now", this_process(), "", 0.01, 0.0, losses=tiny)
+    acct._store.transact(lambda state: Changes(reserve=[forged]))
+    assert acct.composed().epsilon >= acct.spent.epsilon  # both entries, and the box
+    with pytest.raises(BudgetExceededError):
+        acct.spend(0.2, mechanism="laplace")  # 0.9 + 0.01 + 0.2 > 1.0

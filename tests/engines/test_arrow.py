@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
-from dpframe.pram import design, krr
 
 from dpframe.engines.arrow import pram_record_batch
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.pram.plan import ArmedPram
+from dpframe.pram import design, krr
 
 
 def PramColumn(column, categories, sampler):  # noqa: N802 - reads as the thing it builds

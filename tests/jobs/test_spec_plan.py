@@ -382,3 +382,23 @@ def test_plan_rows_carry_the_unit_the_relation_and_the_other_relations_error(spe
     assert set(pram["other"]) == {"add_remove: n/a (PRAM protects values, not presence)"}
     assert pram["error95_other"].null_count() == pram.height
     assert p.assumptions()[0].startswith("neighbours: substitute (")
+
+
+def test_a_zcdp_plan_against_its_existing_ledger_prices_what_it_spent(tmp_path):
+    # old: the plan of a zCDP spec whose ledger exists counted (rho, a function) as rho
+    # spent and failed (TypeError) -- so every run after the first one failed too
+    import dpframe
+
+    path = write_spec(tmp_path, rows=3_000)
+    text = path.read_text().replace(
+        "budget = { epsilon = 3.0 }", "budget = { rho = 5.0, delta = 1e-6 }"
+    )
+    path.write_text(text)
+    spec = load_spec(path)
+    first = plan(spec)
+    acct = dpframe.Accountant.open(tmp_path / "ledger.db", rho=5.0, delta=1e-6)
+    acct.spend(0.5, mechanism="laplace")  # rho 0.125
+    again = plan(spec)
+    assert again.spent_before == pytest.approx(0.125)
+    assert again.spent_after == pytest.approx(0.125 + first.spent_after)
+    assert again.fits == first.fits
