@@ -738,8 +738,9 @@ class Accountant:
         0.7
 
         With ``accounting="pld"``, the budget's epsilon less what the ledger and running
-        jobs compose to at its delta: a guide (a release of that epsilon fits; whether a
-        larger one fits, only composing it says -- :meth:`check`).
+        jobs compose to at its delta: a guide, not a promise (composition is not additive,
+        and its estimate may be up to 0.1 % above the truth: whether a release fits, only
+        composing it says -- :meth:`check`).
         """
         state = self._state()
         if self._accounting == "pld":  # what is left beside the ledger and running jobs
