@@ -35,9 +35,11 @@ first release (its time minus the warm time at the same size; polars: the import
 cold extra). Spark overtakes polars at ``rows = (start_S + a_S - start_P - a_P) / (b_P -
 b_S)`` when its per-row cost ``b_S`` is below polars'. For a cluster of ``c`` cores the
 script **assumes** the per-row cost scales as ``b_S(c) = b_1 / c`` (``b_1``: the measured
-1-core standalone cost), the start-up unchanged; it prints the measured 2-core / 1-core
-ratio of ``b`` (1/2 if the assumption held) and the core count from which Spark
-overtakes polars at each size.
+1-core standalone cost), the start-up and ``a`` those of the 2-core cluster; it prints the
+measured 2-core / 1-core ratio of ``b`` (1/2 if the assumption held), the same model with
+Amdahl's law fitted to the two measurements (``b_S(c) = b_s + b_p / c``), the rows from
+which a cluster of 2 to 128 cores overtakes polars under each, and the cores Spark needs
+at 1e8, 1e9 and 1e10 rows. polars stays on this machine in the model.
 
 Nothing asserts anything; the machine is shared (read the ratios). Without Java or pyspark
 the script prints why and exits 0.
@@ -47,9 +49,9 @@ Run from the repository root (Java 17+ and ``pip install -e '.[spark]'``)::
     .venv/bin/python benchmarks/bench_spark_cluster.py [--quick] [--sizes N N ...]
         [--repeats N] [--start-timeout S]
 
-``--quick``: sizes 1e5 and 3e5, polars and the 2-core cluster only, one round (about a
-minute, most of it Spark's start). The full run (1e6, 1e7) takes about 6 minutes on 2
-cores.
+``--quick``: sizes 1e5 and 3e5, polars and the 2-core cluster only, one round (about 40 s,
+most of it Spark's start; no per-row cost is measurable at these sizes). The full run (1e6,
+1e7) takes about 3 minutes on 2 cores, 5 minutes with ``--sizes 1e6 1e7 5e7``.
 """
 
 from __future__ import annotations
@@ -60,11 +62,13 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench_spark import AGE_BANDS, REGIONS, SPEC, write_survey
@@ -115,6 +119,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """For ``preexec_fn``: on Linux, the child gets ``sig`` when this script dies, even killed.
+
+    ``spark-class`` execs the JVM, which keeps the setting, so a cluster process never
+    outlives the script (``stop`` ends them first in any normal exit). A measuring child
+    takes SIGKILL: a Spark driver catches SIGTERM; its JVM exits when the driver has gone.
+    """
+
+    def arm() -> None:
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, sig)  # PR_SET_PDEATHSIG
+
+    return arm
+
+
 class Cluster:
     """A Spark standalone master and ``workers`` workers (1 core, 2g each) in ``folder``.
 
@@ -147,6 +168,7 @@ class Cluster:
                     env=env,
                     cwd=self.folder,
                     start_new_session=True,  # the JVM and its launcher, stopped as one group
+                    preexec_fn=die_with_parent(),
                 )
             )
         return log
@@ -224,6 +246,8 @@ def measure(cfg: dict, cwd: Path, timeout: float) -> dict:
         text=True,
         cwd=cwd,
         timeout=timeout,
+        # the driver (and so its JVM) ends with the script, even if the script is killed
+        preexec_fn=die_with_parent(signal.SIGKILL),
     )
     if res.returncode != 0:
         raise RuntimeError(f"{cfg['name']} exited {res.returncode}:\n{res.stderr[-4000:]}")
@@ -281,6 +305,8 @@ def main() -> None:
         return
     import polars as pl
 
+    # a SIGTERM (e.g. a test's timeout) ends the script through `finally`: the cluster stops
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     print(
         f"polars {pl.__version__}, pyspark {pyspark.__version__}, python "
         f"{platform.python_version()}, {os.cpu_count()} CPUs; sizes {sizes}, warm rounds "
@@ -368,20 +394,45 @@ def main() -> None:
 
     one, two = fits.get("standalone, 1 core(s)"), fits.get("standalone, 2 core(s)")
     if one and two:
-        print(
-            f"\nassumption: a cluster of c cores has per-row cost b_1 / c (b_1 = "
-            f"{one['b'] * 1e9:.0f} ns/row, 1 core) and the 2-core start-up ({two['start']:.1f} s "
-            f"+ a {two['a']:.2f} s).\ncheck: measured b(2 cores) / b(1 core) = "
-            f"{two['b'] / one['b']:.2f} (the assumption says 0.50)"
+        cluster_model(po, one, two)
+
+
+def cluster_model(po: dict, one: dict, two: dict) -> None:
+    """Where a cluster of c cores overtakes polars (on this machine), under two models.
+
+    Linear (the stated assumption): ``b(c) = b_1 / c``. Amdahl (fitted to the 1- and 2-core
+    measurements): ``b(c) = b_s + b_p / c`` with ``b_s + b_p = b_1`` and ``b_s + b_p / 2 =
+    b_2``. Both keep the 2-core cluster's start-up and ``a``.
+    """
+    fixed = two["start"] + two["a"] - po["start"] - po["a"]  # Spark's extra fixed time
+    b1, b2, bp = one["b"], two["b"], po["b"]
+    serial = max(0.0, 2 * b2 - b1)
+    print(
+        f"\nmodel of a cluster of c cores: job = {two['start'] + two['a']:.1f} s (the 2-core "
+        f"cluster's start-up + a) + rows x b(c); polars: {po['start'] + po['a']:.1f} s + rows "
+        f"x {bp * 1e9:.0f} ns\n"
+        f"assumption (linear): b(c) = b_1 / c, b_1 = {b1 * 1e9:.0f} ns/row (1 core measured)\n"
+        f"check: measured b(2 cores) / b(1 core) = {b2 / b1:.2f} (linear says 0.50); Amdahl fit "
+        f"to both: b(c) = {serial * 1e9:.0f} + {(b1 - serial) * 1e9:.0f} / c ns/row"
+    )
+    print(
+        f"  {'cores':>6}{'b linear':>10}{'overtakes at rows':>19}{'b Amdahl':>10}"
+        f"{'overtakes at rows':>19}"
+    )
+    for c in (2, 4, 8, 16, 32, 64, 128):
+        cells = ""
+        for b in (b1 / c, serial + (b1 - serial) / c):
+            rows = "never" if b >= bp else f"{max(0.0, fixed) / (bp - b):.1e}"
+            cells += f"{b * 1e9:>10.0f}{rows:>19}"
+        print(f"  {c:>6}{cells}")
+    for n in (10**8, 10**9, 10**10):
+        gap = po["start"] + po["a"] + bp * n - two["start"] - two["a"]
+        need = (
+            "no cluster (polars is done before Spark has started)"
+            if gap <= 0
+            else f"{b1 * n / gap:.1f}"
         )
-        for n in [*sizes, 10**8, 10**9]:
-            polars_t = po["start"] + po["a"] + po["b"] * n
-            gap = polars_t - two["start"] - two["a"]
-            need = "never (start-up alone is slower)" if gap <= 0 else f"{one['b'] * n / gap:.1f}"
-            print(
-                f"  {n:.0e} rows: polars job {polars_t:.1f} s; Spark overtakes from c = "
-                f"{need} cores"
-            )
+        print(f"  {n:.0e} rows: cores Spark needs to overtake (linear): {need}")
 
 
 if __name__ == "__main__":
