@@ -51,7 +51,7 @@ Run from the repository root (Java 17+ and ``pip install -e '.[spark]'``)::
 
 ``--quick``: sizes 1e5 and 3e5, polars and the 2-core cluster only, one round (about 40 s,
 most of it Spark's start; no per-row cost is measurable at these sizes). The full run (1e6,
-1e7) takes about 3 minutes on 2 cores, 5 minutes with ``--sizes 1e6 1e7 5e7``.
+1e7) takes about 3 minutes on 2 shared cores, 5 to 7 with ``--sizes 1e6 1e7 5e7``.
 """
 
 from __future__ import annotations
