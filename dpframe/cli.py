@@ -553,12 +553,15 @@ def _print_ledger(target: str | Path) -> None:
 
     acct = dpframe.Accountant.open(target)
     spent, left = acct.spent, acct.remaining
-    tight = (
-        f" (tight composition: the entries compose to epsilon={spent.epsilon:.4g} at "
-        f"delta={acct.delta:g}; their sum is {sum(e.epsilon for e in acct.ledger):g})"
-        if acct.accounting == "pld"
-        else ""
-    )
+    tight = ""
+    if acct.accounting == "pld":
+        rhos = [e.details["rho"] for e in acct.ledger if "rho" in e.details]
+        zcdp = f" and rho {sum(rhos):g} of {len(rhos)} zCDP release(s)" if rhos else ""
+        tight = (
+            f" (tight composition: the entries compose to epsilon={spent.epsilon:.4g} at "
+            f"delta={acct.delta:g}; their epsilons sum to "
+            f"{sum(e.epsilon for e in acct.ledger):g}{zcdp})"
+        )
     _print_frame(
         f"Ledger {acct.location}: spent epsilon={spent.epsilon:g} of {acct.epsilon:g}, "
         f"remaining {shown(left.epsilon, acct.epsilon)}{tight}",

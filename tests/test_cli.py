@@ -347,3 +347,17 @@ def test_plan_refuses_a_person_unit_without_bounds(tmp_path):
         res.output
     )
     assert "in the release or in [privacy]" in res.output and "Traceback" not in res.output
+
+
+def test_ledger_show_of_a_tight_ledger_says_what_it_composes_to(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    path = tmp_path / "tight.db"
+    acct = dpframe.Accountant.open(path, epsilon=5.0, delta=1e-6, accounting="pld")
+    for _ in range(20):
+        acct.spend(0.2, mechanism="laplace")
+    acct.spend_all([dpframe.Charge(epsilon=0.0, rho=0.01, mechanism="gaussian")])
+    res = runner.invoke(app, ["ledger", "show", str(path)])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert f"compose to epsilon={acct.spent.epsilon:.4g} at delta=1e-06" in text
+    assert "epsilons sum to 4" in text and "rho 0.01 of 1 zCDP release(s)" in text
