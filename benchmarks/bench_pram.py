@@ -33,7 +33,9 @@ Last, ``.dp.pram`` on an in-memory frame through the runner: ``dpframe.collect``
 codes, in the same run (goal: collect/sampler <= 1.5); with the time of the plan's
 inspection alone (``inspect_plan``) and of ``LazyFrame.serialize()`` of the same query
 with a plain Python function in place of the release (polars writes the frame's data
-into it; the inspection's floor).
+into it; the inspection's floor); and ``dpframe.collect`` of the same release over
+``dpframe.scan_frame(frame)`` (the plan checked without the frame's data), against the
+same sampler.
 
 Timings on a shared machine are noisy: read the ratios, not the absolute times. Nothing
 here asserts a timing.
@@ -260,7 +262,7 @@ def in_memory_collect(n: int, repeats: int) -> None:
     )
     print(
         f"{'S':>5}  {'collect s':>9}  {'sampler s':>9}  {'ratio':>5}  {'inspect s':>9}  "
-        f"{'serialize s':>11}"
+        f"{'serialize s':>11}  {'scan_frame s':>12}  {'ratio':>5}"
     )
     setup = np.random.default_rng(20261128)
     for s in (10, 1000):
@@ -277,18 +279,21 @@ def in_memory_collect(n: int, repeats: int) -> None:
         sam = pram.sampler(run.designs["c"])
         g = secure_generator()
         plain = frame.lazy().select(pl.col("c").map_batches(lambda x: x))
-        t_collect, t_sampler, t_inspect, t_serialize = best_of(
+        scanned = dpframe.scan_frame(frame).select(release)
+        t_collect, t_sampler, t_inspect, t_serialize, t_scanned = best_of(
             [
                 partial(dpframe.collect, query),
                 partial(sam.randomize, codes, g),
                 partial(inspect_plan, query),
                 plain.serialize,
+                partial(dpframe.collect, scanned),
             ],
             repeats,
         )
         print(
             f"{s:>5}  {t_collect:>9.4f}  {t_sampler:>9.4f}  {t_collect / t_sampler:>5.2f}  "
-            f"{t_inspect:>9.4f}  {t_serialize:>11.4f}"
+            f"{t_inspect:>9.4f}  {t_serialize:>11.4f}  {t_scanned:>12.4f}  "
+            f"{t_scanned / t_sampler:>5.2f}"
         )
 
 

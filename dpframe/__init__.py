@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # what the names below are; at run time each is imported on f
         sink_parquet,
         write_parquet,
     )
+    from dpframe.polars.memory import scan_frame
     from dpframe.polars.private_keys import KeySelection, KeysRelease, release_keys, select_keys
     from dpframe.polars.release import Release
     from dpframe.polars.runner import collect, last_run
@@ -137,6 +138,7 @@ __all__ = [
     "register_namespace",
     "release_keys",
     "risk",
+    "scan_frame",
     "secure_generator",
     "select_keys",
     "sensitivity",
@@ -186,6 +188,7 @@ _LAZY = {
     "read_provenance": ("dpframe.polars.io", "read_provenance"),
     "Release": ("dpframe.polars.release", "Release"),
     "release_keys": ("dpframe.polars.private_keys", "release_keys"),
+    "scan_frame": ("dpframe.polars.memory", "scan_frame"),
     "secure_generator": ("dpframe.core.randomness", "secure_generator"),
     "select_keys": ("dpframe.polars.private_keys", "select_keys"),
     "sensitivity": ("dpframe.sensitivity", None),

@@ -40,6 +40,7 @@ from dpframe.errors import (
     InvalidParameterError,
     LedgerIntegrityError,
 )
+from dpframe.polars.memory import FrameSource
 from dpframe.polars.parquet_footer import (
     Footer,
     FooterError,
@@ -931,8 +932,8 @@ def _scan_sources(lf: pl.LazyFrame) -> list[str]:
             nodes.set_node(node)
             view = nodes.view_current_node()
             name = type(view).__name__
-            if name == "PythonScan":
-                raise _cannot_list("a Python scan")
+            if name == "PythonScan" and type(view.options[0]) is not FrameSource:
+                raise _cannot_list("a Python scan")  # dpframe.scan_frame's: no files
             if name == "Scan":
                 for p in view.paths:
                     local = _local(os.fspath(p))

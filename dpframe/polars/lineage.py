@@ -398,6 +398,16 @@ class _Walk:
         return Frame({n: Col(frozenset({("col", source, n)}), rows, source=("col", source, n))
                       for n in names})  # fmt: skip
 
+    def _ir_pythonscan(self, node: Any) -> Frame:
+        from dpframe.polars.memory import FrameSource
+
+        if type(node.options[0]) is not FrameSource:  # only dpframe.scan_frame's source
+            raise LineageError(
+                "the query reads a Python scan that is not dpframe.scan_frame's; its rows "
+                "cannot be seen." + _NOTHING
+            )
+        return self._ir_dataframescan(node)  # one in-memory frame, as frame.lazy() reads it
+
     def _ir_scan(self, node: Any) -> Frame:
         paths = [str(p) for p in (node.paths or [])]
         if not paths:

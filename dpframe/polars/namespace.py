@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from dpframe.polars.frame import covariance_matrix, proportions
     from dpframe.polars.grouped import group_by, median, quantile
     from dpframe.polars.io import sink_parquet, write_parquet
+    from dpframe.polars.memory import scan_frame
     from dpframe.polars.pram import apply
     from dpframe.polars.private_keys import release_keys
     from dpframe.polars.runner import collect
@@ -102,6 +103,7 @@ if not TYPE_CHECKING:
     apply = _Later("dpframe.polars.pram", "apply")
     release_keys = _Later("dpframe.polars.private_keys", "release_keys")
     collect = _Later("dpframe.polars.runner", "collect")
+    scan_frame = _Later("dpframe.polars.memory", "scan_frame")
     drha = _Later("dpframe.risk.frame", "drha")
     drha_expr = _Later("dpframe.risk.frame", "drha_expr")
 
@@ -390,7 +392,8 @@ class DataFrameDP(_FrameDP[pl.DataFrame]):
     def with_columns(
         self, *exprs: Any, public: Sequence[str] | None = None, **named: Any
     ) -> pl.DataFrame:
-        """``df.with_columns(...)`` run by :func:`dpframe.collect` (for ``.dp.pram``).
+        """``df.with_columns(...)`` run by :func:`dpframe.collect` (for ``.dp.pram``), over
+        :func:`dpframe.scan_frame` ``(df)``: the plan is checked without the frame's data.
 
         The frame's other columns leave too, so each must be released or named in
         ``public=`` (published as it is).
@@ -406,7 +409,7 @@ class DataFrameDP(_FrameDP[pl.DataFrame]):
         >>> out.columns
         ['id', 'c']
         """
-        return collect(self._target.lazy().with_columns(*exprs, **named), public=public)
+        return collect(scan_frame(self._target).with_columns(*exprs, **named), public=public)
 
     def select(
         self, *exprs: Any, public: Sequence[str] | None = None, **named: Any
@@ -422,7 +425,7 @@ class DataFrameDP(_FrameDP[pl.DataFrame]):
         >>> out.height, acct.spent.epsilon
         (3, 1.0)
         """
-        return collect(self._target.lazy().select(*exprs, **named), public=public)
+        return collect(scan_frame(self._target).select(*exprs, **named), public=public)
 
 
 class LazyFrameDP(_FrameDP[pl.LazyFrame]):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -57,6 +58,7 @@ from dpframe.errors import (
     ReleaseNotArmedError,
 )
 from dpframe.polars.lineage import check_lineage, marker
+from dpframe.polars.memory import FrameSource, data_hidden, scan_frame
 
 __all__ = [
     "Prepared",
@@ -248,7 +250,9 @@ def _ours(obj: Any) -> RunnerRelease | None:
     return None
 
 
-_OPAQUE_NODES = ("python_udf(", "OPAQUE_PYTHON", "PYTHON SCAN")
+#: the plan's Python nodes as ``explain`` shows them (a scan's header, named or not, starts
+#: "PYTHON SCAN" or "PYTHON[name] SCAN": counted by its start, whatever the name holds)
+_OPAQUE_NODES = re.compile(r"python_udf\(|OPAQUE_PYTHON|PYTHON(?:\[| SCAN)")
 
 
 def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[RunnerRelease]:
@@ -272,7 +276,13 @@ def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[
     _not_nested()
     seen: list[Any] = []
 
+    sources = 0
+
     def spy(obj: Any, *args: Any, **kwargs: Any) -> bytes:
+        nonlocal sources
+        if type(obj) is FrameSource:  # dpframe's own scan of a frame: its schema, no data
+            sources += 1
+            return obj.stand_in()
         seen.append(obj)
         return marker(len(seen) - 1)
 
@@ -280,7 +290,8 @@ def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[
         real = cloudpickle.dumps
         cloudpickle.dumps = spy
         try:
-            serialized = lf.serialize()
+            with data_hidden():
+                serialized = lf.serialize()
         except Exception as exc:
             raise InvalidParameterError(
                 f"the query's plan cannot be inspected ({type(exc).__name__}: {exc}); a query "
@@ -309,8 +320,8 @@ def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[
             "selected twice): each place would randomize the same records again under one "
             "charge. Build one expression per use. Nothing was charged."
         )
-    opaque = sum(lf.explain(optimized=False).count(n) for n in _OPAQUE_NODES)
-    if opaque > len(seen):  # the inspection missed a Python node: fail closed
+    opaque = len(_OPAQUE_NODES.findall(lf.explain(optimized=False)))
+    if opaque > len(seen) + sources:  # the inspection missed a Python node: fail closed
         raise InvalidParameterError(
             "the query's plan holds Python steps the runner cannot see into; nothing was charged"
         )
@@ -349,7 +360,7 @@ class Prepared:
 
 def _check_lazy(frame: Any, name: str = "frame") -> pl.LazyFrame:
     if isinstance(frame, pl.DataFrame):
-        return frame.lazy()
+        return scan_frame(frame)  # checked without its data
     if not isinstance(frame, pl.LazyFrame):
         raise InvalidParameterError(
             f"{name} must be a polars LazyFrame (or DataFrame), got {type(frame).__name__}"
@@ -509,7 +520,7 @@ def collect(
     Parameters
     ----------
     frame : polars.LazyFrame or polars.DataFrame
-        The query (a DataFrame is run as ``frame.lazy()``).
+        The query (a DataFrame is run as :func:`dpframe.scan_frame` ``(frame)``).
     public : list of str, optional
         Output columns that leave as they are (not released by a ``.dp`` expression):
         they are published raw. Any other column that no release produced is refused.

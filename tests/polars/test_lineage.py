@@ -19,17 +19,20 @@ from dpframe.errors import InvalidParameterError, LineageError
 CATS = ["a", "b", "c"]
 
 
-@pytest.fixture(scope="module")
-def records() -> pl.LazyFrame:
+@pytest.fixture(scope="module", params=["lazy", "scan_frame"])
+def records(request) -> pl.LazyFrame:
+    """The records, as ``df.lazy()`` and as ``dpframe.scan_frame(df)``: every verdict of
+    this file holds for both sources."""
     rng = np.random.default_rng(31)
     n = 600
-    return pl.LazyFrame(
+    df = pl.DataFrame(
         {
             "c": rng.choice(CATS, n),
             "income": rng.integers(0, 200_000, n),
             "region": rng.choice(["N", "S", "E"], n),
         }
     )
+    return df.lazy() if request.param == "lazy" else dpframe.scan_frame(df)
 
 
 def _refused(q, acct, tmp_path=None, **kw) -> str:

@@ -61,8 +61,8 @@ def _verdict(q, **kw) -> str:
     return "admitted"
 
 
-def _queries(df: pl.DataFrame) -> dict:
-    lf = df.lazy()
+def _queries(df: pl.DataFrame, scan=pl.DataFrame.lazy) -> dict:
+    lf = scan(df)
 
     def pram(col: str, acct: dpframe.Accountant) -> pl.Expr:
         return pl.col(col).dp.pram(1.0, categories=CATS, accountant=acct)
@@ -100,6 +100,18 @@ def test_the_verdict_is_the_same_whatever_the_in_memory_data():
         assert first[refused].startswith("refused: LineageError"), refused
     assert first["sorted"].startswith("refused: LineageError")
     assert first["self join"].startswith("refused: LineageError")
+
+
+def test_scan_frame_gets_the_verdict_frame_lazy_gets():
+    df = _frame(300, 9)
+    verdicts = [
+        {
+            name: _verdict(q, public=["income"] if "income" in name else None)
+            for name, q in _queries(df, scan).items()
+        }
+        for scan in (pl.DataFrame.lazy, dpframe.scan_frame)
+    ]
+    assert verdicts[0] == verdicts[1]
 
 
 def test_a_plan_mixing_in_memory_and_file_scans(tmp_path):

@@ -1,0 +1,181 @@
+"""An in-memory frame as a query's source that the runner checks without its data.
+
+``df.lazy()`` puts a frame's data into the query's plan, and polars writes that data
+into the plan's serialization -- the only view polars gives of a plan's Python objects,
+which the runner needs to find the ``.dp`` releases (:func:`dpframe.polars.runner.inspect_plan`).
+That write costs about ten times PRAM's own sampler. :func:`scan_frame` starts the query
+from a Python scan of the frame instead: the plan holds a :class:`FrameSource` (the
+runner's serializer sees the object itself, recognises its exact class and writes an
+empty source of the same schema in its place), and polars reads the frame in morsels
+when the query runs. The source holds its own copy of the frame's column list (polars'
+columns are immutable: a change to the caller's frame after the query is built changes
+neither the check nor the run), so the dry pass and the real pass read the same rows.
+
+Examples
+--------
+>>> import polars as pl, dpframe
+>>> df = pl.DataFrame({"region": ["N", "S", "S", "E"]})
+>>> with dpframe.Accountant(epsilon=1.0):
+...     q = dpframe.scan_frame(df).select(pl.col("region").dp.pram(1.0, categories=["N", "S", "E"]))
+...     dpframe.collect(q).height
+4
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import polars as pl
+
+from dpframe.errors import InvalidParameterError
+
+__all__ = ["FrameSource", "data_hidden", "scan_frame"]
+
+_HIDDEN = threading.local()
+
+#: rows a morsel when polars gives no batch size (its streaming engine's own morsel)
+_BATCH = 100_000
+
+
+class FrameSource:
+    """The Python scan of one in-memory frame (what :func:`scan_frame` puts in a plan).
+
+    Called by polars with the columns it needs, a predicate, a row limit and a batch size;
+    returns the frame's morsels and ``False`` (the predicate is left to polars, which
+    applies it after the scan). The runner recognises a source by its exact class; a
+    subclass is not one.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> source = FrameSource(pl.DataFrame({"x": [1, 2, 3]}))
+    >>> batches, applied = source(["x"], None, 2, 1)
+    >>> [b.height for b in batches], applied
+    ([1, 1], False)
+    """
+
+    __slots__ = ("_frame",)
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self._frame = frame.clone()  # the column list copied: the caller's edits stay out
+
+    @property
+    def schema(self) -> pl.Schema:
+        """The frame's schema."""
+        return self._frame.schema
+
+    def empty(self) -> FrameSource:
+        """A source of no rows with the same schema."""
+        return FrameSource(self._frame.clear())
+
+    def stand_in(self) -> bytes:
+        """The pickled :meth:`empty` source: what the runner's inspection writes in the
+        plan it checks in place of this one (pickled even inside :func:`data_hidden`)."""
+        before = getattr(_HIDDEN, "on", False)
+        _HIDDEN.on = False
+        try:
+            return pickle.dumps(self.empty())
+        finally:
+            _HIDDEN.on = before
+
+    def __call__(
+        self,
+        with_columns: list[str] | None,
+        predicate: Any,
+        n_rows: int | None,
+        batch_size: int | None,
+    ) -> tuple[Iterator[pl.DataFrame], bool]:
+        frame = self._frame if with_columns is None else self._frame.select(with_columns)
+        if n_rows is not None:
+            frame = frame.head(n_rows)
+        return _morsels(frame, batch_size or _BATCH), False
+
+    def __reduce__(self) -> Any:
+        if getattr(_HIDDEN, "on", False):
+            # polars pickles a plan's Python objects with pickle first: refusing sends it
+            # to cloudpickle, which the runner's inspection stands in for
+            raise pickle.PicklingError("a FrameSource's data stays out of an inspected plan")
+        return (FrameSource, (self._frame,))
+
+
+@contextlib.contextmanager
+def data_hidden() -> Iterator[None]:
+    """While it is open (in this thread), a non-empty :class:`FrameSource` refuses plain
+    pickling, so that polars serializes it through ``cloudpickle.dumps`` -- the hook
+    :func:`dpframe.polars.runner.inspect_plan` replaces to write an empty source instead.
+
+    Examples
+    --------
+    >>> import pickle, polars as pl
+    >>> source = FrameSource(pl.DataFrame({"x": [1]}))
+    >>> with data_hidden():
+    ...     pickle.dumps(source)
+    Traceback (most recent call last):
+    ...
+    _pickle.PicklingError: a FrameSource's data stays out of an inspected plan
+    >>> len(pickle.dumps(source)) > 0
+    True
+    """
+    before = getattr(_HIDDEN, "on", False)
+    _HIDDEN.on = True
+    try:
+        yield
+    finally:
+        _HIDDEN.on = before
+
+
+def _morsels(frame: pl.DataFrame, size: int) -> Iterator[pl.DataFrame]:
+    size = max(1, int(size))
+    for start in range(0, max(frame.height, 1), size):
+        yield frame.slice(start, size)
+
+
+def scan_frame(frame: pl.DataFrame) -> pl.LazyFrame:
+    """A LazyFrame over an in-memory frame whose plan the runner checks without its data.
+
+    Use it instead of ``frame.lazy()`` to start a query holding ``.dp`` releases from a
+    frame in memory: :func:`dpframe.collect` and ``sink_parquet`` check the plan in time
+    independent of the frame's size (polars' serialization of ``frame.lazy()`` writes the
+    data, about ten times the cost of PRAM's sampler). The result is an ordinary LazyFrame
+    (join it, filter it, select from it); the frame is read in morsels when it runs.
+
+    Parameters
+    ----------
+    frame : polars.DataFrame
+        The records. Later changes to ``frame`` (``insert_column``, ``extend``, ...) do not
+        reach the query.
+
+    Returns
+    -------
+    polars.LazyFrame
+
+    Raises
+    ------
+    InvalidParameterError
+        ``frame`` is not a polars DataFrame (a LazyFrame is already a query: use it as it is).
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> lf = dpframe.scan_frame(pl.DataFrame({"x": [1, 2, 3]}))
+    >>> lf.filter(pl.col("x") > 1).collect()["x"].to_list()
+    [2, 3]
+    """
+    if not isinstance(frame, pl.DataFrame):
+        what = type(frame).__name__
+        lazy = isinstance(frame, pl.LazyFrame)
+        fix = " (a LazyFrame is a query already: use it as it is)" if lazy else ""
+        raise InvalidParameterError(f"frame must be a polars DataFrame, got {what}{fix}")
+    source = FrameSource(frame)
+    return pl.LazyFrame._scan_python_function(  # polars' own constructor of a Python scan
+        schema=source.schema,
+        scan_fn=source,
+        pyarrow=False,
+        validate_schema=True,
+        is_pure=False,
+        explain_name="dpframe.scan_frame",
+    )

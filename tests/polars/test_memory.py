@@ -1,0 +1,134 @@
+"""dpframe.scan_frame: an in-memory frame as a source the runner checks without its data."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpframe
+from dpframe.errors import InvalidParameterError
+from dpframe.polars.memory import FrameSource, data_hidden
+from dpframe.polars.runner import inspect_plan
+
+CATS = list(range(5))
+
+
+def _frame(n: int = 2_000, seed: int = 0) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pl.DataFrame({"c": rng.integers(0, 5, n), "r": rng.integers(0, 3, n)})
+
+
+def test_the_inspection_never_pickles_the_data(monkeypatch):
+    # frame.lazy(): polars writes the data into the serialized plan; scan_frame: the
+    # runner writes an empty source of the same schema in the plan it checks
+    pickled: list[int] = []
+    real = pl.DataFrame.__getstate__
+
+    def spy(self):
+        pickled.append(self.height)
+        return real(self)
+
+    monkeypatch.setattr(pl.DataFrame, "__getstate__", spy)
+    acct = dpframe.Accountant(epsilon=10)
+    q = dpframe.scan_frame(_frame(50_000)).select(
+        pl.col("c").dp.pram(1.0, categories=CATS, accountant=acct), "r"
+    )
+    inspect_plan(q, public=["r"])
+    assert pickled and max(pickled) == 0  # only the empty stand-in
+
+
+def test_a_source_refuses_plain_pickling_only_while_a_plan_is_inspected():
+    source = FrameSource(_frame(10))
+    with data_hidden():
+        with pytest.raises(pickle.PicklingError):
+            pickle.dumps(source)
+        assert pickle.loads(source.stand_in())(None, None, None, None)[0].__next__().height == 0
+    again = pickle.loads(pickle.dumps(source))
+    assert again(None, None, None, None)[0].__next__().equals(_frame(10))
+
+
+def test_plain_queries_give_what_frame_lazy_gives():
+    df = _frame()
+    other = pl.DataFrame({"r": [0, 1, 2], "name": ["a", "b", "c"]})
+    for make in (
+        lambda lf: lf.filter(pl.col("r") == 1).select("c"),
+        lambda lf: lf.with_columns(d=pl.col("c") * 2).head(7),
+        lambda lf: lf.join(other.lazy(), on="r").group_by("name").agg(pl.len()).sort("name"),
+        lambda lf: lf.select(pl.len()),
+    ):
+        assert make(dpframe.scan_frame(df)).collect().equals(make(df.lazy()).collect())
+
+
+def test_the_release_reads_the_frame_as_built_not_as_changed_later():
+    df = _frame(1_000)
+    acct = dpframe.Accountant(epsilon=10)
+    q = dpframe.scan_frame(df).select(pl.col("c").dp.pram(1.0, categories=CATS, accountant=acct))
+    df.extend(_frame(500, 1))  # in place: the caller's frame grows after the query is built
+    df.insert_column(0, pl.Series("x", range(df.height)))
+    out = dpframe.collect(q)
+    assert out.height == 1_000 and out.columns == ["c"]
+    assert acct.spent.epsilon == pytest.approx(1.0)
+
+
+def test_a_seeded_release_is_the_one_frame_lazy_gives():
+    df = _frame(3_000)
+
+    def run(scan):
+        acct = dpframe.Accountant(epsilon=10)
+        rel = pl.col("c").dp.pram(1.0, categories=CATS, accountant=acct, seed=7)
+        return dpframe.collect(scan(df).select(rel, "r"), public=["r"])
+
+    assert run(dpframe.scan_frame).equals(run(pl.DataFrame.lazy))
+
+
+def test_sink_parquet_from_a_scanned_frame(tmp_path):
+    acct = dpframe.Accountant(epsilon=10)
+    q = dpframe.scan_frame(_frame()).select(
+        pl.col("c").dp.pram(1.0, categories=CATS, accountant=acct)
+    )
+    dpframe.sink_parquet(q, tmp_path / "out.parquet")
+    assert pl.read_parquet(tmp_path / "out.parquet").height == 2_000
+    assert acct.spent.epsilon == pytest.approx(1.0)
+
+
+def test_a_look_alike_source_is_refused():
+    class Imitation(FrameSource):  # same code, not dpframe's class: an unknown Python step
+        __slots__ = ()
+
+    df = _frame(100)
+    lf = pl.LazyFrame._scan_python_function(schema=df.schema, scan_fn=Imitation(df))
+    acct = dpframe.Accountant(epsilon=10)
+    q = lf.select(pl.col("c").dp.pram(1.0, categories=CATS, accountant=acct))
+    with pytest.raises(InvalidParameterError, match="Python step"):
+        dpframe.collect(q)
+    assert acct.ledger == ()
+
+
+@pytest.mark.parametrize("given", [_frame(3).lazy(), {"c": [1]}, None, "survey.parquet"])
+def test_scan_frame_takes_a_dataframe_only(given):
+    with pytest.raises(InvalidParameterError, match="frame must be a polars DataFrame"):
+        dpframe.scan_frame(given)
+
+
+class _Source:  # a picklable Python scan (polars pickles it without cloudpickle)
+    def __init__(self, df: pl.DataFrame) -> None:
+        self.df = df
+
+    def __call__(self, with_columns, predicate, n_rows, batch_size):
+        return iter([self.df]), False
+
+
+@pytest.mark.parametrize("name", [None, "dpframe.scan_frame", "a\nb", "x] SCAN"])
+def test_another_python_scan_is_refused_whatever_it_is_named(name):
+    df = _frame(100)
+    lf = pl.LazyFrame._scan_python_function(
+        schema=df.schema, scan_fn=_Source(df), explain_name=name
+    )
+    acct = dpframe.Accountant(epsilon=10)
+    q = lf.select(pl.col("c").dp.pram(1.0, categories=CATS, accountant=acct))
+    with pytest.raises(InvalidParameterError):
+        dpframe.collect(q)
+    assert acct.ledger == ()
