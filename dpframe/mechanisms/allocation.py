@@ -42,21 +42,32 @@ Examples
 >>> a.budgets["count"], a.errors["count"] <= 50
 (0.0593128, True)
 >>> round(a.total, 4)
-0.2003
+0.284
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpframe.core.constraints import LEAST, PRIVACY_MIN, check, check_positive
+from dpframe.core.constraints import (
+    LEAST,
+    PRIVACY_MIN,
+    QUANTILE_STATISTICS,
+    check,
+    check_positive,
+)
 from dpframe.errors import BudgetExceededError, DPFrameError, InvalidParameterError
+
+if TYPE_CHECKING:
+    from dpframe.core.units import PrivacyUnit
+    from dpframe.mechanisms.statistics import Statistic
 
 __all__ = [
     "DIGITS",
@@ -72,6 +83,7 @@ __all__ = [
     "pram_curve",
     "quantile_curve",
     "round_up",
+    "statistic_curve",
 ]
 
 #: Relative precision of a least budget's bisection (before it is rounded up).
@@ -332,6 +344,79 @@ def pram_curve(
         units="share",
         assumption=f"{n} records (normal approximation)",
         highest=highest,
+    )
+
+
+def statistic_curve(
+    stat: Statistic,
+    neighbours: str,
+    unit: PrivacyUnit | None = None,
+    *,
+    group_size: int | None = None,
+) -> ErrorCurve:
+    """A grouped statistic's error95 as its own plan states it
+    (:func:`dpframe.mechanisms.statistics.plan_statistic` at each budget: the very
+    calibration the release draws with, so the error found is the plan's and the draw's).
+
+    A count, distinct count or sum (Laplace: an epsilon; discrete Gaussian: a rho), or a
+    quantile (its rank error in rows; in the value's units with ``group_size``, as
+    :func:`quantile_curve` assumes). A ratio or moment (mean, proportion, var, cov) has an
+    error that depends on the group's private size, and a bound found by a first pass
+    (``"auto"``) is not known before it runs: both are refused, by name.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> c = statistic_curve(dpframe.agg.count(epsilon=1.0), "substitute")
+    >>> c.least(50.0)  # substitution: a count moves by 2
+    0.118626
+    """
+    from dpframe.core.units import RECORD
+    from dpframe.mechanisms.statistics import plan_statistic, quantile_grid
+
+    person = RECORD if unit is None else unit
+    gaussian = stat.mechanism == "gaussian"
+    if stat.auto:
+        raise InvalidParameterError(
+            f"error95 of {stat.name!r}: its bounds are found by a first pass ('auto'), so "
+            "its error is not known before the run; give lower and upper, or its epsilon"
+        )
+
+    def at(budget: float) -> Statistic:
+        if gaussian:
+            options = {k: v for k, v in stat.options.items() if k != "sigma"}
+            return replace(stat, options={**options, "rho": budget})
+        return replace(stat, epsilon=budget)
+
+    def error(budget: float) -> float:
+        e = plan_statistic(at(budget), neighbours, unit=person).error95
+        return math.inf if e is None else float(e)
+
+    probe = plan_statistic(at(1.0), neighbours, unit=person)
+    if probe.error95 is None:
+        raise InvalidParameterError(
+            f"error95 of {stat.name!r}: a {stat.kind}'s error depends on the group's size, "
+            "which is private (a ratio of noisy sums); give its epsilon, or targets for "
+            "its parts (a sum and a count)"
+        )
+    currency = "rho" if gaussian else "epsilon"
+    if stat.kind not in QUANTILE_STATISTICS:
+        return ErrorCurve(stat.name, currency, error)
+    if group_size is None:
+        return ErrorCurve(stat.name, currency, error, units="rows")
+    n = check("proportions_n", group_size, name="group_size")
+    lower, upper = float(stat.lower or 0.0), float(stat.upper or 0.0)
+    width = upper - lower
+    step = width / quantile_grid(stat).bins
+
+    def value(budget: float) -> float:
+        return min(error(budget) * width / n + step, width)
+
+    return ErrorCurve(
+        stat.name,
+        currency,
+        value,
+        assumption=f"{n} values spread evenly over [{lower:g}, {upper:g}]",
     )
 
 
@@ -598,8 +683,8 @@ def _refusal(
     except InvalidParameterError:
         can = "; the remaining budget is too small for any of these statistics"
     return BudgetExceededError(
-        f"the error95 targets need {what} {needed:.6g} in all, but the ledger has {remaining:g} "
-        f"left{can}. Nothing was charged: relax those targets or give a larger budget.",
+        f"the error95 targets need {what} {needed:.6g} in all, but {remaining:g} is left for "
+        f"them{can}. Nothing was charged: relax those targets or give a larger budget.",
         requested_epsilon=needed,
     )
 
