@@ -40,6 +40,7 @@ __all__ = [
     "check_room",
     "curves",
     "recorded",
+    "release_unit",
     "settle",
     "take_targets",
     "target_key",
@@ -129,8 +130,17 @@ def recorded(spec: Spec) -> dict[tuple[int, int], float]:
     return {where[k]: t for k, t in acc.targets.items()}
 
 
-def _unit(spec: Spec, r: Any) -> PrivacyUnit:
-    """Release ``r``'s privacy unit, as its release object takes it."""
+def release_unit(spec: Spec, r: Any) -> PrivacyUnit:
+    """Release ``r``'s privacy unit (its own, else the spec's), as its release object
+    takes it.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> privacy = SimpleNamespace(unit="household", max_rows=3, max_groups=1)
+    >>> release_unit(SimpleNamespace(privacy=privacy), SimpleNamespace()).describe()
+    'person "household" (at most 3 rows in each of at most 1 groups)'
+    """
     p = spec.privacy
     person = getattr(r, "unit", None) or p.unit
     if person == "record":
@@ -161,7 +171,7 @@ def curves(spec: Spec, targets: Mapping[tuple[int, int], float]) -> dict[str, Er
         key = target_key(r.name, stat.name)
         try:
             c = statistic_curve(
-                stat, spec.privacy.neighbours, _unit(spec, r), group_size=group_size
+                stat, spec.privacy.neighbours, release_unit(spec, r), group_size=group_size
             )
         except InvalidParameterError as exc:
             raise InvalidParameterError(f"release {r.name!r}: {exc}") from None
