@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 import dpframe
+from dpframe.datasets import synthetic_survey
 from dpframe.errors import BudgetExceededError
 from dpframe.jobs import load_spec, plan, run
 from dpframe.jobs.spec import SpecError, parse_spec
@@ -43,7 +44,7 @@ statistics = [
 
 
 def write(folder: Path, *, budget="{ epsilon = 2.0 }", accuracy="", count="error95 = 50"):
-    dpframe.datasets.synthetic_survey(3_000).write_parquet(folder / "survey.parquet")
+    synthetic_survey(3_000).write_parquet(folder / "survey.parquet")
     path = folder / "release.toml"
     path.write_text(SPEC.format(budget=budget, accuracy=accuracy, count=count))
     return path
@@ -175,7 +176,7 @@ def test_a_bad_accuracy_budget_is_refused(tmp_path):
 
 
 def test_python_dicts_take_targets_and_gaussian_rho_on_a_zcdp_budget(tmp_path):
-    dpframe.datasets.synthetic_survey(500).write_parquet(tmp_path / "survey.parquet")
+    synthetic_survey(500).write_parquet(tmp_path / "survey.parquet")
     spec = parse_spec(
         {
             "version": 1,
