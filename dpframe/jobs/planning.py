@@ -572,8 +572,13 @@ def _allocation(
     else:
         amount = float(exact_sum(c.epsilon for c in charges))
         budget = float(terms.epsilon or 0.0)
-    others = amount - float(spec.accuracy.total or 0.0)
+    others = amount - targets.spent_on_targets(spec, wanted)
     a = targets.check_room(spec, wanted, budget - spent - others)
+    if a.budget is None:  # "least": the budgets are the ones the targets give
+        try:
+            targets.check_budgets(spec, wanted, a)
+        except InvalidParameterError as exc:
+            raise SpecError(str(exc)) from None
     printed = {targets.target_key(row["release"], row["statistic"]): row for row in table}
     for key, error in a.errors.items():
         row = printed.get(key)

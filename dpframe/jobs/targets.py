@@ -37,11 +37,13 @@ if TYPE_CHECKING:
 __all__ = [
     "TARGET",
     "allocation",
+    "check_budgets",
     "check_room",
     "curves",
     "recorded",
     "release_unit",
     "settle",
+    "spent_on_targets",
     "take_targets",
     "target_key",
 ]
@@ -70,6 +72,7 @@ def take_targets(data: Any) -> tuple[Any, dict[tuple[int, int], float]]:
     found: dict[tuple[int, int], float] = {}
     out = None
     for i, r in enumerate(data["release"]):
+        _not_offered(r, f"release[{i}]")
         stats = r.get("statistics") if isinstance(r, dict) else None
         if not isinstance(stats, list):
             continue
@@ -92,6 +95,24 @@ def take_targets(data: Any) -> tuple[Any, dict[tuple[int, int], float]]:
             entry[key] = _PLACEHOLDER
             out["release"][i]["statistics"][j] = entry
     return (data if out is None else out), found
+
+
+def _not_offered(release: Any, where: str) -> None:
+    """Refuse ``error95`` on a release, or a column of one, that takes no target."""
+    if not isinstance(release, dict):
+        return
+    parts = [(where, release)] + [
+        (f"{where}.columns[{k}]", c)
+        for k, c in enumerate(release.get("columns") or ())
+        if isinstance(c, dict)
+    ]
+    for place, part in parts:
+        if TARGET in part:
+            raise InvalidParameterError(
+                f"{place}.{TARGET}: an error95 target is for a grouped release's count, "
+                "distinct count, sum or quantile (its statistics); give this release's "
+                "epsilon"
+            )
 
 
 def target_key(release: str, name: str) -> str:
@@ -193,6 +214,37 @@ def allocation(
         accounting=_accounting(spec),
         remaining=remaining,
     )
+
+
+def spent_on_targets(spec: Spec, targets: Mapping[tuple[int, int], float]) -> float:
+    """What the targeted statistics cost as the spec holds them, in the ledger's currency
+    (epsilons; rhos on a zCDP budget, a Laplace statistic's ``epsilon**2 / 2``)."""
+    zcdp = _accounting(spec) == "zcdp"
+    total = 0.0
+    for i, j in targets:
+        s = spec.release[i].statistics[j]
+        if s.rho is not None:
+            total += float(s.rho)
+        else:
+            eps = float(s.epsilon or 0.0)
+            total += eps * eps / 2 if zcdp else eps
+    return total
+
+
+def check_budgets(spec: Spec, targets: Mapping[tuple[int, int], float], found: Allocation) -> None:
+    """Refuse a spec whose targeted statistics' budgets are not the ones their targets
+    give (a recorded spec edited by hand): the ``[accuracy]`` table would say what the
+    release is not."""
+    for (i, j), key in zip(targets, found.budgets, strict=True):
+        s = spec.release[i].statistics[j]
+        has = s.rho if found.currencies[key] == "rho" else s.epsilon
+        if has != found.budgets[key]:
+            raise InvalidParameterError(
+                f"release {spec.release[i].name!r}: statistic {key!r} has "
+                f"{found.currencies[key]} {has!r}, but its error95 target "
+                f"{targets[(i, j)]:g} gives {found.budgets[key]!r}; give error95 in place "
+                "of its budget (and no accuracy.targets), or its budget without a target"
+            )
 
 
 def check_room(spec: Spec, targets: Mapping[tuple[int, int], float], room: float) -> Allocation:

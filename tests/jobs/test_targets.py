@@ -201,3 +201,38 @@ def test_python_dicts_take_targets_and_gaussian_rho_on_a_zcdp_budget(tmp_path):
     assert planned.allocation is not None and planned.allocation.currencies["n/count"] == "rho"
     row = planned.rows.filter(pl.col("statistic") == "count").row(0, named=True)
     assert row["error95"] <= 20
+
+
+def test_a_recorded_spec_edited_by_hand_is_refused(tmp_path):
+    data = load_spec(write(tmp_path)).to_dict()
+    assert "error95" not in str(data["release"])  # recorded: the budgets, and the targets
+    again = parse_spec(data, base=tmp_path)  # read back as recorded: the same budgets
+    assert plan(again).allocation is not None
+    data["release"][0]["statistics"][0]["epsilon"] = 0.05
+    with pytest.raises(SpecError, match=r"'by_region/count' has epsilon 0.05, but its error95"):
+        plan(parse_spec(data, base=tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("entry", "where"),
+    [
+        ('kind = "proportions"\ncolumn = "age_band"\nerror95 = 0.01', r"release\[1\]\.error95"),
+        (
+            'kind = "pram"\ncolumns = [{ column = "region", error95 = 0.01 }]',
+            r"release\[1\]\.columns\[0\]\.error95",
+        ),
+    ],
+)
+def test_a_target_where_none_is_offered_is_refused(tmp_path, entry, where):
+    path = write(tmp_path)
+    path.write_text(path.read_text() + f'\n[[release]]\nname = "other"\n{entry}\n')
+    with pytest.raises(SpecError, match=where + ": an error95 target is for a grouped"):
+        load_spec(path)
+
+
+def test_the_run_records_the_allocation_in_provenance(tmp_path):
+    spec = load_spec(write(tmp_path))
+    result = run(spec, progress=False)
+    prov = dpframe.read_provenance(result.outputs["by_region"])
+    assert prov.spec["accuracy"]["targets"]["by_region/count"] == 50.0
+    assert prov.spec["accuracy"]["found"] == spec.to_dict()["accuracy"]["found"]
