@@ -80,6 +80,7 @@ __all__ = [
     "even_split",
     "gaussian_curve",
     "laplace_curve",
+    "meet_targets",
     "pram_curve",
     "quantile_curve",
     "round_up",
@@ -484,6 +485,75 @@ def _accounting(accounting: object) -> str:
     and ``"pure"`` as ``"basic"`` (the epsilons add up)."""
     a = check("accounting", accounting)
     return "basic" if a in (None, "pure") else str(a)
+
+
+def meet_targets(
+    statistics: Sequence[Statistic],
+    targets: Mapping[str, float],
+    *,
+    neighbours: str = "substitute",
+    unit: PrivacyUnit | None = None,
+    budget: float | str = LEAST,
+    accounting: str | None = None,
+    group_size: int | None = None,
+) -> tuple[list[Statistic], Allocation]:
+    """Plan by accuracy in Python: the statistics with the budgets their targets need.
+
+    Each statistic named in ``targets`` gets the budget :func:`allocate` finds for it
+    (:func:`statistic_curve`: the error its own plan states); the others are returned as
+    they are. Pass the result to ``dpframe.group_by(...).agg(*statistics)``; its
+    ``summarize()`` then shows the errors found.
+
+    Parameters
+    ----------
+    statistics : sequence of Statistic
+        ``dpframe.agg`` statistics (the budget given to a targeted one is replaced).
+    targets : mapping
+        error95 by statistic name.
+    neighbours, unit
+        The release's neighbour relation and privacy unit (as its accountant and
+        ``group_by`` take them).
+    budget, accounting, group_size
+        As :func:`allocate` and :func:`statistic_curve` take them.
+
+    Returns
+    -------
+    (list of Statistic, Allocation)
+
+    Examples
+    --------
+    >>> import polars as pl, dpframe
+    >>> stats, found = meet_targets(
+    ...     [dpframe.agg.count(epsilon=1.0), dpframe.agg.sum("x", lower=0, upper=10, epsilon=1.0)],
+    ...     {"count": 20, "x_sum": 100},
+    ... )
+    >>> [s.epsilon for s in stats], round(found.total, 4)
+    ([0.292007, 0.599569], 0.8916)
+    >>> frame = pl.DataFrame({"g": ["a", "b"], "x": [1.0, 2.0]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = dpframe.group_by(frame, "g", margins=pl.DataFrame({"g": ["a", "b"]}))
+    ...     release.agg(*stats).summarize()["error95"].to_list()
+    [20.0, 100.0]
+    """
+    names = [s.name for s in statistics]
+    unknown = sorted(set(targets) - set(names))
+    if unknown:
+        raise InvalidParameterError(
+            f"targets: {unknown} name no statistic (the statistics are {names})"
+        )
+    chosen = [s for s in statistics if s.name in targets]
+    curves = [statistic_curve(s, neighbours, unit, group_size=group_size) for s in chosen]
+    found = allocate(curves, targets, budget=budget, accounting=accounting)
+    out = []
+    for s in statistics:
+        if s.name not in targets:
+            out.append(s)
+        elif s.mechanism == "gaussian":
+            options = {k: v for k, v in s.options.items() if k != "sigma"}
+            out.append(replace(s, options={**options, "rho": found.budgets[s.name]}))
+        else:
+            out.append(replace(s, epsilon=found.budgets[s.name]))
+    return out, found
 
 
 def _cost(curve: ErrorCurve, budget: float, accounting: str) -> float:

@@ -219,3 +219,36 @@ def test_zcdp_adds_rhos_and_pld_states_an_upper_bound():
     assert a.total == pytest.approx(a.budgets["c"] ** 2 / 2 + a.budgets["g"])
     p = allocate(curves[:1], {"c": 20}, accounting="pld")
     assert p.total == p.budgets["c"]
+
+
+def test_meet_targets_gives_group_by_the_budgets_its_summary_shows():
+    import polars as pl
+
+    import dpframe
+    from dpframe.core.units import PrivacyUnit
+    from dpframe.mechanisms.allocation import meet_targets
+
+    unit = PrivacyUnit("pid", max_rows=2, max_groups=1)
+    stats, found = meet_targets(
+        [
+            dpframe.agg.count(mechanism="gaussian", rho=1.0),
+            dpframe.agg.sum("x", lower=0, upper=10, mechanism="gaussian", rho=1.0),
+            dpframe.agg.mean("x", lower=0, upper=10, epsilon=0.5),  # no target: kept
+        ],
+        {"count": 30, "x_sum": 200},
+        unit=unit,
+        accounting="zcdp",
+    )
+    assert stats[2].epsilon == 0.5 and stats[0].options["rho"] == found.budgets["count"]
+    frame = pl.DataFrame({"pid": [1, 2, 3], "g": ["a", "b", "a"], "x": [1.0, 2.0, 3.0]})
+    with dpframe.Accountant(rho=1.0, delta=1e-6, unit="pid", max_rows=2, max_groups=1):
+        summary = (
+            dpframe.group_by(frame, "g", margins=pl.DataFrame({"g": ["a", "b"]}))
+            .agg(*stats)
+            .summarize()
+        )
+    shown = dict(zip(summary["statistic"], summary["error95"], strict=True))
+    assert shown["count"] == found.errors["count"] <= 30
+    assert shown["x_sum"] == found.errors["x_sum"] <= 200
+    with pytest.raises(InvalidParameterError, match=r"targets: \['y'\] name no statistic"):
+        meet_targets(stats, {"y": 1.0})
