@@ -15,13 +15,14 @@ that total (so no split meets every target) and prints the worst ``error95 / tar
 
 Every error is the mechanism's own (the calibration the release draws with). Each spec's
 least allocation (the demo's counts and sums; every statistic of a random spec) is then
-checked by Monte Carlo against the actual samplers (``release_laplace``, ``release_gaussian`` on real-valued exact values, the quantile
-kernel's draw on ``n`` values spread evenly -- the stated assumption --, k-RR
-randomization and its unbiased estimate at a vertex mix): the share of draws with
-``|released - exact| <= error95`` must be at least ``0.95 - 4 SE`` (``SE`` the binomial
-standard error of a 95 % coverage over the draws); the table shows the smallest ``z =
-(coverage - 0.95) / SE`` of each spec. The script exits 1 unless the optimiser's worst ratio
-is below the even split's on every spec and every coverage holds.
+checked by Monte Carlo against the actual samplers (``release_laplace``,
+``release_gaussian`` on real-valued exact values, the quantile kernel's draw on ``n``
+values spread evenly -- the stated assumption --, k-RR randomization and its unbiased
+estimate at a vertex mix): the share of draws with ``|released - exact| <= error95`` must
+be at least ``0.95 - 4 SE`` (``SE`` the binomial standard error of a 95 % coverage over
+the draws); the table shows the smallest ``z = (coverage - 0.95) / SE`` of each spec. The
+script exits 1 unless the optimiser's worst ratio is below the even split's on every spec
+and every coverage holds.
 
 Run: ``python benchmarks/bench_allocation.py`` (``--quick``: the demo and 3 random specs).
 """
