@@ -49,6 +49,7 @@ __all__ = [
     "DIAGONALS",
     "ENGINES",
     "INT64_MAX",
+    "LEAST",
     "MARGINAL_MEASURES",
     "MEMBERSHIPS",
     "METHODS",
@@ -148,6 +149,10 @@ COMPOSED_MECHANISMS = (
 #: How an accountant composes: epsilons and deltas add (``None``, ``"pure"``), rho-zCDP
 #: (``"zcdp"``), or every release by its privacy-loss distribution (``"pld"``).
 ACCOUNTINGS = (None, "pure", "zcdp", "pld")
+#: Plan by accuracy (``budget=`` of :func:`dpframe.mechanisms.allocation.allocate`, a
+#: release's or spec's ``budget``): the least total that meets every error95 target
+#: (else a number: the total to split, the targets as weights).
+LEAST = "least"
 #: Parquet compressions (polars' own list).
 #: Parquet codecs polars writes (not lzo: polars refuses it, after the charge if unchecked)
 COMPRESSIONS = ("zstd", "lz4", "snappy", "gzip", "brotli", "uncompressed")
@@ -663,6 +668,18 @@ def check_bounds_epsilon(value: Any, epsilon: float) -> float | None:
     return x
 
 
+def _allocation_budget(name: str, value: Any) -> float | str:
+    """A plan-by-accuracy budget: ``"least"`` or a privacy amount (the total to split)."""
+    if isinstance(value, str):
+        if value == LEAST:
+            return value
+        raise InvalidParameterError(
+            f"{name} must be {LEAST!r} (the least total meeting every error95) or a number "
+            f"(the total to split, the targets as weights), got {value!r}"
+        )
+    return check_privacy_amount(name, value)
+
+
 PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
     {
         "epsilon": Constraint(
@@ -690,6 +707,10 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         ),
         "rho": Constraint(f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", check_privacy_amount),
         "sigma": Constraint("a finite number > 0", check_positive),
+        "error95": Constraint("a finite number > 0", check_positive),
+        "allocation_budget": Constraint(
+            f"{LEAST!r} or a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", _allocation_budget
+        ),
         "mechanism": _options(NOISES),
         "composed_mechanism": _options(COMPOSED_MECHANISMS),
         "composition_tolerance": Constraint(

@@ -32,8 +32,10 @@ from dpframe.core.randomness import RandomSource, derived_source
 from dpframe.engines import Engine, input_engine
 from dpframe.engines.driver import fit_margins, textual_key
 from dpframe.errors import BudgetExceededError, DPFrameError, InvalidParameterError
+from dpframe.jobs import targets
 from dpframe.jobs.kinds import release_class
 from dpframe.jobs.spec import Spec, SpecError
+from dpframe.mechanisms.allocation import Allocation
 from dpframe.polars.io import frame_reads
 from dpframe.polars.release import Release
 
@@ -103,6 +105,9 @@ class JobPlan:
     #: fits; ``None`` otherwise (amounts add)
     composed_after: float | None = None
     composed_fits: bool | None = None
+    #: the budgets found for the statistics with an ``error95`` target
+    #: (:mod:`dpframe.jobs.targets`); ``None`` for a spec without targets
+    allocation: Allocation | None = None
 
     def __post_init__(self, table: pl.DataFrame) -> None:
         object.__setattr__(self, "_rows", table.clone())
@@ -156,6 +161,29 @@ class JobPlan:
         for name, (unit, said) in seen.items():
             na = f"; under {said}" if said.startswith(f"{other}: n/a") else ""
             lines.append(f"release {name!r}: unit {unit}{na}")
+        return lines + self.accuracy_lines()
+
+    def accuracy_lines(self) -> list[str]:
+        """The statistics with an error95 target: each target, the budget found and the
+        error95 it gives (none for a spec without targets)."""
+        a = self.allocation
+        if a is None:
+            return []
+        how = "the least total" if a.budget is None else f"a total of {a.budget:g}, split"
+        cur = "rho" if a.accounting == "zcdp" else "epsilon"
+        bound = (
+            " (an upper bound: the ledger composes them tightly)" if a.accounting == "pld" else ""
+        )
+        lines = [
+            f"accuracy: {how} meeting the error95 targets: {cur} {a.total:.6g} in all{bound}, "
+            f"worst error/target {a.ratio:.4g}"
+        ]
+        for row in a.rows():
+            said = f" (assuming {row['assumption']})" if row["assumption"] else ""
+            lines.append(
+                f"  {row['statistic']}: target error95 {row['target']:g}, {row['currency']} "
+                f"{row['budget']:g} found, error95 {row['error95']:.6g}{said}"
+            )
         return lines
 
     def summary(self) -> str:
@@ -496,6 +524,7 @@ def plan(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any
     terms = Accountant(**job.terms)
     cost = terms.cost(charges) if charges else None
     pricing = existing if existing is not None else terms  # the ledger's own accounting
+    allocation = _allocation(spec, table, spent, terms, cost, charges)
     composed_after = composed_fits = None
     if pricing.accounting == "pld":
         composed_after = pricing.composed(charges).epsilon
@@ -520,4 +549,42 @@ def plan(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any
         neighbours=spec.privacy.neighbours,
         composed_after=composed_after,
         composed_fits=composed_fits,
+        allocation=allocation,
     )
+
+
+def _allocation(
+    spec: Spec,
+    table: list[dict[str, Any]],
+    spent: float,
+    terms: Accountant,
+    cost: Any,
+    charges: list[Any],
+) -> Allocation | None:
+    """The allocation of a spec with error95 targets (``None`` without), refused before
+    any charge when the ledger's remaining budget cannot meet them; each target's error95
+    is checked equal to the plan's own row (the error found is the error printed)."""
+    wanted = targets.recorded(spec)
+    if not wanted or spec.accuracy is None:
+        return None
+    if terms.rho is not None:
+        amount, budget = float(cost.rho if cost is not None else 0.0), float(terms.rho)
+    else:
+        amount = float(exact_sum(c.epsilon for c in charges))
+        budget = float(terms.epsilon or 0.0)
+    others = amount - targets.spent_on_targets(spec, wanted)
+    a = targets.check_room(spec, wanted, budget - spent - others)
+    if a.budget is None:  # "least": the budgets are the ones the targets give
+        try:
+            targets.check_budgets(spec, wanted, a)
+        except InvalidParameterError as exc:
+            raise SpecError(str(exc)) from None
+    printed = {targets.target_key(row["release"], row["statistic"]): row for row in table}
+    for key, error in a.errors.items():
+        row = printed.get(key)
+        if row is not None and not a.assumptions.get(key) and row["error95"] != error:
+            raise SpecError(  # pragma: no cover - the curve plans the statistic itself
+                f"{key}: the plan's error95 {row['error95']!r} is not the allocation's "
+                f"{error!r}; please report this"
+            )
+    return a

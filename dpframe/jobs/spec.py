@@ -127,6 +127,30 @@ class Budget(_Model):
         return self
 
 
+class AccuracySpec(_Model):
+    """``[accuracy]``: how statistics with an ``error95`` target get their budget
+    (:mod:`dpframe.jobs.targets`); ``targets``, ``found``, ``errors`` and ``total`` are
+    written by dpframe when it reads the spec (the allocation, recorded in provenance)."""
+
+    budget: Annotated[float | str, BeforeValidator(spec_field("allocation_budget"))] = Field(
+        "least",
+        description="'least': the least total meeting every error95; a number: that total "
+        "split so that the worst error/target is least (the targets are weights)",
+    )
+    group_size: Annotated[
+        int | None, BeforeValidator(spec_field("proportions_n", optional=True))
+    ] = Field(
+        None,
+        description="a quantile's error95 in its value's units, assuming this many values "
+        "per group spread evenly over its bounds (default: in rows of the group)",
+    )
+    targets: dict[str, Annotated[float, BeforeValidator(spec_field("error95"))]] = {}
+    found: dict[str, float] = {}
+    errors: dict[str, float] = {}
+    total: float | None = None
+    assumptions: dict[str, str] = {}
+
+
 class PrivacySpec(_Model):
     unit: str = Field(
         "record",
@@ -302,6 +326,11 @@ class Spec(_Model):
     output: OutputSpec = OutputSpec()
     margins: dict[str, MarginSpec] = {}
     release: list[ReleaseSpec] = Field(min_length=1)
+    accuracy: AccuracySpec | None = Field(
+        None,
+        description="error95 targets: the budgets dpframe finds (dpframe.jobs.targets)",
+        exclude_if=lambda v: v is None,
+    )
     base: Path | None = Field(None, exclude=True, description="folder relative paths start from")
     frame: Any = Field(
         None,
@@ -515,10 +544,28 @@ def parse_spec(
     """Validate a spec given as a dict (the TOML structure)."""
     if not isinstance(data, dict):
         raise SpecError(f"a release spec is a table (dict), got {type(data).__name__}")
+    from dpframe.jobs import targets
+
     try:
-        return Spec.model_validate({**data, "base": base, "frame": frame})
+        taken, wanted = targets.take_targets(data)
+    except InvalidParameterError as exc:
+        raise SpecError(f"invalid release spec {source or '(dict)'}:\n  - {exc}") from None
+    try:
+        spec = Spec.model_validate({**taken, "base": base, "frame": frame})
     except ValidationError as exc:
         raise SpecError(_format_errors(exc, source or "(dict)", data)) from None
+    if not wanted:
+        return spec
+    if spec.accuracy is not None and spec.accuracy.targets:
+        raise SpecError(
+            f"invalid release spec {source or '(dict)'}:\n  - accuracy.targets: recorded "
+            "targets and error95 on statistics both given; give error95 on the statistics"
+        )
+    try:
+        settled = targets.settle(spec, taken, wanted)
+    except InvalidParameterError as exc:
+        raise SpecError(f"invalid release spec {source or '(dict)'}:\n  - {exc}") from None
+    return Spec.model_validate({**settled, "base": base, "frame": frame})
 
 
 @spec_entry
