@@ -86,16 +86,20 @@ def _bound(pid, gid, values, key, k, r, *ranges, seed=0, mark_kept=False):
         k,
         r,
         *ranges,
-        generator=np.random.default_rng(seed),
+        row_key=_row_key(seed),
         mark_kept=mark_kept,
     )
+
+
+def _row_key(seed: int) -> tuple[int, int]:
+    return rule.rule_key(np.random.default_rng(seed))
 
 
 def _rule_rows(pid, gid, key, k, r, seed):
     """The rows the rule keeps, by the rule's numpy reference (the polars-only path's
     functions): each person's k pairs of smallest (priority, group), then, for the kept
-    pairs over r rows in (person, group) order, each pair's rows in file order, the
-    rule's positions (drawn from the generator after the key)."""
+    pairs over r rows, each pair's rows in file order, the rule's positions (the r
+    smallest row priorities under the row key)."""
     n = pid.size
     order = np.lexsort((np.arange(n), gid, pid))  # by pair, each pair's rows in file order
     p, g = pid[order], gid[order]
@@ -106,7 +110,7 @@ def _rule_rows(pid, gid, key, k, r, seed):
     keep = keep_pair[pair_of_row]
     big = keep_pair & (lens > r)
     on = big[pair_of_row]
-    keep[on] = rule.kept_positions(lens[big], r, np.random.default_rng(seed))
+    keep[on] = rule.kept_positions(p[start][big], g[start][big], lens[big], r, _row_key(seed))
     mask = np.zeros(n, dtype=bool)
     mask[order[keep]] = True
     return mask
@@ -239,7 +243,7 @@ def _positions(people: int, m: int, groups: int, shuffle: bool) -> pl.DataFrame:
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_rows_and_groups_uniform_through_the_release_path(shuffle):
     """3 groups of 3 rows, keep 2 groups x 1 row: each of the 9 positions with probability
-    2/9, whatever the file order (the oversized pairs' rows come from segment_sample)."""
+    2/9, whatever the file order (the oversized pairs' rows: the row priorities)."""
     people = 3_000
     df = _positions(people, 9, 3, shuffle)
     values = {f"at{j}": (pl.col("j") == j).cast(pl.Float64) for j in range(9)}
