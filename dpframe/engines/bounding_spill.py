@@ -132,19 +132,38 @@ def _value_coded(dtype: pl.DataType) -> bool:
     return dtype not in WIDE_INTEGERS
 
 
-def _person_expr(frame: pl.LazyFrame, person: str, dtype: pl.DataType, rows: int) -> pl.Expr:
-    """The expression of each row's person code: the values themselves where they are
-    their codes, else the distinct values' codes mapped back (a null refused)."""
+def _person_expr(
+    frame: pl.LazyFrame, person: str, dtype: pl.DataType, rows: int
+) -> tuple[pl.Expr, tuple[int, int]]:
+    """The expression of each row's person code -- the values themselves where they are
+    their codes, else the distinct values' codes mapped back (a null refused) -- and the
+    codes' least and greatest."""
     raw = pl.col(person).to_physical().cast(pl.Int64)
     if _value_coded(dtype):
         stats = frame.select(raw.min().alias("lo"), raw.max().alias("hi"), raw.null_count())
         lo, hi, nulls = stats.collect(engine="streaming").row(0)
         refuse_missing_ids(person, int(nulls))
-        if lo is None or person_codes(pl.Series([lo, hi]), rows).to_list() == [lo, hi]:
-            return raw  # no dense ranks: the codes are the values
+        if lo is None:
+            return raw, (0, 0)
+        if person_codes(pl.Series([lo, hi]), rows).to_list() == [lo, hi]:
+            return raw, (int(lo), int(hi))  # no dense ranks: the codes are the values
     seen = frame.select(pl.col(person).unique()).collect(engine="streaming")[person]
     refuse_missing_ids(person, missing_count(seen))
-    return pl.col(person).replace_strict(seen, person_codes(seen, rows), return_dtype=pl.Int64)
+    codes = person_codes(seen, rows)
+    expr = pl.col(person).replace_strict(seen, codes, return_dtype=pl.Int64)
+    return expr, (int(codes.min() or 0), int(codes.max() or 0))  # type: ignore[arg-type]
+
+
+def _group_expr(table: pl.DataFrame, keys: list[str]) -> pl.Expr | None:
+    """The expression of each row's group code, for one key without nulls (its values
+    where they are their codes, else the table's codes mapped back); None: join."""
+    if len(keys) != 1 or table[keys[0]].null_count():
+        return None
+    key, codes = table[keys[0]], table["__spill_g"]
+    same = key.to_physical().cast(pl.Int64).equals(codes, check_names=False)
+    if _value_coded(key.dtype) and same:
+        return pl.col(keys[0]).to_physical().cast(pl.Int64)
+    return pl.col(keys[0]).replace_strict(key, codes, return_dtype=pl.Int64)
 
 
 def _group_table(frame: pl.LazyFrame, keys: list[str], rows: int) -> pl.DataFrame:
@@ -225,7 +244,7 @@ def spilled_parts(
     (2, 2)
     """
     schema = frame.collect_schema()
-    pc = _person_expr(frame, person, schema[person], rows)
+    pc, person_range = _person_expr(frame, person, schema[person], rows)
     if keys:
         table = _group_table(frame, keys, rows)
         g0, g1 = int(table["__spill_g"].min()), int(table["__spill_g"].max())  # type: ignore[arg-type]
@@ -237,17 +256,16 @@ def spilled_parts(
     rows_key = row_key(rng)
     vnames = [f"__spill_v{j}" for j in range(len(values))]
     fnames = [f"__spill_f{j}" for j in range(len(flags))]
+    gc = _group_expr(table, keys) if keys else pl.lit(0, dtype=pl.Int64)
     records = frame.select(
         pc.alias("__spill_p"),
-        *keys,
+        *(keys if gc is None else [gc.alias("__spill_g")]),
         *[e.cast(pl.Float64).alias(n) for e, n in zip(values, vnames, strict=True)],
         *[e.cast(pl.UInt8).alias(n) for e, n in zip(flags, fnames, strict=True)],
     )
-    if keys:
+    if gc is None:  # several keys, or nulls: the table joined on, in the input's order
         on = table.lazy()
         records = records.join(on, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    else:
-        records = records.with_columns(pl.lit(0, dtype=pl.Int64).alias("__spill_g"))
     part = (pl.col("__spill_p").hash(_PART_SEED) % parts).alias("__spill_part")
     records = records.select("__spill_p", "__spill_g", *vnames, *fnames, part)
     ngroups = g1 - g0 + 1
@@ -260,15 +278,14 @@ def spilled_parts(
         [0] * len(flags),
     )
     with tempfile.TemporaryDirectory(prefix="dpframe-bounding-") as folder:
-        records.sink_parquet(
-            pl.PartitionBy(folder, key="__spill_part", include_key=False), mkdir=True
-        )
+        target = pl.PartitionBy(folder, key="__spill_part", include_key=False)
+        records.sink_ipc(target, mkdir=True, compression="uncompressed")
         for sub in sorted(Path(folder).iterdir()):
-            files = sorted(sub.glob("*.parquet"))  # a part's files, in the input's order
+            files = sorted(sub.glob("*.ipc"))  # a part's files, in the input's order
             if files:
-                _bound_part(
-                    pl.read_parquet(files), vnames, fnames, (g0, g1), bounds, key, rows_key, out
-                )
+                part = pl.concat([pl.read_ipc(f) for f in files], rechunk=False)
+                ranges = (person_range, (g0, g1))
+                _bound_part(part, vnames, fnames, ranges, bounds, (key, rows_key), out)
     return out
 
 
@@ -276,13 +293,13 @@ def _bound_part(
     part: pl.DataFrame,
     vnames: list[str],
     fnames: list[str],
-    group_range: tuple[int, int],
+    ranges: tuple[tuple[int, int], tuple[int, int]],
     bounds: tuple[int, int],
-    key: tuple[int, int],
-    rows_key: tuple[int, int],
+    keys: tuple[tuple[int, int], tuple[int, int]],
     out: Spilled,
 ) -> None:
-    """One part's records bounded by the kernel, added to ``out``."""
+    """One part's records bounded by the kernel (the codes' ``ranges``, the unit's
+    ``bounds``, the rule's pair and row ``keys``), added to ``out``."""
     from dpframe.engines import bounding_kernel as bk
 
     for j, n in enumerate(fnames):
@@ -301,12 +318,12 @@ def _bound_part(
         chunks["__spill_p"],
         chunks["__spill_g"],
         vals,
-        key,
+        keys[0],
         bounds[0],
         bounds[1],
-        None,
-        group_range,
-        row_key=rows_key,
+        ranges[0],
+        ranges[1],
+        row_key=keys[1],
     )
     out.kept[:] += kept
     out.sums[:] += sums

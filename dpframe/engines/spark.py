@@ -380,8 +380,9 @@ def bounded_spark(
     ranked in a window over the pair), so the caps hold within the evaluation that keeps
     them, even if the input changed between reads. Nothing reaches the driver but the
     number of rows, the codes' ranges and whether the person column holds a null, a NaN
-    or an infinity (refused: NaN is no person). The choices are made when this is called: every action
-    on the result sees the same rows (for an input with a stable order).
+    or an infinity (refused: NaN is no person). The choices are a function of the rows
+    and the keys drawn when this is called: every action on the result sees the same
+    rows (for an input with a stable order).
     """
     keys = list(keys)
     check_unit(schema_frame(sdf).collect_schema(), unit, keys)
