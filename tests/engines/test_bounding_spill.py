@@ -124,24 +124,38 @@ def test_partitioned_keeps_what_memory_keeps(order, person, keys, counted, tmp_p
         assert np.allclose(got[c].to_numpy(), real[c].to_numpy(), rtol=1e-12, atol=0), c
 
 
-def test_partitioned_codes_are_the_rules_for_ranked_and_value_coded_columns(counted):
-    """Persons whose codes are ranks (sparse integers, strings, booleans, dates as keys):
-    the codes from the distinct values are those of the records."""
+PERSONS = {
+    "sparse": lambda pid: pl.Series(pid * 10**12),  # spans more than 4 * rows: ranks
+    "categorical": lambda pid: pl.Series([f"p{v}" for v in pid], dtype=pl.Categorical),
+    "enum": lambda pid: pl.Series(
+        [f"p{v}" for v in pid], dtype=pl.Enum([f"p{v}" for v in range(800)][::-1])
+    ),
+    "u64": lambda pid: pl.Series(pid.astype(np.uint64) * np.uint64(2**54)),
+    "i8": lambda pid: pl.Series((pid % 120).astype(np.int8)),
+}
+
+
+@pytest.mark.parametrize("person", sorted(PERSONS))
+def test_partitioned_codes_are_the_rules_for_ranked_and_value_coded_columns(person, counted):
+    """Persons and keys whose codes are ranks or their values (sparse integers,
+    categoricals, enums, 64-bit unsigned, booleans, dates): the codes computed from the
+    distinct values are those of the records."""
     import datetime as dt
 
     rng = np.random.default_rng(3)
-    n = 12_000
+    n = 8_000
     pid = rng.integers(0, 800, n)
     frame = pl.DataFrame(
         {
-            "pid": pid * 10**12,  # spans far more than 4 * rows: dense ranks
+            "pid": PERSONS[person](pid),
             "b": rng.integers(0, 2, n).astype(bool),
             "d": [dt.date(2020, 1, 1) + dt.timedelta(days=int(v)) for v in pid % 9],
+            "u": pl.Series(rng.integers(0, 5, n).astype(np.uint64) * np.uint64(2**60)),
             "x": rng.integers(0, 5, n).astype(float),
         }
     )
     unit = PrivacyUnit("pid", max_rows=1, max_groups=1)
-    for keys in (["b"], ["d"], ["b", "d"]):
+    for keys in (["b"], ["u"], ["b", "d"]):
         args = (frame.lazy(), unit, keys, {"s": pl.col("x")}, ["c"], {})
         whole = bounded_grouped_parts(*args, _source())
         counted.clear()
