@@ -134,9 +134,10 @@ def _sipround(v0, v1, v2, v3):
 
 
 @nb.njit(inline="always")
-def _sip13(k0, k1, m0, m1, nwords):
-    # SipHash-1-3 of the message of ``nwords`` (1 or 2) little-endian 64-bit words m0, m1:
-    # the kernel's copy of :func:`dpframe.engines.bounding_rule.pair_hash`'s function
+def _sip13(k0, k1, m0, m1, m2, nwords):
+    # SipHash-1-3 of the message of ``nwords`` (1, 2 or 3) little-endian 64-bit words
+    # m0, m1, m2: the kernel's copy of :func:`dpframe.engines.bounding_rule.pair_hash`'s
+    # and :func:`~dpframe.engines.bounding_rule.row_hash`'s function
     v0 = k0 ^ np.uint64(0x736F6D6570736575)
     v1 = k1 ^ np.uint64(0x646F72616E646F6D)
     v2 = k0 ^ np.uint64(0x6C7967656E657261)
@@ -144,10 +145,14 @@ def _sip13(k0, k1, m0, m1, nwords):
     v3 ^= m0
     v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     v0 ^= m0
-    if nwords == 2:
+    if nwords >= 2:
         v3 ^= m1
         v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
         v0 ^= m1
+    if nwords == 3:
+        v3 ^= m2
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+        v0 ^= m2
     last = np.uint64(8 * nwords) << np.uint64(56)
     v3 ^= last
     v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
@@ -165,39 +170,16 @@ def _pair_hash(k0, k1, p, g):
     # fit in 32 bits, else 16 (two 64-bit words); the length is hashed, so the two
     # encodings never meet and each pair has its own message
     if p >= 0 and g >= 0 and p < 4294967296 and g < 4294967296:
-        return _sip13(k0, k1, np.uint64(p) | (np.uint64(g) << np.uint64(32)), np.uint64(0), 1)
-    return _sip13(k0, k1, np.uint64(p), np.uint64(g), 2)
+        m = np.uint64(p) | (np.uint64(g) << np.uint64(32))
+        return _sip13(k0, k1, m, np.uint64(0), np.uint64(0), 1)
+    return _sip13(k0, k1, np.uint64(p), np.uint64(g), np.uint64(0), 2)
 
 
 @nb.njit(inline="always")
 def _row_hash(k0, k1, p, g, pos):
     # SipHash-1-3 of the row's (person code, group code, position): 24 bytes, three
     # 64-bit words (the kernel's copy of :func:`dpframe.engines.bounding_rule.row_hash`)
-    m0 = np.uint64(p)
-    m1 = np.uint64(g)
-    m2 = np.uint64(pos)
-    v0 = k0 ^ np.uint64(0x736F6D6570736575)
-    v1 = k1 ^ np.uint64(0x646F72616E646F6D)
-    v2 = k0 ^ np.uint64(0x6C7967656E657261)
-    v3 = k1 ^ np.uint64(0x7465646279746573)
-    v3 ^= m0
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0 ^= m0
-    v3 ^= m1
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0 ^= m1
-    v3 ^= m2
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0 ^= m2
-    last = np.uint64(24) << np.uint64(56)
-    v3 ^= last
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0 ^= last
-    v2 ^= np.uint64(0xFF)
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    return v0 ^ v1 ^ v2 ^ v3
+    return _sip13(k0, k1, np.uint64(p), np.uint64(g), np.uint64(pos), 3)
 
 
 @nb.njit(inline="always")

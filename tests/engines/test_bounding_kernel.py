@@ -47,6 +47,16 @@ def test_pair_hash_is_siphash13_as_cpython_computes_it():
         for a, b in zip(p, g, strict=True)
     ]
     assert sum(len(d) == 8 for d in data) == 30
+    ref = _cpython_siphash(data)
+    # CPython maps a hash of -1 to -2; no such value among these
+    assert [int(h) for h in ours] == ref
+    # and the rule's numpy reference (which Spark runs) is the same SipHash
+    assert [int(h) for h in rule.pair_hash((0, 0), p, g)] == ref
+
+
+def _cpython_siphash(data: list[bytes]) -> list[int]:
+    """CPython's hash of each message with PYTHONHASHSEED=0 (SipHash-1-3 under the zero
+    key, as 64 unsigned bits); the test is skipped where CPython hashes otherwise."""
     code = (
         "import sys; print(sys.hash_info.algorithm); "
         "[print(hash(bytes.fromhex(x)) % 2**64) for x in sys.argv[1:]]"
@@ -61,11 +71,26 @@ def test_pair_hash_is_siphash13_as_cpython_computes_it():
     ).stdout.split()
     if out[0] != "siphash13":
         pytest.skip(f"this Python hashes with {out[0]}")
-    ref = [int(v) for v in out[1:]]
-    # CPython maps a hash of -1 to -2; no such value among these
-    assert [int(h) for h in ours] == ref
-    # and the rule's numpy reference (which Spark runs) is the same SipHash
-    assert [int(h) for h in rule.pair_hash((0, 0), p, g)] == ref
+    return [int(v) for v in out[1:]]
+
+
+def test_the_kernels_row_hash_is_the_rules_and_cpythons():
+    """The row hash: SipHash-1-3 of 24 bytes (three little-endian 64-bit words); the
+    kernel's copy bit-equal to the rule's reference, both to CPython's SipHash-1-3 (key
+    zero with PYTHONHASHSEED=0)."""
+    rng = np.random.default_rng(5)
+    p = np.concatenate([rng.integers(0, 2**40, 40), [-1, 2**63 - 1, 0]])
+    g = np.concatenate([rng.integers(-(2**30), 2**30, 40), [0, -(2**63), 2**32]])
+    pos = np.concatenate([rng.integers(0, 2**32 - 1, 40), [0, 1, 2**32 - 2]])
+    for key in [(0, 0), (0x0123456789ABCDEF, 0xFEDCBA9876543210)]:
+        assert np.array_equal(bk.row_hash(key, p, g, pos), rule.row_hash(key, p, g, pos))
+    data = [
+        b"".join(int(v).to_bytes(8, "little", signed=True) for v in t)
+        for t in zip(p, g, pos, strict=True)
+    ]
+    ref = _cpython_siphash(data)
+    assert [int(h) for h in bk.row_hash((0, 0), p, g, pos)] == ref
+    assert [int(h) for h in rule.row_hash((0, 0), p, g, pos)] == ref
 
 
 def _data(n=30_000, people=2_000, groups=25, seed=0):

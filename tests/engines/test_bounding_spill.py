@@ -9,7 +9,8 @@
 * Locality: a person's kept rows do not change when another person's rows are added or
   removed (brute force, the kernel and the rule's numpy reference).
 * Uniformity: the kept subset of an oversized pair is uniform over the keys (chi-square,
-  P_MIN the chance of a false failure).
+  P_MIN the chance of a false failure). (The row hash against CPython's SipHash:
+  ``test_bounding_kernel.py``.)
 * The temporary files are removed on success and on failure; a bad memory setting is
   refused before anything is read or written.
 """
@@ -18,9 +19,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -223,37 +221,6 @@ def test_the_kept_subset_of_an_oversized_pair_is_uniform_over_keys():
     cells = np.unique(codes, return_counts=True)[1]
     assert cells.size == len(subsets) and stats.chisquare(cells).pvalue > P_MIN
     assert stats.chisquare(marks.sum(axis=0)).pvalue > P_MIN  # each position 2/5
-
-
-def test_the_kernels_row_hash_is_the_rules_and_cpythons():
-    """The row hash: SipHash-1-3 of 24 bytes (three little-endian 64-bit words); the
-    kernel's copy bit-equal to the rule's reference, both to CPython's SipHash-1-3 (key
-    zero with PYTHONHASHSEED=0)."""
-    rng = np.random.default_rng(5)
-    p = np.concatenate([rng.integers(0, 2**40, 40), [-1, 2**63 - 1, 0]])
-    g = np.concatenate([rng.integers(-(2**30), 2**30, 40), [0, -(2**63), 2**32]])
-    pos = np.concatenate([rng.integers(0, 2**32 - 1, 40), [0, 1, 2**32 - 2]])
-    for key in [(0, 0), (0x0123456789ABCDEF, 0xFEDCBA9876543210)]:
-        assert np.array_equal(bk.row_hash(key, p, g, pos), rule.row_hash(key, p, g, pos))
-    data = [
-        b"".join(int(v).to_bytes(8, "little", signed=True) for v in t)
-        for t in zip(p, g, pos, strict=True)
-    ]
-    code = (
-        "import sys; print(sys.hash_info.algorithm); "
-        "[print(hash(bytes.fromhex(x)) % 2**64) for x in sys.argv[1:]]"
-    )
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    out = subprocess.run(
-        [sys.executable, "-c", code, *[d.hex() for d in data]],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    ).stdout.split()
-    if out[0] != "siphash13":
-        pytest.skip(f"this Python hashes with {out[0]}")
-    assert [int(h) for h in rule.row_hash((0, 0), p, g, pos)] == [int(v) for v in out[1:]]
 
 
 def test_row_priorities_break_ties_by_position_and_refuse_huge_positions():
