@@ -828,26 +828,27 @@ def bounded_sums(
     )
     # the pairs over max_rows: the rule's row priorities of their rows (each pair's rows
     # in file order: their positions), each pair's r smallest kept
+    # (called even without such a pair, so that a release always loads every kernel and
+    # a later process compiles none of them)
     first = np.concatenate(([0], np.cumsum(over))).astype(np.int64)
-    if first[-1]:
-        r0, r1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in row_key)
-        sums += _sample(
-            qk,
-            off,
-            first,
-            r0,
-            r1,
-            p0,
-            g0,
-            shift,
-            gbits,
-            r,
-            vp,
-            ngroups,
-            threads,
-            tmarks,
-            bool(mark_kept),
-        )
+    r0, r1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in row_key)
+    sums += _sample(
+        qk,
+        off,
+        first,
+        r0,
+        r1,
+        p0,
+        g0,
+        shift,
+        gbits,
+        r,
+        vp,
+        ngroups,
+        threads,
+        tmarks,
+        bool(mark_kept),
+    )
     del qk, vp
     if not mark_kept:
         return kept, sums, pairs, group_row, None
