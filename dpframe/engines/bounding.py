@@ -17,8 +17,8 @@ them):
 2. the pairs' codes and priorities, and each person's kept pairs
    (:func:`~dpframe.engines.bounding_rule.kept_pairs`);
 3. in a kept pair with ``n > max_rows`` (rare in person data), the rule's
-   ``max_rows`` row *positions*, and only the rows of such pairs are read again and
-   numbered in the input's order (``int_range().over``).
+   ``max_rows`` row *positions* (the smallest row priorities), and only the rows of such
+   pairs are read again and numbered in the input's order (``int_range().over``).
 
 :func:`bounded_frame` returns the kept records lazily (the choices are drawn once, when
 it is called, so every evaluation of the result sees the same rows for a frame with a
@@ -26,8 +26,9 @@ stable row order; every kept pair's rows are numbered when read again, so no pai
 more than ``max_rows`` rows nor a person an unchosen group if the input changed);
 :func:`bounded_grouped_parts` is the fast path of a grouped release
 of counts and sums: the compiled kernel where the codes are the values' integers (the
-pairs over ``max_rows`` finished in the compiled code too), else the pairs by polars,
-which goes back to the rows for the pairs over ``max_rows`` only.
+pairs over ``max_rows`` finished in the compiled code too; past the memory setting, in
+parts of persons spilled to disk, :mod:`dpframe.engines.bounding_spill`), else the pairs
+by polars, which goes back to the rows for the pairs over ``max_rows`` only.
 
 Examples
 --------
