@@ -11,9 +11,11 @@ setting (:func:`bounding_memory`), :func:`spilled_parts` bounds them in parts in
    values is not mapped at all). The codes are those the in-memory path computes: a code
    depends only on which values are present.
 2. **Partition by person**: one streaming pass writes each record's codes, values and
-   bad-value flags to the Parquet part of a hash of its person code (``sink_parquet``
-   into :class:`polars.PartitionBy`; a pair's rows stay in the input's order), in a
-   temporary folder removed when the call ends, whether it succeeds or fails.
+   bad-value flags to the part of a hash of its person code (uncompressed Arrow IPC,
+   ``sink_ipc`` into :class:`polars.PartitionBy`; a pair's rows stay in the input's
+   order), in a temporary folder removed when the call ends, whether it succeeds or
+   fails. Up to :data:`RESCAN_PARTS` parts, each part is read by a streaming pass of its
+   own instead (nothing written: faster for so few).
 3. **Bound each part** in the compiled kernel and add the per-group parts up.
 
 The rule's choice of a person's rows depends only on that person's rows, the codes and the
