@@ -694,6 +694,11 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "covariance_n": _integer(2, "the public dataset size of a sample covariance"),
         "seed": Constraint("None (secure) or an int >= 0", _seed),
         "max_rows": _integer(1, "a person keeps at least one row per group"),
+        # person-level bounding's memory on the polars engine, in bytes (the records it
+        # holds at once; more are partitioned by person and spilled to disk)
+        "bounding_memory": _integer(
+            2**16, "64 KiB at least: smaller parts only multiply the passes"
+        ),
         "max_groups": _integer(1, "a person keeps at least one group"),
         "bins": Constraint(
             f"an integer in [1, {QUANTILE_MAX_BINS}]",

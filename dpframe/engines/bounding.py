@@ -17,8 +17,8 @@ them):
 2. the pairs' codes and priorities, and each person's kept pairs
    (:func:`~dpframe.engines.bounding_rule.kept_pairs`);
 3. in a kept pair with ``n > max_rows`` (rare in person data), the rule's
-   ``max_rows`` row *positions*, and only the rows of such pairs are read again and
-   numbered in the input's order (``int_range().over``).
+   ``max_rows`` row *positions* (the smallest row priorities), and only the rows of such
+   pairs are read again and numbered in the input's order (``int_range().over``).
 
 :func:`bounded_frame` returns the kept records lazily (the choices are drawn once, when
 it is called, so every evaluation of the result sees the same rows for a frame with a
@@ -26,8 +26,9 @@ stable row order; every kept pair's rows are numbered when read again, so no pai
 more than ``max_rows`` rows nor a person an unchosen group if the input changed);
 :func:`bounded_grouped_parts` is the fast path of a grouped release
 of counts and sums: the compiled kernel where the codes are the values' integers (the
-pairs over ``max_rows`` finished in the compiled code too), else the pairs by polars,
-which goes back to the rows for the pairs over ``max_rows`` only.
+pairs over ``max_rows`` finished in the compiled code too; past the memory setting, in
+parts of persons spilled to disk, :mod:`dpframe.engines.bounding_spill`), else the pairs
+by polars, which goes back to the rows for the pairs over ``max_rows`` only.
 
 Examples
 --------
@@ -62,7 +63,14 @@ from dpframe.engines.bounding_rule import (
     encodable,
     kept_pairs,
     kept_positions,
+    row_key,
     rule_key,
+)
+from dpframe.engines.bounding_spill import (
+    BOUNDING_MEMORY,
+    bounding_memory,
+    partitions,
+    spilled_parts,
 )
 from dpframe.engines.driver import ROWS, check_key_dtype, missing_count
 from dpframe.errors import InvalidParameterError
@@ -142,15 +150,14 @@ def _choose_groups(
 
 
 def _kept_positions(
-    big: pl.DataFrame, person: str, keys: list[str], r: int, rng: np.random.Generator
+    big: pl.DataFrame, person: str, keys: list[str], r: int, rows_key: tuple[int, int]
 ) -> pl.DataFrame:
     """For the kept pairs with more than ``r`` rows: the rule's positions kept
-    (:func:`~.bounding_rule.kept_positions`, the pairs in code order)."""
+    (:func:`~.bounding_rule.kept_positions` under the row key)."""
     import numpy as np
 
-    big = big.sort(_PC, _GC)
     lens = big[_N].to_numpy().astype(np.int64)
-    keep = kept_positions(lens, r, rng)
+    keep = kept_positions(big[_PC].to_numpy(), big[_GC].to_numpy(), lens, r, rows_key)
     starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
     pos = np.arange(int(lens.sum())) - np.repeat(starts, lens)
     rows = np.repeat(np.arange(big.height), lens)[keep]
@@ -163,12 +170,12 @@ def _oversized_rows(
     keys: list[str],
     big: pl.DataFrame,
     r: int,
-    rng: np.random.Generator,
+    rows_key: tuple[int, int],
 ) -> pl.LazyFrame:
     """The kept rows of pairs with more than ``r`` rows, lazily: only they are numbered,
     each by its position among its pair's rows in the input's order."""
     on = [person, *keys]
-    positions = _kept_positions(big, person, keys, r, rng)
+    positions = _kept_positions(big, person, keys, r, rows_key)
     position = pl.int_range(pl.len(), dtype=pl.Int64).over(on, order_by=_ROW)
     return (
         frame.with_row_index(_ROW)
@@ -219,6 +226,7 @@ def bounded_frame(
     person = unit.person
     rng = (source or RandomSource()).generator()
     key = rule_key(rng)
+    rows_key = row_key(rng)
     every = _pairs(frame, person, keys, [])
     r = min(unit.max_rows, int(every[_N].sum()))  # no pair has more rows (a u32 count)
     pairs = _choose_groups(every, person, keys, unit.max_groups, key)
@@ -236,7 +244,7 @@ def bounded_frame(
         .drop(_ROW)
     )
     if big.height:
-        kept = pl.concat([kept, _oversized_rows(frame, person, keys, big, r, rng)])
+        kept = pl.concat([kept, _oversized_rows(frame, person, keys, big, r, rows_key)])
     return kept
 
 
@@ -251,6 +259,7 @@ def bounded_grouped_parts(
     *,
     kernel: bool = True,
     distinct: Sequence[str] = (),
+    memory: int | None = None,
 ) -> pl.DataFrame:
     """The per-group parts of a person-level release of counts, sums and distinct persons.
 
@@ -288,6 +297,12 @@ def bounded_grouped_parts(
         The names of the parts counting the distinct persons of each group's kept rows
         (the kept ``(person, group)`` pairs: each keeps at least one row), as Float64;
         from the same choice as the counts and sums.
+    memory : int, optional
+        The bytes of records the kernel may hold at once (default:
+        :func:`~dpframe.engines.bounding_spill.bounding_memory`, the environment
+        variable ``DPFRAME_BOUNDING_MEMORY`` or 256 MiB); more records are partitioned
+        by person and spilled to disk (:mod:`dpframe.engines.bounding_spill`): the same
+        rows kept, the same counts, the sums up to the order of float additions.
 
     Returns
     -------
@@ -307,9 +322,10 @@ def bounded_grouped_parts(
     keys = list(keys)
     schema = frame.collect_schema()
     check_unit(schema, unit, keys)
+    limit = bounding_memory(memory)
     rng = (source or RandomSource()).generator()
     if kernel and all(encodable(schema[c]) for c in [unit.person, *keys]):
-        return _kernel_parts(frame, unit, keys, values, counts, bads, rng, distinct)
+        return _kernel_parts(frame, unit, keys, values, counts, bads, rng, distinct, limit)
     return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
 
 
@@ -322,15 +338,42 @@ def _kernel_parts(
     bads: dict[str, pl.Expr],
     rng: np.random.Generator,
     distinct: Sequence[str] = (),
+    memory: int = BOUNDING_MEMORY,
 ) -> pl.DataFrame:
-    """:func:`bounded_grouped_parts` by the compiled kernel (see its docstring); the
-    rule's key is ``rng``'s first draw (after the fallback to the polars path)."""
+    """:func:`bounded_grouped_parts` by the compiled kernel (see its docstring), in
+    memory or, for more records than ``memory`` bytes hold, in parts spilled to disk;
+    the rule's keys are ``rng``'s first draws (after the fallback to the polars path)."""
     import numpy as np
 
     from dpframe.engines import bounding_kernel as bk
 
     person = unit.person
     names = list(values)
+    rows = int(frame.select(pl.len()).collect(engine="streaming").item())
+    parts = partitions(rows, len(names), len(bads), memory)
+    if parts > 1:
+        spilled = spilled_parts(
+            frame,
+            person,
+            keys,
+            [values[n] for n in names],
+            list(bads.values()),
+            rows,
+            parts,
+            (unit.max_groups, unit.max_rows),
+            rng,
+        )
+        if spilled is None:  # more than 2**26 groups
+            return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
+        kept, sums, persons = spilled.kept, spilled.sums, spilled.persons
+        groups = np.flatnonzero(kept > 0) if keys else np.zeros(1, dtype=np.int64)
+        out = (
+            spilled.groups.filter(pl.col("__spill_g").is_in(groups + spilled.first)).select(keys)
+            if keys
+            else pl.DataFrame()
+        )
+        totals = dict(zip(bads, spilled.flags, strict=True))
+        return _assemble(out, keys, groups, (kept, sums, persons), names, counts, distinct, totals)
     # one streaming read: the person, the keys, each part's values, each bad-row flag, in
     # a frame of their own (the input's names never collide with the derived columns')
     derived = [values[n].cast(pl.Float64) for n in names] + list(bads.values())
@@ -347,6 +390,7 @@ def _kernel_parts(
     if g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:  # more than 2**26 groups
         return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
     key = rule_key(rng)
+    rows_key = row_key(rng)
     work = pl.DataFrame([pid.alias("p"), gid, *[parts[f"v{j}"] for j in range(len(names))]])
     if len({tuple(len(x) for x in work[c].get_chunks()) for c in work.columns}) > 1:
         work = work.rechunk()
@@ -364,11 +408,29 @@ def _kernel_parts(
         unit.max_rows,
         p_range,
         g_range,
-        generator=rng,  # the rows kept of the pairs over max_rows: right after the key
+        row_key=rows_key,
     )
     del chunks, vals
     groups = np.flatnonzero(kept > 0) if keys else np.zeros(1, dtype=np.int64)
     out = df[group_row[groups]].select(keys) if keys else pl.DataFrame()  # their keys' values
+    totals = {b: int(parts[f"b{j}"].sum() or 0) for j, b in enumerate(bads)}
+    return _assemble(out, keys, groups, (kept, sums, persons), names, counts, distinct, totals)
+
+
+def _assemble(
+    out: pl.DataFrame,
+    keys: list[str],
+    groups: np.ndarray,
+    found: tuple[np.ndarray, np.ndarray, np.ndarray],
+    names: list[str],
+    counts: Sequence[str],
+    distinct: Sequence[str],
+    totals: dict[str, int],
+) -> pl.DataFrame:
+    """The parts frame: the groups' keys (``out``), then, from the kernel's kept rows,
+    sums and persons by group (``found``, read at ``groups``), each part, and the bad
+    counts on the first group."""
+    kept, sums, persons = found
     cols = {ROWS: pl.Series(ROWS, kept[groups], dtype=pl.UInt32)}
     for n in counts:
         cols[n] = pl.Series(n, kept[groups], dtype=pl.Float64)
@@ -377,7 +439,6 @@ def _kernel_parts(
     for n in distinct:
         cols[n] = pl.Series(n, persons[groups], dtype=pl.Float64)
     out = out.with_columns(**cols) if keys else pl.DataFrame(cols)
-    totals = {b: int(parts[f"b{j}"].sum() or 0) for j, b in enumerate(bads)}
     return _with_bad_totals(out, totals)
 
 
@@ -410,6 +471,7 @@ def _polars_parts(
     """:func:`bounded_grouped_parts` by polars: pairs aggregated, then chosen (the rule's
     key: ``rng``'s first draw)."""
     key = rule_key(rng)
+    rows_key = row_key(rng)
     person = unit.person
     exprs = {n: e.sum() for n, e in values.items()}
     bad_sums = [e.sum().alias(b) for b, e in bads.items()]
@@ -421,7 +483,7 @@ def _polars_parts(
     big = kept.filter(pl.col(_N) > r)
     kept = kept.drop(_PC, _GC)
     if big.height:
-        rows = _oversized_rows(frame, person, keys, big, r, rng)
+        rows = _oversized_rows(frame, person, keys, big, r, rows_key)
         fixed = rows.group_by(on).agg(e.alias(n) for n, e in exprs.items())
         fixed = fixed.collect(engine="streaming")
         kept = pl.concat(

@@ -25,12 +25,15 @@ than ``2**GROUP_BITS``). Nothing here sorts the records or shuffles them:
    rows is **oversized**: a second pass over that bucket (only then) numbers its records
    in the rule's order (the bucket's oversized pairs by ``(person, group)``, each pair's
    records in file order, which the partition keeps).
-4. **The rows of oversized pairs** (parallel over buckets): the rule's priorities of
-   those rows (:func:`~dpframe.engines.bounding_rule.position_priorities`: one uniform
-   permutation, drawn right after the key, read by each record's number), and each
-   pair's ``max_rows`` smallest summed into its group. Nothing is sorted or gathered in
-   numpy, and the pieces reach the compiled code as a table of addresses (no numba typed
-   ``List``, which compiles in every process).
+4. **The rows of oversized pairs** (parallel over buckets): the rule's priority of
+   each of those rows (:func:`~dpframe.engines.bounding_rule.row_priority`: SipHash of
+   its person, group and position under the row key; this module's copy,
+   :func:`row_hash`, held bit-equal to the reference by the tests), computed as the
+   pair's rows are read, and each pair's ``max_rows`` smallest summed into its group.
+   A pair's choice depends only on its codes and rows: the persons may be bounded in
+   any partition of them. Nothing is sorted or gathered in numpy, and the pieces reach
+   the compiled code as a table of addresses (no numba typed ``List``, which compiles in
+   every process).
 
 Why this bounds sensitivities: see :mod:`dpframe.engines.bounding_rule`.
 
@@ -46,7 +49,7 @@ Examples
 >>> pid = np.array([0, 0, 0, 1], dtype=np.int64)
 >>> gid = np.array([0, 1, 2, 0], dtype=np.int64)
 >>> kept, sums, pairs, group_row, marks = bounded_sums(
-...     pid, gid, np.ones((1, 4)), (1, 2), 1, 1, generator=np.random.default_rng(0),
+...     pid, gid, np.ones((1, 4)), (1, 2), 1, 1, row_key=(3, 4),
 ...     mark_kept=True,
 ... )
 >>> int((marks[:3] == KEPT).sum()), int(marks[3]), int(kept.sum()), float(sums.sum())
@@ -62,7 +65,7 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from dpframe.engines.bounding_rule import GROUP_BITS, PERSON_BITS, position_priorities
+from dpframe.engines.bounding_rule import GROUP_BITS, PERSON_BITS
 
 __all__ = [
     "DROPPED",
@@ -71,6 +74,7 @@ __all__ = [
     "PERSON_BITS",
     "bounded_sums",
     "pair_hash",
+    "row_hash",
     "value_range",
 ]
 
@@ -96,15 +100,13 @@ _ROWS = np.uint64((1 << 62) - 1)
 #: A slot's next index: no record of the pair numbered yet.
 _FRESH = np.uint64(1 << 63)
 #: An oversized record's priority, once numbered: its index among its bucket's oversized
-#: rows (the bits from ``_INDEX``), whether it is its pair's first row (bit ``_FIRST``),
-#: its group code (the bits below; group codes span fewer than ``2**GROUP_BITS``).
-_FIRST = GROUP_BITS
-_INDEX = GROUP_BITS + 1
+#: rows (the top bits), whether it is its pair's first row (one bit), the person's place
+#: in its bucket (``shift`` bits) and its group code (``gbits`` bits; ``shift + gbits``
+#: is at most 32, so a bucket may hold up to ``2**_BUCKET_BITS`` records).
+_BUCKET_BITS = 31
 #: Up to this ``max_rows``, a pair's rows are chosen by insertion into ``max_rows`` slots;
 #: above it, by a sort of the pair's priorities (never quadratic).
 _INSERTION = 16
-#: Fewer records than this (an oversized record's index fits above ``_INDEX``).
-_MAX_RECORDS = 1 << (64 - _INDEX)
 
 
 @nb.njit(inline="always")
@@ -132,9 +134,10 @@ def _sipround(v0, v1, v2, v3):
 
 
 @nb.njit(inline="always")
-def _sip13(k0, k1, m0, m1, nwords):
-    # SipHash-1-3 of the message of ``nwords`` (1 or 2) little-endian 64-bit words m0, m1:
-    # the kernel's copy of :func:`dpframe.engines.bounding_rule.pair_hash`'s function
+def _sip13(k0, k1, m0, m1, m2, nwords):
+    # SipHash-1-3 of the message of ``nwords`` (1, 2 or 3) little-endian 64-bit words
+    # m0, m1, m2: the kernel's copy of :func:`dpframe.engines.bounding_rule.pair_hash`'s
+    # and :func:`~dpframe.engines.bounding_rule.row_hash`'s function
     v0 = k0 ^ np.uint64(0x736F6D6570736575)
     v1 = k1 ^ np.uint64(0x646F72616E646F6D)
     v2 = k0 ^ np.uint64(0x6C7967656E657261)
@@ -142,10 +145,14 @@ def _sip13(k0, k1, m0, m1, nwords):
     v3 ^= m0
     v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     v0 ^= m0
-    if nwords == 2:
+    if nwords >= 2:
         v3 ^= m1
         v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
         v0 ^= m1
+    if nwords == 3:
+        v3 ^= m2
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+        v0 ^= m2
     last = np.uint64(8 * nwords) << np.uint64(56)
     v3 ^= last
     v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
@@ -163,8 +170,31 @@ def _pair_hash(k0, k1, p, g):
     # fit in 32 bits, else 16 (two 64-bit words); the length is hashed, so the two
     # encodings never meet and each pair has its own message
     if p >= 0 and g >= 0 and p < 4294967296 and g < 4294967296:
-        return _sip13(k0, k1, np.uint64(p) | (np.uint64(g) << np.uint64(32)), np.uint64(0), 1)
-    return _sip13(k0, k1, np.uint64(p), np.uint64(g), 2)
+        m = np.uint64(p) | (np.uint64(g) << np.uint64(32))
+        return _sip13(k0, k1, m, np.uint64(0), np.uint64(0), 1)
+    return _sip13(k0, k1, np.uint64(p), np.uint64(g), np.uint64(0), 2)
+
+
+@nb.njit(inline="always")
+def _row_hash(k0, k1, p, g, pos):
+    # SipHash-1-3 of the row's (person code, group code, position): 24 bytes, three
+    # 64-bit words (the kernel's copy of :func:`dpframe.engines.bounding_rule.row_hash`)
+    return _sip13(k0, k1, np.uint64(p), np.uint64(g), np.uint64(pos), 3)
+
+
+@nb.njit(inline="always")
+def _row_priority(k0, k1, p, g, pos):
+    # the rule's row priority: the hash's top 32 bits, then the position
+    h = _row_hash(k0, k1, p, g, pos)
+    return ((h >> np.uint64(32)) << np.uint64(32)) | np.uint64(pos)
+
+
+@nb.njit(cache=True)
+def _row_hash_many(k0, k1, p, g, pos):
+    out = np.empty(p.size, dtype=np.uint64)
+    for i in range(p.size):
+        out[i] = _row_hash(k0, k1, p[i], g[i], pos[i])
+    return out
 
 
 @nb.njit(cache=True)
@@ -313,6 +343,8 @@ def _choose(qk, off, shift, gbits, k, r, values, ngroups, nthreads, tmarks, mark
     ug = np.uint64(gbits)
     gmask = (np.uint64(1) << ug) - np.uint64(1)
     pairbits = (np.uint64(1) << np.uint64(shift + gbits)) - np.uint64(1)
+    ufirst = np.uint64(shift + gbits)  # an oversized record: its index, first, place, group
+    uix = np.uint64(shift + gbits + 1)
     m = values.shape[0]
     w = 3 + m  # a slot: priority, rows, next index (oversized), m sums (float64 bits)
     sums = np.zeros((nthreads, ngroups, m), dtype=np.float64)
@@ -398,7 +430,7 @@ def _choose(qk, off, shift, gbits, k, r, values, ngroups, nthreads, tmarks, mark
                             i ^= _FRESH
                             first = np.uint64(1)
                         st[s + 2] = i + np.uint64(1)
-                        qk[t] = (i << _INDEX) | (first << _FIRST) | (h & gmask)
+                        qk[t] = (i << uix) | (first << ufirst) | (h & pairbits)
                         tmarks[t] = OVERSIZED
                     elif mark_kept:
                         tmarks[t] = KEPT
@@ -430,13 +462,20 @@ def _choose(qk, off, shift, gbits, k, r, values, ngroups, nthreads, tmarks, mark
 
 
 @nb.njit(cache=True, parallel=True)
-def _sample(qk, off, first, priority, r, values, ngroups, nthreads, tmarks, mark_kept):
-    # the oversized pairs' kept rows: the rule's priority of each (its place in the
-    # rule's permutation, ``priority``; a bucket's from ``first[b]``), each pair's r
-    # smallest, their values summed into the pair's group
+def _sample(
+    qk, off, first, k0, k1, p0, g0, shift, gbits, r, values, ngroups, nthreads, tmarks, mark_kept
+):
+    # the oversized pairs' kept rows: the rule's priority of each (the row hash of its
+    # person, group and position under the row key ``(k0, k1)``), each pair's r
+    # smallest, their values summed into the pair's group; ``first``: each bucket's
+    # first oversized row (a bucket's count of them is the difference)
     nbuckets = off.size - 1
     m = values.shape[0]
-    gmask = (np.uint64(1) << np.uint64(_FIRST)) - np.uint64(1)
+    ug = np.uint64(gbits)
+    gmask = (np.uint64(1) << ug) - np.uint64(1)
+    low = (np.uint64(1) << np.uint64(shift)) - np.uint64(1)
+    ufirst = np.uint64(shift + gbits)
+    uix = np.uint64(shift + gbits + 1)
     most = 0
     for b in range(nbuckets):
         most = max(most, first[b + 1] - first[b])
@@ -444,7 +483,7 @@ def _sample(qk, off, first, priority, r, values, ngroups, nthreads, tmarks, mark
     for c in nb.prange(nthreads):
         record = np.empty(most, dtype=np.int64)  # each index's record
         few = min(r, _INSERTION)
-        best = np.empty(few, dtype=np.int64)  # the r smallest priorities so far
+        best = np.empty(few, dtype=np.uint64)  # the r smallest priorities so far
         at = np.empty(few, dtype=np.int64)  # their indices
         for b in range(c, nbuckets, nthreads):
             n = first[b + 1] - first[b]
@@ -452,21 +491,26 @@ def _sample(qk, off, first, priority, r, values, ngroups, nthreads, tmarks, mark
                 continue
             for t in range(off[b], off[b + 1]):
                 if tmarks[t] == OVERSIZED:
-                    record[np.int64(qk[t] >> _INDEX)] = t
+                    record[np.int64(qk[t] >> uix)] = t
                     if mark_kept:
                         tmarks[t] = DROPPED
             i = 0
             while i < n:
-                g = np.int64(qk[record[i]] & gmask)
+                q = qk[record[i]]
+                g = np.int64(q & gmask)
+                p = p0 + (np.int64(b) << shift) + np.int64((q >> ug) & low)
                 e = i + 1
-                while e < n and not (qk[record[e]] >> _FIRST) & np.uint64(1):
+                while e < n and not (qk[record[e]] >> ufirst) & np.uint64(1):
                     e += 1
                 if r > _INSERTION:  # a sort of the pair's priorities (O(rows log rows))
-                    at = np.argsort(priority[first[b] + i : first[b] + e])[:r] + i
+                    prio = np.empty(e - i, dtype=np.uint64)
+                    for j in range(i, e):
+                        prio[j - i] = _row_priority(k0, k1, p, g + g0, j - i)
+                    at = np.argsort(prio)[:r] + i
                 else:  # an insertion into r sorted slots
                     nbest = 0
                     for j in range(i, e):
-                        x = priority[first[b] + j]
+                        x = _row_priority(k0, k1, p, g + g0, j - i)
                         if nbest == r and x >= best[r - 1]:
                             continue
                         u = min(nbest, r - 1)
@@ -543,6 +587,26 @@ def pair_hash(key: tuple[int, int], person: np.ndarray, group: np.ndarray) -> np
     person = np.ascontiguousarray(person, dtype=np.int64)
     group = np.ascontiguousarray(group, dtype=np.int64)
     return _pair_hash_many(k0, k1, person, group)
+
+
+def row_hash(
+    key: tuple[int, int], person: np.ndarray, group: np.ndarray, position: np.ndarray
+) -> np.ndarray:
+    """The kernel's compiled SipHash-1-3 of each row's ``(person, group, position)``
+    under the 128-bit row key, exposed to be held bit-equal to the rule's reference,
+    :func:`dpframe.engines.bounding_rule.row_hash` (the same 24-byte messages).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.zeros(2, np.int64)
+    >>> h = row_hash((0, 0), z, z, np.array([0, 1], np.int64))
+    >>> h.dtype.name, bool(h[0] != h[1])
+    ('uint64', True)
+    """
+    k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
+    p, g, pos = (np.ascontiguousarray(x, dtype=np.int64) for x in (person, group, position))
+    return _row_hash_many(k0, k1, p, g, pos)
 
 
 def value_range(pieces: Sequence[np.ndarray]) -> tuple[int, int]:
@@ -654,7 +718,7 @@ def bounded_sums(
     person_range: tuple[int, int] | None = None,
     group_range: tuple[int, int] | None = None,
     *,
-    generator: np.random.Generator,
+    row_key: tuple[int, int],
     mark_kept: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Bound each person's rows and sum the kept ones per group.
@@ -678,11 +742,10 @@ def bounded_sums(
         The least and greatest ``pid`` (``gid``), if known (else computed); a value
         outside raises ``ValueError``. ``pid`` may span fewer than ``2**PERSON_BITS``
         integers, ``gid`` fewer than ``2**GROUP_BITS``.
-    generator : numpy.random.Generator
-        The release's bounding generator, right after ``key`` was drawn from it: the
-        rows kept of the pairs over ``max_rows`` (the rule's
-        :func:`~dpframe.engines.bounding_rule.position_priorities`, drawn only if there
-        is such a pair).
+    row_key : tuple of two ints
+        The rule's second key (:func:`~dpframe.engines.bounding_rule.row_key`, drawn
+        right after ``key``): the rows kept of the pairs over ``max_rows`` (the rule's
+        :func:`~dpframe.engines.bounding_rule.row_priority`).
     mark_kept : bool, default False
         Also mark each row kept or not (extra passes, for tests).
 
@@ -700,9 +763,8 @@ def bounded_sums(
     >>> import numpy as np
     >>> pid = np.array([0, 0, 0, 1, 1, 1], dtype=np.int64)
     >>> gid = np.array([0, 1, 2, 0, 0, 0], dtype=np.int64)
-    >>> rng = np.random.default_rng(0)
     >>> kept, sums, pairs, _, marks = bounded_sums(
-    ...     pid, gid, np.ones((1, 6)), (1, 2), 1, 2, generator=rng, mark_kept=True
+    ...     pid, gid, np.ones((1, 6)), (1, 2), 1, 2, row_key=(3, 4), mark_kept=True
     ... )
     >>> int(kept.sum()), float(sums.sum()), int(pairs.sum()), int(marks[3:].sum())
     (3, 3.0, 2, 2)
@@ -715,8 +777,6 @@ def bounded_sums(
         raise ValueError(f"the persons span more than 2**{PERSON_BITS} integers")
     if g1 - g0 >= 2**GROUP_BITS:
         raise ValueError(f"the groups span more than 2**{GROUP_BITS} integers")
-    if n >= _MAX_RECORDS:
-        raise ValueError(f"more than 2**{64 - _INDEX} records: bound them in parts")
     ngroups = g1 - g0 + 1
     if n == 0:
         zeros = np.zeros(ngroups, np.int64)
@@ -759,18 +819,37 @@ def bounded_sums(
     )
     if nbad:
         raise ValueError("a person or group value lies outside the given range")
+    if int(np.diff(off).max()) >= 1 << _BUCKET_BITS:
+        raise ValueError(f"a bucket holds 2**{_BUCKET_BITS} records or more: bound them in parts")
     tmarks = np.zeros(n, dtype=np.uint8)  # each record's mark, in partition order
     threads = max(1, min(threads, off.size - 1))
     kept, sums, pairs, over = _choose(
         qk, off, shift, gbits, k, r, vp, ngroups, threads, tmarks, bool(mark_kept)
     )
-    # the pairs over max_rows: the rule's priorities of their rows (in (person, group)
-    # order, each pair's rows in file order), each pair's r smallest kept
+    # the pairs over max_rows: the rule's row priorities of their rows (each pair's rows
+    # in file order: their positions), each pair's r smallest kept
+    # (called even without such a pair, so that a release always loads every kernel and
+    # a later process compiles none of them)
     first = np.concatenate(([0], np.cumsum(over))).astype(np.int64)
-    total = int(first[-1])
-    priority = position_priorities(total, generator) if total else np.zeros(0, np.int64)
-    sums += _sample(qk, off, first, priority, r, vp, ngroups, threads, tmarks, bool(mark_kept))
-    del qk, vp, priority
+    r0, r1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in row_key)
+    sums += _sample(
+        qk,
+        off,
+        first,
+        r0,
+        r1,
+        p0,
+        g0,
+        shift,
+        gbits,
+        r,
+        vp,
+        ngroups,
+        threads,
+        tmarks,
+        bool(mark_kept),
+    )
+    del qk, vp
     if not mark_kept:
         return kept, sums, pairs, group_row, None
     marks = np.zeros(n, dtype=np.uint8)

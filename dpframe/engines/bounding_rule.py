@@ -22,21 +22,31 @@ rows on each (``tests/engines/test_bounding_parity.py``). Each person keeps at m
    a person's pairs are ordered by ``(priority, group code)`` -- the group code breaks a
    tie of the 32 random bits (probability ``2**-32`` a comparison) in an order fixed
    before the data is seen -- and the first ``max_groups`` are kept.
-4. **Rows** (:func:`kept_positions`). The kept pairs with more than ``max_rows`` rows,
-   in ``(person code, group code)`` order, keep a uniformly random ``max_rows``-subset of
-   their rows' *positions* (a row's position: its place among its pair's rows in the
-   input's order): one uniform permutation of all their rows, drawn from the same
-   generator right after the key, and the ``max_rows`` smallest of each pair. A subset
-   of positions drawn independently of the rows is a uniform subset of the rows whatever
-   their order.
+4. **Rows** (:func:`row_key`, :func:`row_priority`, :func:`kept_positions`). A row of
+   a kept pair with more than ``max_rows`` rows is kept iff its priority is among the
+   pair's ``max_rows`` smallest. A row's priority: the top 32 bits of SipHash-1-3
+   (:func:`row_hash`) of ``(person code, group code, position)`` under a **second**
+   128-bit key, drawn from the same generator right after the pair key, then its
+   position (the row's place among its pair's rows in the input's order), which breaks a
+   tie of the 32 random bits (probability ``2**-32`` a comparison) and makes a pair's
+   priorities distinct.
 
 Why the sensitivities hold: a person's kept groups are a function of their own rows and
 their own pairs' priorities, never of the file order, and in each kept group they keep
 ``min(rows, max_rows)`` rows. With integer persons and one integer key (codes that are
 the values) the priorities are a function of the pair and the key alone; where a code is
-a rank, distinct pairs still get distinct codes, so under a secret key every other
-pair's priority is an independent uniform draw. *Which* rows of an oversized pair are
-kept is a uniform draw, whose law (not its outcome) is the same on neighbouring data.
+a rank, distinct pairs still get distinct codes (never a hash that could merge two
+persons), so under a secret key every other pair's priority is an independent uniform
+draw. *Which* rows of an oversized pair are kept is a function of the pair's codes, its
+number of rows and the second key only: under a secret key the ``max_rows`` smallest of
+``n`` distinct pseudo-random priorities are a uniformly random ``max_rows``-subset of the
+positions (exactly, but for a tie of the 32 random bits, broken by position), and a
+subset of positions drawn independently of the rows is a uniform subset of the rows
+whatever their order. Nothing in step 4 depends on another person's rows (no global
+permutation, no count of the oversized rows elsewhere): the kept rows of one person are
+a function of that person's rows, the codes and the keys, so an engine may bound the
+persons in any partition of them (:mod:`dpframe.engines.bounding` does, out of core)
+and get the same rows.
 
 Examples
 --------
@@ -64,14 +74,17 @@ __all__ = [
     "PERSON_BITS",
     "codes",
     "encodable",
+    "group_codes",
     "keep_smallest",
     "kept_pairs",
     "kept_positions",
     "pair_hash",
     "pair_priority",
-    "position_priorities",
+    "person_codes",
+    "row_hash",
+    "row_key",
+    "row_priority",
     "rule_key",
-    "segment_sample",
 ]
 
 #: Group codes span fewer than ``2**GROUP_BITS`` integers after the rule's dense ranks
@@ -82,6 +95,7 @@ PERSON_BITS = 28
 #: Above this many picks per segment, a segmented sort beats k rounds of minima.
 _ROUNDS = 8
 _U64 = 0xFFFFFFFFFFFFFFFF
+_LOW = 1 << 32
 #: Codes hashed at a time by the numpy reference (its temporaries stay in the cache).
 _BLOCK = 1 << 14
 
@@ -100,6 +114,21 @@ def rule_key(generator: np.random.Generator) -> tuple[int, int]:
     """
     words = generator.integers(0, 2**64, size=2, dtype=np.uint64)
     return int(words[0]), int(words[1])
+
+
+def row_key(generator: np.random.Generator) -> tuple[int, int]:
+    """The 128-bit SipHash key of the rule's row priorities (step 4): the generator's
+    draw right after :func:`rule_key` (every engine draws both, in this order, whether
+    or not a pair is oversized).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> pair, row = rule_key(rng), row_key(rng)
+    >>> pair != row
+    True
+    """
+    return rule_key(generator)
 
 
 # --------------------------------------------------------------------------- the hash
@@ -231,45 +260,6 @@ def keep_smallest(lens: np.ndarray, k: int, priority: np.ndarray) -> np.ndarray:
     return keep
 
 
-def segment_sample(lens: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random ``k``-subset of each contiguous segment (all of a shorter one).
-
-    The items of the segments longer than ``k`` get one uniformly random permutation
-    from ``rng`` as priorities (all distinct: no tie to break, so the choice is exactly
-    uniform and never depends on the items' order), and the ``k`` smallest of each
-    segment are kept (:func:`keep_smallest`); nothing is drawn if no segment is longer.
-
-    Examples
-    --------
-    >>> mask = segment_sample(np.array([3, 1, 5]), 2, np.random.default_rng(0))
-    >>> [int(m.sum()) for m in np.split(mask, [3, 4])]
-    [2, 1, 2]
-    """
-    lens = np.asarray(lens, dtype=np.int64)
-    big = lens > k
-    if not big.any():
-        return np.ones(int(lens.sum()), dtype=bool)
-    seg = np.repeat(np.arange(lens.size), lens)
-    on = big[seg]
-    priority = np.zeros(on.size, dtype=np.int64)
-    priority[on] = position_priorities(int(on.sum()), rng)
-    return keep_smallest(lens, k, priority)
-
-
-def position_priorities(rows: int, generator: np.random.Generator) -> np.ndarray:
-    """The rule's priorities of the ``rows`` rows of the oversized pairs (in ``(person
-    code, group code)`` order, each pair's rows in position order): one uniformly random
-    permutation of ``range(rows)`` from ``generator`` (int64). Every engine draws them
-    here, so the same generator gives the same rows on each.
-
-    Examples
-    --------
-    >>> sorted(position_priorities(4, np.random.default_rng(0)).tolist())
-    [0, 1, 2, 3]
-    """
-    return generator.permutation(rows).astype(np.int64, copy=False)
-
-
 def kept_pairs(
     person: np.ndarray, group: np.ndarray, key: tuple[int, int], max_groups: int
 ) -> np.ndarray:
@@ -300,19 +290,78 @@ def kept_pairs(
     return keep
 
 
-def kept_positions(lens: np.ndarray, max_rows: int, generator: np.random.Generator) -> np.ndarray:
-    """The rows kept of the oversized pairs: ``lens`` are the kept pairs' numbers of rows
-    in ``(person code, group code)`` order, each more than ``max_rows``; returns a mask
-    over their rows, each pair's rows in position order (:func:`segment_sample`, drawn
-    from ``generator`` after :func:`rule_key`).
+def row_hash(
+    key: tuple[int, int], person: np.ndarray, group: np.ndarray, position: np.ndarray
+) -> np.ndarray:
+    """SipHash-1-3 of each row's ``(person code, group code, position)`` under the
+    128-bit ``key`` (:func:`row_key`): the message is always 24 bytes, the three as
+    64-bit little-endian words (two's complement). The reference of the rule's row
+    function; the compiled kernel's copy is held bit-equal to it by the tests.
 
     Examples
     --------
-    >>> mask = kept_positions(np.array([3, 4]), 2, np.random.default_rng(1))
+    >>> z = np.zeros(2, np.int64)
+    >>> h = row_hash((0, 0), z, z, np.array([0, 1], np.int64))
+    >>> h.dtype.name, bool(h[0] != h[1])
+    ('uint64', True)
+    """
+    words = [np.ascontiguousarray(x, dtype=np.int64) for x in (person, group, position)]
+    out = np.empty(words[0].shape, dtype=np.uint64)
+    for lo in range(0, out.size, _BLOCK):  # blocks that stay in the CPU cache
+        block = [w[lo : lo + _BLOCK].view(np.uint64) for w in words]
+        out[lo : lo + _BLOCK] = _siphash13(key, block)
+    return out
+
+
+def row_priority(
+    key: tuple[int, int], person: np.ndarray, group: np.ndarray, position: np.ndarray
+) -> np.ndarray:
+    """The rule's priority of each row of an oversized pair (uint64): the top 32 bits of
+    its :func:`row_hash`, then its ``position`` (in ``[0, 2**32 - 1)``) in the low 32
+    bits -- a tie of the random bits goes to the smaller position, and a pair's rows
+    never tie.
+
+    Examples
+    --------
+    >>> z = np.zeros(3, np.int64)
+    >>> prio = row_priority((1, 2), z, z, np.arange(3))
+    >>> (prio & np.uint64(0xFFFFFFFF)).tolist()
+    [0, 1, 2]
+    """
+    position = np.asarray(position, dtype=np.int64)
+    if position.size and not (int(position.min()) >= 0 and int(position.max()) < _LOW - 1):
+        raise ValueError("a position must lie in [0, 2**32 - 1): bound fewer rows a pair")
+    high = (row_hash(key, person, group, position) >> np.uint64(32)) << np.uint64(32)
+    return high | position.astype(np.uint64)
+
+
+def kept_positions(
+    person: np.ndarray,
+    group: np.ndarray,
+    lens: np.ndarray,
+    max_rows: int,
+    key: tuple[int, int],
+) -> np.ndarray:
+    """The rows kept of oversized pairs: ``person``, ``group`` and ``lens`` are the kept
+    pairs' codes and numbers of rows (each more than ``max_rows``; any order of the
+    pairs), ``key`` the :func:`row_key`; returns a mask over their rows, pair after
+    pair, each pair's rows in position order: the ``max_rows`` smallest
+    :func:`row_priority` of each pair.
+
+    Examples
+    --------
+    >>> mask = kept_positions(np.array([0, 1]), np.array([0, 0]), np.array([3, 4]), 2, (1, 2))
     >>> int(mask[:3].sum()), int(mask[3:].sum())
     (2, 2)
     """
-    return segment_sample(lens, max_rows, generator)
+    lens = np.asarray(lens, dtype=np.int64)
+    if lens.size == 0:
+        return np.zeros(0, dtype=bool)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    pos = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(starts, lens)
+    pc = np.repeat(np.asarray(person, dtype=np.int64), lens)
+    gc = np.repeat(np.asarray(group, dtype=np.int64), lens)
+    return keep_smallest(lens, max_rows, row_priority(key, pc, gc, pos))
 
 
 # ------------------------------------------------------------------------- the codes
@@ -385,12 +434,42 @@ def _dense(codes: pl.Series, limit: int) -> pl.Series:
     return (codes.rank("dense") - 1).cast(pl.Int64)
 
 
+def person_codes(column: pl.Series, rows: int) -> pl.Series:
+    """The rule's person code of each value of ``column`` (the records' person column,
+    or its distinct values: a code depends only on which values are present), ``rows``
+    the number of records (it sets the span above which codes are ranked).
+
+    Examples
+    --------
+    >>> person_codes(pl.Series(["b", "a", "b"]), 3).to_list()
+    [1, 0, 1]
+    """
+    limit = max(1 << 20, 4 * rows)
+    return _dense(_column_codes(column), min(limit, 1 << PERSON_BITS)).alias("p")
+
+
+def group_codes(frame: pl.DataFrame, keys: Sequence[str], rows: int) -> pl.Series:
+    """The rule's group code of each row of ``frame`` (the records' keys, or their
+    distinct tuples: a code depends only on which tuples are present), ``rows`` the
+    number of records.
+
+    Examples
+    --------
+    >>> group_codes(pl.DataFrame({"g": [10, 20, 10]}), ["g"], 3).to_list()
+    [10, 20, 10]
+    """
+    limit = max(1 << 20, 4 * rows)
+    gc = _group_codes([_column_codes(frame[c]) for c in keys], frame.height)
+    return _dense(gc, min(limit, 1 << GROUP_BITS)).alias("g")
+
+
 def codes(
     frame: pl.DataFrame, person: str, keys: Sequence[str], rows: int
 ) -> tuple[pl.Series, pl.Series]:
     """The person and group codes of each row of ``frame`` (the records, or their
     distinct ``(person, keys)`` pairs: the codes depend only on which values are present)
-    and ``rows``, the number of records (it sets the span above which codes are ranked).
+    and ``rows``, the number of records (it sets the span above which codes are ranked):
+    :func:`person_codes` and :func:`group_codes`.
 
     Examples
     --------
@@ -399,8 +478,4 @@ def codes(
     >>> pc.to_list(), gc.to_list()
     ([1, 0, 1], [10, 20, 10])
     """
-    limit = max(1 << 20, 4 * rows)
-    pc = _dense(_column_codes(frame[person]), min(limit, 1 << PERSON_BITS))
-    gc = _group_codes([_column_codes(frame[c]) for c in keys], frame.height)
-    gc = _dense(gc, min(limit, 1 << GROUP_BITS))
-    return pc.alias("p"), gc.alias("g")
+    return person_codes(frame[person], rows), group_codes(frame, keys, rows)

@@ -338,6 +338,31 @@ def _with_priority(pairs: Any, key: tuple[int, int]) -> Any:
     return pairs.mapInArrow(priority, schema)
 
 
+def _with_row_priority(rows: Any, key: tuple[int, int]) -> Any:
+    """``rows`` (codes and positions) with each row's priority (``__bound_v``): the
+    rule's own numpy function (:func:`dpframe.engines.bounding_rule.row_priority`, its
+    uint64 bits as a long, order kept by flipping the sign bit) on the executors' Arrow
+    batches, under the release's row key (sent with the task)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    def priority(batches):  # runs on the executors
+        import numpy as np
+        import pyarrow as pa
+
+        from dpframe.engines.bounding_rule import row_priority
+
+        for batch in batches:
+            pc, gc, pos = (batch.column(c).to_numpy(zero_copy_only=False) for c in (_PC, _GC, _POS))
+            v = (row_priority(key, pc, gc, pos) ^ np.uint64(1 << 63)).view(np.int64)
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array(v, type=pa.int64())],
+                names=[*batch.schema.names, _V],
+            )
+
+    schema = StructType([*rows.schema.fields, StructField(_V, LongType(), False)])
+    return rows.mapInArrow(priority, schema)
+
+
 def bounded_spark(
     sdf: Any, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
 ) -> Any:
@@ -345,18 +370,19 @@ def bounded_spark(
 
     The rule of :mod:`dpframe.engines.bounding_rule`, as the polars engine executes it
     (the same rows for the same key): the key is drawn on the driver from ``source``
-    (default: secure); the rule's codes are computed in Spark; each ``(person, keys)``
-    pair's priority by the rule's numpy function in ``mapInArrow``; each person keeps
-    the ``max_groups`` first by ``(priority, group code)`` (``row_number()`` over a
-    window partitioned by person). The kept pairs with more than ``max_rows`` rows (their
-    codes and sizes) come to the driver, which draws their kept positions with the rule.
-    The kept pairs' rows are numbered in input order (``monotonically_increasing_id``)
-    and kept by their numbers (below ``max_rows``, or the drawn positions), so the caps
-    hold within the evaluation that keeps them, even if the input changed between reads.
-    Besides those, nothing reaches the driver but the number of rows, the codes' ranges
-    and whether the person column holds a null, a NaN or an infinity (refused: NaN is no
-    person). The choices are made when this is called: every action
-    on the result sees the same rows (for an input with a stable order).
+    (default: secure), the row key right after it; the rule's codes are computed in
+    Spark; each ``(person, keys)`` pair's priority by the rule's numpy function in
+    ``mapInArrow``; each person keeps the ``max_groups`` first by ``(priority, group
+    code)`` (``row_number()`` over a window partitioned by person). The kept pairs' rows
+    are numbered in input order (``monotonically_increasing_id``): a pair within
+    ``max_rows`` keeps its first ``max_rows`` numbers, an oversized pair the rows of its
+    ``max_rows`` smallest row priorities (the rule's numpy function on the executors,
+    ranked in a window over the pair), so the caps hold within the evaluation that keeps
+    them, even if the input changed between reads. Nothing reaches the driver but the
+    number of rows, the codes' ranges and whether the person column holds a null, a NaN
+    or an infinity (refused: NaN is no person). The choices are a function of the rows
+    and the keys drawn when this is called: every action on the result sees the same
+    rows (for an input with a stable order).
     """
     keys = list(keys)
     check_unit(schema_frame(sdf).collect_schema(), unit, keys)
@@ -369,10 +395,11 @@ def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str], source: RandomSo
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
-    from dpframe.engines.bounding_rule import kept_positions, rule_key
+    from dpframe.engines.bounding_rule import row_key, rule_key
 
     rng = (source or RandomSource()).generator()
     key = rule_key(rng)
+    rows_key = row_key(rng)
     person, r = cast(str, unit.person), unit.max_rows
     columns = list(sdf.columns)
     schema = schema_frame(sdf).collect_schema()
@@ -383,26 +410,17 @@ def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str], source: RandomSo
         rank = sf.row_number().over(Window.partitionBy(_PC).orderBy(_V, _GC))
         pairs = _with_priority(pairs, key).withColumn(_R, rank)
         pairs = pairs.filter(sf.col(_R) <= unit.max_groups)
-    big = cast(pl.DataFrame, pl.from_arrow(pairs.filter(sf.col(_N) > r).select(*on, _N).toArrow()))
     # every kept row numbered in its pair, in input order; the cap is applied to these
     # numbers in the same evaluation (it holds even if the input changed since the count)
     position = sf.row_number().over(Window.partitionBy(*on).orderBy(_ID)) - 1
     flagged = pairs.select(*on, (sf.col(_N) > r).alias("__bound_big"))
     numbered = rows.join(flagged, on=on).withColumn(_POS, position.cast("long"))
     kept = numbered.filter(~sf.col("__bound_big") & (sf.col(_POS) < r))
-    if big.height:
-        big = big.sort(on)
-        lens = big[_N].to_numpy().astype("int64")
-        positions = pl.DataFrame(
-            {
-                _PC: big[_PC].to_numpy().repeat(lens),
-                _GC: big[_GC].to_numpy().repeat(lens),
-                _POS: pl.int_ranges(0, big[_N].cast(pl.Int64), eager=True).explode(),
-            }
-        ).filter(pl.Series(kept_positions(lens, r, rng)))
-        wanted = sdf.sparkSession.createDataFrame(positions.to_arrow())
-        oversized = numbered.filter(sf.col("__bound_big"))
-        kept = kept.unionByName(oversized.join(wanted, on=[*on, _POS], how="left_semi"))
+    # an oversized pair: the rows of its r smallest row priorities (distinct in a pair)
+    oversized = _with_row_priority(numbered.filter(sf.col("__bound_big")), rows_key)
+    rank = sf.row_number().over(Window.partitionBy(*on).orderBy(_V))
+    oversized = oversized.withColumn(_R, rank).filter(sf.col(_R) <= r).drop(_V, _R)
+    kept = kept.unionByName(oversized)
     return kept.select(*columns)
 
 

@@ -13,7 +13,7 @@ from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.engines import bounding
 from dpframe.engines.bounding import bounded_frame
-from dpframe.engines.bounding_rule import segment_sample
+from dpframe.engines.bounding_rule import kept_positions
 from dpframe.engines.polars import PolarsEngine
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.statistics import count
@@ -134,11 +134,12 @@ def test_rows_and_groups_together_and_shuffled_input():
         assert stats.chisquare(np.bincount(out["j"].to_numpy(), minlength=9)).pvalue > P_MIN
 
 
-def test_segment_sample_large_k_and_exact_counts():
+def test_kept_positions_large_k_and_exact_counts():
     rng = np.random.default_rng(1)
     lens = rng.integers(1, 40, 500)
+    pc, gc = np.arange(500), np.zeros(500, np.int64)
     for k in (1, 3, 20):
-        mask = segment_sample(lens, k, rng)
+        mask = kept_positions(pc, gc, lens, k, (1, 2))
         got = [int(s.sum()) for s in np.split(mask, np.cumsum(lens)[:-1])]
         assert got == np.minimum(lens, k).tolist()
 

@@ -47,6 +47,16 @@ def test_pair_hash_is_siphash13_as_cpython_computes_it():
         for a, b in zip(p, g, strict=True)
     ]
     assert sum(len(d) == 8 for d in data) == 30
+    ref = _cpython_siphash(data)
+    # CPython maps a hash of -1 to -2; no such value among these
+    assert [int(h) for h in ours] == ref
+    # and the rule's numpy reference (which Spark runs) is the same SipHash
+    assert [int(h) for h in rule.pair_hash((0, 0), p, g)] == ref
+
+
+def _cpython_siphash(data: list[bytes]) -> list[int]:
+    """CPython's hash of each message with PYTHONHASHSEED=0 (SipHash-1-3 under the zero
+    key, as 64 unsigned bits); the test is skipped where CPython hashes otherwise."""
     code = (
         "import sys; print(sys.hash_info.algorithm); "
         "[print(hash(bytes.fromhex(x)) % 2**64) for x in sys.argv[1:]]"
@@ -61,11 +71,26 @@ def test_pair_hash_is_siphash13_as_cpython_computes_it():
     ).stdout.split()
     if out[0] != "siphash13":
         pytest.skip(f"this Python hashes with {out[0]}")
-    ref = [int(v) for v in out[1:]]
-    # CPython maps a hash of -1 to -2; no such value among these
-    assert [int(h) for h in ours] == ref
-    # and the rule's numpy reference (which Spark runs) is the same SipHash
-    assert [int(h) for h in rule.pair_hash((0, 0), p, g)] == ref
+    return [int(v) for v in out[1:]]
+
+
+def test_the_kernels_row_hash_is_the_rules_and_cpythons():
+    """The row hash: SipHash-1-3 of 24 bytes (three little-endian 64-bit words); the
+    kernel's copy bit-equal to the rule's reference, both to CPython's SipHash-1-3 (key
+    zero with PYTHONHASHSEED=0)."""
+    rng = np.random.default_rng(5)
+    p = np.concatenate([rng.integers(0, 2**40, 40), [-1, 2**63 - 1, 0]])
+    g = np.concatenate([rng.integers(-(2**30), 2**30, 40), [0, -(2**63), 2**32]])
+    pos = np.concatenate([rng.integers(0, 2**32 - 1, 40), [0, 1, 2**32 - 2]])
+    for key in [(0, 0), (0x0123456789ABCDEF, 0xFEDCBA9876543210)]:
+        assert np.array_equal(bk.row_hash(key, p, g, pos), rule.row_hash(key, p, g, pos))
+    data = [
+        b"".join(int(v).to_bytes(8, "little", signed=True) for v in t)
+        for t in zip(p, g, pos, strict=True)
+    ]
+    ref = _cpython_siphash(data)
+    assert [int(h) for h in bk.row_hash((0, 0), p, g, pos)] == ref
+    assert [int(h) for h in rule.row_hash((0, 0), p, g, pos)] == ref
 
 
 def _data(n=30_000, people=2_000, groups=25, seed=0):
@@ -86,16 +111,20 @@ def _bound(pid, gid, values, key, k, r, *ranges, seed=0, mark_kept=False):
         k,
         r,
         *ranges,
-        generator=np.random.default_rng(seed),
+        row_key=_row_key(seed),
         mark_kept=mark_kept,
     )
+
+
+def _row_key(seed: int) -> tuple[int, int]:
+    return rule.rule_key(np.random.default_rng(seed))
 
 
 def _rule_rows(pid, gid, key, k, r, seed):
     """The rows the rule keeps, by the rule's numpy reference (the polars-only path's
     functions): each person's k pairs of smallest (priority, group), then, for the kept
-    pairs over r rows in (person, group) order, each pair's rows in file order, the
-    rule's positions (drawn from the generator after the key)."""
+    pairs over r rows, each pair's rows in file order, the rule's positions (the r
+    smallest row priorities under the row key)."""
     n = pid.size
     order = np.lexsort((np.arange(n), gid, pid))  # by pair, each pair's rows in file order
     p, g = pid[order], gid[order]
@@ -106,7 +135,7 @@ def _rule_rows(pid, gid, key, k, r, seed):
     keep = keep_pair[pair_of_row]
     big = keep_pair & (lens > r)
     on = big[pair_of_row]
-    keep[on] = rule.kept_positions(lens[big], r, np.random.default_rng(seed))
+    keep[on] = rule.kept_positions(p[start][big], g[start][big], lens[big], r, _row_key(seed))
     mask = np.zeros(n, dtype=bool)
     mask[order[keep]] = True
     return mask
@@ -239,7 +268,7 @@ def _positions(people: int, m: int, groups: int, shuffle: bool) -> pl.DataFrame:
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_rows_and_groups_uniform_through_the_release_path(shuffle):
     """3 groups of 3 rows, keep 2 groups x 1 row: each of the 9 positions with probability
-    2/9, whatever the file order (the oversized pairs' rows come from segment_sample)."""
+    2/9, whatever the file order (the oversized pairs' rows: the row priorities)."""
     people = 3_000
     df = _positions(people, 9, 3, shuffle)
     values = {f"at{j}": (pl.col("j") == j).cast(pl.Float64) for j in range(9)}
