@@ -170,7 +170,9 @@ def _command() -> list[str] | None:
     """How to start a checker here, or None if it cannot be (then checks run in process)."""
     if not sys.executable or getattr(sys, "frozen", False):
         return None
-    return [sys.executable, "-m", "dpframe.jobs.checker", str(os.getpid())]
+    # -P: the working folder is not put first on its path (a planted module there is not
+    # imported); it searches this process's path (_environment)
+    return [sys.executable, "-P", "-m", "dpframe.jobs.checker", str(os.getpid())]
 
 
 def _environment(path: list[str]) -> dict[str, str]:

@@ -224,3 +224,38 @@ def test_the_checker_never_outlives_the_process_that_started_it(end, kind):
     proc.stdin.close()
     proc.stdout.close()
     assert _gone(pid)
+
+
+CHECKS_ONE = """
+import sys
+import polars as pl
+import dpframe.jobs.checker as checker
+from dpframe.polars.frame import proportions_suite
+
+entry = {"name": "shares", "kind": "proportions", "column": "vote", "categories": ["a", "b"],
+         "tolerance": 1e-9}
+suite = proportions_suite(entry, {}, pl.DataFrame({"vote": ["a", "b"], "proportion": [0.5, 0.5]}))
+assert checker.start_checker()
+print(checker.validate(suite).success, checker._checker.started, flush=True)
+"""
+
+
+def test_the_checker_imports_nothing_planted_in_the_working_folder(tmp_path):
+    planted = tmp_path / "work" / "great_expectations"
+    planted.mkdir(parents=True)
+    marker = tmp_path / "planted-code-ran"
+    (planted / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    script = tmp_path / "job.py"  # run as a file: its folder, not the working one, is on its path
+    script.write_text(CHECKS_ONE)
+    env = {**os.environ, "PYTHONPATH": str(Path(dpframe.__file__).parents[1])}
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "True"]  # checked by the checker, by the real GE
+    assert not marker.exists()
