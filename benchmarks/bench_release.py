@@ -30,6 +30,8 @@ keeps the generator's memory out of the figures), it measures wall time and peak
 * ``release``: ``dpframe release spec.toml --no-progress`` (fresh ledger each run; Great
   Expectations is imported by the checker process the job starts, meanwhile: the peak is
   the highest of the job's and the checker's, each process's own);
+* ``release, GE in job``: the same command with the checks in the job's own process (no
+  checker process: Great Expectations imported when the first check runs, as before);
 * ``release, no checks``: the same job through ``dpframe.jobs.run`` with the check step
   (the checker process, ``validate``, ``save_check`` and the count of the PRAM'd output
   that feeds the check) replaced by no-ops in that subprocess (Great Expectations never
@@ -97,6 +99,15 @@ lf.group_by("age_band").agg(pl.len()).collect(engine="streaming")
 lf.select(pl.cov(s, t).alias("st"), s.var().alias("ss"), t.var().alias("tt")).collect(
     engine="streaming"
 )
+"""
+
+IN_JOB = r"""
+import sys
+import dpframe.jobs.job as job
+from dpframe.cli import app
+
+job.start_checker = lambda: False  # this subprocess only: the checks run in the job's process
+app(["release", sys.argv[1], "--no-progress"], standalone_mode=False)
 """
 
 IO_FLOOR = r"""
@@ -325,12 +336,15 @@ def main() -> None:
         spec = folder / "spec.toml"
         shutil.copy(demo_spec, spec)
         cli = [sys.executable, "-m", "dpframe.cli"]
+        in_job = folder / "in_job.py"  # a file, as the command is (python -c costs more)
+        in_job.write_text(IN_JOB)
         paths = {
             "baseline": [sys.executable, "-c", BASELINE, str(src), str(folder / "copy.parquet")],
             "I/O floor": [sys.executable, "-c", IO_FLOOR, str(src), str(folder / "copy.parquet")],
             "plan": [*cli, "plan", str(spec)],
             "import GE": [sys.executable, "-c", IMPORT_GE],
             "release": [*cli, "release", str(spec), "--no-progress"],
+            "release, GE in job": [sys.executable, str(in_job), str(spec)],
             "release, no checks": [sys.executable, "-c", NO_CHECKS, str(spec)],
         }
         results: dict[str, list[dict]] = {k: [] for k in paths}
