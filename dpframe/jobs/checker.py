@@ -172,7 +172,10 @@ def _command() -> list[str] | None:
         return None
     # -P: the working folder is not put first on its path (a planted module there is not
     # imported); it searches this process's path (_environment)
-    return [sys.executable, "-P", "-m", "dpframe.jobs.checker", str(os.getpid())]
+    # Linux signals a child when the *thread* that started it ends: only the main thread's
+    # end is the process's (started elsewhere, it ends when its pipe closes)
+    main = threading.current_thread() is threading.main_thread()
+    return [sys.executable, "-P", "-m", "dpframe.jobs.checker", str(os.getpid()), str(int(main))]
 
 
 def _environment(path: list[str]) -> dict[str, str]:
@@ -285,9 +288,10 @@ def validate(suite: Suite) -> CheckResult:
 # -- the checker process -------------------------------------------------------------------
 
 
-def _die_with(parent: int) -> None:
-    """Be killed when ``parent`` ends (Linux ``PR_SET_PDEATHSIG``); else exit if it did."""
-    if sys.platform.startswith("linux"):
+def _die_with(parent: int, signalled: bool = True) -> None:
+    """Be killed when ``parent`` ends (Linux ``PR_SET_PDEATHSIG``, if ``signalled``); exit
+    now if it already did."""
+    if signalled and sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
             import ctypes
 
@@ -313,7 +317,7 @@ def _reply(request: Any) -> tuple[str, Any, Any]:
 def main() -> None:
     """Run as a checker: import Great Expectations, then answer requests until the pipe
     closes (``python -m dpframe.jobs.checker <parent pid>``)."""
-    _die_with(int(sys.argv[1]))
+    _die_with(int(sys.argv[1]), signalled=sys.argv[2:3] != ["0"])
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
     answers.write(pickle.dumps(HELLO))

@@ -259,3 +259,19 @@ def test_the_checker_imports_nothing_planted_in_the_working_folder(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "True"]  # checked by the checker, by the real GE
     assert not marker.exists()
+
+
+def test_a_checker_started_by_a_thread_that_ended_still_checks(use_checker):
+    """Linux's parent-death signal follows the starting *thread*: a checker started by a
+    job in a worker thread must serve the process's next job after that thread ended."""
+    import threading
+
+    def job_in_a_thread() -> None:
+        assert checker.start_checker()
+        assert checker._checker is not None and checker._checker.greeted()
+
+    worker = threading.Thread(target=job_in_a_thread)
+    worker.start()
+    worker.join()
+    assert checker.start_checker()  # the same checker, still running
+    assert checker.validate(_suites()[0]).success and checker._checker.started
