@@ -293,7 +293,7 @@ class PolarsEngine:
         whose keys are in ``margins`` (:func:`dpframe.engines.driver.indexed_margins`:
         the keys, and the margins' row in ``__group``), its cell in ``__bin``
         (:func:`cell_exprs`), with its records in ``__count``: counted while streaming
-        (memory bounded by the groups and cells, not by the records), the parts sharing
+        (memory bounded by the keys and cells, not by the records), the parts sharing
         one scan (:func:`polars.collect_all`); the driver shapes them
         (:func:`dpframe.engines.driver.dense_histogram`).
 
@@ -309,24 +309,20 @@ class PolarsEngine:
         [(0, 4, 1), (1, 0, 1), (1, 3, 1)]
         """
         keys = [c for c in margins.columns if c != GROUP]
-        joined = self.frame.join(margins.lazy(), on=keys, how="inner")
         free = [f"__bin{i}" for i in range(len(parts) + len(self.schema()) + 1)]
         free = [c for c in free if c not in self.schema()]  # never a column of the data
         steps = {p.name: cell_exprs(p, free[i]) for i, p in enumerate(parts)}
         first = [f for f, _ in steps.values()]
         then = [c.cast(pl.Int32).alias(name) for name, (_, c) in steps.items()]
-        query = joined.with_columns(first).select(pl.col(GROUP), *then)
-        # one integer key per (group, cell) hashes faster than the pair
-        cells = {p.name: p.grid.cells for p in parts}
-        keyed = [(pl.col(GROUP) * cells[n] + pl.col(n)).alias("__key") for n in steps]
-        counts = [query.group_by(k).agg(pl.len().alias(COUNT)) for k in keyed]
+        query = self.frame.with_columns(first).select(*keys, *then)
+        # counted per (keys, cell) while streaming, then joined to the (few) margins: the
+        # same counts as joining every record first (an inner join drops the same keys)
+        counts = [
+            query.group_by(*keys, pl.col(n).alias(BIN)).agg(pl.len().alias(COUNT)) for n in steps
+        ]
         done = pl.collect_all(counts, engine="streaming")
         return {
-            n: c.select(
-                (pl.col("__key") // cells[n]).alias(GROUP),
-                (pl.col("__key") % cells[n]).cast(pl.Int32).alias(BIN),
-                COUNT,
-            )
+            n: c.join(margins, on=keys, how="inner").select(GROUP, BIN, COUNT)
             for n, c in zip(steps, done, strict=True)
         }
 
