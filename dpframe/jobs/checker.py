@@ -269,9 +269,11 @@ def validate(suite: Suite) -> CheckResult:
     global _checker
     with _lock:
         checker = _checker if _checker is not None and _checker.owner == os.getpid() else None
-        if checker is None or not checker.greeted():  # none, or it could not start
+        if checker is None:
             return check_release(suite)
         try:
+            if not checker.greeted():  # it could not start (stopped): checked here
+                return check_release(suite)
             return checker.check(suite)
         except ChecksUnavailableError:
             checker.stop()
@@ -308,8 +310,9 @@ def _reply(request: Any) -> tuple[str, Any, Any]:
             raise ChecksUnavailableError(f"the checker was sent a {type(request).__name__}")
         result = check_release(request)
         return "ok", dataclasses.replace(result, tables={}), list(result.tables)
-    except Exception as exc:  # sent back; one the job's process could not unpickle is worded
-        if not isinstance(exc, DPFrameError | ValueError | TypeError | KeyError):
+    except Exception as exc:  # sent back as it is if the job's process knows its class
+        module = type(exc).__module__
+        if not (module == "builtins" or module.split(".")[0] == "dpframe"):
             exc = DPFrameError(f"the checks failed: {type(exc).__name__}: {exc}")
         return "error", exc, None
 
