@@ -1,9 +1,11 @@
 """The release of the example spec over a large Parquet file: time and peak memory.
 
-The issue's goal: ``dpframe release`` of the example spec (``dpframe/data/demo_release.toml``:
-a grouped release of counts, mean incomes and a covariance by region x age band, PRAM'd
-microdata of two columns, the age-band shares, a 2 x 2 covariance matrix) over a 5e7-row
-Parquet file streams within 0.5 GB peak memory.
+The issue's goal (issue 36): ``dpframe release`` of the example spec
+(``dpframe/data/demo_release.toml``: grouped releases -- counts, mean and median incomes and
+a covariance by region x age band, counts by privately selected ages, a person-level
+(household) release --, PRAM'd microdata of two columns, the age-band shares, a 2 x 2
+covariance matrix) over 5e7 and 1e8 rows within 1 GB peak RSS, flat in the rows, and within
+2.5x the I/O floor.
 
 The synthetic survey (``dpframe.datasets.synthetic_survey``, which materialises its rows)
 is generated in chunks of 1e6 rows, one seed per chunk, and appended to one Parquet file
@@ -21,19 +23,26 @@ keeps the generator's memory out of the figures), it measures wall time and peak
   per release to compute and check that release's exact inputs -- the PRAM's are the
   category counts of its columns -- before the one charge, then once more for the PRAM
   sink, and counts the PRAM'd output for its check);
+* ``I/O floor``: reading the input once (every column, a streaming ``min`` of each) and
+  writing an output as large as the release's (the two microdata columns, sunk to Parquet);
 * ``plan``: ``dpframe plan spec.toml`` (reads the schema and row count only);
 * ``import GE``: ``import dpframe, great_expectations`` -- the floor the check step adds;
-* ``release``: ``dpframe release spec.toml --no-progress`` (fresh ledger each run);
+* ``release``: ``dpframe release spec.toml --no-progress`` (fresh ledger each run; Great
+  Expectations is imported by the checker process the job starts, meanwhile: the peak is
+  the highest of the job's and the checker's, each process's own);
+* ``release, GE in job``: the same command with the checks in the job's own process (no
+  checker process: Great Expectations imported when the first check runs, as before);
 * ``release, no checks``: the same job through ``dpframe.jobs.run`` with the check step
-  (``check_release``, ``save_check`` and the count of the PRAM'd output that feeds the
-  check) replaced by no-ops in that subprocess (Great Expectations never imported): the
-  release's own peak.
+  (the checker process, ``validate``, ``save_check`` and the count of the PRAM'd output
+  that feeds the check) replaced by no-ops in that subprocess (Great Expectations never
+  imported): the release's own peak.
 
-and prints the ratios to the baseline. Then (unless ``--no-steps``) ``dpframe release``
-runs once more (``--steps-runs`` times) in a subprocess that wraps every step of the job
-(``dpframe.jobs.job``; in that subprocess only, the library is not changed) to attribute
-the peak: for each step, the RSS when it starts and ends, the highest RSS sampled during
-it (every 5 ms) and ``ru_maxrss`` when it ends.
+and prints the ratios to the baseline and to the I/O floor. Then (unless ``--no-steps``)
+``dpframe release`` runs once more (``--steps-runs`` times) in a subprocess that wraps
+every step of the job (``dpframe.jobs.job``; in that subprocess only, the library is not
+changed) to attribute the peak: for each step, the RSS when it starts and ends, the
+highest RSS sampled during it (every 5 ms) and ``ru_maxrss`` when it ends; and the checker
+process's own peak.
 
 The machine is shared and noisy: read the ratios; nothing here asserts anything.
 
@@ -58,7 +67,8 @@ import tempfile
 import time
 from pathlib import Path
 
-GOAL_MIB = 0.5e9 / 2**20  # 0.5 GB
+GOAL_MIB = 1e9 / 2**20  # 1 GB
+GOAL_FLOOR = 2.5  # x the I/O floor
 
 LAUNCHER = r"""
 import json, resource, subprocess, sys, time
@@ -91,15 +101,35 @@ lf.select(pl.cov(s, t).alias("st"), s.var().alias("ss"), t.var().alias("tt")).co
 )
 """
 
+IN_JOB = r"""
+import sys
+import dpframe.jobs.job as job
+from dpframe.cli import app
+
+job.start_checker = lambda: False  # this subprocess only: the checks run in the job's process
+app(["release", sys.argv[1], "--no-progress"], standalone_mode=False)
+"""
+
+IO_FLOOR = r"""
+import sys
+import polars as pl
+
+src, dst = sys.argv[1], sys.argv[2]
+lf = pl.scan_parquet(src)
+lf.select(pl.all().min()).collect(engine="streaming")
+lf.select("region", "age_band").sink_parquet(dst)
+"""
+
 NO_CHECKS = r"""
 import sys
 import dpframe.jobs.job as job
 from dpframe.jobs import load_spec, run
 from dpframe.jobs.checks import CheckResult
 
-# this subprocess only: the check step is a no-op (Great Expectations is never imported),
-# and so is the count of the PRAM'd output, which only feeds its check
-job.check_release = lambda suite: CheckResult(suite.release, True, [], {}, {}, 0)
+# this subprocess only: the check step is a no-op (Great Expectations is never imported,
+# no checker started), and so is the count of the PRAM'd output, which only feeds its check
+job.start_checker = lambda: False
+job.validate = lambda suite: CheckResult(suite.release, True, [], {}, {}, 0)
 job.save_check = lambda result, folder, data_docs=False: []
 job._written_counts = lambda engine, path, columns: {}
 result = run(load_spec(sys.argv[1]), progress=False)
@@ -153,6 +183,7 @@ def wrap(module, name, label, once=None):
 
 base = {"step": "interpreter + polars + dpframe + cli", "start": rss(), "maxrss": maxrss()}
 import dpframe, dpframe.jobs, dpframe.jobs.job as job, dpframe.jobs.checks as checks
+import dpframe.jobs.checker as checker
 import dpframe.jobs.planning as planning
 from dpframe.engines.polars import PolarsEngine
 from dpframe.polars.pram import MicrodataRelease
@@ -163,20 +194,27 @@ threading.Thread(target=sampler, daemon=True).start()
 wrap(dpframe.jobs, "plan", "plan (printed by the command, then run)")
 wrap(planning, "build_releases", "build the releases, once (public facts only)")
 wrap(job, "ensure_checks_available", "ensure the checks can run")
+wrap(job, "start_checker", "start the checker process")
 wrap(PolarsEngine, "rows", "input rows")
 wrap(Release, "prepare", lambda a, k: f"prepare {a[0].kind}: exact inputs, check")
 wrap(Release, "draw", lambda a, k: f"charge + draw {a[0].kind} (first passes too)")
 wrap(MicrodataRelease, "write_armed", lambda a, k: f"write {Path(str(a[2])).name} (PRAM sink)")
 wrap(job, "write_parquet", lambda a, k: f"write {a[1].name}")
 wrap(job, "_written_counts", lambda a, k: f"count {Path(str(a[1])).name} (for its check)")
-wrap(checks, "_gx", "import great_expectations", once="great_expectations")
-wrap(job, "check_release", lambda a, k: f"check {a[0].release} ({a[0].kind})")
+wrap(checks, "_gx", "import great_expectations (in the job)", once="great_expectations")
+wrap(job, "validate", lambda a, k: f"check {a[0].release} ({a[0].kind})")
 wrap(job, "save_check", lambda a, k: f"save check {a[0].release}")
 t = time.perf_counter()
 app(["release", sys.argv[1], "--no-progress"], standalone_mode=False)  # dpframe release
 stop.set()
-print(json.dumps({"base": base, "steps": steps, "time": time.perf_counter() - t,
-                  "maxrss": maxrss()}))
+elapsed = time.perf_counter() - t
+running = checker._checker
+child = None
+if running is not None and running.alive():  # its own peak (VmHWM), before it is stopped
+    with open(f"/proc/{running.process.pid}/status") as f:
+        child = next(int(l.split()[1]) / 1024 for l in f if l.startswith("VmHWM"))
+print(json.dumps({"base": base, "steps": steps, "time": elapsed, "maxrss": maxrss(),
+                  "checker": child}))
 """
 
 
@@ -235,6 +273,10 @@ def steps_table(folder: Path, spec: Path) -> None:
         f"\nwhere the release's memory goes (one more run, every job step wrapped; "
         f"{doc['time']:.1f} s, peak {doc['maxrss']:.0f} MiB; RSS in MiB):"
     )
+    if doc.get("checker") is not None:
+        print(f"(the checker process, beside it: peak {doc['checker']:.0f} MiB)")
+    else:
+        print("(no checker process: the checks ran in the job's process)")
     print(
         f"{'step':<52}{'time (s)':>9}{'RSS start':>11}{'RSS end':>9}{'max in step':>13}"
         f"{'ru_maxrss':>11}"
@@ -294,11 +336,15 @@ def main() -> None:
         spec = folder / "spec.toml"
         shutil.copy(demo_spec, spec)
         cli = [sys.executable, "-m", "dpframe.cli"]
+        in_job = folder / "in_job.py"  # a file, as the command is (python -c costs more)
+        in_job.write_text(IN_JOB)
         paths = {
             "baseline": [sys.executable, "-c", BASELINE, str(src), str(folder / "copy.parquet")],
+            "I/O floor": [sys.executable, "-c", IO_FLOOR, str(src), str(folder / "copy.parquet")],
             "plan": [*cli, "plan", str(spec)],
             "import GE": [sys.executable, "-c", IMPORT_GE],
             "release": [*cli, "release", str(spec), "--no-progress"],
+            "release, GE in job": [sys.executable, str(in_job), str(spec)],
             "release, no checks": [sys.executable, "-c", NO_CHECKS, str(spec)],
         }
         results: dict[str, list[dict]] = {k: [] for k in paths}
@@ -308,8 +354,9 @@ def main() -> None:
                 results[name].append(measure(cmd, folder))
         base_t = min(r["time"] for r in results["baseline"])
         base_m = min(r["peak"] for r in results["baseline"])
+        floor_t = min(r["time"] for r in results["I/O floor"])
         print(
-            f"\n{'path':<20}{'best time (s)':>14}{'x baseline':>11}"
+            f"\n{'path':<20}{'best time (s)':>14}{'x baseline':>11}{'x I/O floor':>12}"
             f"{'peak RSS (MiB)':>16}{'(highest)':>10}{'x baseline':>11}"
         )
         for name, rs in results.items():
@@ -317,15 +364,18 @@ def main() -> None:
             pk = min(r["peak"] for r in rs)
             hi = max(r["peak"] for r in rs)
             print(
-                f"{name:<20}{bt:>14.2f}{bt / base_t:>11.2f}{pk:>16.0f}{hi:>10.0f}"
-                f"{pk / base_m:>11.2f}"
+                f"{name:<20}{bt:>14.2f}{bt / base_t:>11.2f}{bt / floor_t:>12.2f}{pk:>16.0f}"
+                f"{hi:>10.0f}{pk / base_m:>11.2f}"
             )
         rel = max(r["peak"] for r in results["release"])
         nochk = max(r["peak"] for r in results["release, no checks"])
+        ratio = min(r["time"] for r in results["release"]) / floor_t
         verdict = "PASS" if rel <= GOAL_MIB else "FAIL"
         print(
-            f"\ngoal: peak RSS of the release <= 0.5 GB ({GOAL_MIB:.0f} MiB): {verdict} "
-            f"(highest {rel:.0f} MiB; without the check step {nochk:.0f} MiB; information only)"
+            f"\ngoal: peak RSS of the release <= 1 GB ({GOAL_MIB:.0f} MiB): {verdict} "
+            f"(highest {rel:.0f} MiB; without the check step {nochk:.0f} MiB); wall time "
+            f"<= {GOAL_FLOOR}x the I/O floor: {'PASS' if ratio <= GOAL_FLOOR else 'FAIL'} "
+            f"({ratio:.2f}x); information only"
         )
         if not args.no_steps:
             for _ in range(args.steps_runs):

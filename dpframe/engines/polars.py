@@ -38,7 +38,7 @@ from dpframe.engines.bounding import (
     bounded_grouped_parts,
     check_unit,
 )
-from dpframe.engines.driver import BAD_PREFIX, BIN, GROUP, ROWS, person_of
+from dpframe.engines.driver import BAD_PREFIX, BIN, COUNT, GROUP, ROWS, person_of
 from dpframe.engines.progress import rows_done
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -289,10 +289,12 @@ class PolarsEngine:
     def grouped_histograms(
         self, parts: Sequence[Part], margins: pl.DataFrame
     ) -> dict[str, pl.DataFrame]:
-        """For each ``"hist"`` part, one row per record whose keys are in ``margins``
-        (:func:`dpframe.engines.driver.indexed_margins`: the keys, and the margins' row
-        in ``__group``): its ``__group`` and its cell in ``__bin`` (:func:`cell_exprs`).
-        One streaming pass for all the parts; the driver counts them
+        """For each ``"hist"`` part, one row per ``(__group, __bin)`` holding a record
+        whose keys are in ``margins`` (:func:`dpframe.engines.driver.indexed_margins`:
+        the keys, and the margins' row in ``__group``), its cell in ``__bin``
+        (:func:`cell_exprs`), with its records in ``__count``: counted while streaming
+        (memory bounded by the keys and cells, not by the records), the parts sharing
+        one scan (:func:`polars.collect_all`); the driver shapes them
         (:func:`dpframe.engines.driver.dense_histogram`).
 
         Examples
@@ -304,18 +306,27 @@ class PolarsEngine:
         >>> margins = indexed_margins(pl.DataFrame({"g": ["b", "a"]}), lf.collect_schema(), ["g"])
         >>> rows = PolarsEngine(lf).grouped_histograms([part], margins)[part.name]
         >>> rows.sort("__group", "__bin").rows()
-        [(0, 4), (1, 0), (1, 3)]
+        [(0, 4, 1), (1, 0, 1), (1, 3, 1)]
         """
         keys = [c for c in margins.columns if c != GROUP]
-        joined = self.frame.join(margins.lazy(), on=keys, how="inner")
         free = [f"__bin{i}" for i in range(len(parts) + len(self.schema()) + 1)]
         free = [c for c in free if c not in self.schema()]  # never a column of the data
         steps = {p.name: cell_exprs(p, free[i]) for i, p in enumerate(parts)}
         first = [f for f, _ in steps.values()]
         then = [c.cast(pl.Int32).alias(name) for name, (_, c) in steps.items()]
-        query = joined.with_columns(first).select(pl.col(GROUP), *then)
-        rows = query.collect(engine="streaming")
-        return {name: rows.select(GROUP, pl.col(name).alias(BIN)) for name in steps}
+        # the records whose keys are in the margins (a semi join: no column added), counted
+        # per (keys, cell) while streaming (at most margins x cells rows), then given their
+        # margins' row: the same counts as joining every record first, at less cost
+        kept = self.frame.join(margins.select(keys).lazy(), on=keys, how="semi")
+        query = kept.with_columns(first).select(*keys, *then)
+        counts = [
+            query.group_by(*keys, pl.col(n).alias(BIN)).agg(pl.len().alias(COUNT)) for n in steps
+        ]
+        done = pl.collect_all(counts, engine="streaming")
+        return {
+            n: c.join(margins, on=keys, how="inner").select(GROUP, BIN, COUNT)
+            for n, c in zip(steps, done, strict=True)
+        }
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]

@@ -28,7 +28,9 @@ One job loop for every release kind (:mod:`dpframe.jobs.kinds`) and both engines
    not yet drawn is given back;
 5. **check the output** -- every release's suite, declared by its kind from its spec entry
    and the facts its file records (as a later ``dpframe check`` builds it), validated with
-   Great Expectations (:mod:`dpframe.jobs.checks`);
+   Great Expectations (:mod:`dpframe.jobs.checks`) in the checker process the job started
+   when it started, which imported Great Expectations meanwhile
+   (:mod:`dpframe.jobs.checker`; in the job's own process if it cannot start);
 6. **report** -- ``report.html`` (:mod:`dpframe.jobs.report`): the run, each release's
    plan rows and checks, and a DR-HA curve when ``risk=`` is given; one self-contained
    page that opens offline. It is written into the staging folder, so it is published
@@ -80,7 +82,8 @@ from dpframe.errors import (
     LedgerIntegrityError,
     ReleaseInterrupted,
 )
-from dpframe.jobs.checks import check_release, ensure_checks_available, save_check
+from dpframe.jobs.checker import start_checker, validate
+from dpframe.jobs.checks import ensure_checks_available, save_check
 from dpframe.jobs.kinds import release_class
 from dpframe.jobs.planning import Job, JobPlan, margins_for, plan
 from dpframe.jobs.progress import JobProgress
@@ -512,7 +515,8 @@ def _run(
             f"the spec overspends its budget: {the_plan.summary()}. Nothing was charged "
             "and nothing was written."
         )
-    ensure_checks_available()  # GE itself (240 MB) is imported only when the checks run
+    ensure_checks_available()  # GE itself (240 MB) is imported only when the checks run:
+    start_checker()  # by the checker process, meanwhile (dpframe.jobs.checker)
     out = job.output
     run_id = uuid.uuid4().hex[:12]
     _check_outputs(job, run_id, data_docs)  # before anything is written
@@ -566,7 +570,7 @@ def _run(
             result.checks = []
             for r, table, facts in staged:
                 with bar.step(f"checking {r.name} against its expectations"):
-                    res = check_release(_suite(r, facts, table))
+                    res = validate(_suite(r, facts, table))
                     save_check(res, staging, data_docs=data_docs)
                 result.checks.append(res)
             # 6. the report, staged with the run (kept with the staged files if a check failed)
@@ -655,7 +659,7 @@ def _check_file(
         table: Any = pl.scan_parquet(path / "*.parquet" if path.is_dir() else path)
     else:
         table = pl.read_parquet(path)
-    return check_release(_suite(r, facts, table))
+    return validate(_suite(r, facts, table))
 
 
 @spec_entry
