@@ -180,8 +180,13 @@ class JobPlan:
         ]
         for row in a.rows():
             said = f" (assuming {row['assumption']})" if row["assumption"] else ""
+            asked = (
+                f"share {row['share']:g} of the total"
+                if row["target"] is None
+                else f"target error95 {row['target']:.6g}"
+            )
             lines.append(
-                f"  {row['statistic']}: target error95 {row['target']:g}, {row['currency']} "
+                f"  {row['statistic']}: {asked}, {row['currency']} "
                 f"{row['budget']:g} found, error95 {row['error95']:.6g}{said}"
             )
         return lines
@@ -524,7 +529,7 @@ def plan(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any
     terms = Accountant(**job.terms)
     cost = terms.cost(charges) if charges else None
     pricing = existing if existing is not None else terms  # the ledger's own accounting
-    allocation = _allocation(spec, table, spent, terms, cost, charges)
+    allocation = _allocation(spec, table, spent, terms, cost, charges, job.context())
     composed_after = composed_fits = None
     if pricing.accounting == "pld":
         composed_after = pricing.composed(charges).epsilon
@@ -560,6 +565,7 @@ def _allocation(
     terms: Accountant,
     cost: Any,
     charges: list[Any],
+    context: Context,
 ) -> Allocation | None:
     """The allocation of a spec with error95 targets (``None`` without), refused before
     any charge when the ledger's remaining budget cannot meet them; each target's error95
@@ -573,12 +579,12 @@ def _allocation(
         amount = float(exact_sum(c.epsilon for c in charges))
         budget = float(terms.epsilon or 0.0)
     others = amount - targets.spent_on_targets(spec, wanted)
-    a = targets.check_room(spec, wanted, budget - spent - others)
-    if a.budget is None:  # "least": the budgets are the ones the targets give
-        try:
-            targets.check_budgets(spec, wanted, a)
-        except InvalidParameterError as exc:
-            raise SpecError(str(exc)) from None
+    try:
+        a = targets.check_room(spec, wanted, budget - spent - others, context)
+        # the budgets are the ones the targets give (on this input, at its row count)
+        targets.check_budgets(spec, wanted, a)
+    except InvalidParameterError as exc:
+        raise SpecError(str(exc)) from None
     printed = {targets.target_key(row["release"], row["statistic"]): row for row in table}
     for key, error in a.errors.items():
         row = printed.get(key)

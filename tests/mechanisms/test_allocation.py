@@ -4,6 +4,7 @@ actual sampler by Monte Carlo, infeasible targets refused by name."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -169,6 +170,41 @@ def test_pram_error95_by_monte_carlo():
     se = math.sqrt(0.95 * 0.05 / trials)
     assert a.errors["p"] == pytest.approx(1.96 * pram_share_error(m) / math.sqrt(n))
     assert coverage(estimate[:, 0] - truth[0], a.errors["p"]) >= 0.95 - 4 * se
+
+
+def test_a_means_error95_at_a_group_size_by_monte_carlo():
+    import dpframe
+    from dpframe.mechanisms.allocation import statistic_curve
+    from dpframe.mechanisms.statistics import plan_statistic
+
+    stat = dpframe.agg.mean("x", lower=0, upper=100, epsilon=1.0)
+    curve = statistic_curve(stat, "substitute", group_size=1000)
+    a = allocate([curve], {"x_mean": 0.5})
+    h = a.errors["x_mean"]
+    plan = plan_statistic(dataclasses.replace(stat, epsilon=a.budgets["x_mean"]), "substitute")
+    n = 1000
+    for mean, tight in ((97.0, True), (50.0, False)):  # near the bound: the error approached
+        exact = {stat.part("sum"): np.full(DRAWS, n * mean), stat.part("n"): np.full(DRAWS, n)}
+        err = plan.draw(exact, np.random.default_rng(5))[stat.name] - mean
+        assert coverage(err, h) >= 0.95 - 4 * SE  # a bound for every mean in the bounds
+        if tight:
+            assert coverage(err, 0.97 * h) < 0.95 + 4 * SE  # and reached near its edge
+
+
+def test_a_share_is_fixed_before_the_targets_are_allocated():
+    curves = [laplace_curve(n, 1.0, counts=True) for n in ("a", "b", "c")]
+    fixed = allocate(curves, {"a": 10, "b": 20}, budget=1.0, shares={"c": 0.2})
+    assert fixed.budgets["c"] == 0.2 and fixed.shares == {"c": 0.2}
+    rest = allocate(curves[:2], {"a": 10, "b": 20}, budget=0.8)
+    assert fixed.budgets["a"] == rest.budgets["a"] and fixed.ratio == rest.ratio
+    least = allocate(curves, {"a": 10, "b": 20}, shares={"c": 0.2})
+    alone = allocate(curves[:2], {"a": 10, "b": 20})
+    assert least.budgets["c"] == pytest.approx(0.2 * alone.total / 0.8, rel=1e-5)
+    assert least.budgets["c"] <= 0.2 * alone.total / 0.8
+    with pytest.raises(InvalidParameterError, match="share: a share is of the release-wide"):
+        allocate(curves[2:], {}, shares={"c": 0.2})
+    with pytest.raises(InvalidParameterError, match="the shares add up to 1"):
+        allocate(curves, {"a": 10}, shares={"b": 0.5, "c": 0.5})
 
 
 # -- refusals ---------------------------------------------------------------------------------
