@@ -614,6 +614,7 @@ def meet_targets(
     budget: float | str = LEAST,
     accounting: str | None = None,
     group_size: int | None = None,
+    shares: Mapping[str, float] | None = None,
 ) -> tuple[list[Statistic], Allocation]:
     """Plan by accuracy in Python: the statistics with the budgets their targets need.
 
@@ -631,8 +632,9 @@ def meet_targets(
     neighbours, unit
         The release's neighbour relation and privacy unit (as its accountant and
         ``group_by`` take them).
-    budget, accounting, group_size
-        As :func:`allocate` and :func:`statistic_curve` take them.
+    budget, accounting, group_size, shares
+        As :func:`allocate` and :func:`statistic_curve` take them (``shares``: by
+        statistic name, a share of ``budget`` in place of a target).
 
     Returns
     -------
@@ -654,17 +656,18 @@ def meet_targets(
     [20.0, 100.0]
     """
     names = [s.name for s in statistics]
-    unknown = sorted(set(targets) - set(names))
+    shares = dict(shares or {})
+    unknown = sorted((set(targets) | set(shares)) - set(names))
     if unknown:
         raise InvalidParameterError(
             f"targets: {unknown} name no statistic (the statistics are {names})"
         )
-    chosen = [s for s in statistics if s.name in targets]
+    chosen = [s for s in statistics if s.name in targets or s.name in shares]
     curves = [statistic_curve(s, neighbours, unit, group_size=group_size) for s in chosen]
-    found = allocate(curves, targets, budget=budget, accounting=accounting)
+    found = allocate(curves, targets, budget=budget, accounting=accounting, shares=shares)
     out = []
     for s in statistics:
-        if s.name not in targets:
+        if s.name not in found.budgets:
             out.append(s)
         elif s.mechanism == "gaussian":
             options = {k: v for k, v in s.options.items() if k != "sigma"}

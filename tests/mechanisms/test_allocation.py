@@ -288,3 +288,44 @@ def test_meet_targets_gives_group_by_the_budgets_its_summary_shows():
     assert shown["x_sum"] == found.errors["x_sum"] <= 200
     with pytest.raises(InvalidParameterError, match=r"targets: \['y'\] name no statistic"):
         meet_targets(stats, {"y": 1.0})
+
+
+def test_summarize_shows_each_target_the_budget_found_and_its_error():
+    import polars as pl
+
+    import dpframe
+    from dpframe.mechanisms.allocation import meet_targets
+
+    stats, found = meet_targets(
+        [
+            dpframe.agg.count(epsilon=1.0),
+            dpframe.agg.mean("x", lower=0, upper=10, epsilon=1.0),
+            dpframe.agg.sum("x", lower=0, upper=10, epsilon=1.0),
+            dpframe.agg.median("x", lower=0, upper=10, epsilon=0.1),  # no target: kept
+        ],
+        {"count": 20, "x_mean": 0.5},
+        budget=2.0,
+        shares={"x_sum": 0.25},
+        group_size=200,
+    )
+    frame = pl.DataFrame({"g": ["a", "b"], "x": [1.0, 2.0]})
+    with dpframe.Accountant(epsilon=3.0):
+        release = dpframe.group_by(frame, "g", margins=pl.DataFrame({"g": ["a", "b"]}))
+        release = release.agg(*stats)
+        plain = dpframe.summarize(release)
+        summary = dpframe.summarize(release, targets=found)
+    assert summary.columns[: plain.width] == plain.columns  # the plan's columns, then these
+    rows = {r["statistic"]: r for r in summary.iter_rows(named=True)}
+    assert rows["count"]["target"] == 20 and rows["count"]["found"] == stats[0].epsilon
+    worst = found.ratio * (1 + 1e-9)  # a fixed total: each error within its weight
+    assert rows["count"]["error95"] == rows["count"]["error95_found"] <= 20 * worst
+    # a mean's plan states no error (its group size is private): the allocation's, assumed
+    assert rows["x_mean"]["error95"] is None and rows["x_mean"]["error95_found"] <= 0.5 * worst
+    assert "a group of 200 rows" in rows["x_mean"]["assumption"]
+    assert rows["x_sum"]["share"] == 0.25 and rows["x_sum"]["found"] == 0.5
+    assert rows["x_sum"]["target"] is None
+    last = stats[3].name
+    assert rows[last]["target"] is None and rows[last]["found"] is None
+    _, other = meet_targets([dpframe.agg.count(epsilon=1.0, name="n2")], {"n2": 5})
+    with pytest.raises(InvalidParameterError, match=r"targets: \['n2'\] name no statistic"):
+        dpframe.summarize(release, targets=other)
