@@ -163,6 +163,14 @@ class JobPlan:
             lines.append(f"release {name!r}: unit {unit}{na}")
         return lines + self.accuracy_lines()
 
+    def accuracy_rows(self) -> dict[str, Any] | None:
+        """The allocation as the run's report shows it: ``summary`` (the first of
+        :meth:`accuracy_lines`) and ``rows`` (:meth:`Allocation.rows`); ``None`` for a
+        spec without targets."""
+        if self.allocation is None:
+            return None
+        return {"summary": self.accuracy_lines()[0], "rows": self.allocation.rows()}
+
     def accuracy_lines(self) -> list[str]:
         """The statistics with an error95 target: each target, the budget found and the
         error95 it gives (none for a spec without targets)."""

@@ -14,6 +14,7 @@ import dpframe
 from dpframe.datasets import synthetic_survey
 from dpframe.errors import BudgetExceededError
 from dpframe.jobs import load_spec, plan, run
+from dpframe.jobs.report import read_report_data
 from dpframe.jobs.spec import SpecError, parse_spec
 from dpframe.mechanisms.allocation import allocate, statistic_curve
 
@@ -363,3 +364,28 @@ def test_the_run_records_the_allocation_in_provenance(tmp_path):
     prov = dpframe.read_provenance(result.outputs["by_region"])
     assert prov.spec["accuracy"]["targets"]["by_region/count"] == 50.0
     assert prov.spec["accuracy"]["found"] == spec.to_dict()["accuracy"]["found"]
+
+
+def test_the_runs_report_shows_the_allocation(tmp_path):
+    spec = load_spec(write(tmp_path, count="share = 0.1"))
+    result = run(spec, progress=False)
+    page = result.report.read_text()
+    found = spec.to_dict()["accuracy"]["found"]
+    assert "<h2>Plan by accuracy</h2>" in page
+    assert "the least total meeting the error95 targets" in page
+    assert "by_region/income_median" in page and "share 0.1" in page
+    assert f"{found['by_region/income_sum']:.6g}" in page
+    data = read_report_data(result.report.resolve().parent)
+    assert data is not None and data.accuracy is not None
+    assert {r["statistic"] for r in data.accuracy["rows"]} == set(found)
+    # a spec without targets: no such section
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    path = write(plain, count="epsilon = 0.1")
+    path.write_text(
+        path.read_text()
+        .replace("error95 = 2e6", "epsilon = 0.2")
+        .replace("error95 = 30", "epsilon = 0.2")
+    )
+    page = run(load_spec(path), progress=False).report.read_text()
+    assert "Plan by accuracy" not in page
