@@ -283,7 +283,7 @@ def recorded(spec: Spec) -> dict[Loc, Wanted]:
             "'<release>/<statistic>'); give error95 on the statistic instead"
         )
     out = {
-        where[k]: Wanted(t, k in acc.relative, acc.group_sizes.get(k))
+        where[k]: Wanted(t, acc.relative.get(k, False), acc.group_sizes.get(k))
         for k, t in acc.targets.items()
     }
     out.update({where[k]: Wanted(None, share=v) for k, v in acc.shares.items()})

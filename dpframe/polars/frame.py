@@ -417,7 +417,8 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
             )
             return float(max(r["error95"] for r in plan.summary() if r["error95"] is not None))
 
-        said = f"n = {n}, the largest error95 of its variances S[i,i]"
+        said = f"n = {n}" + (", the input's rows" if entry.n is None else "")
+        said += "; the largest error95 of its variances S[i,i]"
         return ErrorCurve("covariance", "epsilon", error, assumption=said)
 
     @classmethod
@@ -652,7 +653,8 @@ class ProportionsRelease(Release[pl.DataFrame]):
             )
             return float(max(r["error95"] for r in plan.summary() if r["error95"] is not None))
 
-        return ErrorCurve("proportions", "epsilon", error, units="share", assumption=f"n = {n}")
+        said = f"n = {n}" + (", the input's rows" if entry.n is None else "")
+        return ErrorCurve("proportions", "epsilon", error, units="share", assumption=said)
 
     @classmethod
     def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:

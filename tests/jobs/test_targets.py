@@ -279,7 +279,9 @@ def test_targets_on_every_release_kind_at_the_inputs_row_count(tmp_path):
     planned = plan(spec)
     lines = "\n".join(planned.accuracy_lines())
     # the error95 is stated at the input's 3000 rows, and the plan says so
-    assert "shares: target error95 0.02" in lines and "(assuming n = 3000)" in lines
+    assert (
+        "shares: target error95 0.02" in lines and "(assuming n = 3000, the input's rows)" in lines
+    )
     assert "micro/region: target error95 0.05" in lines and "3000 records" in lines
     # each found budget is the least meeting its target: the plan's own errors say so
     rows = planned.rows
