@@ -297,6 +297,24 @@ def test_targets_on_every_release_kind_at_the_inputs_row_count(tmp_path):
         plan(spec)
 
 
+def test_a_pram_target_the_ledger_cannot_meet_is_refused_naming_it(tmp_path):
+    path = write(tmp_path, budget="{ epsilon = 2.0 }", count="epsilon = 0.1")
+    text = (
+        path.read_text()
+        .replace("error95 = 2e6", "epsilon = 0.2")
+        .replace("error95 = 30", "epsilon = 0.2")
+    )
+    pram = '[[release]]\nname = "micro"\nkind = "pram"\ncolumns = [{ column = "region", error95 = 0.01 }]\n'
+    path.write_text(text + pram)
+    spec = load_spec(path)  # read: a share within 0.01 at 3000 rows needs far more than 2
+    with pytest.raises(BudgetExceededError) as info:
+        plan(spec)
+    assert "'micro/region': error95" in str(info.value) and "(target 0.01)" in str(info.value)
+    with pytest.raises(BudgetExceededError):
+        run(spec, progress=False)
+    assert not (tmp_path / "released").exists()
+
+
 def test_a_mean_at_a_stated_group_size_and_a_relative_count(tmp_path):
     path = write(tmp_path, budget="{ epsilon = 5.0 }")
     path.write_text(
