@@ -304,7 +304,10 @@ def test_a_pram_target_the_ledger_cannot_meet_is_refused_naming_it(tmp_path):
         .replace("error95 = 2e6", "epsilon = 0.2")
         .replace("error95 = 30", "epsilon = 0.2")
     )
-    pram = '[[release]]\nname = "micro"\nkind = "pram"\ncolumns = [{ column = "region", error95 = 0.01 }]\n'
+    pram = (
+        '[[release]]\nname = "micro"\nkind = "pram"\n'
+        'columns = [{ column = "region", error95 = 0.01 }]\n'
+    )
     path.write_text(text + pram)
     spec = load_spec(path)  # read: a share within 0.01 at 3000 rows needs far more than 2
     with pytest.raises(BudgetExceededError) as info:
