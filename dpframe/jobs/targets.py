@@ -221,6 +221,9 @@ _EXTRAS = ("relative", "group_size")
 def _wanted(s: Mapping[str, Any], where: str) -> Wanted:
     """The target of entry ``s``, each field checked."""
     if SHARE in s:
+        extra = [k for k in _EXTRAS if k in s]
+        if extra:
+            raise InvalidParameterError(f"{where}.{extra[0]}: only with error95; remove it")
         share = check("allocation_share", s[SHARE], name=f"{where}.{SHARE}")
         return Wanted(None, share=share)
     relative = s.get("relative", False)

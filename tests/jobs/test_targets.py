@@ -374,6 +374,7 @@ def test_a_share_of_the_budget_is_fixed_before_the_targets(tmp_path):
         ("share = 0.2, error95 = 3", "give error95 or share, not both"),
         ("share = 0.2, epsilon = 0.1", "give share .* or epsilon, not both"),
         ("epsilon = 0.1, relative = true", "relative: only with error95"),
+        ("share = 0.2, group_size = 100", "group_size: only with error95"),
     ],
 )
 def test_bad_shares_are_refused_naming_the_field(tmp_path, count, match):
