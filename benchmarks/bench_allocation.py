@@ -1,9 +1,11 @@
 """Plan by accuracy: the optimiser's split of a budget against an even split of the same
 total (issue 37).
 
-An accuracy benchmark, not a timing one. For each spec -- the demo's grouped statistics
-(``dpframe/data/demo_release.toml``: every statistic whose error is data-free, its target
-its error95 at the demo's epsilon, scaled by a random factor in [0.5, 2]) and 20 random
+An accuracy benchmark, not a timing one. For each spec -- the demo's
+(``dpframe/data/demo_release.toml`` on its 200,000 rows: every part whose error is
+data-free given public facts -- counts, sums, a mean at the average group size, a median,
+the PRAM columns, the proportions and covariance releases --, its target its error95 at the
+demo's epsilon, scaled by a random factor in [0.5, 2]) and 20 random
 specs of 3 to 7 statistics of mixed kinds (Laplace counts and sums, means at a stated
 group size, discrete Gaussian counts and sums, medians with a stated group size, PRAM k-RR
 estimated shares at a stated number of records; the Gaussian specs on a zCDP ledger) with
@@ -15,7 +17,7 @@ that total (so no split meets every target) and prints the worst ``error95 / tar
 * **even**: each statistic ``B / k`` (:func:`~dpframe.mechanisms.allocation.even_split`).
 
 Every error is the mechanism's own (the calibration the release draws with). Each spec's
-least allocation (the demo's counts and sums; every statistic of a random spec) is then
+least allocation (the demo's counts, sums and mean; every statistic of a random spec) is then
 checked by Monte Carlo against the actual samplers (``release_laplace``,
 ``release_gaussian`` on real-valued exact values, the quantile kernel's draw on ``n``
 values spread evenly -- the stated assumption --, k-RR randomization and its unbiased
@@ -51,8 +53,10 @@ from importlib import resources
 import numpy as np
 
 import dpframe
+from dpframe.datasets import synthetic_survey
 from dpframe.jobs.spec import load_spec
-from dpframe.jobs.targets import release_unit
+from dpframe.jobs.targets import Wanted, release_unit
+from dpframe.jobs.targets import curves as targets_of
 from dpframe.mechanisms.allocation import (
     Allocation,
     ErrorCurve,
@@ -73,29 +77,52 @@ from dpframe.polars.grouped import statistic
 SHARE = 0.7  # the fixed total: this share of the least total meeting every target
 
 
+#: the demo's input size (``dpframe demo``) and its region x age band groups
+DEMO_ROWS, DEMO_GROUPS = 200_000, 18
+
+
 def demo_spec(
     rng: np.random.Generator,
 ) -> tuple[list[ErrorCurve], dict[str, float], None, dict[str, Sampler]]:
-    """The demo's data-free statistics, each target its demo error95 times [0.5, 2]; the
-    counts' and sums' samplers (at the sensitivity their plan states)."""
+    """Every part of the demo spec whose error is data-free given public facts (its
+    input's row count, the demo's 200,000; a mean at the demo's average group size), each
+    target its demo error95 times [0.5, 2]: the grouped statistics (its covariance
+    statistic has none), the PRAM columns, the proportions and covariance releases. The
+    counts', sums' and mean's samplers (at the sensitivity their plan states)."""
     path = resources.files("dpframe").joinpath("data", "demo_release.toml")
     with resources.as_file(path) as p:
-        spec = load_spec(p)
+        spec = load_spec(p, frame=synthetic_survey(DEMO_ROWS).lazy())
+    wanted, budgets = {}, {}
+    for i, r in enumerate(spec.release):
+        for j, s in enumerate(getattr(r, "statistics", None) or ()):
+            size = DEMO_ROWS // DEMO_GROUPS if statistic(s).kind == "mean" else None
+            wanted[(i, "statistics", j)], budgets[(i, "statistics", j)] = (
+                Wanted(1.0, group_size=size),
+                s.epsilon,
+            )
+        for k, c in enumerate(getattr(r, "columns", None) or ()):
+            if not isinstance(c, str):
+                wanted[(i, "columns", k)], budgets[(i, "columns", k)] = Wanted(1.0), c.epsilon
+        if r.kind in ("proportions", "covariance"):
+            wanted[(i, "release", 0)], budgets[(i, "release", 0)] = Wanted(1.0), r.epsilon
     curves, targets, samplers = [], {}, {}
-    for r in spec.release:
-        for s in getattr(r, "statistics", None) or ():
-            stat = statistic(s)
-            unit = release_unit(spec, r)
-            try:
-                c = statistic_curve(stat, spec.privacy.neighbours, unit)
-            except Exception:  # a ratio or moment: its error depends on the data
-                continue
-            name = f"{r.name}/{stat.name}"
-            curves.append(ErrorCurve(name, c.currency, c.error, c.units))
-            targets[name] = c(stat.epsilon) * float(rng.uniform(0.5, 2.0))
-            if stat.kind in ("count", "count_distinct", "sum"):
-                sens = plan_statistic(stat, spec.privacy.neighbours, unit=unit).sensitivity
-                samplers[name] = laplace_errors(sens, stat.kind != "sum")
+    for loc, w in wanted.items():
+        try:
+            found, _ = targets_of(spec, {loc: w})
+        except Exception:  # a variance or covariance statistic: its error depends on data
+            continue
+        ((name, c),) = found.items()
+        curves.append(ErrorCurve(name, c.currency, c.error, c.units, c.assumption, c.highest))
+        targets[name] = c(budgets[loc]) * float(rng.uniform(0.5, 2.0))
+        if loc[1] != "statistics":
+            continue
+        r = spec.release[loc[0]]
+        stat, unit = statistic(r.statistics[loc[2]]), release_unit(spec, r)
+        if stat.kind in ("count", "count_distinct", "sum"):
+            sens = plan_statistic(stat, spec.privacy.neighbours, unit=unit).sensitivity
+            samplers[name] = laplace_errors(sens, stat.kind != "sum")
+        if stat.kind == "mean":
+            samplers[name] = mean_errors(float(stat.upper or 0), DEMO_ROWS // DEMO_GROUPS, c)
     return curves, targets, None, samplers
 
 
