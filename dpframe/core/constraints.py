@@ -713,6 +713,10 @@ PARAMETERS: Mapping[str, Constraint] = MappingProxyType(
         "rho": Constraint(f"a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", check_privacy_amount),
         "sigma": Constraint("a finite number > 0", check_positive),
         "error95": Constraint("a finite number > 0", check_positive),
+        "allocation_share": Constraint(
+            "a number in [0.0001, 0.9999] (a share of the release-wide budget)",
+            lambda n, v: _within(n, check_real(n, v), 1e-4, 0.9999),
+        ),
         "allocation_budget": Constraint(
             f"{LEAST!r} or a number in [{PRIVACY_MIN:g}, {PRIVACY_MAX:g}]", _allocation_budget
         ),

@@ -584,6 +584,7 @@ def _run(
                 delta=result.delta,
                 plan=_drawn_plan(the_plan, releases),
                 risk_title=risk_title,
+                accuracy=the_plan.accuracy_rows(),
             )
             with bar.step("writing the report"):
                 write_report(staging, info, result.checks, risk)

@@ -163,6 +163,14 @@ class JobPlan:
             lines.append(f"release {name!r}: unit {unit}{na}")
         return lines + self.accuracy_lines()
 
+    def accuracy_rows(self) -> dict[str, Any] | None:
+        """The allocation as the run's report shows it: ``summary`` (the first of
+        :meth:`accuracy_lines`) and ``rows`` (:meth:`Allocation.rows`); ``None`` for a
+        spec without targets."""
+        if self.allocation is None:
+            return None
+        return {"summary": self.accuracy_lines()[0], "rows": self.allocation.rows()}
+
     def accuracy_lines(self) -> list[str]:
         """The statistics with an error95 target: each target, the budget found and the
         error95 it gives (none for a spec without targets)."""
@@ -180,8 +188,13 @@ class JobPlan:
         ]
         for row in a.rows():
             said = f" (assuming {row['assumption']})" if row["assumption"] else ""
+            asked = (
+                f"share {row['share']:g} of the total"
+                if row["target"] is None
+                else f"target error95 {row['target']:.6g}"
+            )
             lines.append(
-                f"  {row['statistic']}: target error95 {row['target']:g}, {row['currency']} "
+                f"  {row['statistic']}: {asked}, {row['currency']} "
                 f"{row['budget']:g} found, error95 {row['error95']:.6g}{said}"
             )
         return lines
@@ -524,7 +537,7 @@ def plan(spec: Spec, *, frame: Any = None, engine: str | None = None, spark: Any
     terms = Accountant(**job.terms)
     cost = terms.cost(charges) if charges else None
     pricing = existing if existing is not None else terms  # the ledger's own accounting
-    allocation = _allocation(spec, table, spent, terms, cost, charges)
+    allocation = _allocation(spec, table, spent, terms, cost, charges, job.context())
     composed_after = composed_fits = None
     if pricing.accounting == "pld":
         composed_after = pricing.composed(charges).epsilon
@@ -560,6 +573,7 @@ def _allocation(
     terms: Accountant,
     cost: Any,
     charges: list[Any],
+    context: Context,
 ) -> Allocation | None:
     """The allocation of a spec with error95 targets (``None`` without), refused before
     any charge when the ledger's remaining budget cannot meet them; each target's error95
@@ -573,12 +587,12 @@ def _allocation(
         amount = float(exact_sum(c.epsilon for c in charges))
         budget = float(terms.epsilon or 0.0)
     others = amount - targets.spent_on_targets(spec, wanted)
-    a = targets.check_room(spec, wanted, budget - spent - others)
-    if a.budget is None:  # "least": the budgets are the ones the targets give
-        try:
-            targets.check_budgets(spec, wanted, a)
-        except InvalidParameterError as exc:
-            raise SpecError(str(exc)) from None
+    try:
+        a = targets.check_room(spec, wanted, budget - spent - others, context)
+        # the budgets are the ones the targets give (on this input, at its row count)
+        targets.check_budgets(spec, wanted, a)
+    except InvalidParameterError as exc:
+        raise SpecError(str(exc)) from None
     printed = {targets.target_key(row["release"], row["statistic"]): row for row in table}
     for key, error in a.errors.items():
         row = printed.get(key)

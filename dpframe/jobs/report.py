@@ -8,9 +8,10 @@ release: its name, its privacy unit (record, or the person column with the
 ``max_rows``/``max_groups`` bounds it assumes) and neighbour relation, its plan rows
 (mechanism, epsilon, delta, sensitivity, scale, expected error at 95 %, and the error
 under the other relation or why there is none), and its checks (every expectation with
-its rule, passed or failed, and the lines that say why a check failed); and, when given,
-a DR-HA risk curve (an assessment, not a release: it spends no budget) drawn as an inline
-SVG line chart.
+its rule, passed or failed, and the lines that say why a check failed); for a spec with
+error95 targets, the budgets found (each target, the budget found, the error95 it gives
+and what it assumes); and, when given, a DR-HA risk curve (an assessment, not a release:
+it spends no budget) drawn as an inline SVG line chart.
 
 Nothing is fetched when the page is opened: the styles are inline (one ``<style>``
 element), the charts are SVG written here, there is no script, no external font and no
@@ -86,6 +87,16 @@ PLAN_COLUMNS = {
     "note": "note",
 }
 
+#: the columns of the budgets found for error95 targets (``JobPlan.accuracy_rows``)
+ACCURACY_COLUMNS = {
+    "statistic": "statistic",
+    "target": "error95 target",
+    "currency": "budget",
+    "budget": "found",
+    "error95": "error95 it gives",
+    "assumption": "assuming",
+}
+
 #: the risk table's columns the chart needs (``dpframe.risk.drha``'s output)
 RISK_COLUMNS = ("mechanism", "measure", "weighted", "epsilon", "delta", "risk", "exact")
 
@@ -140,7 +151,9 @@ class RunInfo:
 
     ``plan`` is the run's plan rows (``JobPlan.rows`` as dicts: release, statistic,
     mechanism, epsilon, delta, sensitivity, scale, error95, note, unit, neighbours,
-    error95_other, other); ``risk`` a DR-HA table
+    error95_other, other); ``accuracy`` the budgets found for its error95 targets
+    (``JobPlan.accuracy_rows()``: a summary line and one row per target), or None;
+    ``risk`` a DR-HA table
     as dicts (``dpframe.risk.drha``'s output), or None. ``ledger`` must already be free
     of passwords (:func:`redacted_ledger`).
     """
@@ -156,6 +169,7 @@ class RunInfo:
     risk: list[dict[str, Any]] | None = None
     risk_title: str | None = None
     checked: str | None = None
+    accuracy: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         doc = {"format": _FORMAT, "version": _VERSION, **asdict(self)}
@@ -275,14 +289,14 @@ def _facts(info: RunInfo, checks: Sequence[Any]) -> str:
     )
 
 
-def _plan_table(rows: list[dict[str, Any]]) -> str:
+def _plan_table(rows: list[dict[str, Any]], columns: Mapping[str, str] = PLAN_COLUMNS) -> str:
     if not rows:
         return '<p class="muted">no plan rows</p>'
-    head = "".join(f"<th>{_e(h)}</th>" for h in PLAN_COLUMNS.values())
+    head = "".join(f"<th>{_e(h)}</th>" for h in columns.values())
     body = []
     for row in rows:
         cells = []
-        for col in PLAN_COLUMNS:
+        for col in columns:
             v = row.get(col)
             if (isinstance(v, int | float) and not isinstance(v, bool)) or v is None:
                 cells.append(f'<td class="num">{_num(v)}</td>')
@@ -318,6 +332,21 @@ def _check_block(check: Any | None) -> str:
             f"<th>result</th></tr></thead><tbody>{rows}</tbody></table>"
         )
     return "\n".join(parts)
+
+
+def _accuracy_section(info: RunInfo) -> str:
+    """The budgets found for the run's error95 targets (none without targets)."""
+    if not info.accuracy:
+        return ""
+    said = info.accuracy.get("summary") or ""
+    rows = [
+        {**r, "target": r.get("target") if r.get("share") is None else f"share {r['share']:g}"}
+        for r in info.accuracy.get("rows") or []
+    ]
+    return (
+        '<section class="run accuracy"><h2>Plan by accuracy</h2>'
+        f"<p>{_e(said)}</p>{_plan_table(rows, ACCURACY_COLUMNS)}</section>"
+    )
 
 
 def _release_sections(info: RunInfo, checks: Sequence[Any]) -> str:
@@ -518,6 +547,7 @@ def render_report(info: RunInfo, checks: Sequence[Any], risk: pl.DataFrame | Non
         [
             f"<h1>dpframe release report — run {_e(info.run)}</h1>",
             _facts(info, checks),
+            _accuracy_section(info),
             _release_sections(info, checks),
             _risk_section(info, risk),
             '<footer class="muted">Written by dpframe. The tables, their suites '

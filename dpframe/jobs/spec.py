@@ -141,10 +141,15 @@ class AccuracySpec(_Model):
         int | None, BeforeValidator(spec_field("proportions_n", optional=True))
     ] = Field(
         None,
-        description="a quantile's error95 in its value's units, assuming this many values "
-        "per group spread evenly over its bounds (default: in rows of the group)",
+        description="the group size targets are stated at (a statistic's own group_size "
+        "first): a quantile's error95 in its value's units, assuming this many values per "
+        "group spread evenly over its bounds (default: in rows of the group); a mean's or "
+        "proportion's error95; a relative target's scale",
     )
     targets: dict[str, Annotated[float, BeforeValidator(spec_field("error95"))]] = {}
+    shares: dict[str, Annotated[float, BeforeValidator(spec_field("allocation_share"))]] = {}
+    relative: dict[str, bool] = {}
+    group_sizes: dict[str, Annotated[int, BeforeValidator(spec_field("proportions_n"))]] = {}
     found: dict[str, float] = {}
     errors: dict[str, float] = {}
     total: float | None = None
@@ -556,7 +561,7 @@ def parse_spec(
         raise SpecError(_format_errors(exc, source or "(dict)", data)) from None
     if not wanted:
         return spec
-    if spec.accuracy is not None and spec.accuracy.targets:
+    if spec.accuracy is not None and (spec.accuracy.targets or spec.accuracy.shares):
         raise SpecError(
             f"invalid release spec {source or '(dict)'}:\n  - accuracy.targets: recorded "
             "targets and error95 on statistics both given; give error95 on the statistics"

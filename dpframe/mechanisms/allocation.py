@@ -83,6 +83,8 @@ __all__ = [
     "meet_targets",
     "pram_curve",
     "quantile_curve",
+    "ratio_error95",
+    "relative_scale",
     "round_up",
     "statistic_curve",
 ]
@@ -394,13 +396,30 @@ def statistic_curve(
         return math.inf if e is None else float(e)
 
     probe = plan_statistic(at(1.0), neighbours, unit=person)
-    if probe.error95 is None:
-        raise InvalidParameterError(
-            f"error95 of {stat.name!r}: a {stat.kind}'s error depends on the group's size, "
-            "which is private (a ratio of noisy sums); give its epsilon, or targets for "
-            "its parts (a sum and a count)"
-        )
     currency = "rho" if gaussian else "epsilon"
+    if probe.error95 is None:
+        parts = probe.details.get("parts") or {}
+        if group_size is None or set(parts) != {"sum", "n"}:
+            raise InvalidParameterError(
+                f"error95 of {stat.name!r}: a {stat.kind}'s error depends on the group's "
+                "size, which is private (a ratio of noisy sums); give group_size (the error "
+                "at a group of that many rows) for a mean or proportion, its epsilon, or "
+                "targets for its parts (a sum and a count)"
+            )
+        n = check("proportions_n", group_size, name="group_size")
+        lo, hi = (0.0, 1.0) if stat.kind == "proportion" else (stat.lower, stat.upper)
+        worst = max(abs(float(lo or 0.0)), abs(float(hi or 0.0)))
+
+        def ratio(budget: float) -> float:
+            found = plan_statistic(at(budget), neighbours, unit=person).details["parts"]
+            return ratio_error95(_steps(found["sum"]), _steps(found["n"]), n, worst)
+
+        return ErrorCurve(
+            stat.name,
+            currency,
+            ratio,
+            assumption=f"a group of {n} rows, its mean anywhere in [{lo:g}, {hi:g}]",
+        )
     if stat.kind not in QUANTILE_STATISTICS:
         return ErrorCurve(stat.name, currency, error)
     if group_size is None:
@@ -419,6 +438,102 @@ def statistic_curve(
         value,
         assumption=f"{n} values spread evenly over [{lower:g}, {upper:g}]",
     )
+
+
+def relative_scale(stat: Statistic, group_size: int) -> tuple[float, str]:
+    """What a relative target of ``stat`` is a fraction of, at a group of ``group_size``
+    rows: the largest value such a group can give (a count: ``n``; a sum: ``n`` times its
+    largest ``|bound|``; a mean: its largest ``|bound|``; a proportion: 1; a quantile: its
+    bounds' width), and the words that say so.
+
+    Examples
+    --------
+    >>> import dpframe
+    >>> relative_scale(dpframe.agg.count(epsilon=1.0), 1000)
+    (1000.0, 'a group of 1000 rows')
+    """
+    n = check("proportions_n", group_size, name="group_size")
+    lo, hi = float(stat.lower or 0.0), float(stat.upper or 0.0)
+    big = max(abs(lo), abs(hi))
+    if stat.kind == "count" or stat.kind == "count_distinct":
+        return float(n), f"a group of {n} rows"
+    if stat.kind == "sum":
+        return n * big, f"{n} rows at most {big:g} each"
+    if stat.kind == "mean":
+        return big, f"the largest |mean| in [{lo:g}, {hi:g}]"
+    if stat.kind == "proportion":
+        return 1.0, "a proportion's largest value, 1"
+    if stat.kind in QUANTILE_STATISTICS:
+        return hi - lo, f"the width of [{lo:g}, {hi:g}]"
+    raise InvalidParameterError(
+        f"relative error95 of {stat.name!r}: a {stat.kind} has no relative target; give "
+        "its error95 in its units"
+    )
+
+
+def _steps(part: Mapping[str, object]) -> tuple[float, float]:
+    """A noisy part's grid step and its discrete Laplace scale in steps, from its plan's
+    details (:meth:`dpframe.mechanisms.laplace.LaplaceCalibration.details`)."""
+    g = float(part["granularity"])  # type: ignore[arg-type]
+    units = round(float(part["sensitivity"]) / g)  # type: ignore[arg-type]
+    return g, units / float(part["privacy_loss"])  # type: ignore[arg-type]
+
+
+def _laplace_cdf(k: np.ndarray, t: float) -> np.ndarray:
+    """``P(Z <= k)`` of the discrete Laplace law of scale ``t`` (``P(Z=k) ~ e^(-|k|/t)``)."""
+    q = math.exp(-1.0 / t)
+    k = np.asarray(k, dtype=float)
+    with np.errstate(over="ignore"):
+        low = np.power(q, -np.minimum(k, 0.0)) / (1.0 + q)
+        high = 1.0 - np.power(q, np.maximum(k, -1.0) + 1.0) / (1.0 + q)
+    return np.where(k < 0, low, high)
+
+
+def ratio_error95(
+    sums: tuple[float, float], counts: tuple[float, float], n: int, mean: float
+) -> float:
+    """The 95 % error of a ratio ``(S + E_s) / max(n + E_c, 1)`` of a group of ``n`` rows
+    whose exact mean is ``mean`` (``S = n mean``): ``E_s`` discrete Laplace noise on the
+    sum's grid, ``E_c`` on the count's, each given as ``(grid step, scale in steps)``.
+
+    Exact for the noise laws (a sum over the count's noise of the sum's noise CDF), then
+    the half-width found by bisection to a relative ``1e-9``. Before clipping, ``|E_s -
+    mean E_c|`` is stochastically largest where ``|mean|`` is; clipping the ratio to its
+    bounds (as the release does) only moves it towards the exact mean. So the error at
+    the largest ``|mean|`` of the bounds, unclipped, holds for every mean within them,
+    and is approached by a mean a few errors inside that bound (where clipping is rare).
+
+    Examples
+    --------
+    >>> round(ratio_error95((1.0, 10.0), (1.0, 1e-9), 100, 0.0), 3)  # sum noise only: 30/100
+    0.3
+    """
+    gs, ts = sums
+    gc, tc = counts
+    qc = math.exp(-1.0 / tc)
+    reach = math.ceil(tc * 40.0) + 1  # the count's noise beyond this: < e^-40
+    c = np.arange(-reach, reach + 1, dtype=float)
+    pc = (1.0 - qc) / (1.0 + qc) * np.power(qc, np.abs(c))
+    d = np.maximum(n + gc * c, 1.0)
+    shift = mean * gc * c
+
+    def covered(h: float) -> float:
+        hi = np.floor((shift + h * d) / gs + 1e-9)
+        lo = np.ceil((shift - h * d) / gs - 1e-9)
+        inside = _laplace_cdf(hi, ts) - _laplace_cdf(lo - 1.0, ts)
+        return float(np.sum(pc * np.where(hi >= lo, inside, 0.0)))
+
+    top = 1.0
+    while covered(top) < LEVEL:
+        top *= 2.0
+    low = 0.0
+    while top - low > 1e-9 * top:
+        mid = (low + top) / 2.0
+        if covered(mid) >= LEVEL:
+            top = mid
+        else:
+            low = mid
+    return top
 
 
 @dataclass(frozen=True)
@@ -457,9 +572,11 @@ class Allocation:
     budget: float | None = None
     ratio: float = 0.0
     assumptions: Mapping[str, str] = field(default_factory=dict)
+    shares: Mapping[str, float] = field(default_factory=dict)
 
     def rows(self) -> list[dict[str, object]]:
-        """One row per statistic: name, target, currency, budget, error95, ratio.
+        """One row per statistic: name, target (``None`` for a share), share (``None``
+        for a target), currency, budget, error95, ratio.
 
         Examples
         --------
@@ -469,11 +586,12 @@ class Allocation:
         return [
             {
                 "statistic": k,
-                "target": self.targets[k],
+                "target": self.targets.get(k),
+                "share": self.shares.get(k),
                 "currency": self.currencies[k],
                 "budget": self.budgets[k],
                 "error95": self.errors[k],
-                "ratio": self.errors[k] / self.targets[k],
+                "ratio": self.errors[k] / self.targets[k] if k in self.targets else None,
                 "assumption": self.assumptions.get(k, ""),
             }
             for k in self.budgets
@@ -496,6 +614,7 @@ def meet_targets(
     budget: float | str = LEAST,
     accounting: str | None = None,
     group_size: int | None = None,
+    shares: Mapping[str, float] | None = None,
 ) -> tuple[list[Statistic], Allocation]:
     """Plan by accuracy in Python: the statistics with the budgets their targets need.
 
@@ -513,8 +632,9 @@ def meet_targets(
     neighbours, unit
         The release's neighbour relation and privacy unit (as its accountant and
         ``group_by`` take them).
-    budget, accounting, group_size
-        As :func:`allocate` and :func:`statistic_curve` take them.
+    budget, accounting, group_size, shares
+        As :func:`allocate` and :func:`statistic_curve` take them (``shares``: by
+        statistic name, a share of ``budget`` in place of a target).
 
     Returns
     -------
@@ -536,17 +656,18 @@ def meet_targets(
     [20.0, 100.0]
     """
     names = [s.name for s in statistics]
-    unknown = sorted(set(targets) - set(names))
+    shares = dict(shares or {})
+    unknown = sorted((set(targets) | set(shares)) - set(names))
     if unknown:
         raise InvalidParameterError(
             f"targets: {unknown} name no statistic (the statistics are {names})"
         )
-    chosen = [s for s in statistics if s.name in targets]
+    chosen = [s for s in statistics if s.name in targets or s.name in shares]
     curves = [statistic_curve(s, neighbours, unit, group_size=group_size) for s in chosen]
-    found = allocate(curves, targets, budget=budget, accounting=accounting)
+    found = allocate(curves, targets, budget=budget, accounting=accounting, shares=shares)
     out = []
     for s in statistics:
-        if s.name not in targets:
+        if s.name not in found.budgets:
             out.append(s)
         elif s.mechanism == "gaussian":
             options = {k: v for k, v in s.options.items() if k != "sigma"}
@@ -563,17 +684,54 @@ def _cost(curve: ErrorCurve, budget: float, accounting: str) -> float:
     return budget
 
 
-def _check_targets(curves: Sequence[ErrorCurve], targets: Mapping[str, object]) -> dict[str, float]:
+def _check_targets(
+    curves: Sequence[ErrorCurve],
+    targets: Mapping[str, object],
+    shares: Mapping[str, object] | None = None,
+) -> dict[str, float]:
     names = [c.name for c in curves]
     if len(set(names)) != len(names):
         raise InvalidParameterError(f"statistics: names must be distinct, got {names}")
-    missing = [n for n in names if n not in targets]
-    extra = [n for n in targets if n not in names]
+    shares = shares or {}
+    both = sorted(set(targets) & set(shares))
+    if both:
+        raise InvalidParameterError(f"targets: {both} have an error95 and a share; give one")
+    missing = [n for n in names if n not in targets and n not in shares]
+    extra = [n for n in [*targets, *shares] if n not in names]
     if missing or extra:
         raise InvalidParameterError(
-            f"targets: give one error95 per statistic; missing {missing}, unknown {extra}"
+            f"targets: give one error95 (or share) per statistic; missing {missing}, "
+            f"unknown {extra}"
         )
-    return {n: check("error95", targets[n], name=f"error95 of {n!r}") for n in names}
+    return {n: check("error95", targets[n], name=f"error95 of {n!r}") for n in targets}
+
+
+def _check_shares(
+    shares: Mapping[str, object], budget: float | str, targeted: bool
+) -> dict[str, float]:
+    """The shares, checked: each in (0, 1), in all below 1 (at most 1 with no error95
+    target and a fixed total), and only with a total to take them from."""
+    found = {n: check("allocation_share", v, name=f"share of {n!r}") for n, v in shares.items()}
+    if not found:
+        return found
+    if budget == LEAST and not targeted:
+        raise InvalidParameterError(
+            "share: a share is of the release-wide budget, and 'least' with no error95 "
+            "target has none; give accuracy.budget a number, or error95 targets"
+        )
+    total = math.fsum(found.values())
+    if total > 1.0 + 1e-12 or (targeted and total >= 1.0):
+        raise InvalidParameterError(
+            f"share: the shares add up to {total:g}; they must leave room for the "
+            "error95 targets (below 1 in all); lower them"
+        )
+    return found
+
+
+def _from_cost(curve: ErrorCurve, cost: float, accounting: str) -> float:
+    """The budget of ``curve`` that costs ``cost`` (rounded down to :data:`DIGITS`)."""
+    b = math.sqrt(2.0 * cost) if accounting == "zcdp" and curve.currency == "epsilon" else cost
+    return round_up(b, down=True)
 
 
 def _check_currencies(curves: Sequence[ErrorCurve], accounting: str) -> None:
@@ -594,6 +752,7 @@ def allocate(
     budget: float | str = LEAST,
     accounting: str | None = None,
     remaining: float | None = None,
+    shares: Mapping[str, float] | None = None,
 ) -> Allocation:
     """The budgets that meet every target (``budget="least"``), or the split of a fixed
     ``budget`` that minimises the worst ``error / target``.
@@ -614,6 +773,11 @@ def allocate(
     remaining : float, optional
         What the ledger has left: a ``"least"`` allocation above it is refused, naming the
         statistics it cannot meet and the best error95 each gets at ``remaining``.
+    shares : mapping, optional
+        Statistics given a share of the release-wide budget instead of a target (each in
+        (0, 1), fixed before the targets are allocated): of ``budget`` when it is a
+        number (the targets split the rest); with ``"least"``, of the total ``T`` whose
+        rest, ``T (1 - sum of shares)``, is the least meeting the targets.
 
     Returns
     -------
@@ -635,18 +799,66 @@ def allocate(
     (True, 0.9)
     """
     accounting = _accounting(accounting)
-    goal = _check_targets(curves, targets)
+    goal = _check_targets(curves, targets, shares)
     _check_currencies(curves, accounting)
     if remaining is not None:
         remaining = check_positive("remaining", remaining)
     budget = check("allocation_budget", budget, name="budget")
+    fixed = _check_shares(shares or {}, budget, bool(goal))
+    aimed = [c for c in curves if c.name in goal]
+    kept = 1.0 - math.fsum(fixed.values())
     if budget == LEAST:
-        found = _least_all(curves, goal)
-        result = _result(curves, goal, found, accounting, None)
-        if remaining is not None and result.total > remaining * (1 + 1e-12):
-            raise _refusal(curves, goal, accounting, remaining, result.total)
+        found = _least_all(aimed, goal)
+        result = _result(aimed, goal, found, accounting, None)
+        if remaining is not None and result.total / kept > remaining * (1 + 1e-12):
+            if fixed:
+                raise _refusal(aimed, goal, accounting, remaining * kept, result.total)
+            raise _refusal(aimed, goal, accounting, remaining, result.total)
+        return _with_shares(curves, result, fixed, result.total / kept, accounting)
+    total = float(budget)
+    if not aimed:
+        result = _result([], {}, {}, accounting, total)
+    else:
+        result = _split(aimed, goal, accounting, total * kept)
+        result = replace(result, budget=total)
+    return _with_shares(curves, result, fixed, total, accounting)
+
+
+def _with_shares(
+    curves: Sequence[ErrorCurve],
+    result: Allocation,
+    fixed: Mapping[str, float],
+    total: float,
+    accounting: str,
+) -> Allocation:
+    """``result`` with each share's statistic given its share of ``total``."""
+    if not fixed:
         return result
-    return _split(curves, goal, accounting, float(budget))
+    budgets, errors, currencies = dict(result.budgets), dict(result.errors), dict(result.currencies)
+    assumptions = dict(result.assumptions)
+    for c in curves:
+        if c.name not in fixed:
+            continue
+        b = _from_cost(c, fixed[c.name] * total, accounting)
+        e = c(b)
+        if not math.isfinite(e):
+            raise InvalidParameterError(
+                f"share of {c.name!r}: {fixed[c.name]:g} of {total:g} is {c.currency} {b:g}, "
+                "which its mechanism refuses (too small); give a larger share or budget"
+            )
+        budgets[c.name], errors[c.name], currencies[c.name] = b, e, c.currency
+        if c.assumption:
+            assumptions[c.name] = c.assumption
+    order = [c.name for c in curves]
+    return replace(
+        result,
+        budgets={n: budgets[n] for n in order},
+        errors={n: errors[n] for n in order},
+        currencies={n: currencies[n] for n in order},
+        total=math.fsum(_cost(c, budgets[c.name], accounting) for c in curves),
+        assumptions=assumptions,
+        shares=dict(fixed),
+    )
 
 
 def _least_all(curves: Sequence[ErrorCurve], goal: Mapping[str, float]) -> dict[str, float]:
@@ -672,6 +884,7 @@ def _result(
     budget: float | None,
 ) -> Allocation:
     errors = {c.name: c(found[c.name]) for c in curves}
+    ratios = [errors[n] / goal[n] for n in errors]
     return Allocation(
         budgets=dict(found),
         errors=errors,
@@ -680,7 +893,7 @@ def _result(
         total=math.fsum(_cost(c, found[c.name], accounting) for c in curves),
         accounting=accounting,
         budget=budget,
-        ratio=max(errors[n] / goal[n] for n in errors),
+        ratio=max(ratios, default=0.0),
         assumptions={c.name: c.assumption for c in curves if c.assumption},
     )
 

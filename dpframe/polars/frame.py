@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import polars as pl
 from pydantic import (
@@ -50,6 +50,7 @@ from dpframe.engines.driver import (
     declared_counts,
 )
 from dpframe.errors import InvalidDataError, InvalidParameterError
+from dpframe.mechanisms.allocation import ErrorCurve
 from dpframe.mechanisms.covariance import CovarianceResult, bound_pairs, plan_covariance_matrix
 from dpframe.mechanisms.private_bounds import (
     FoundPlan,
@@ -379,6 +380,47 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
         """The released columns and their dtypes: the variable's name, then one per variable."""
         return covariance_output_types(self.columns)
 
+    #: where a spec's error95 target may stand: on the release (its epsilon)
+    accuracy_parts: ClassVar[tuple[str, ...]] = ("release",)
+
+    @classmethod
+    def error_curve(cls, entry: Any, index: int, context: SpecContext) -> ErrorCurve:
+        """A spec entry's error95 as a function of its epsilon: the largest error95 the
+        plan states (each variance ``S[i,i]``, in its column's units squared), at the
+        entry's ``n`` or the input's public row count.
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace as NS
+        >>> entry = NS(bounds=[(0, 1), (0, 2)], n=1000, method="truncated", repair=None)
+        >>> curve = CovarianceMatrixRelease.error_curve(entry, 0, NS(neighbours="substitute"))
+        >>> round(curve(1.0), 4)
+        0.0664
+        """
+        if entry.bounds == AUTO or any(AUTO in tuple(b) for b in entry.bounds):
+            raise InvalidParameterError(
+                "error95 of a covariance matrix: its bounds are found by a first pass "
+                "('auto'), so its error is not known before the run; give the bounds"
+            )
+        n = entry.n if entry.n is not None else context.rows()
+        bounds = [(float(b[0]), float(b[1])) for b in entry.bounds]
+
+        def error(eps: float) -> float:
+            plan = plan_covariance_matrix(
+                len(bounds),
+                n,
+                bounds,
+                eps,
+                method=entry.method,
+                neighbours=context.neighbours,
+                repair=entry.repair,
+            )
+            return float(max(r["error95"] for r in plan.summary() if r["error95"] is not None))
+
+        said = f"n = {n}" + (", the input's rows" if entry.n is None else "")
+        said += "; the largest error95 of its variances S[i,i]"
+        return ErrorCurve("covariance", "epsilon", error, assumption=said)
+
     @classmethod
     def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:
         """``dpframe.covariance_matrix(...)`` of a spec's ``kind = "covariance"`` entry."""
@@ -580,6 +622,39 @@ class ProportionsRelease(Release[pl.DataFrame]):
         """The released columns and their dtypes (the category column's is the input's if
         an Enum or an integer)."""
         return {self.column: str(self._categories().dtype), "proportion": "Float64"}
+
+    #: where a spec's error95 target may stand: on the release (its epsilon)
+    accuracy_parts: ClassVar[tuple[str, ...]] = ("release",)
+
+    @classmethod
+    def error_curve(cls, entry: Any, index: int, context: SpecContext) -> ErrorCurve:
+        """A spec entry's error95 as a function of its epsilon: the largest error95 of its
+        proportions the plan states, at the entry's ``n`` or the input's public row count.
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace as NS
+        >>> entry = NS(n=500, categories=["a", "b", "c", "d"], strategy="rescale",
+        ...            method="truncated", name="p", column="c")
+        >>> round(ProportionsRelease.error_curve(entry, 0, NS(neighbours="substitute"))(1.0), 4)
+        0.0213
+        """
+        n = entry.n if entry.n is not None else context.rows()
+        k = len(spec_categories(entry, entry.column, entry.categories, context))
+
+        def error(eps: float) -> float:
+            plan = plan_proportions(
+                k,
+                n,
+                eps,
+                strategy=entry.strategy,
+                method=entry.method,
+                neighbours=context.neighbours,
+            )
+            return float(max(r["error95"] for r in plan.summary() if r["error95"] is not None))
+
+        said = f"n = {n}" + (", the input's rows" if entry.n is None else "")
+        return ErrorCurve("proportions", "epsilon", error, units="share", assumption=said)
 
     @classmethod
     def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:

@@ -35,7 +35,7 @@ import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, ClassVar, Literal, cast
 
 import numpy as np
 import polars as pl
@@ -55,6 +55,7 @@ from dpframe.errors import (
     ReleaseNotArmedError,
     ReleaseReuseError,
 )
+from dpframe.mechanisms.allocation import ErrorCurve, pram_curve
 from dpframe.mechanisms.pram import (
     CyclicDesign,
     GlobalDesign,
@@ -634,6 +635,41 @@ class MicrodataRelease(Release[list[ArmedPram]]):
         in its input dtype (from the public schema)."""
         schema = self.engine.schema()
         return {c: str(schema[c]) for c in [*self.columns, *self.keep]}
+
+    #: where a spec's error95 target may stand: on each column (its epsilon)
+    accuracy_parts: ClassVar[tuple[str, ...]] = ("columns",)
+
+    @classmethod
+    def error_curve(cls, entry: Any, index: int, context: SpecContext) -> ErrorCurve:
+        """Column ``index`` of a spec entry: the 95 % error of a share estimated from its
+        release (:func:`dpframe.mechanisms.allocation.pram_curve`) as a function of its
+        epsilon, at the input's public row count -- the matrix its plan samples from.
+        """
+        c = entry.columns[index]
+        if c.prior == "dp":
+            raise InvalidParameterError(
+                f"error95 of column {c.column!r}: prior='dp' chooses its matrix from a DP "
+                "estimate drawn at run time, so its error is not known before; give a "
+                "public prior or its epsilon"
+            )
+        built = cast(MicrodataRelease, cls.from_spec(entry, context))
+        cats = built._plans[index].categories
+
+        def matrix_at(eps: float) -> np.ndarray:
+            plan = plan_pram(
+                c.column,
+                cats,
+                eps,
+                prior=c.prior,
+                diagonal=c.diagonal,
+                neighbours=built.neighbours,
+                unit=built.unit,
+                estimable=c.estimable,
+                design=c.design,
+            )
+            return np.asarray(plan.sampler.matrix)  # type: ignore[union-attr]
+
+        return pram_curve(c.column, matrix_at, context.rows())
 
     @classmethod
     def from_spec(cls, entry: Any, context: SpecContext) -> Release[Any]:

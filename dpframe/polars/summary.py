@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -13,10 +13,24 @@ from dpframe.polars.column import pending_releases
 from dpframe.polars.pram import pending_expressions
 from dpframe.polars.release import SUMMARY_SCHEMA, Release, Summary, as_summary
 
+if TYPE_CHECKING:
+    from dpframe.mechanisms.allocation import Allocation
+
 __all__ = ["summarize"]
 
+#: The columns ``summarize(..., targets=...)`` adds: each statistic's error95 target (or
+#: share of the budget), the budget found, the error95 it gives and what that assumes.
+TARGET_SCHEMA = {
+    "target": pl.Float64,
+    "share": pl.Float64,
+    "found": pl.Float64,
+    "currency": pl.String,
+    "error95_found": pl.Float64,
+    "assumption": pl.String,
+}
 
-def summarize(obj: Accountant | Release[Any]) -> Summary:
+
+def summarize(obj: Accountant | Release[Any], *, targets: Allocation | None = None) -> Summary:
     """List releases without reading data, spending budget or drawing noise.
 
     Parameters
@@ -39,6 +53,12 @@ def summarize(obj: Accountant | Release[Any]) -> Summary:
         relation, from the same sensitivity code (``n/a`` with the reason where the
         release cannot be made under it, e.g. PRAM under ``add_remove``).
 
+        With ``targets`` (the allocation :func:`dpframe.mechanisms.allocation.meet_targets`
+        returns), also each statistic's ``target`` (its error95 target; ``share``: its
+        share of the budget instead), the budget ``found`` (in its ``currency``), the
+        ``error95_found`` that budget gives and its ``assumption`` (a mean's group size);
+        null for a statistic without a target.
+
     Examples
     --------
     >>> import polars as pl, dpframe
@@ -47,7 +67,21 @@ def summarize(obj: Accountant | Release[Any]) -> Summary:
     ...                             accountant=acct)
     >>> dpframe.summarize(acct).select("statistic", "epsilon").row(0)
     ('m', 0.5)
+
+    A release planned by accuracy shows its targets beside the plan:
+
+    >>> from dpframe.mechanisms.allocation import meet_targets
+    >>> stats, found = meet_targets([dpframe.agg.count(epsilon=1.0)], {"count": 20})
+    >>> frame = pl.DataFrame({"g": ["a", "b"]})
+    >>> with dpframe.Accountant(epsilon=1.0):
+    ...     release = dpframe.group_by(frame, "g", margins=frame).agg(*stats)
+    ...     dpframe.summarize(release, targets=found).select(
+    ...         "statistic", "target", "found", "error95", "error95_found"
+    ...     ).row(0)
+    ('count', 20.0, 0.292007, 20.0, 20.0)
     """
+    if targets is not None:
+        return _with_targets(summarize(obj), targets)
     if isinstance(obj, Release):
         return obj.summarize()
     if isinstance(obj, Accountant):
@@ -68,3 +102,33 @@ def summarize(obj: Accountant | Release[Any]) -> Summary:
     raise InvalidParameterError(
         f"summarize takes an Accountant or a release object, got {type(obj).__name__}"
     )
+
+
+def _with_targets(summary: Summary, found: Allocation) -> Summary:
+    """``summary`` with the allocation's columns (:data:`TARGET_SCHEMA`), matched by
+    statistic; an allocation naming a statistic the summary has not is refused."""
+    names = set(summary["statistic"].to_list())
+    unknown = sorted(set(found.budgets) - names)
+    if unknown:
+        raise InvalidParameterError(
+            f"targets: {unknown} name no statistic of this release (its statistics are "
+            f"{sorted(names)}); pass the allocation meet_targets gave for its statistics"
+        )
+    rows = {row["statistic"]: row for row in found.rows()}
+    extra = pl.DataFrame(
+        [
+            {
+                "statistic": k,
+                "target": r["target"],
+                "share": r["share"],
+                "found": r["budget"],
+                "currency": r["currency"],
+                "error95_found": r["error95"],
+                "assumption": r["assumption"] or None,
+            }
+            for k, r in rows.items()
+        ],
+        schema={"statistic": pl.String, **TARGET_SCHEMA},
+    )
+    joined = pl.DataFrame(summary).join(extra, on="statistic", how="left", maintain_order="left")
+    return as_summary(joined)

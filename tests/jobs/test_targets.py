@@ -14,6 +14,7 @@ import dpframe
 from dpframe.datasets import synthetic_survey
 from dpframe.errors import BudgetExceededError
 from dpframe.jobs import load_spec, plan, run
+from dpframe.jobs.report import read_report_data
 from dpframe.jobs.spec import SpecError, parse_spec
 from dpframe.mechanisms.allocation import allocate, statistic_curve
 
@@ -214,20 +215,171 @@ def test_a_recorded_spec_edited_by_hand_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("entry", "where"),
+    ("entry", "where", "match"),
     [
-        ('kind = "proportions"\ncolumn = "age_band"\nerror95 = 0.01', r"release\[1\]\.error95"),
         (
-            'kind = "pram"\ncolumns = [{ column = "region", error95 = 0.01 }]',
-            r"release\[1\]\.columns\[0\]\.error95",
+            'kind = "grouped"\nby = ["region"]\nmargins = "regions"\nerror95 = 3\n'
+            'statistics = [{ stat = "count", epsilon = 0.1 }]',
+            r"release\[1\]\.error95",
+            "an error95 target is for a grouped release's statistics",
+        ),
+        (
+            'kind = "covariance"\ncolumns = ["age", "income"]\nbounds = "auto"\nerror95 = 3',
+            "release 'other'",
+            "found by a first pass",
+        ),
+        (
+            'kind = "pram"\ncolumns = [{ column = "region", prior = "dp", error95 = 0.01 }]',
+            "release 'other'",
+            "prior='dp' chooses its matrix",
+        ),
+        (
+            'kind = "proportions"\ncolumn = "age_band"\nerror95 = 0.01\nrelative = true',
+            "release 'other'",
+            r"release\[1\]: relative and group_size are for a grouped statistic",
         ),
     ],
 )
-def test_a_target_where_none_is_offered_is_refused(tmp_path, entry, where):
+def test_a_target_where_none_is_offered_is_refused(tmp_path, entry, where, match):
     path = write(tmp_path)
     path.write_text(path.read_text() + f'\n[[release]]\nname = "other"\n{entry}\n')
-    with pytest.raises(SpecError, match=where + ": an error95 target is for a grouped"):
+    with pytest.raises(SpecError, match=where) as info:
         load_spec(path)
+    assert info.match(match)
+
+
+KINDS = """
+[[release]]
+name = "shares"
+kind = "proportions"
+column = "age_band"
+error95 = 0.02
+[[release]]
+name = "cov"
+kind = "covariance"
+columns = ["age", "satisfaction"]
+bounds = [[18, 90], [0, 10]]
+error95 = 40
+[[release]]
+name = "micro"
+kind = "pram"
+columns = [{ column = "region", error95 = 0.05 }, { column = "age_band", epsilon = 1.0 }]
+"""
+
+
+def test_targets_on_every_release_kind_at_the_inputs_row_count(tmp_path):
+    path = write(tmp_path, budget="{ epsilon = 9.0 }")
+    path.write_text(path.read_text() + KINDS)
+    spec = load_spec(path)
+    found = spec.to_dict()["accuracy"]["found"]
+    assert spec.release[1].epsilon == found["shares"]
+    assert spec.release[2].epsilon == found["cov"]
+    assert spec.release[3].columns[0].epsilon == found["micro/region"]
+    assert spec.release[3].columns[1].epsilon == 1.0  # no target: as written
+    planned = plan(spec)
+    lines = "\n".join(planned.accuracy_lines())
+    # the error95 is stated at the input's 3000 rows, and the plan says so
+    assert (
+        "shares: target error95 0.02" in lines and "(assuming n = 3000, the input's rows)" in lines
+    )
+    assert "micro/region: target error95 0.05" in lines and "3000 records" in lines
+    # each found budget is the least meeting its target: the plan's own errors say so
+    rows = planned.rows
+    for name, target in (("shares", 0.02), ("cov", 40)):
+        errors = rows.filter(pl.col("release") == name)["error95"].drop_nulls()
+        assert errors.max() <= target
+    a = planned.allocation
+    assert all(a.errors[k] <= a.targets[k] for k in a.targets)
+    assert math.isclose(a.errors["micro/region"], 0.05, rel_tol=1e-4)  # the least: at it
+    # the same spec read from an input with another row count is refused by the plan
+    synthetic_survey(2_000).write_parquet(tmp_path / "survey.parquet")
+    with pytest.raises(SpecError, match=r"'shares' has epsilon .* gives .*on this input"):
+        plan(spec)
+
+
+def test_a_pram_target_the_ledger_cannot_meet_is_refused_naming_it(tmp_path):
+    path = write(tmp_path, budget="{ epsilon = 2.0 }", count="epsilon = 0.1")
+    text = (
+        path.read_text()
+        .replace("error95 = 2e6", "epsilon = 0.2")
+        .replace("error95 = 30", "epsilon = 0.2")
+    )
+    pram = (
+        '[[release]]\nname = "micro"\nkind = "pram"\n'
+        'columns = [{ column = "region", error95 = 0.01 }]\n'
+    )
+    path.write_text(text + pram)
+    spec = load_spec(path)  # read: a share within 0.01 at 3000 rows needs far more than 2
+    with pytest.raises(BudgetExceededError) as info:
+        plan(spec)
+    assert "'micro/region': error95" in str(info.value) and "(target 0.01)" in str(info.value)
+    with pytest.raises(BudgetExceededError):
+        run(spec, progress=False)
+    assert not (tmp_path / "released").exists()
+
+
+def test_a_mean_at_a_stated_group_size_and_a_relative_count(tmp_path):
+    path = write(tmp_path, budget="{ epsilon = 5.0 }")
+    path.write_text(
+        path.read_text()
+        .replace(
+            "upper = 200000, epsilon = 0.2", "upper = 200000, error95 = 5000, group_size = 500"
+        )
+        .replace("error95 = 50 }", "error95 = 0.05, relative = true, group_size = 1000 }")
+    )
+    spec = load_spec(path)
+    acc = spec.to_dict()["accuracy"]
+    assert acc["targets"]["by_region/count"] == 0.05 and acc["relative"] == {
+        "by_region/count": True
+    }
+    lines = "\n".join(plan(spec).accuracy_lines())
+    assert "by_region/count: target error95 50," in lines  # 5 % of a group of 1000
+    assert "relative 0.05 of 1000 (a group of 1000 rows)" in lines
+    assert "a group of 500 rows, its mean anywhere in [0, 200000]" in lines
+    mean = statistic_curve(
+        dpframe.agg.mean("income", lower=0, upper=200000, epsilon=1.0),
+        "substitute",
+        group_size=500,
+    )
+    assert spec.release[0].statistics[3].epsilon == mean.least(5000)
+
+
+def test_a_relative_target_needs_a_group_size(tmp_path):
+    with pytest.raises(SpecError, match=r"relative error95 of 'count'.*give group_size"):
+        load_spec(write(tmp_path, count="error95 = 0.05, relative = true"))
+
+
+def test_a_share_of_the_budget_is_fixed_before_the_targets(tmp_path):
+    shared = "share = 0.25"
+    path = write(tmp_path, accuracy="[accuracy]\nbudget = 1.0", count=shared)
+    spec = load_spec(path)
+    acc = spec.to_dict()["accuracy"]
+    assert acc["shares"] == {"by_region/count": 0.25}
+    assert spec.release[0].statistics[0].epsilon == 0.25  # a quarter of 1.0
+    assert acc["total"] <= 1.0 + 1e-9
+    lines = "\n".join(plan(spec).accuracy_lines())
+    assert "by_region/count: share 0.25 of the total, epsilon 0.25 found" in lines
+    # with "least": the share is of the least total T whose rest meets the targets
+    least = load_spec(write(tmp_path, count=shared))
+    acc = least.to_dict()["accuracy"]
+    rest = acc["total"] - acc["found"]["by_region/count"]
+    assert math.isclose(acc["found"]["by_region/count"], 0.25 * acc["total"], rel_tol=1e-4)
+    assert math.isclose(rest, 0.75 * acc["total"], rel_tol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("count", "match"),
+    [
+        ("share = 1.5", r"share must be in \[0.0001, 0.9999\]"),
+        ("share = 0.2, error95 = 3", "give error95 or share, not both"),
+        ("share = 0.2, epsilon = 0.1", "give share .* or epsilon, not both"),
+        ("epsilon = 0.1, relative = true", "relative: only with error95"),
+        ("share = 0.2, group_size = 100", "group_size: only with error95"),
+    ],
+)
+def test_bad_shares_are_refused_naming_the_field(tmp_path, count, match):
+    with pytest.raises(SpecError, match=r"release\[0\]\.statistics\[0\]" + r"[.:].*" + match):
+        load_spec(write(tmp_path, count=count))
 
 
 def test_the_run_records_the_allocation_in_provenance(tmp_path):
@@ -236,3 +388,28 @@ def test_the_run_records_the_allocation_in_provenance(tmp_path):
     prov = dpframe.read_provenance(result.outputs["by_region"])
     assert prov.spec["accuracy"]["targets"]["by_region/count"] == 50.0
     assert prov.spec["accuracy"]["found"] == spec.to_dict()["accuracy"]["found"]
+
+
+def test_the_runs_report_shows_the_allocation(tmp_path):
+    spec = load_spec(write(tmp_path, count="share = 0.1"))
+    result = run(spec, progress=False)
+    page = result.report.read_text()
+    found = spec.to_dict()["accuracy"]["found"]
+    assert "<h2>Plan by accuracy</h2>" in page
+    assert "the least total meeting the error95 targets" in page
+    assert "by_region/income_median" in page and "share 0.1" in page
+    assert f"{found['by_region/income_sum']:.6g}" in page
+    data = read_report_data(result.report.resolve().parent)
+    assert data is not None and data.accuracy is not None
+    assert {r["statistic"] for r in data.accuracy["rows"]} == set(found)
+    # a spec without targets: no such section
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    path = write(plain, count="epsilon = 0.1")
+    path.write_text(
+        path.read_text()
+        .replace("error95 = 2e6", "epsilon = 0.2")
+        .replace("error95 = 30", "epsilon = 0.2")
+    )
+    page = run(load_spec(path), progress=False).report.read_text()
+    assert "Plan by accuracy" not in page

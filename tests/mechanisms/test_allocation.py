@@ -4,6 +4,7 @@ actual sampler by Monte Carlo, infeasible targets refused by name."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -171,6 +172,41 @@ def test_pram_error95_by_monte_carlo():
     assert coverage(estimate[:, 0] - truth[0], a.errors["p"]) >= 0.95 - 4 * se
 
 
+def test_a_means_error95_at_a_group_size_by_monte_carlo():
+    import dpframe
+    from dpframe.mechanisms.allocation import statistic_curve
+    from dpframe.mechanisms.statistics import plan_statistic
+
+    stat = dpframe.agg.mean("x", lower=0, upper=100, epsilon=1.0)
+    curve = statistic_curve(stat, "substitute", group_size=1000)
+    a = allocate([curve], {"x_mean": 0.5})
+    h = a.errors["x_mean"]
+    plan = plan_statistic(dataclasses.replace(stat, epsilon=a.budgets["x_mean"]), "substitute")
+    n = 1000
+    for mean, tight in ((97.0, True), (50.0, False)):  # near the bound: the error approached
+        exact = {stat.part("sum"): np.full(DRAWS, n * mean), stat.part("n"): np.full(DRAWS, n)}
+        err = plan.draw(exact, np.random.default_rng(5))[stat.name] - mean
+        assert coverage(err, h) >= 0.95 - 4 * SE  # a bound for every mean in the bounds
+        if tight:
+            assert coverage(err, 0.97 * h) < 0.95 + 4 * SE  # and reached near its edge
+
+
+def test_a_share_is_fixed_before_the_targets_are_allocated():
+    curves = [laplace_curve(n, 1.0, counts=True) for n in ("a", "b", "c")]
+    fixed = allocate(curves, {"a": 10, "b": 20}, budget=1.0, shares={"c": 0.2})
+    assert fixed.budgets["c"] == 0.2 and fixed.shares == {"c": 0.2}
+    rest = allocate(curves[:2], {"a": 10, "b": 20}, budget=0.8)
+    assert fixed.budgets["a"] == rest.budgets["a"] and fixed.ratio == rest.ratio
+    least = allocate(curves, {"a": 10, "b": 20}, shares={"c": 0.2})
+    alone = allocate(curves[:2], {"a": 10, "b": 20})
+    assert least.budgets["c"] == pytest.approx(0.2 * alone.total / 0.8, rel=1e-5)
+    assert least.budgets["c"] <= 0.2 * alone.total / 0.8
+    with pytest.raises(InvalidParameterError, match="share: a share is of the release-wide"):
+        allocate(curves[2:], {}, shares={"c": 0.2})
+    with pytest.raises(InvalidParameterError, match="the shares add up to 1"):
+        allocate(curves, {"a": 10}, shares={"b": 0.5, "c": 0.5})
+
+
 # -- refusals ---------------------------------------------------------------------------------
 
 
@@ -252,3 +288,44 @@ def test_meet_targets_gives_group_by_the_budgets_its_summary_shows():
     assert shown["x_sum"] == found.errors["x_sum"] <= 200
     with pytest.raises(InvalidParameterError, match=r"targets: \['y'\] name no statistic"):
         meet_targets(stats, {"y": 1.0})
+
+
+def test_summarize_shows_each_target_the_budget_found_and_its_error():
+    import polars as pl
+
+    import dpframe
+    from dpframe.mechanisms.allocation import meet_targets
+
+    stats, found = meet_targets(
+        [
+            dpframe.agg.count(epsilon=1.0),
+            dpframe.agg.mean("x", lower=0, upper=10, epsilon=1.0),
+            dpframe.agg.sum("x", lower=0, upper=10, epsilon=1.0),
+            dpframe.agg.median("x", lower=0, upper=10, epsilon=0.1),  # no target: kept
+        ],
+        {"count": 20, "x_mean": 0.5},
+        budget=2.0,
+        shares={"x_sum": 0.25},
+        group_size=200,
+    )
+    frame = pl.DataFrame({"g": ["a", "b"], "x": [1.0, 2.0]})
+    with dpframe.Accountant(epsilon=3.0):
+        release = dpframe.group_by(frame, "g", margins=pl.DataFrame({"g": ["a", "b"]}))
+        release = release.agg(*stats)
+        plain = dpframe.summarize(release)
+        summary = dpframe.summarize(release, targets=found)
+    assert summary.columns[: plain.width] == plain.columns  # the plan's columns, then these
+    rows = {r["statistic"]: r for r in summary.iter_rows(named=True)}
+    assert rows["count"]["target"] == 20 and rows["count"]["found"] == stats[0].epsilon
+    worst = found.ratio * (1 + 1e-9)  # a fixed total: each error within its weight
+    assert rows["count"]["error95"] == rows["count"]["error95_found"] <= 20 * worst
+    # a mean's plan states no error (its group size is private): the allocation's, assumed
+    assert rows["x_mean"]["error95"] is None and rows["x_mean"]["error95_found"] <= 0.5 * worst
+    assert "a group of 200 rows" in rows["x_mean"]["assumption"]
+    assert rows["x_sum"]["share"] == 0.25 and rows["x_sum"]["found"] == 0.5
+    assert rows["x_sum"]["target"] is None
+    last = stats[3].name
+    assert rows[last]["target"] is None and rows[last]["found"] is None
+    _, other = meet_targets([dpframe.agg.count(epsilon=1.0, name="n2")], {"n2": 5})
+    with pytest.raises(InvalidParameterError, match=r"targets: \['n2'\] name no statistic"):
+        dpframe.summarize(release, targets=other)
