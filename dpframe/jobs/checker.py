@@ -42,6 +42,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import json
 import os
 import pickle
 import signal
@@ -49,7 +50,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from pathlib import Path
 from typing import IO, Any
 
 from dpframe.errors import ChecksUnavailableError, DPFrameError
@@ -170,21 +170,32 @@ def _command() -> list[str] | None:
     """How to start a checker here, or None if it cannot be (then checks run in process)."""
     if not sys.executable or getattr(sys, "frozen", False):
         return None
-    # -P: the working folder is not put first on its path (a planted module there is not
-    # imported); it searches this process's path (_environment)
     # Linux signals a child when the *thread* that started it ends: only the main thread's
     # end is the process's (started elsewhere, it ends when its pipe closes)
     main = threading.current_thread() is threading.main_thread()
-    return [sys.executable, "-P", "-m", "dpframe.jobs.checker", str(os.getpid()), str(int(main))]
+    return [
+        sys.executable,
+        "-I",  # isolated: no PYTHON* variables, no user site, not the working folder
+        "-c",
+        _BOOT,
+        json.dumps(_search_path(sys.path)),
+        str(os.getpid()),
+        str(int(main)),
+    ]
 
 
-def _environment(path: list[str]) -> dict[str, str]:
-    """This environment, with this process's module search ``path`` (this dpframe first)
-    as the checker's: it imports what this process would."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, *path) if p)
-    return env
+#: the checker's first lines: this process's module search path, in its order, before any
+#: import of dpframe or Great Expectations (so it imports what this process would)
+_BOOT = (
+    "import sys, json; sys.path[:] = json.loads(sys.argv.pop(1)); "
+    "from dpframe.jobs.checker import main; main()"
+)
+
+
+def _search_path(path: list[str]) -> list[str]:
+    """The checker's module search path: ``path`` in its own order, without its ``''``
+    entries (the working folder at import time: a module planted there is not imported)."""
+    return [p for p in path if p]
 
 
 def start_checker() -> bool:
@@ -219,7 +230,7 @@ def start_checker() -> bool:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errors,
-                env=_environment(sys.path),
+                env=dict(os.environ),
                 start_new_session=True,
             )
         except OSError:
@@ -319,7 +330,7 @@ def _reply(request: Any) -> tuple[str, Any, Any]:
 
 def main() -> None:
     """Run as a checker: import Great Expectations, then answer requests until the pipe
-    closes (``python -m dpframe.jobs.checker <parent pid>``)."""
+    closes (started by :func:`_command`: ``python -I -c <_BOOT> <search path> <parent pid>``)."""
     _die_with(int(sys.argv[1]), signalled=sys.argv[2:3] != ["0"])
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers

@@ -61,16 +61,16 @@ class FrameSource:
     __slots__ = ("_frame",)
 
     def __init__(self, frame: pl.DataFrame) -> None:
-        self._frame = frame.clone()  # the column list copied: the caller's edits stay out
+        self._frame = _plain(frame)  # a plain copy: the caller's code and edits stay out
 
     @property
     def schema(self) -> pl.Schema:
         """The frame's schema."""
-        return self._frame.schema
+        return _checked(self._frame).schema
 
     def empty(self) -> FrameSource:
         """A source of no rows with the same schema."""
-        return FrameSource(self._frame.clear())
+        return FrameSource(_checked(self._frame).clear())
 
     def stand_in(self) -> bytes:
         """The pickled :meth:`empty` source: what the runner's inspection writes in the
@@ -89,7 +89,9 @@ class FrameSource:
         n_rows: int | None,
         batch_size: int | None,
     ) -> tuple[Iterator[pl.DataFrame], bool]:
-        frame = self._frame if with_columns is None else self._frame.select(with_columns)
+        frame = _checked(self._frame)
+        if with_columns is not None:
+            frame = frame.select(with_columns)
         if n_rows is not None:
             frame = frame.head(n_rows)
         return _morsels(frame, batch_size or _BATCH), False
@@ -126,6 +128,31 @@ def data_hidden() -> Iterator[None]:
         yield
     finally:
         _HIDDEN.on = before
+
+
+_PYDF = type(pl.DataFrame()._df)  # polars' own frame object
+
+
+def _checked(frame: Any) -> pl.DataFrame:
+    """``frame`` if it is a plain polars DataFrame over polars' own frame object (no
+    subclass, nothing the caller's code could run in a checked query); else refuse."""
+    if type(frame) is not pl.DataFrame or type(frame._df) is not _PYDF:
+        raise InvalidParameterError(
+            "a dpframe.scan_frame source holds something other than a plain polars "
+            "DataFrame; build it with dpframe.scan_frame(df). Nothing was charged."
+        )
+    return frame
+
+
+def _plain(frame: pl.DataFrame) -> pl.DataFrame:
+    """A plain DataFrame holding a copy of ``frame``'s column list (a subclass's methods
+    and later in-place edits of ``frame`` never reach it)."""
+    inner = frame._df
+    if type(inner) is not _PYDF:
+        raise InvalidParameterError(
+            "frame: its data is not a polars frame object; pass a polars DataFrame"
+        )
+    return pl.DataFrame._from_pydf(inner.clone())
 
 
 def _morsels(frame: pl.DataFrame, size: int) -> Iterator[pl.DataFrame]:

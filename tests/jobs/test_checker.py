@@ -275,3 +275,45 @@ def test_a_checker_started_by_a_thread_that_ended_still_checks(use_checker):
     worker.join()
     assert checker.start_checker()  # the same checker, still running
     assert checker.validate(_suites()[0]).success and checker._checker.started
+
+
+def test_the_checker_searches_this_process_s_path_in_its_order():
+    # old: dpframe's parent folder went first on the checker's path, ahead of the standard
+    # library and site-packages, so a module planted beside the package was imported by
+    # the checker alone (and could pass a failed check)
+    command = checker._command()
+    assert command is not None and command[1] == "-I"  # no PYTHONPATH, no working folder
+    assert json.loads(command[4]) == [p for p in sys.path if p]
+
+
+def test_the_checker_imports_what_this_process_would(tmp_path):
+    # dpframe imported from a folder that comes after site-packages on the job's path and
+    # holds a planted great_expectations beside the package: the job would import the real
+    # one, and so must its checker (old: that folder went first on the checker's path)
+    import shutil
+
+    root = tmp_path / "checkout"
+    shutil.copytree(
+        Path(dpframe.__file__).parent,
+        root / "dpframe",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    planted = root / "great_expectations"
+    planted.mkdir()
+    marker = tmp_path / "planted-code-ran"
+    (planted / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    here = str(Path(dpframe.__file__).parents[1])
+    script = tmp_path / "job.py"
+    script.write_text(
+        f"import sys\nsys.path[:] = [p for p in sys.path if p and p != {here!r}]\n"
+        f"sys.path.append({str(root)!r})\n"
+        + CHECKS_ONE
+        + f"import dpframe\nassert dpframe.__file__.startswith({str(root)!r}), dpframe.__file__\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "True"]
+    assert not marker.exists()

@@ -132,3 +132,36 @@ def test_another_python_scan_is_refused_whatever_it_is_named(name):
     with pytest.raises(InvalidParameterError):
         dpframe.collect(q)
     assert acct.ledger == ()
+
+
+def test_a_frame_subclass_s_code_never_runs_in_the_query():
+    # old: the source kept the subclass (clone keeps it) and called its select/slice in
+    # the dry and the real pass -- where it could evaluate the release again, out of sight
+    ran: list[str] = []
+
+    class Evil(pl.DataFrame):
+        def select(self, *a, **k):
+            ran.append("select")
+            return super().select(*a, **k)
+
+        def slice(self, *a, **k):
+            ran.append("slice")
+            return super().slice(*a, **k)
+
+    evil = Evil(_frame(500))
+    acct = dpframe.Accountant(epsilon=10)
+    q = dpframe.scan_frame(evil).select(pl.col("c").dp.pram(1.0, categories=CATS, accountant=acct))
+    assert dpframe.collect(q).height == 500
+    assert ran == []
+
+
+def test_a_source_whose_frame_was_swapped_refuses_to_run():
+    acct = dpframe.Accountant(epsilon=10)
+    lf = dpframe.scan_frame(_frame(100))
+    source = lf._ldf.visit().view_current_node().options[0]
+    assert type(source) is FrameSource
+    source._frame = _frame(100).lazy()  # anything but a plain DataFrame
+    q = lf.select(pl.col("c").dp.pram(1.0, categories=CATS, accountant=acct))
+    with pytest.raises(Exception, match="plain polars DataFrame"):
+        dpframe.collect(q)
+    assert acct.ledger == ()
