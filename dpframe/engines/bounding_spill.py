@@ -64,6 +64,7 @@ __all__ = [
     "bounding_memory",
     "partitions",
     "record_bytes",
+    "remove_stale_spills",
     "spilled_parts",
 ]
 
@@ -290,7 +291,8 @@ def spilled_parts(
             part = records.filter(pl.col("__spill_part") == j).collect(engine="streaming")
             _bound_part(part, vnames, fnames, ranges, bounds, (key, rows_key), out)
         return out
-    with tempfile.TemporaryDirectory(prefix="dpframe-bounding-") as folder:
+    remove_stale_spills()
+    with tempfile.TemporaryDirectory(prefix=f"{_SPILL_PREFIX}{os.getpid()}-") as folder:
         target = pl.PartitionBy(folder, key="__spill_part", include_key=False)
         records.sink_ipc(target, mkdir=True, compression="uncompressed")
         for sub in sorted(Path(folder).iterdir()):
@@ -301,6 +303,52 @@ def spilled_parts(
                 for f in files:  # the disk freed as the parts are done
                     f.unlink()
     return out
+
+
+#: a spill folder's name: this prefix, the pid of the process that wrote it, "-", a random tail
+_SPILL_PREFIX = "dpframe-bounding-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def remove_stale_spills(folder: str | None = None) -> list[str]:
+    """Remove the spill folders (confidential records) that a killed process left in the
+    temporary folder: those named for a process that no longer runs. Called before each
+    spill; returns what it removed. Folders it may not remove are left alone.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> base = tempfile.mkdtemp()
+    >>> _ = pathlib.Path(base, _SPILL_PREFIX + "999999999-x").mkdir()
+    >>> [pathlib.Path(p).name for p in remove_stale_spills(base)]
+    ['dpframe-bounding-999999999-x']
+    """
+    import shutil
+
+    removed = []
+    base = Path(folder or tempfile.gettempdir())
+    try:
+        found = list(base.glob(_SPILL_PREFIX + "*-*"))
+    except OSError:
+        return removed
+    for path in found:
+        pid = path.name[len(_SPILL_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        if path.is_symlink() or not path.is_dir():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
+    return removed
 
 
 def _bound_part(

@@ -302,3 +302,31 @@ def test_the_memory_setting_from_the_environment(monkeypatch):
     assert spill.bounding_memory(2**17) == 2**17  # an argument wins
     assert spill.partitions(10**8, 1, 1, spill.BOUNDING_MEMORY) > 1
     assert spill.partitions(10**5, 1, 1, spill.BOUNDING_MEMORY) == 1
+
+
+def test_a_killed_process_s_spill_folder_is_removed_by_the_next_spill(tmp_path):
+    # old: a spill folder left by a SIGKILL (confidential person, group and value rows)
+    # stayed in the temporary folder for ever
+    import os
+    import subprocess
+    import sys
+
+    from dpframe.engines.bounding_spill import _SPILL_PREFIX, remove_stale_spills
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = tmp_path / f"{_SPILL_PREFIX}{int(gone.stdout)}-abc"
+    (dead / "00000000").mkdir(parents=True)
+    (dead / "00000000" / "0.ipc").write_bytes(b"records")
+    live = tmp_path / f"{_SPILL_PREFIX}{os.getppid()}-def"  # a running process's: kept
+    live.mkdir()
+    mine = tmp_path / f"{_SPILL_PREFIX}{os.getpid()}-ghi"
+    mine.mkdir()
+    other = tmp_path / "dpframe-bounding-notapid-x"
+    other.mkdir()
+    assert remove_stale_spills(str(tmp_path)) == [str(dead)]
+    assert not dead.exists() and live.exists() and mine.exists() and other.exists()
