@@ -345,3 +345,23 @@ class Once:
             value = make()
             self._key, self._value, self._done = key, value, True
             return value
+
+    @contextlib.contextmanager
+    def held(self, key: Hashable, *, what: str) -> Iterator[Callable[[Any], None]]:
+        """Hold the release while a runner charges it with others: yields ``settle(value)``.
+
+        Refuses, before the charge, a release another evaluation made meanwhile (another
+        thread's eager release of the same object); other evaluations wait until the
+        runner has settled it, then get its values (same key) or refuse (another key).
+        """
+        with self._lock:
+            if self._done:
+                raise ReleaseReuseError(
+                    f"{what} was released by another evaluation while this run was "
+                    "prepared; nothing was charged for the run"
+                )
+
+            def settle(value: Any) -> None:
+                self._key, self._value, self._done = key, value, True
+
+            yield settle

@@ -26,6 +26,7 @@ It keeps the rules of ``docs/privacy.md``, "When a release is charged":
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import uuid
@@ -49,7 +50,7 @@ from dpframe.mechanisms.column import (
     plan_gaussian_column,
 )
 from dpframe.polars.release import resolve_accountant
-from dpframe.polars.runner import RunnerRelease, current_run
+from dpframe.polars.runner import Run, RunnerRelease
 
 __all__ = ["ColumnRelease", "laplace", "pending_releases", "truncated_laplace"]
 
@@ -249,12 +250,28 @@ class ColumnRelease(RunnerRelease):
         }
         return name, values, arrays
 
-    def charged(self, entries: tuple[LedgerEntry, ...], output: Any, run: Any) -> None:
-        """The runner charged this release with its query: keep the drawn values."""
+    def held(self, run: Run) -> contextlib.AbstractContextManager[Any]:
+        """The release's single materialisation, held while the runner charges it."""
+        hold = self._once.held(run.keys[self.id], what=self._what())
+
+        @contextlib.contextmanager
+        def holding() -> Iterator[None]:
+            with hold as settle:
+                self._settle = settle
+                try:
+                    yield
+                finally:
+                    del self._settle
+
+        return holding()
+
+    def charged(self, entries: tuple[LedgerEntry, ...], output: Any, run: Run) -> None:
+        """The runner charged this release with its query (inside :meth:`held`): keep
+        the drawn values."""
         self.entry = entries[0] if entries else None
-        self._once.get(run.keys[self.id], lambda: output, what=self._what())
+        self._settle(output)
         with _PENDING_LOCK:
-            _PENDING.discard(self)
+            _PENDING.discard(self.origin)
 
     def _what(self) -> str:
         return f"release {self.id[:8]} on column {self.column!r}"
@@ -276,13 +293,14 @@ class ColumnRelease(RunnerRelease):
                 "pl.col(...).dp.laplace(...)), or use dpframe.group_by for grouped releases"
             )
 
-    def __call__(self, series: pl.Series) -> pl.Series:
+    def evaluate(self, series: pl.Series, run: Run | None) -> pl.Series:
+        """Release the column: outside a run, charged and drawn now (once per release);
+        in a run's dry pass, checked and registered; in its real pass, what the run drew."""
         self._check_whole_column(series)
         name, values, arrays = self._inputs(series)
         if values.size == 0:
             return pl.Series(name, [], dtype=pl.Float64)
         key = _fingerprint(np.stack([values, *arrays.values()]))
-        run = current_run()
         if run is not None and run.dry and not self._once.done:
             plan = self._plan(values.size, arrays)
             plan.check(values)  # bad values refuse here, before anything is charged
@@ -298,7 +316,7 @@ class ColumnRelease(RunnerRelease):
 
         noisy = self._once.get(key, make, what=self._what())
         with _PENDING_LOCK:
-            _PENDING.discard(self)
+            _PENDING.discard(self.origin)
         return pl.Series(name, noisy, dtype=pl.Float64)
 
 

@@ -5,11 +5,13 @@ into the plan's serialization -- the only view polars gives of a plan's Python o
 which the runner needs to find the ``.dp`` releases (:func:`dpframe.polars.runner.inspect_plan`).
 That write costs about ten times PRAM's own sampler. :func:`scan_frame` starts the query
 from a Python scan of the frame instead: the plan holds a :class:`FrameSource` (the
-runner's serializer sees the object itself, recognises its exact class and writes an
-empty source of the same schema in its place), and polars reads the frame in morsels
-when the query runs. The source holds its own copy of the frame's column list (polars'
-columns are immutable: a change to the caller's frame after the query is built changes
-neither the check nor the run), so the dry pass and the real pass read the same rows.
+runner's serializer sees the object itself, recognises its exact class and writes a
+handle in its place, which resolves to an empty source of the same schema while the plan
+is checked and to a copy of the source taken at the inspection when it runs), and polars
+reads the frame in morsels when the query runs. The source holds its own copy of the
+frame's column list (polars' columns are immutable: a change to the caller's frame after
+the query is built changes neither the check nor the run), so the dry pass and the real
+pass read the same rows.
 
 Examples
 --------
@@ -64,6 +66,11 @@ class FrameSource:
         self._frame = _plain(frame)  # a plain copy: the caller's code and edits stay out
 
     @property
+    def frame(self) -> pl.DataFrame:
+        """The frame it reads (checked to be a plain polars DataFrame)."""
+        return _checked(self._frame)
+
+    @property
     def schema(self) -> pl.Schema:
         """The frame's schema."""
         return _checked(self._frame).schema
@@ -71,16 +78,6 @@ class FrameSource:
     def empty(self) -> FrameSource:
         """A source of no rows with the same schema."""
         return FrameSource(_checked(self._frame).clear())
-
-    def stand_in(self) -> bytes:
-        """The pickled :meth:`empty` source: what the runner's inspection writes in the
-        plan it checks in place of this one (pickled even inside :func:`data_hidden`)."""
-        before = getattr(_HIDDEN, "on", False)
-        _HIDDEN.on = False
-        try:
-            return pickle.dumps(self.empty())
-        finally:
-            _HIDDEN.on = before
 
     def __call__(
         self,
@@ -108,7 +105,7 @@ class FrameSource:
 def data_hidden() -> Iterator[None]:
     """While it is open (in this thread), a non-empty :class:`FrameSource` refuses plain
     pickling, so that polars serializes it through ``cloudpickle.dumps`` -- the hook
-    :func:`dpframe.polars.runner.inspect_plan` replaces to write an empty source instead.
+    :func:`dpframe.polars.runner.inspect_plan` replaces to write a handle instead.
 
     Examples
     --------

@@ -103,7 +103,7 @@ from dpframe.polars.release import (
     resolve_accountant,
     spec_categories,
 )
-from dpframe.polars.runner import RunnerRelease, current_run
+from dpframe.polars.runner import Run, RunnerRelease
 
 __all__ = [
     "CyclicDesign",
@@ -299,9 +299,9 @@ class PramExpression(RunnerRelease):
         run.records[armed.column] = armed.record
         run.designs[armed.column] = armed.design
 
-    def __call__(self, s: pl.Series) -> pl.Series:
+    def evaluate(self, s: pl.Series, run: Run | None) -> pl.Series:
+        """Randomize one morsel inside ``run``; refuse outside a run."""
         name = self.column or s.name
-        run = current_run()
         if run is None:
             raise ReleaseNotArmedError(
                 f".dp.pram on column {name!r} is a row-wise release: it only runs inside a "

@@ -19,6 +19,16 @@ expressions runs through a runner, in four steps:
 2. **dry pass**: the query runs once with every release returning a data-free stand-in
    (nothing charged, nothing drawn): each release checks its data (nulls, categories,
    values) and records its plan and exact inputs.
+
+   The query that runs (here and in step 4) is **the plan that was checked**: polars
+   rebuilds it from the very bytes the inspection read (:class:`Prepared` ``.plan``), in
+   which each release is a handle only this run resolves -- to dpframe's own wrapper of a
+   copy of the release made at inspection, bound to this run -- and each
+   :func:`~dpframe.polars.memory.scan_frame` source a copy of its frame taken then. The
+   caller's query and expression objects never take part in a run: another thread
+   evaluating the same expression meanwhile gets what it would get outside any run (a
+   row-wise release refuses), a Python object wrapping a release never runs, and a
+   change to any of them after the inspection reaches nothing.
 3. **charge**: the executor charges every release of the query at once, atomically
    (:func:`dpframe.core.executor.execute`), and arms them.
 4. **real pass**: the releases draw under that charge -- a column release returns its
@@ -27,7 +37,8 @@ expressions runs through a runner, in four steps:
    than the dry pass saw; a failure there publishes nothing (the charge stays spent).
 
 Runs are serialised: one runner at a time per process. A plain ``collect()`` of a query
-holding a row-wise release refuses (:class:`~dpframe.errors.ReleaseNotArmedError`).
+holding a row-wise release refuses (:class:`~dpframe.errors.ReleaseNotArmedError`), inside
+a run or not.
 
 The runner trusts that each row of the *input* (a scan, an in-memory frame) is one record
 (one person); inside the query, the lineage refuses a release whose input a join, concat
@@ -38,15 +49,20 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
+import pickle
 import re
+import secrets
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import polars as pl
+from polars.functions.lazy import _map_batches_wrapper
 
 from dpframe.core.accountant import Accountant, Charge, LedgerEntry
 from dpframe.core.constraints import POLARS_ENGINES, Compression
@@ -57,7 +73,7 @@ from dpframe.errors import (
     NoAccountantError,
     ReleaseNotArmedError,
 )
-from dpframe.polars.lineage import check_lineage, marker
+from dpframe.polars.lineage import MARKER, check_lineage
 from dpframe.polars.memory import FrameSource, data_hidden, scan_frame
 
 __all__ = [
@@ -65,7 +81,6 @@ __all__ = [
     "Run",
     "RunnerRelease",
     "collect",
-    "current_run",
     "inspect_plan",
     "last_run",
     "prepare",
@@ -73,7 +88,6 @@ __all__ = [
 
 _RUN_LOCK = threading.Lock()
 _STATE_LOCK = threading.Lock()
-_CURRENT: Run | None = None
 _LAST: Run | None = None
 _LOCAL = threading.local()
 
@@ -89,6 +103,41 @@ class RunnerRelease:
     accountant: Accountant | None
     #: its input rows are records (a row-wise release); else a column of statistics
     per_record: bool = False
+
+    def evaluate(self, series: pl.Series, run: Run | None) -> pl.Series:
+        """One evaluation by polars: inside ``run`` (the runner's own plan) or, with
+        ``run=None``, outside any run (a plain ``collect()``, another thread)."""
+        raise NotImplementedError
+
+    def __call__(self, series: pl.Series) -> pl.Series:
+        """polars evaluates the caller's own expression: never part of a run."""
+        return self.evaluate(series, None)
+
+    def snapshot(self) -> Self:
+        """The copy of this release a run uses (taken when its plan is inspected: later
+        changes to this object's attributes do not reach the run)."""
+        snap = object.__new__(type(self))
+        snap.__dict__.update(self.__dict__)
+        snap.origin = self.origin
+        return snap
+
+    @property
+    def origin(self) -> Self:
+        """The release the caller built (itself, unless this is a run's snapshot)."""
+        origin: Self = self.__dict__.get("origin", self)
+        return origin
+
+    @origin.setter
+    def origin(self, value: Self) -> None:
+        self.__dict__["origin"] = value
+
+    def held(self, run: Run) -> contextlib.AbstractContextManager[Any]:
+        """Held while the runner charges ``run`` and arms this release (nothing to hold
+        unless the release keeps state across runs)."""
+        return contextlib.nullcontext()
+
+    def charged(self, entries: tuple[LedgerEntry, ...], output: Any, run: Run) -> None:
+        """The runner charged this release with its query (inside :meth:`held`)."""
 
     def planned_charges(self) -> list[Charge]:
         """What a run of it charges, or more, known before the data is read."""
@@ -177,12 +226,6 @@ class Run:
             return self.outputs[release.id]
 
 
-def current_run() -> Run | None:
-    """The run in progress, if the runner is executing a query."""
-    with _STATE_LOCK:
-        return _CURRENT
-
-
 def last_run() -> Run | None:
     """The last finished run (its ledger ``entries`` and PRAM ``designs``), if any.
 
@@ -215,20 +258,106 @@ def _not_nested() -> None:
 
 @contextlib.contextmanager
 def _running(run: Run) -> Iterator[Run]:
-    global _CURRENT, _LAST
+    global _LAST
     _not_nested()
     with _RUN_LOCK:
-        with _STATE_LOCK:
-            _CURRENT = run
         _LOCAL.active = True
         try:
             yield run
         finally:
-            with _STATE_LOCK:
-                _CURRENT = None
-                if not run.dry:
+            if not run.dry:
+                with _STATE_LOCK:
                     _LAST = run
             _LOCAL.active = False
+
+
+# -- the plan that runs: the checked bytes, with handles only the run resolves ------------
+
+
+class Bound:
+    """A release bound to one run: what the checked plan's handle resolves to.
+
+    Polars calls it (through its own ``map_batches`` wrapper, built here) with the
+    release's input; it evaluates the run's snapshot of the release inside that run.
+    """
+
+    __slots__ = ("release", "run")
+
+    def __init__(self, release: RunnerRelease, run: Run) -> None:
+        self.release, self.run = release, run
+
+    def __call__(self, series: pl.Series, *args: Any, **kwargs: Any) -> pl.Series:
+        return self.release.evaluate(series, self.run)
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a bound dpframe release cannot be pickled")
+
+
+@dataclass
+class _Handles:
+    """The Python objects of one inspected plan, by the handle written for each."""
+
+    nonce: str
+    thread: int
+    releases: list[RunnerRelease] = field(default_factory=list)
+    sources: list[FrameSource] = field(default_factory=list)
+    #: set when the run starts: then a handle resolves to the run's objects
+    run: Run | None = None
+
+    def handle(self, name: str) -> bytes:
+        """The pickle written in the plan in place of an object: ``_resolve(nonce, name)``."""
+        return pickle.dumps(_Handle(self.nonce, name), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _Handle:
+    __slots__ = ("name", "nonce")
+
+    def __init__(self, nonce: str, name: str) -> None:
+        self.nonce, self.name = nonce, name
+
+    def __reduce__(self) -> Any:
+        return (_resolve, (self.nonce, self.name))
+
+
+#: the handles of the plans inspected and not yet finished, by their secret nonce
+_OPEN: dict[str, _Handles] = {}
+_SOURCE = "source:"
+
+
+def _resolve(nonce: str, name: str) -> Any:
+    """What polars gets when it unpickles a handle of a checked plan (at each collect).
+
+    Only in the thread that inspected the plan, while the plan is open: a release's handle
+    resolves to polars' ``map_batches`` wrapper of the release's snapshot bound to the run
+    (refused before the run starts); a source's handle to the frame's copy taken at the
+    inspection (an empty frame of its schema while the plan is checked).
+    """
+    with _STATE_LOCK:
+        handles = _OPEN.get(nonce)
+    if handles is None or handles.thread != threading.get_ident():
+        raise ReleaseNotArmedError(
+            "a dpframe runner's plan is evaluated outside its run; nothing is drawn"
+        )
+    if name.startswith(_SOURCE):
+        source = handles.sources[int(name.removeprefix(_SOURCE))]
+        return source if handles.run is not None else source.empty()
+    found = _MARKER_NAME.fullmatch(name)
+    if handles.run is None or found is None:
+        raise ReleaseNotArmedError("a .dp release of a checked plan is evaluated before its run")
+    bound = Bound(handles.releases[int(found[1])], handles.run)
+
+    def call(series: Sequence[pl.Series], *args: Any, **kwargs: Any) -> pl.Series:
+        return bound(series[0])
+
+    return _map_batches_wrapper(call, returns_scalar=False)
+
+
+_MARKER_NAME = re.compile(re.escape(MARKER.decode()) + r"(\d+);")
+
+
+def _close(nonce: str) -> None:
+    with _STATE_LOCK:
+        _OPEN.pop(nonce, None)
 
 
 # -- 1. the plan ---------------------------------------------------------------------------
@@ -256,49 +385,88 @@ _OPAQUE_NODES = re.compile(r"python_udf\(|OPAQUE_PYTHON|PYTHON(?:\[| SCAN)")
 
 
 def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[RunnerRelease]:
-    """The dpframe releases in ``lf``'s plan, after checking the plan's lineage.
+    """The dpframe releases in ``lf``'s plan (the snapshots a run would use), after
+    checking the plan's lineage.
 
     Polars serializes every Python object of a plan with ``cloudpickle.dumps``; the
     runner lists them by serializing the plan with that function stood in for (nothing
-    is pickled): each release is written as a marker, any other Python object refuses.
-    The serialized plan is then checked by :func:`dpframe.polars.lineage.check_lineage`
-    (what may leave, which rows): decided from the plan alone, before any data is read.
-    Fails closed: a plan that cannot be inspected is refused.
+    is pickled): each release is written as a handle holding a marker, any other Python
+    object refuses. The serialized plan is then checked by
+    :func:`dpframe.polars.lineage.check_lineage` (what may leave, which rows): decided
+    from the plan alone, before any data is read. Fails closed: a plan that cannot be
+    inspected is refused. A run (:func:`prepare`) then runs these very bytes.
 
     The serialization is the only view polars gives of the Python objects in a plan (its
     plan visitor refuses a Python function), and polars writes an in-memory frame's data
     into it before the plan's nodes: that write is this inspection's cost per row (none
-    for a scan of files). The check decodes none of it (its shadow holds empty frames of
-    the same schemas). ``benchmarks/bench_pram.py`` measures it.
+    for a scan of files or :func:`~dpframe.polars.memory.scan_frame`). The check decodes
+    none of it (its shadow holds empty frames of the same schemas).
+    ``benchmarks/bench_pram.py`` measures it.
     """
+    inspected = _inspect(lf, public)
+    _close(inspected.handles.nonce)
+    return inspected.found
+
+
+@dataclass
+class _Inspected:
+    found: list[RunnerRelease]
+    serialized: bytes
+    handles: _Handles
+
+
+def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
+    """:func:`inspect_plan`, keeping the checked bytes and their handles open (the
+    caller closes them)."""
     import cloudpickle  # polars' own serializer of Python objects
 
     _not_nested()
+    me = threading.get_ident()
+    handles = _Handles(secrets.token_hex(16), me)
     seen: list[Any] = []
 
-    sources = 0
-
     def spy(obj: Any, *args: Any, **kwargs: Any) -> bytes:
-        nonlocal sources
-        if type(obj) is FrameSource:  # dpframe's own scan of a frame: its schema, no data
-            sources += 1
-            return obj.stand_in()
+        if threading.get_ident() != me:  # another thread's serialization: not ours
+            out: bytes = real(obj, *args, **kwargs)
+            return out
+        if type(obj) is FrameSource:  # dpframe's own scan of a frame: its copy, no data
+            handles.sources.append(FrameSource(obj.frame))
+            return handles.handle(f"{_SOURCE}{len(handles.sources) - 1}")
         seen.append(obj)
-        return marker(len(seen) - 1)
+        return handles.handle(f"{MARKER.decode()}{len(seen) - 1};")
 
-    with _RUN_LOCK:
-        real = cloudpickle.dumps
-        cloudpickle.dumps = spy
-        try:
-            with data_hidden():
-                serialized = lf.serialize()
-        except Exception as exc:
-            raise InvalidParameterError(
-                f"the query's plan cannot be inspected ({type(exc).__name__}: {exc}); a query "
-                "holding a dpframe release must be a plain polars query. Nothing was charged."
-            ) from None
-        finally:
-            cloudpickle.dumps = real
+    with _STATE_LOCK:
+        _OPEN[handles.nonce] = handles
+    try:
+        with _RUN_LOCK:
+            real = cloudpickle.dumps
+            cloudpickle.dumps = spy
+            try:
+                with data_hidden():
+                    serialized = lf.serialize()
+            except Exception as exc:
+                raise InvalidParameterError(
+                    f"the query's plan cannot be inspected ({type(exc).__name__}: {exc}); a "
+                    "query holding a dpframe release must be a plain polars query. Nothing "
+                    "was charged."
+                ) from None
+            finally:
+                cloudpickle.dumps = real
+        found = _check_inspected(lf, public, serialized, seen, len(handles.sources))
+    except BaseException:
+        _close(handles.nonce)
+        raise
+    handles.releases = [r.snapshot() for r in found]
+    return _Inspected(handles.releases, serialized, handles)
+
+
+def _check_inspected(
+    lf: pl.LazyFrame,
+    public: Sequence[str] | None,
+    serialized: bytes,
+    seen: list[Any],
+    sources: int,
+) -> list[RunnerRelease]:
     ours = [_ours(o) for o in seen]
     foreign = [o for o, r in zip(seen, ours, strict=True) if r is None]
     if foreign:
@@ -337,11 +505,20 @@ def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[
 
 @dataclass
 class Prepared:
-    """A query that passed inspection and its dry pass: ready to be charged and run."""
+    """A query that passed inspection and its dry pass: ready to be charged and run.
 
-    lf: pl.LazyFrame
+    ``plan`` is the query polars rebuilt from the bytes the inspection checked; it runs
+    only in the thread that prepared it, until :meth:`close`.
+    """
+
+    plan: pl.LazyFrame
     run: Run
     public: tuple[str, ...]
+    nonce: str = ""
+
+    def close(self) -> None:
+        """End the run's plan: its handles resolve no more."""
+        _close(self.nonce)
 
     @property
     def steps(self) -> list[Step]:
@@ -406,29 +583,46 @@ def prepare(frame: Any, *, public: Sequence[str] | None = None) -> Prepared:
 
     Raises if the query holds an opaque Python step or one release twice, if any
     release's data is bad, or if an output column is neither produced by a release nor
-    declared ``public``.
+    declared ``public``. The dry pass, and the real pass after it, run the plan rebuilt
+    from the checked bytes (``Prepared.plan``), never ``frame`` itself; close it with
+    :meth:`Prepared.close` (:func:`collect` and ``sink_parquet`` do).
     """
     lf = _check_lazy(frame)
     try:  # the plan and the schema only: nothing is read yet
-        found = inspect_plan(lf, public)
-        names = lf.collect_schema().names()
+        inspected = _inspect(lf, public)
     except _UNRESOLVED as exc:
         raise _unresolved(exc) from None
-    pub = _check_public(public, names)
-    _check_budget_first(found)
-    released = [c for c in names if c not in pub]
-    run = Run(dry=True)
-    probes = [pl.col(c).null_count().alias(f"n{i}") for i, c in enumerate(released)]
-    with _running(run):
-        if probes:
-            lf.select(probes).collect(engine="streaming")
-    met = set(run.releases)
-    stray = met - {r.id for r in found}
-    if stray:  # evaluated from somewhere the plan does not show
-        raise InvalidParameterError(
-            "a .dp release was evaluated outside the query's plan; nothing was charged"
-        )
-    return Prepared(lf, run, pub)
+    handles = inspected.handles
+    try:
+        names = lf.collect_schema().names()
+        pub = _check_public(public, names)
+        _check_budget_first(inspected.found)
+        run = Run(dry=True)
+        handles.run = run  # from now on the handles resolve to the run's objects
+        try:
+            plan = pl.LazyFrame.deserialize(io.BytesIO(inspected.serialized))
+        except Exception as exc:
+            raise InvalidParameterError(
+                f"the query's checked plan cannot be rebuilt to run ({type(exc).__name__}: "
+                f"{exc}). Nothing was read or charged."
+            ) from None
+        del inspected  # the bytes (an in-memory frame's data) are not kept
+        prepared = Prepared(plan, run, pub, handles.nonce)
+        weakref.finalize(prepared, _close, handles.nonce)
+        released = [c for c in names if c not in pub]
+        probes = [pl.col(c).null_count().alias(f"n{i}") for i, c in enumerate(released)]
+        with _running(run):
+            if probes:
+                plan.select(probes).collect(engine="streaming")
+        stray = set(run.releases) - {r.id for r in handles.releases}
+        if stray:  # evaluated from somewhere the plan does not show
+            raise InvalidParameterError(
+                "a .dp release was evaluated outside the query's plan; nothing was charged"
+            )
+    except BaseException:
+        _close(handles.nonce)
+        raise
+    return prepared
 
 
 def _check_budget_first(found: list[RunnerRelease]) -> None:
@@ -480,18 +674,27 @@ def arm(prepared: Prepared, execution: Execution) -> None:
         run.steps.items(), execution.outputs, range(len(execution.outputs)), strict=True
     ):
         run.outputs[rid] = out
-        run.releases[rid].charged(execution.entries_of(i), out, run)  # type: ignore[attr-defined]
+        run.releases[rid].charged(execution.entries_of(i), out, run)
     run.entries.extend(execution.entries)
 
 
 def charge(prepared: Prepared) -> Execution | None:
-    """Step 3: charge every release of the query at once (``None`` if it holds none)."""
-    if not prepared.run.steps:
+    """Step 3: charge every release of the query at once (``None`` if it holds none).
+
+    Each release is held from before the charge until it is armed (in the order of
+    their ids): a release another evaluation made meanwhile refuses the run before
+    anything is charged.
+    """
+    run = prepared.run
+    if not run.steps:
         return None
     acct = prepared.accountant
-    execution = execute(prepared.steps, acct, note=f"query run {prepared.run.id[:8]}")
-    prepared.run.accountant = acct
-    arm(prepared, execution)
+    with contextlib.ExitStack() as stack:
+        for rid in sorted(run.steps):
+            stack.enter_context(run.releases[rid].held(run))
+        execution = execute(prepared.steps, acct, note=f"query run {run.id[:8]}")
+        run.accountant = acct
+        arm(prepared, execution)
     return execution
 
 
@@ -539,10 +742,13 @@ def collect(
     """
     _check_collect_arguments(collect_kwargs)
     prepared = prepare(frame, public=public)
-    charge(prepared)
-    with drawing(prepared.run.accountant, prepared.run.entries), armed(prepared):
-        out: pl.DataFrame = prepared.lf.collect(**collect_kwargs)
-        return out
+    try:
+        charge(prepared)
+        with drawing(prepared.run.accountant, prepared.run.entries), armed(prepared):
+            out: pl.DataFrame = prepared.plan.collect(**collect_kwargs)
+            return out
+    finally:
+        prepared.close()
 
 
 def _check_collect_arguments(kwargs: dict[str, Any]) -> None:
@@ -577,7 +783,10 @@ def sink(
     ``metadata(run)`` gives the Parquet key-value metadata once the run is charged.
     """
     prepared = prepare(frame, public=public)
-    charge(prepared)
-    with drawing(prepared.run.accountant, prepared.run.entries), armed(prepared) as r:
-        prepared.lf.sink_parquet(path, metadata=metadata(r), compression=compression)
-    return r
+    try:
+        charge(prepared)
+        with drawing(prepared.run.accountant, prepared.run.entries), armed(prepared) as r:
+            prepared.plan.sink_parquet(path, metadata=metadata(r), compression=compression)
+        return r
+    finally:
+        prepared.close()

@@ -219,3 +219,160 @@ def test_runner_arguments_are_checked_before_the_charge(people, tmp_path, run, m
     with pytest.raises(InvalidParameterError, match=match):
         run(q, tmp_path / "out.parquet")
     assert acct.spent.epsilon == 0 and not list(tmp_path.iterdir())
+
+
+# -- what runs is the plan that was checked, bound to its run ----------------------------
+
+
+def _evaluate_beside_the_run(monkeypatch, hook: str, query_of, side):
+    """Run ``dpframe.collect`` and, the first time the run calls ``Run.<hook>`` (the dry
+    pass's registration or the real pass's draw), call ``side()`` in another thread
+    while the run waits. Returns what ``side`` returned or raised, and the output."""
+    import threading
+
+    from dpframe.polars.runner import Run
+
+    real = getattr(Run, hook)
+    seen: list[object] = []
+    done = threading.Event()
+    first = threading.Lock()
+
+    def other() -> None:
+        try:
+            seen.append(side())
+        except Exception as exc:
+            seen.append(exc)
+        finally:
+            done.set()
+
+    def hooked(self, *args, **kwargs):
+        if first.acquire(blocking=False):  # the first call only, whatever thread makes it
+            threading.Thread(target=other, daemon=True).start()
+        assert done.wait(60), "the other thread did not finish"
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Run, hook, hooked)
+    out = dpframe.collect(query_of())
+    return seen, out
+
+
+@pytest.mark.parametrize("hook", ["register", "armed_output"])
+def test_another_thread_evaluating_the_expression_during_a_run_draws_nothing(
+    monkeypatch, people, hook
+):
+    # old: the run was process-wide; another thread's frame.select(expr) during the dry
+    # pass was registered in it and, during the real pass, randomized its own copy of
+    # the records under the run's one charge
+    acct = dpframe.Accountant(epsilon=5)
+    expr = _pram(acct)
+    frame = people.collect()
+    seen, out = _evaluate_beside_the_run(
+        monkeypatch, hook, lambda: people.select(expr), lambda: frame.select(expr)
+    )
+    assert len(seen) == 1 and isinstance(seen[0], ReleaseNotArmedError)
+    assert out.height == 300 and acct.spent.epsilon == pytest.approx(0.5)
+    assert len(acct.ledger) == 1
+
+
+def test_a_column_release_made_by_another_thread_during_a_run_refuses_the_run_uncharged(
+    monkeypatch,
+):
+    # old: the other thread's eager evaluation met the run's dry pass: it was registered
+    # there and got zeros, not released values; and a release made between the dry pass
+    # and the charge was charged again by the run, which then refused to use it
+    from dpframe.errors import ReleaseReuseError
+
+    acct = dpframe.Accountant(epsilon=5)
+    stats = pl.DataFrame({"m": [1.0, 2.0, 3.0]})
+    expr = pl.col("m").dp.laplace(
+        epsilon=0.5, sensitivity=1.0, composition="parallel", accountant=acct, seed=3
+    )
+    other = pl.DataFrame({"m": [7.0, 8.0, 9.0]})
+    with pytest.raises(ReleaseReuseError, match="nothing was charged for the run"):
+        _evaluate_beside_the_run(
+            monkeypatch, "register", lambda: stats.lazy().select(expr), lambda: other.select(expr)
+        )
+    assert len(acct.ledger) == 1 and acct.spent.epsilon == pytest.approx(0.5)
+    again = other.select(expr)["m"].to_list()  # the other thread's release, released
+    assert again != [0.0, 0.0, 0.0] and again == other.select(expr)["m"].to_list()
+
+
+def test_a_python_object_wrapping_a_release_never_runs_in_the_run(people):
+    # old: an object of the caller's class holding the release in `.function` was taken
+    # for dpframe's wrapper and called by polars in the run: it randomized every record
+    # twice under one charge and kept the second draw
+    from polars._plr import map_expr
+    from polars._utils.wrap import wrap_expr
+
+    from dpframe.polars.pram import PramExpression
+
+    acct = dpframe.Accountant(epsilon=5)
+    expr = _pram(acct)
+    release = next(o for o in _python_objects(people.select(expr)) if isinstance(o, PramExpression))
+    calls: list[int] = []
+
+    class Wrapper:
+        def __init__(self, function):
+            self.function = function
+
+        def __call__(self, series, *args, **kwargs):
+            s = pl.Series._from_pyseries(series[0])
+            calls.append(s.len())
+            kept = self.function(s)
+            calls.append(self.function(s).len())  # a second draw of the same records
+            return kept._s
+
+    dtype = pl.String.to_dtype_expr()._pydatatype_expr
+    inputs = [pl.col("language")._pyexpr]
+    node = map_expr(inputs, Wrapper(release), dtype, is_elementwise=True, returns_scalar=False)
+    wrapped = wrap_expr(node)
+    out = dpframe.collect(people.select(wrapped.alias("language")))
+    assert calls == [] and out.height == 300
+    assert acct.spent.epsilon == pytest.approx(0.5)
+
+
+def _python_objects(lf: pl.LazyFrame) -> list[object]:
+    """The Python objects polars serializes in ``lf``'s plan (what an attacker can reach)."""
+    import cloudpickle
+
+    found: list[object] = []
+    real = cloudpickle.dumps
+
+    def spy(obj, *args, **kwargs):
+        found.append(obj)
+        inner = getattr(obj, "function", None)
+        closure = getattr(inner, "__closure__", None) or ()
+        found.extend(c.cell_contents for c in closure)
+        return b"-"  # nothing is pickled
+
+    cloudpickle.dumps = spy
+    try:
+        lf.serialize()
+    finally:
+        cloudpickle.dumps = real
+    return found
+
+
+def test_a_prepared_plan_runs_only_in_its_thread_and_only_until_closed(people):
+    import threading
+
+    from dpframe.polars.runner import prepare
+
+    acct = dpframe.Accountant(epsilon=5)
+    prepared = prepare(people.select(_pram(acct)))
+    errors: list[Exception] = []
+
+    def other() -> None:
+        try:
+            prepared.plan.collect()
+        except Exception as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and "outside its run" in str(errors[0])
+    prepared.close()
+    with pytest.raises(Exception, match="outside its run"):
+        prepared.plan.collect()
+    assert acct.ledger == ()
