@@ -306,7 +306,7 @@ class _Handles:
 
     def handle(self, name: str) -> bytes:
         """The pickle written in the plan in place of an object: ``_resolve(nonce, name)``."""
-        return pickle.dumps(_Handle(self.nonce, name), protocol=pickle.HIGHEST_PROTOCOL)
+        return _PICKLE(_Handle(self.nonce, name), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _Handle:
@@ -318,6 +318,9 @@ class _Handle:
     def __reduce__(self) -> Any:
         return (_resolve, (self.nonce, self.name))
 
+
+#: pickle's own dumps (the inspection stands in for ``pickle.dumps`` while it serializes)
+_PICKLE = pickle.dumps
 
 #: the handles of the plans inspected and not yet finished, by their secret nonce
 _OPEN: dict[str, _Handles] = {}
@@ -425,22 +428,27 @@ def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
     handles = _Handles(secrets.token_hex(16), me)
     seen: list[Any] = []
 
-    def spy(obj: Any, *args: Any, **kwargs: Any) -> bytes:
-        if threading.get_ident() != me:  # another thread's serialization: not ours
-            out: bytes = real(obj, *args, **kwargs)
-            return out
-        if type(obj) is FrameSource:  # dpframe's own scan of a frame: its copy, no data
-            handles.sources.append(FrameSource(obj.frame))
-            return handles.handle(f"{_SOURCE}{len(handles.sources) - 1}")
-        seen.append(obj)
-        return handles.handle(f"{MARKER.decode()}{len(seen) - 1};")
+    def spying(real: Callable[..., bytes]) -> Callable[..., bytes]:
+        def spy(obj: Any, *args: Any, **kwargs: Any) -> bytes:
+            if threading.get_ident() != me:  # another thread's serialization: not ours
+                return real(obj, *args, **kwargs)
+            if type(obj) is FrameSource:  # dpframe's own scan of a frame: its copy, no data
+                handles.sources.append(FrameSource(obj.frame))
+                return handles.handle(f"{_SOURCE}{len(handles.sources) - 1}")
+            seen.append(obj)
+            return handles.handle(f"{MARKER.decode()}{len(seen) - 1};")
+
+        return spy
 
     with _STATE_LOCK:
         _OPEN[handles.nonce] = handles
     try:
         with _RUN_LOCK:
-            real = cloudpickle.dumps
-            cloudpickle.dumps = spy
+            # polars pickles each Python object of a plan with pickle.dumps, then, if that
+            # fails, cloudpickle.dumps: both are stood in for, so every object is seen
+            # (and none of its own pickling code runs)
+            reals = pickle.dumps, cloudpickle.dumps
+            pickle.dumps, cloudpickle.dumps = spying(reals[0]), spying(reals[1])
             try:
                 with data_hidden():
                     serialized = lf.serialize()
@@ -451,7 +459,7 @@ def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
                     "was charged."
                 ) from None
             finally:
-                cloudpickle.dumps = real
+                pickle.dumps, cloudpickle.dumps = reals
         found = _check_inspected(lf, public, serialized, seen, len(handles.sources))
     except BaseException:
         _close(handles.nonce)

@@ -376,3 +376,33 @@ def test_a_prepared_plan_runs_only_in_its_thread_and_only_until_closed(people):
     with pytest.raises(Exception, match="outside its run"):
         prepared.plan.collect()
     assert acct.ledger == ()
+
+
+_CALLS: list[str] = []
+
+
+class _PlainlyPicklable:
+    """A module-level callable: polars pickles it with plain ``pickle``, not cloudpickle."""
+
+    def __call__(self, *args, **kwargs):
+        _CALLS.append("called")
+        frames = args[0]
+        return frames[0][0]
+
+    def __reduce__(self):
+        _CALLS.append("pickled")
+        return (_PlainlyPicklable, ())
+
+
+def test_a_python_object_polars_pickles_plainly_is_seen_and_refused(people):
+    # old: the inspection stood in for cloudpickle only; a plainly picklable object in
+    # the plan (a pipe_with_schema callable, a scan's credential provider) was not seen:
+    # polars called it at each collect, and the plan it returned in the real pass was
+    # never checked (a raw column added once the charge showed)
+    acct = dpframe.Accountant(epsilon=5)
+    base = people.with_columns(_pram(acct))
+    q = pl.LazyFrame._from_pyldf(base._ldf.pipe_with_schema(_PlainlyPicklable()))
+    _CALLS.clear()
+    with pytest.raises(InvalidParameterError, match="_PlainlyPicklable"):
+        dpframe.collect(q)
+    assert _CALLS == [] and acct.ledger == ()  # none of its code ran
