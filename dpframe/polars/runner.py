@@ -305,8 +305,11 @@ class _Handles:
     run: Run | None = None
 
     def handle(self, name: str) -> bytes:
-        """The pickle written in the plan in place of an object: ``_resolve(nonce, name)``."""
-        return pickle.dumps(_Handle(self.nonce, name), protocol=pickle.HIGHEST_PROTOCOL)
+        """The pickle written in the plan in place of an object: ``_resolve(nonce, name)``
+        (by a Pickler of its own: ``pickle.dumps`` is the inspection's stand-in then)."""
+        out = io.BytesIO()
+        pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(_Handle(self.nonce, name))
+        return out.getvalue()
 
 
 class _Handle:
@@ -388,13 +391,14 @@ def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[
     """The dpframe releases in ``lf``'s plan (the snapshots a run would use), after
     checking the plan's lineage.
 
-    Polars serializes every Python object of a plan with ``cloudpickle.dumps``; the
-    runner lists them by serializing the plan with that function stood in for (nothing
-    is pickled): each release is written as a handle holding a marker, any other Python
-    object refuses. The serialized plan is then checked by
-    :func:`dpframe.polars.lineage.check_lineage` (what may leave, which rows): decided
-    from the plan alone, before any data is read. Fails closed: a plan that cannot be
-    inspected is refused. A run (:func:`prepare`) then runs these very bytes.
+    Polars serializes every Python object of a plan with ``pickle.dumps`` (or
+    ``cloudpickle.dumps`` if that fails); the runner lists them by serializing the plan
+    with both functions stood in for in its thread (nothing is pickled): each release is
+    written as a handle holding a marker, any other Python object refuses. The serialized
+    plan is then checked by :func:`dpframe.polars.lineage.check_lineage` (what may leave,
+    which rows): decided from the plan alone, before any data is read. Fails closed: a
+    plan that cannot be inspected is refused. A run (:func:`prepare`) then runs these
+    very bytes.
 
     The serialization is the only view polars gives of the Python objects in a plan (its
     plan visitor refuses a Python function), and polars writes an in-memory frame's data
@@ -425,22 +429,30 @@ def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
     handles = _Handles(secrets.token_hex(16), me)
     seen: list[Any] = []
 
-    def spy(obj: Any, *args: Any, **kwargs: Any) -> bytes:
-        if threading.get_ident() != me:  # another thread's serialization: not ours
-            out: bytes = real(obj, *args, **kwargs)
-            return out
-        if type(obj) is FrameSource:  # dpframe's own scan of a frame: its copy, no data
-            handles.sources.append(FrameSource(obj.frame))
-            return handles.handle(f"{_SOURCE}{len(handles.sources) - 1}")
-        seen.append(obj)
-        return handles.handle(f"{MARKER.decode()}{len(seen) - 1};")
+    def standing_in_for(real: Callable[..., bytes]) -> Callable[..., bytes]:
+        def spy(obj: Any, *args: Any, **kwargs: Any) -> bytes:
+            if threading.get_ident() != me:  # another thread's serialization: not ours
+                out: bytes = real(obj, *args, **kwargs)
+                return out
+            if type(obj) is FrameSource:  # dpframe's own scan of a frame: its copy, no data
+                handles.sources.append(FrameSource(obj.frame))
+                return handles.handle(f"{_SOURCE}{len(handles.sources) - 1}")
+            seen.append(obj)
+            return handles.handle(f"{MARKER.decode()}{len(seen) - 1};")
+
+        return spy
 
     with _STATE_LOCK:
         _OPEN[handles.nonce] = handles
     try:
         with _RUN_LOCK:
-            real = cloudpickle.dumps
-            cloudpickle.dumps = spy
+            # polars pickles a plan's Python object with pickle, and with cloudpickle if
+            # that fails: both are stood in for, so that every object is seen (one that
+            # pickles plainly -- a scan's credential_provider, a pipe_with_schema
+            # callable -- would otherwise pass unseen, and run in the run)
+            real_pickle, real_cloudpickle = pickle.dumps, cloudpickle.dumps
+            pickle.dumps = standing_in_for(real_pickle)
+            cloudpickle.dumps = standing_in_for(real_cloudpickle)
             try:
                 with data_hidden():
                     serialized = lf.serialize()
@@ -451,7 +463,7 @@ def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
                     "was charged."
                 ) from None
             finally:
-                cloudpickle.dumps = real
+                pickle.dumps, cloudpickle.dumps = real_pickle, real_cloudpickle
         found = _check_inspected(lf, public, serialized, seen, len(handles.sources))
     except BaseException:
         _close(handles.nonce)
@@ -473,7 +485,8 @@ def _check_inspected(
         what = ", ".join(sorted({type(o).__name__ for o in foreign}))
         raise InvalidParameterError(
             f"the query holds a Python step that is not a dpframe release ({what}: e.g. "
-            "LazyFrame.map_batches, map_batches/map_elements of a function, a Python scan); "
+            "LazyFrame.map_batches, map_batches/map_elements of a function, a Python scan, "
+            "pipe_with_schema, a scan's credential_provider); "
             "its inputs cannot be seen, so it could evaluate a release again out of sight. "
             "Run other Python functions in a separate query, before or after. Nothing was "
             "charged."

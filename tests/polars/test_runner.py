@@ -376,3 +376,58 @@ def test_a_prepared_plan_runs_only_in_its_thread_and_only_until_closed(people):
     with pytest.raises(Exception, match="outside its run"):
         prepared.plan.collect()
     assert acct.ledger == ()
+
+
+# -- every Python object of the plan is seen: polars pickles some without cloudpickle ----
+
+
+class _SwapAfterTheCharge:
+    """A plainly picklable callable (module level): polars pickles it with ``pickle``, not
+    ``cloudpickle``, and calls it when it converts the plan, at each collect."""
+
+    acct: dpframe.Accountant  # a class attribute: not pickled with the object
+
+    def __call__(self, lf_and_schema):
+        lf = pl.LazyFrame._from_pyldf(lf_and_schema[0][0])
+        if self.acct.spent.epsilon == 0:  # the check and the dry pass: the query as checked
+            return lf.select("language")._ldf
+        return lf.select("language", pl.col("wages").alias("raw"))._ldf  # the real pass
+
+
+class _RunsInTheRun:
+    """A scan's credential provider that pickles plainly; unpickling it calls ``ran``."""
+
+    def __reduce__(self):
+        return (_ran, ())
+
+
+_CALLS: list[str] = []
+
+
+def _ran():
+    _CALLS.append("ran")
+
+
+def test_a_plainly_pickled_python_step_is_refused_before_any_charge(people):
+    # old: the inspection stood in for cloudpickle only; polars pickles a plainly
+    # picklable object with pickle, so the spy never saw it, and a pipe_with_schema
+    # callable (called by polars at each collect) published a raw column in the real pass
+    acct = _SwapAfterTheCharge.acct = dpframe.Accountant(epsilon=5)
+    base = people.with_columns(_pram(acct))
+    q = pl.LazyFrame._from_pyldf(base._ldf.pipe_with_schema(_SwapAfterTheCharge()))
+    with pytest.raises(InvalidParameterError, match="not a dpframe release"):
+        dpframe.collect(q)
+    assert acct.ledger == ()
+
+
+def test_a_plainly_pickled_scan_option_is_refused_and_never_runs(people, tmp_path):
+    # old: a scan's credential_provider pickled plainly, unseen: its code ran at the
+    # inspection and, with the run open, when the checked plan was rebuilt
+    path = tmp_path / "people.parquet"
+    people.collect().write_parquet(path)
+    acct = dpframe.Accountant(epsilon=5)
+    q = pl.scan_parquet(path, credential_provider=_RunsInTheRun()).select(_pram(acct))
+    _CALLS.clear()
+    with pytest.raises(InvalidParameterError, match="not a dpframe release"):
+        dpframe.collect(q)
+    assert _CALLS == [] and acct.ledger == ()
