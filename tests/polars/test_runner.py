@@ -431,3 +431,23 @@ def test_a_plainly_pickled_scan_option_is_refused_and_never_runs(people, tmp_pat
     with pytest.raises(InvalidParameterError, match="not a dpframe release"):
         dpframe.collect(q)
     assert _CALLS == [] and acct.ledger == ()
+
+
+@pytest.mark.parametrize("sink", [False, True], ids=["collect", "sink_parquet"])
+def test_a_column_release_the_dry_pass_did_not_meet_draws_nothing_in_the_run(tmp_path, sink):
+    # old: a release whose output was declared public was not probed by the dry pass,
+    # so the run charged nothing for it; in the real pass it charged and drew by itself,
+    # outside the run: the Parquet file's provenance said epsilon 0 over Laplace noise
+    acct = dpframe.Accountant(epsilon=5)
+    stats = pl.LazyFrame({"m": [10.0, 20.0, 30.0], "p": [1, 2, 3]})
+    expr = pl.col("m").dp.laplace(
+        epsilon=0.5, sensitivity=1.0, composition="parallel", accountant=acct
+    )
+    q = stats.select(expr, "p")
+    out = tmp_path / "out.parquet"
+    with pytest.raises(ReleaseNotArmedError, match="dry pass"):
+        if sink:
+            dpframe.sink_parquet(q, out, public=["m", "p"])
+        else:
+            dpframe.collect(q, public=["m", "p"])
+    assert acct.ledger == () and not out.exists()
