@@ -278,15 +278,22 @@ class Bound:
     """A release bound to one run: what the checked plan's handle resolves to.
 
     Polars calls it (through its own ``map_batches`` wrapper, built here) with the
-    release's input; it evaluates the run's snapshot of the release inside that run.
+    release's input; it evaluates the run's snapshot of the release inside that run, and
+    only while the run's plan is open (a wrapper kept past its run draws nothing).
     """
 
-    __slots__ = ("release", "run")
+    __slots__ = ("nonce", "release", "run")
 
-    def __init__(self, release: RunnerRelease, run: Run) -> None:
-        self.release, self.run = release, run
+    def __init__(self, release: RunnerRelease, run: Run, nonce: str) -> None:
+        self.release, self.run, self.nonce = release, run, nonce
 
     def __call__(self, series: pl.Series, *args: Any, **kwargs: Any) -> pl.Series:
+        with _STATE_LOCK:
+            handles = _OPEN.get(self.nonce)
+        if handles is None or handles.run is not self.run:
+            raise ReleaseNotArmedError(
+                "a dpframe runner's plan is evaluated outside its run; nothing is drawn"
+            )
         return self.release.evaluate(series, self.run)
 
     def __reduce__(self) -> Any:
@@ -347,7 +354,7 @@ def _resolve(nonce: str, name: str) -> Any:
     found = _MARKER_NAME.fullmatch(name)
     if handles.run is None or found is None:
         raise ReleaseNotArmedError("a .dp release of a checked plan is evaluated before its run")
-    bound = Bound(handles.releases[int(found[1])], handles.run)
+    bound = Bound(handles.releases[int(found[1])], handles.run, nonce)
 
     def call(series: Sequence[pl.Series], *args: Any, **kwargs: Any) -> pl.Series:
         return bound(series[0])
@@ -774,6 +781,11 @@ def _check_collect_arguments(kwargs: dict[str, Any]) -> None:
         raise InvalidParameterError(
             f"dpframe.collect: unknown argument(s) {unknown}; pass only the keyword "
             f"arguments of polars.LazyFrame.collect ({', '.join(sorted(known))})"
+        )
+    if kwargs.get("background", False) is not False:
+        raise InvalidParameterError(
+            "dpframe.collect: background=True is refused: a run is charged, drawn and "
+            "closed before collect returns (call dpframe.collect in a thread instead)"
         )
     engine = kwargs.get("engine", "auto")
     if isinstance(engine, str) and engine not in POLARS_ENGINES:

@@ -208,9 +208,15 @@ def test_each_run_of_a_query_is_charged_and_drawn_afresh(people):
     [
         (lambda q, p: dpframe.collect(q, bogus=1), "unknown argument"),
         (lambda q, p: dpframe.collect(q, engine="fast"), "engine must be"),
+        (lambda q, p: dpframe.collect(q, background=True), "background=True is refused"),
         (lambda q, p: dpframe.sink_parquet(q, p, compression="zip"), "compression must be"),
     ],
-    ids=["collect-unknown-kwarg", "collect-bad-engine", "sink-bad-compression"],
+    ids=[
+        "collect-unknown-kwarg",
+        "collect-bad-engine",
+        "collect-background",
+        "sink-bad-compression",
+    ],
 )
 def test_runner_arguments_are_checked_before_the_charge(people, tmp_path, run, match):
     # old: charged the run's epsilon, then polars raised TypeError / ValueError
@@ -451,3 +457,21 @@ def test_a_column_release_the_dry_pass_did_not_meet_draws_nothing_in_the_run(tmp
         else:
             dpframe.collect(q, public=["m", "p"])
     assert acct.ledger == () and not out.exists()
+
+
+def test_a_release_resolved_in_its_run_draws_nothing_once_the_run_is_closed(people):
+    # old: a handle resolved in the run's thread gave a wrapper that checked nothing when
+    # called: kept past the run, it drew again under the run's charge (a query's own code
+    # could resolve one while the plan was rebuilt)
+    from dpframe.polars.lineage import marker
+    from dpframe.polars.runner import _resolve, prepare
+
+    acct = dpframe.Accountant(epsilon=5)
+    prepared = prepare(people.select(_pram(acct)))
+    kept = _resolve(prepared.nonce, marker(0).decode())
+    rows = prepared.run.rows.copy()
+    prepared.close()
+    language = people.collect()["language"]
+    with pytest.raises(ReleaseNotArmedError, match="outside its run"):
+        kept([language._s], return_dtype=pl.String)
+    assert prepared.run.rows == rows and acct.ledger == ()
