@@ -48,6 +48,7 @@ or ``explode`` may repeat. Bound each person's contribution first (``docs/privac
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import inspect
 import io
 import pickle
@@ -788,10 +789,21 @@ def _check_collect_arguments(kwargs: dict[str, Any]) -> None:
             "closed before collect returns (call dpframe.collect in a thread instead)"
         )
     engine = kwargs.get("engine", "auto")
-    if isinstance(engine, str) and engine not in POLARS_ENGINES:
+    gpu = isinstance(engine, pl.GPUEngine)
+    if not gpu and not (isinstance(engine, str) and engine in POLARS_ENGINES):
         raise InvalidParameterError(
-            f"dpframe.collect: engine must be 'auto', 'in-memory', 'streaming' or 'gpu'; "
-            f"got {engine!r}"
+            f"dpframe.collect: engine must be 'auto', 'in-memory', 'streaming' or 'gpu' "
+            f"(or a polars.GPUEngine); got {engine!r}"
+        )
+    if (gpu or engine == "gpu") and importlib.util.find_spec("cudf_polars") is None:
+        raise InvalidParameterError(
+            "dpframe.collect: engine='gpu' needs the package cudf_polars, which is not "
+            "installed; install it or pass engine='auto'"
+        )
+    if "optimizations" in kwargs and not isinstance(kwargs["optimizations"], pl.QueryOptFlags):
+        raise InvalidParameterError(
+            "dpframe.collect: optimizations must be a polars.QueryOptFlags, got "
+            f"{type(kwargs['optimizations']).__name__}"
         )
 
 

@@ -209,12 +209,25 @@ def test_each_run_of_a_query_is_charged_and_drawn_afresh(people):
         (lambda q, p: dpframe.collect(q, bogus=1), "unknown argument"),
         (lambda q, p: dpframe.collect(q, engine="fast"), "engine must be"),
         (lambda q, p: dpframe.collect(q, background=True), "background=True is refused"),
+        (lambda q, p: dpframe.collect(q, engine=123), "engine must be"),
+        (lambda q, p: dpframe.collect(q, optimizations=42), "optimizations must be"),
+        pytest.param(
+            lambda q, p: dpframe.collect(q, engine="gpu"),
+            "needs the package cudf_polars",
+            marks=pytest.mark.skipif(
+                __import__("importlib.util").util.find_spec("cudf_polars") is not None,
+                reason="cudf_polars is installed",
+            ),
+        ),
         (lambda q, p: dpframe.sink_parquet(q, p, compression="zip"), "compression must be"),
     ],
     ids=[
         "collect-unknown-kwarg",
         "collect-bad-engine",
         "collect-background",
+        "collect-engine-not-a-name",
+        "collect-bad-optimizations",
+        "collect-gpu-unavailable",
         "sink-bad-compression",
     ],
 )
