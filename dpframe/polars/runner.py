@@ -496,8 +496,9 @@ def _check_inspected(
             "LazyFrame.map_batches, map_batches/map_elements of a function, a Python scan, "
             "pipe_with_schema, a scan's credential_provider); "
             "its inputs cannot be seen, so it could evaluate a release again out of sight. "
-            "Run other Python functions in a separate query, before or after. Nothing was "
-            "charged."
+            "Run other Python functions in a separate query, before or after (a cloud "
+            "scan: pass credential_provider=None and its keys in storage_options). Nothing "
+            "was charged."
         )
     found = [r for r in ours if r is not None]
     ids = [r.id for r in found]
