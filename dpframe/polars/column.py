@@ -42,7 +42,12 @@ from dpframe.core.constraints import check, check_positive
 from dpframe.core.executor import Once, Step, execute
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.values import check_finite
-from dpframe.errors import InvalidDataError, InvalidParameterError, ReleaseReuseError
+from dpframe.errors import (
+    InvalidDataError,
+    InvalidParameterError,
+    ReleaseNotArmedError,
+    ReleaseReuseError,
+)
 from dpframe.mechanisms.column import (
     ColumnPlan,
     GaussianColumnPlan,
@@ -295,7 +300,8 @@ class ColumnRelease(RunnerRelease):
 
     def evaluate(self, series: pl.Series, run: Run | None) -> pl.Series:
         """Release the column: outside a run, charged and drawn now (once per release);
-        in a run's dry pass, checked and registered; in its real pass, what the run drew."""
+        in a run's dry pass, checked and registered; in its real pass, what the run drew
+        (a release the dry pass did not meet refuses: only the run charges in a run)."""
         self._check_whole_column(series)
         name, values, arrays = self._inputs(series)
         if values.size == 0:
@@ -306,6 +312,13 @@ class ColumnRelease(RunnerRelease):
             plan.check(values)  # bad values refuse here, before anything is charged
             run.register(self, Step(plan, values, self.random), key, values.size)
             return pl.Series(name, np.zeros(values.size, dtype=np.float64))  # data-free
+        if run is not None and not run.dry and not self._once.done:
+            raise ReleaseNotArmedError(  # in a run, only the run charges: never by itself
+                f"{self._what()} was not met by the run's dry pass (its column is declared "
+                "public=, or the real pass evaluates what the dry pass did not), so the run "
+                "did not charge it; nothing is drawn for it. Do not name a released column "
+                "in public=."
+            )
 
         def make() -> np.ndarray:
             plan = self._plan(values.size, arrays)

@@ -95,8 +95,9 @@ class FrameSource:
 
     def __reduce__(self) -> Any:
         if getattr(_HIDDEN, "on", False):
-            # polars pickles a plan's Python objects with pickle first: refusing sends it
-            # to cloudpickle, which the runner's inspection stands in for
+            # polars pickles a plan's Python objects with pickle first, then cloudpickle:
+            # the runner's inspection stands in for both; refusing here keeps the data out
+            # of any other pickling while it is open
             raise pickle.PicklingError("a FrameSource's data stays out of an inspected plan")
         return (FrameSource, (self._frame,))
 
@@ -104,8 +105,9 @@ class FrameSource:
 @contextlib.contextmanager
 def data_hidden() -> Iterator[None]:
     """While it is open (in this thread), a non-empty :class:`FrameSource` refuses plain
-    pickling, so that polars serializes it through ``cloudpickle.dumps`` -- the hook
-    :func:`dpframe.polars.runner.inspect_plan` replaces to write a handle instead.
+    pickling (the runner's inspection stands in for ``pickle.dumps`` and
+    ``cloudpickle.dumps`` and writes a handle instead: see
+    :func:`dpframe.polars.runner.inspect_plan`).
 
     Examples
     --------

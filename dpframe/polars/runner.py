@@ -48,6 +48,7 @@ or ``explode`` may repeat. Bound each person's contribution first (``docs/privac
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import inspect
 import io
 import pickle
@@ -278,15 +279,22 @@ class Bound:
     """A release bound to one run: what the checked plan's handle resolves to.
 
     Polars calls it (through its own ``map_batches`` wrapper, built here) with the
-    release's input; it evaluates the run's snapshot of the release inside that run.
+    release's input; it evaluates the run's snapshot of the release inside that run, and
+    only while the run's plan is open (a wrapper kept past its run draws nothing).
     """
 
-    __slots__ = ("release", "run")
+    __slots__ = ("nonce", "release", "run")
 
-    def __init__(self, release: RunnerRelease, run: Run) -> None:
-        self.release, self.run = release, run
+    def __init__(self, release: RunnerRelease, run: Run, nonce: str) -> None:
+        self.release, self.run, self.nonce = release, run, nonce
 
     def __call__(self, series: pl.Series, *args: Any, **kwargs: Any) -> pl.Series:
+        with _STATE_LOCK:
+            handles = _OPEN.get(self.nonce)
+        if handles is None or handles.run is not self.run:
+            raise ReleaseNotArmedError(
+                "a dpframe runner's plan is evaluated outside its run; nothing is drawn"
+            )
         return self.release.evaluate(series, self.run)
 
     def __reduce__(self) -> Any:
@@ -305,8 +313,11 @@ class _Handles:
     run: Run | None = None
 
     def handle(self, name: str) -> bytes:
-        """The pickle written in the plan in place of an object: ``_resolve(nonce, name)``."""
-        return _PICKLE(_Handle(self.nonce, name), protocol=pickle.HIGHEST_PROTOCOL)
+        """The pickle written in the plan in place of an object: ``_resolve(nonce, name)``
+        (by a Pickler of its own: ``pickle.dumps`` is the inspection's stand-in then)."""
+        out = io.BytesIO()
+        pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(_Handle(self.nonce, name))
+        return out.getvalue()
 
 
 class _Handle:
@@ -318,9 +329,6 @@ class _Handle:
     def __reduce__(self) -> Any:
         return (_resolve, (self.nonce, self.name))
 
-
-#: pickle's own dumps (the inspection stands in for ``pickle.dumps`` while it serializes)
-_PICKLE = pickle.dumps
 
 #: the handles of the plans inspected and not yet finished, by their secret nonce
 _OPEN: dict[str, _Handles] = {}
@@ -347,7 +355,7 @@ def _resolve(nonce: str, name: str) -> Any:
     found = _MARKER_NAME.fullmatch(name)
     if handles.run is None or found is None:
         raise ReleaseNotArmedError("a .dp release of a checked plan is evaluated before its run")
-    bound = Bound(handles.releases[int(found[1])], handles.run)
+    bound = Bound(handles.releases[int(found[1])], handles.run, nonce)
 
     def call(series: Sequence[pl.Series], *args: Any, **kwargs: Any) -> pl.Series:
         return bound(series[0])
@@ -391,13 +399,14 @@ def inspect_plan(lf: pl.LazyFrame, public: Sequence[str] | None = None) -> list[
     """The dpframe releases in ``lf``'s plan (the snapshots a run would use), after
     checking the plan's lineage.
 
-    Polars serializes every Python object of a plan with ``cloudpickle.dumps``; the
-    runner lists them by serializing the plan with that function stood in for (nothing
-    is pickled): each release is written as a handle holding a marker, any other Python
-    object refuses. The serialized plan is then checked by
-    :func:`dpframe.polars.lineage.check_lineage` (what may leave, which rows): decided
-    from the plan alone, before any data is read. Fails closed: a plan that cannot be
-    inspected is refused. A run (:func:`prepare`) then runs these very bytes.
+    Polars serializes every Python object of a plan with ``pickle.dumps`` (or
+    ``cloudpickle.dumps`` if that fails); the runner lists them by serializing the plan
+    with both functions stood in for in its thread (nothing is pickled): each release is
+    written as a handle holding a marker, any other Python object refuses. The serialized
+    plan is then checked by :func:`dpframe.polars.lineage.check_lineage` (what may leave,
+    which rows): decided from the plan alone, before any data is read. Fails closed: a
+    plan that cannot be inspected is refused. A run (:func:`prepare`) then runs these
+    very bytes.
 
     The serialization is the only view polars gives of the Python objects in a plan (its
     plan visitor refuses a Python function), and polars writes an in-memory frame's data
@@ -428,10 +437,11 @@ def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
     handles = _Handles(secrets.token_hex(16), me)
     seen: list[Any] = []
 
-    def spying(real: Callable[..., bytes]) -> Callable[..., bytes]:
+    def standing_in_for(real: Callable[..., bytes]) -> Callable[..., bytes]:
         def spy(obj: Any, *args: Any, **kwargs: Any) -> bytes:
             if threading.get_ident() != me:  # another thread's serialization: not ours
-                return real(obj, *args, **kwargs)
+                out: bytes = real(obj, *args, **kwargs)
+                return out
             if type(obj) is FrameSource:  # dpframe's own scan of a frame: its copy, no data
                 handles.sources.append(FrameSource(obj.frame))
                 return handles.handle(f"{_SOURCE}{len(handles.sources) - 1}")
@@ -444,11 +454,13 @@ def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
         _OPEN[handles.nonce] = handles
     try:
         with _RUN_LOCK:
-            # polars pickles each Python object of a plan with pickle.dumps, then, if that
-            # fails, cloudpickle.dumps: both are stood in for, so every object is seen
-            # (and none of its own pickling code runs)
-            reals = pickle.dumps, cloudpickle.dumps
-            pickle.dumps, cloudpickle.dumps = spying(reals[0]), spying(reals[1])
+            # polars pickles a plan's Python object with pickle, and with cloudpickle if
+            # that fails: both are stood in for, so that every object is seen (one that
+            # pickles plainly -- a scan's credential_provider, a pipe_with_schema
+            # callable -- would otherwise pass unseen, and run in the run)
+            real_pickle, real_cloudpickle = pickle.dumps, cloudpickle.dumps
+            pickle.dumps = standing_in_for(real_pickle)
+            cloudpickle.dumps = standing_in_for(real_cloudpickle)
             try:
                 with data_hidden():
                     serialized = lf.serialize()
@@ -459,7 +471,7 @@ def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
                     "was charged."
                 ) from None
             finally:
-                pickle.dumps, cloudpickle.dumps = reals
+                pickle.dumps, cloudpickle.dumps = real_pickle, real_cloudpickle
         found = _check_inspected(lf, public, serialized, seen, len(handles.sources))
     except BaseException:
         _close(handles.nonce)
@@ -481,10 +493,12 @@ def _check_inspected(
         what = ", ".join(sorted({type(o).__name__ for o in foreign}))
         raise InvalidParameterError(
             f"the query holds a Python step that is not a dpframe release ({what}: e.g. "
-            "LazyFrame.map_batches, map_batches/map_elements of a function, a Python scan); "
+            "LazyFrame.map_batches, map_batches/map_elements of a function, a Python scan, "
+            "pipe_with_schema, a scan's credential_provider); "
             "its inputs cannot be seen, so it could evaluate a release again out of sight. "
-            "Run other Python functions in a separate query, before or after. Nothing was "
-            "charged."
+            "Run other Python functions in a separate query, before or after (a cloud "
+            "scan: pass credential_provider=None and its keys in storage_options). Nothing "
+            "was charged."
         )
     found = [r for r in ours if r is not None]
     ids = [r.id for r in found]
@@ -770,11 +784,27 @@ def _check_collect_arguments(kwargs: dict[str, Any]) -> None:
             f"dpframe.collect: unknown argument(s) {unknown}; pass only the keyword "
             f"arguments of polars.LazyFrame.collect ({', '.join(sorted(known))})"
         )
-    engine = kwargs.get("engine", "auto")
-    if isinstance(engine, str) and engine not in POLARS_ENGINES:
+    if kwargs.get("background", False) is not False:
         raise InvalidParameterError(
-            f"dpframe.collect: engine must be 'auto', 'in-memory', 'streaming' or 'gpu'; "
-            f"got {engine!r}"
+            "dpframe.collect: background=True is refused: a run is charged, drawn and "
+            "closed before collect returns (call dpframe.collect in a thread instead)"
+        )
+    engine = kwargs.get("engine", "auto")
+    gpu = isinstance(engine, pl.GPUEngine)
+    if not gpu and not (isinstance(engine, str) and engine in POLARS_ENGINES):
+        raise InvalidParameterError(
+            f"dpframe.collect: engine must be 'auto', 'in-memory', 'streaming' or 'gpu' "
+            f"(or a polars.GPUEngine); got {engine!r}"
+        )
+    if (gpu or engine == "gpu") and importlib.util.find_spec("cudf_polars") is None:
+        raise InvalidParameterError(
+            "dpframe.collect: engine='gpu' needs the package cudf_polars, which is not "
+            "installed; install it or pass engine='auto'"
+        )
+    if "optimizations" in kwargs and not isinstance(kwargs["optimizations"], pl.QueryOptFlags):
+        raise InvalidParameterError(
+            "dpframe.collect: optimizations must be a polars.QueryOptFlags, got "
+            f"{type(kwargs['optimizations']).__name__}"
         )
 
 

@@ -42,7 +42,7 @@ Surfaces:
 #       charges nothing
 #   covariance_matrix calibration='paper' truncated: a documented combination
 #   dpframe.collect(engine='gpu'): a polars collect option (works where cudf_polars is
-#       installed; it fails, after the charge, where it is not)
+#       installed; refused before the charge where it is not: tests/polars/test_runner.py)
 #   write_parquet spec='text' (not a dict): the spec is free-form JSON provenance; a string
 #       is JSON
 #   choose_epsilon rng='seed': the rng is unused without a table (ignored)

@@ -208,9 +208,28 @@ def test_each_run_of_a_query_is_charged_and_drawn_afresh(people):
     [
         (lambda q, p: dpframe.collect(q, bogus=1), "unknown argument"),
         (lambda q, p: dpframe.collect(q, engine="fast"), "engine must be"),
+        (lambda q, p: dpframe.collect(q, background=True), "background=True is refused"),
+        (lambda q, p: dpframe.collect(q, engine=123), "engine must be"),
+        (lambda q, p: dpframe.collect(q, optimizations=42), "optimizations must be"),
+        pytest.param(
+            lambda q, p: dpframe.collect(q, engine="gpu"),
+            "needs the package cudf_polars",
+            marks=pytest.mark.skipif(
+                __import__("importlib.util").util.find_spec("cudf_polars") is not None,
+                reason="cudf_polars is installed",
+            ),
+        ),
         (lambda q, p: dpframe.sink_parquet(q, p, compression="zip"), "compression must be"),
     ],
-    ids=["collect-unknown-kwarg", "collect-bad-engine", "sink-bad-compression"],
+    ids=[
+        "collect-unknown-kwarg",
+        "collect-bad-engine",
+        "collect-background",
+        "collect-engine-not-a-name",
+        "collect-bad-optimizations",
+        "collect-gpu-unavailable",
+        "sink-bad-compression",
+    ],
 )
 def test_runner_arguments_are_checked_before_the_charge(people, tmp_path, run, match):
     # old: charged the run's epsilon, then polars raised TypeError / ValueError
@@ -378,31 +397,94 @@ def test_a_prepared_plan_runs_only_in_its_thread_and_only_until_closed(people):
     assert acct.ledger == ()
 
 
+# -- every Python object of the plan is seen: polars pickles some without cloudpickle ----
+
+
+class _SwapAfterTheCharge:
+    """A plainly picklable callable (module level): polars pickles it with ``pickle``, not
+    ``cloudpickle``, and calls it when it converts the plan, at each collect."""
+
+    acct: dpframe.Accountant  # a class attribute: not pickled with the object
+
+    def __call__(self, lf_and_schema):
+        lf = pl.LazyFrame._from_pyldf(lf_and_schema[0][0])
+        if self.acct.spent.epsilon == 0:  # the check and the dry pass: the query as checked
+            return lf.select("language")._ldf
+        return lf.select("language", pl.col("wages").alias("raw"))._ldf  # the real pass
+
+
+class _RunsInTheRun:
+    """A scan's credential provider that pickles plainly; unpickling it calls ``ran``."""
+
+    def __reduce__(self):
+        return (_ran, ())
+
+
 _CALLS: list[str] = []
 
 
-class _PlainlyPicklable:
-    """A module-level callable: polars pickles it with plain ``pickle``, not cloudpickle."""
-
-    def __call__(self, *args, **kwargs):
-        _CALLS.append("called")
-        frames = args[0]
-        return frames[0][0]
-
-    def __reduce__(self):
-        _CALLS.append("pickled")
-        return (_PlainlyPicklable, ())
+def _ran():
+    _CALLS.append("ran")
 
 
-def test_a_python_object_polars_pickles_plainly_is_seen_and_refused(people):
-    # old: the inspection stood in for cloudpickle only; a plainly picklable object in
-    # the plan (a pipe_with_schema callable, a scan's credential provider) was not seen:
-    # polars called it at each collect, and the plan it returned in the real pass was
-    # never checked (a raw column added once the charge showed)
-    acct = dpframe.Accountant(epsilon=5)
+def test_a_plainly_pickled_python_step_is_refused_before_any_charge(people):
+    # old: the inspection stood in for cloudpickle only; polars pickles a plainly
+    # picklable object with pickle, so the spy never saw it, and a pipe_with_schema
+    # callable (called by polars at each collect) published a raw column in the real pass
+    acct = _SwapAfterTheCharge.acct = dpframe.Accountant(epsilon=5)
     base = people.with_columns(_pram(acct))
-    q = pl.LazyFrame._from_pyldf(base._ldf.pipe_with_schema(_PlainlyPicklable()))
-    _CALLS.clear()
-    with pytest.raises(InvalidParameterError, match="_PlainlyPicklable"):
+    q = pl.LazyFrame._from_pyldf(base._ldf.pipe_with_schema(_SwapAfterTheCharge()))
+    with pytest.raises(InvalidParameterError, match="not a dpframe release"):
         dpframe.collect(q)
-    assert _CALLS == [] and acct.ledger == ()  # none of its code ran
+    assert acct.ledger == ()
+
+
+def test_a_plainly_pickled_scan_option_is_refused_and_never_runs(people, tmp_path):
+    # old: a scan's credential_provider pickled plainly, unseen: its code ran at the
+    # inspection and, with the run open, when the checked plan was rebuilt
+    path = tmp_path / "people.parquet"
+    people.collect().write_parquet(path)
+    acct = dpframe.Accountant(epsilon=5)
+    q = pl.scan_parquet(path, credential_provider=_RunsInTheRun()).select(_pram(acct))
+    _CALLS.clear()
+    with pytest.raises(InvalidParameterError, match="credential_provider=None"):
+        dpframe.collect(q)
+    assert _CALLS == [] and acct.ledger == ()
+
+
+@pytest.mark.parametrize("sink", [False, True], ids=["collect", "sink_parquet"])
+def test_a_column_release_the_dry_pass_did_not_meet_draws_nothing_in_the_run(tmp_path, sink):
+    # old: a release whose output was declared public was not probed by the dry pass,
+    # so the run charged nothing for it; in the real pass it charged and drew by itself,
+    # outside the run: the Parquet file's provenance said epsilon 0 over Laplace noise
+    acct = dpframe.Accountant(epsilon=5)
+    stats = pl.LazyFrame({"m": [10.0, 20.0, 30.0], "p": [1, 2, 3]})
+    expr = pl.col("m").dp.laplace(
+        epsilon=0.5, sensitivity=1.0, composition="parallel", accountant=acct
+    )
+    q = stats.select(expr, "p")
+    out = tmp_path / "out.parquet"
+    with pytest.raises(ReleaseNotArmedError, match="dry pass"):
+        if sink:
+            dpframe.sink_parquet(q, out, public=["m", "p"])
+        else:
+            dpframe.collect(q, public=["m", "p"])
+    assert acct.ledger == () and not out.exists()
+
+
+def test_a_release_resolved_in_its_run_draws_nothing_once_the_run_is_closed(people):
+    # old: a handle resolved in the run's thread gave a wrapper that checked nothing when
+    # called: kept past the run, it drew again under the run's charge (a query's own code
+    # could resolve one while the plan was rebuilt)
+    from dpframe.polars.lineage import marker
+    from dpframe.polars.runner import _resolve, prepare
+
+    acct = dpframe.Accountant(epsilon=5)
+    prepared = prepare(people.select(_pram(acct)))
+    kept = _resolve(prepared.nonce, marker(0).decode())
+    rows = prepared.run.rows.copy()
+    prepared.close()
+    language = people.collect()["language"]
+    with pytest.raises(ReleaseNotArmedError, match="outside its run"):
+        kept([language._s], return_dtype=pl.String)
+    assert prepared.run.rows == rows and acct.ledger == ()
