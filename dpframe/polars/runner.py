@@ -76,6 +76,7 @@ from dpframe.errors import (
 )
 from dpframe.polars.lineage import MARKER, check_lineage
 from dpframe.polars.memory import FrameSource, data_hidden, scan_frame
+from dpframe.polars.pinning import pin_scans
 
 __all__ = [
     "Prepared",
@@ -472,7 +473,9 @@ def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
                 ) from None
             finally:
                 pickle.dumps, cloudpickle.dumps = real_pickle, real_cloudpickle
-        found = _check_inspected(lf, public, serialized, seen, len(handles.sources))
+        ours = _refuse_foreign(seen)  # before any part of the plan is rebuilt
+        serialized = pin_scans(serialized)  # the check and the run read these schemas
+        found = _check_inspected(lf, public, serialized, ours, len(handles.sources))
     except BaseException:
         _close(handles.nonce)
         raise
@@ -480,13 +483,8 @@ def _inspect(lf: pl.LazyFrame, public: Sequence[str] | None) -> _Inspected:
     return _Inspected(handles.releases, serialized, handles)
 
 
-def _check_inspected(
-    lf: pl.LazyFrame,
-    public: Sequence[str] | None,
-    serialized: bytes,
-    seen: list[Any],
-    sources: int,
-) -> list[RunnerRelease]:
+def _refuse_foreign(seen: list[Any]) -> list[RunnerRelease]:
+    """The releases the inspection saw, in order; any other Python object refuses."""
     ours = [_ours(o) for o in seen]
     foreign = [o for o, r in zip(seen, ours, strict=True) if r is None]
     if foreign:
@@ -500,7 +498,16 @@ def _check_inspected(
             "scan: pass credential_provider=None and its keys in storage_options). Nothing "
             "was charged."
         )
-    found = [r for r in ours if r is not None]
+    return [r for r in ours if r is not None]
+
+
+def _check_inspected(
+    lf: pl.LazyFrame,
+    public: Sequence[str] | None,
+    serialized: bytes,
+    found: list[RunnerRelease],
+    sources: int,
+) -> list[RunnerRelease]:
     ids = [r.id for r in found]
     twice = sorted({r.column or "?" for r in found if ids.count(r.id) > 1})
     if twice:
@@ -511,13 +518,13 @@ def _check_inspected(
             "charge. Build one expression per use. Nothing was charged."
         )
     opaque = len(_OPAQUE_NODES.findall(lf.explain(optimized=False)))
-    if opaque > len(seen) + sources:  # the inspection missed a Python node: fail closed
+    if opaque > len(found) + sources:  # the inspection missed a Python node: fail closed
         raise InvalidParameterError(
             "the query's plan holds Python steps the runner cannot see into; nothing was charged"
         )
     pub = _check_public(public, lf.collect_schema().names())
-    per_record = frozenset(i for i, r in enumerate(ours) if r is not None and r.per_record)
-    floats = frozenset(i for i, r in enumerate(ours) if r is not None and not r.per_record)
+    per_record = frozenset(i for i, r in enumerate(found) if r.per_record)
+    floats = frozenset(i for i, r in enumerate(found) if not r.per_record)
     check_lineage(lf, serialized, pub, per_record, floats)
     return found
 

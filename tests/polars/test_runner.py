@@ -488,3 +488,54 @@ def test_a_release_resolved_in_its_run_draws_nothing_once_the_run_is_closed(peop
     with pytest.raises(ReleaseNotArmedError, match="outside its run"):
         kept([language._s], return_dtype=pl.String)
     assert prepared.run.rows == rows and acct.ledger == ()
+
+
+# -- the files a run reads have the schemas its check saw ---------------------------------
+
+
+def test_a_file_replaced_after_the_check_cannot_change_what_a_selector_names(monkeypatch, tmp_path):
+    # old: polars resolved the file's schema again in the dry and the real pass; a file
+    # replaced after the check (one more column) made pl.nth(1) name a raw column, which
+    # left under the checked public name
+    import os
+
+    import dpframe.polars.runner as runner
+
+    path = tmp_path / "people.parquet"
+    old = pl.DataFrame({"language": CATS * 100, "wages": np.arange(300.0)})
+    old.write_parquet(path)
+    new = old.insert_column(1, pl.Series("ssn", np.arange(1e6, 1e6 + 300)))
+    new.write_parquet(tmp_path / "new.parquet")
+    real = runner._check_budget_first
+
+    def replaced(found):  # after the check, before the dry pass
+        os.replace(tmp_path / "new.parquet", path)
+        return real(found)
+
+    monkeypatch.setattr(runner, "_check_budget_first", replaced)
+    acct = dpframe.Accountant(epsilon=5)
+    q = pl.scan_parquet(path).select(_pram(acct), pl.nth(1).alias("wages"))
+    with pytest.raises(pl.exceptions.SchemaError, match="ssn"):
+        dpframe.collect(q, public=["wages"])
+    assert acct.ledger == ()
+
+
+def test_a_hive_partitioned_scan_runs_with_its_partitions_pinned(tmp_path):
+    for k in (1, 2):
+        (tmp_path / f"k={k}").mkdir()
+        pl.DataFrame({"language": CATS * 10}).write_parquet(tmp_path / f"k={k}" / "p.parquet")
+    acct = dpframe.Accountant(epsilon=5)
+    q = pl.scan_parquet(tmp_path).select(_pram(acct), "k")
+    out = dpframe.collect(q, public=["k"])
+    assert out.height == 60 and sorted(set(out["k"])) == [1, 2]
+
+
+def test_a_csv_scan_is_refused_before_anything_is_read(tmp_path):
+    from dpframe.errors import LineageError
+
+    path = tmp_path / "people.csv"
+    pl.DataFrame({"language": CATS}).write_csv(path)
+    acct = dpframe.Accountant(epsilon=5)
+    with pytest.raises(LineageError, match="sink_parquet"):
+        dpframe.collect(pl.scan_csv(path).select(_pram(acct)))
+    assert acct.ledger == ()
