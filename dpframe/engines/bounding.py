@@ -61,8 +61,10 @@ from dpframe.core.values import missing_id_error, refuse_missing_ids
 from dpframe.engines.bounding_rule import (
     codes,
     encodable,
+    group_codes,
     kept_pairs,
     kept_positions,
+    person_codes,
     row_key,
     rule_key,
 )
@@ -71,9 +73,11 @@ from dpframe.engines.bounding_spill import (
     bounding_memory,
     partitions,
     spilled_parts,
+    streamable,
+    streamed_bytes,
 )
 from dpframe.engines.driver import ROWS, check_key_dtype, missing_count
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidDataError, InvalidParameterError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -351,6 +355,18 @@ def _kernel_parts(
     names = list(values)
     rows = int(frame.select(pl.len()).collect(engine="streaming").item())
     parts = partitions(rows, len(names), len(bads), memory)
+    fits = rows * streamed_bytes(len(names)) <= memory
+    if parts > 1 and fits and streamable(frame.collect_schema(), person, keys):
+        found = _streamed_parts(frame, unit, keys, values, bads, rng, rows)
+        if found is not None:
+            kept, sums, persons, g0, totals = found
+            groups = np.flatnonzero(kept > 0) if keys else np.zeros(1, dtype=np.int64)
+            out = pl.DataFrame()
+            if keys:  # a code is the key's value
+                dtype = frame.collect_schema()[keys[0]]
+                out = pl.DataFrame([pl.Series(keys[0], groups + g0).cast(dtype)])
+            found_ = (kept, sums, persons)
+            return _assemble(out, keys, groups, found_, names, counts, distinct, totals)
     if parts > 1:
         spilled = spilled_parts(
             frame,
@@ -415,6 +431,77 @@ def _kernel_parts(
     out = df[group_row[groups]].select(keys) if keys else pl.DataFrame()  # their keys' values
     totals = {b: int(parts[f"b{j}"].sum() or 0) for j, b in enumerate(bads)}
     return _assemble(out, keys, groups, (kept, sums, persons), names, counts, distinct, totals)
+
+
+def _streamed_parts(
+    frame: pl.LazyFrame,
+    unit: PrivacyUnit,
+    keys: list[str],
+    values: dict[str, pl.Expr],
+    bads: dict[str, pl.Expr],
+    rng: np.random.Generator,
+    rows: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, dict[str, int]] | None:
+    """The kernel's kept rows, sums and persons by group (from the least group code,
+    returned too) and the bad counts, the records read twice and never held whole: the person and
+    key codes first (their ranges and the records of each bucket of persons), then every
+    record in the streaming engine's batches, each placed in its bucket as it arrives
+    (:class:`~dpframe.engines.bounding_kernel.StreamedRecords`: about
+    :func:`~dpframe.engines.bounding_spill.streamed_bytes` a record). None (nothing
+    drawn) where a code is not the value itself (a key with nulls, codes ranked)."""
+    from dpframe.engines import bounding_kernel as bk
+
+    person = unit.person
+    raw = [pl.col(c).to_physical().cast(pl.Int64) for c in [person, *keys]]
+    ids = frame.select(raw[0].alias("p"), *[e.alias("g") for e in raw[1:]])
+    ids = ids.collect(engine="streaming")
+    refuse_missing_ids(person, ids["p"].null_count())
+    p_range = _code_range(ids["p"])
+    g_range = _code_range(ids["g"]) if keys else (0, 0)
+    if keys and ids["g"].null_count():
+        return None
+    same = person_codes(pl.Series(p_range), rows).to_list() == list(p_range)
+    if keys:
+        ends = pl.DataFrame({"g": list(g_range)})
+        same = same and group_codes(ends, ["g"], rows).to_list() == list(g_range)
+    if not same or g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:
+        return None
+    key = rule_key(rng)
+    rows_key = row_key(rng)
+    pieces = [x.to_numpy() for x in ids["p"].get_chunks()]
+    bounds = (unit.max_groups, unit.max_rows)
+    records = bk.StreamedRecords(pieces, len(values), bounds, p_range, g_range, key, rows_key)
+    del ids, pieces
+    derived = [e.cast(pl.Float64).alias(f"v{j}") for j, e in enumerate(values.values())]
+    flags = [e.alias(f"b{j}") for j, e in enumerate(bads.values())]
+    gc = raw[1] if keys else pl.lit(0, dtype=pl.Int64)
+    batches = frame.select(raw[0].alias("p"), gc.alias("g"), *derived, *flags)
+    totals = dict.fromkeys(bads, 0)
+    try:
+        for batch in batches.collect_batches(engine="streaming"):
+            if batch["p"].null_count() or batch["g"].null_count():
+                raise ValueError("a null code")
+            work = batch.select("p", "g", *[f"v{j}" for j in range(len(values))])
+            if len({tuple(len(x) for x in work[c].get_chunks()) for c in work.columns}) > 1:
+                work = work.rechunk()
+            chunks = {c: [x.to_numpy() for x in work[c].get_chunks()] for c in work.columns}
+            vals = [
+                [chunks[f"v{j}"][i] for j in range(len(values))]
+                if values
+                else np.empty((0, len(p)))
+                for i, p in enumerate(chunks["p"])
+            ]
+            records.add(chunks["p"], chunks["g"], vals)
+            for j, b in enumerate(bads):
+                totals[b] += int(batch[f"b{j}"].sum() or 0)
+        kept, sums, persons, _ = records.bound()
+    except ValueError as exc:  # the records read twice differ
+        raise InvalidDataError(
+            f"the records changed between two reads of them ({exc}): person-level "
+            "bounding reads its input twice; bound a stable input (e.g. a file that is "
+            "not being written)"
+        ) from None
+    return kept, sums, persons, g_range[0], totals
 
 
 def _assemble(
