@@ -89,6 +89,9 @@ __all__ = [
     "null_person_error",
 ]
 
+#: Rows of a batch of the streaming read (:func:`_streamed_parts`): few calls of the
+#: kernel, each cut for every thread.
+_BATCH = 1 << 20
 _N = "__bound_n"
 _POS = "__bound_pos"
 _ROW = "__bound_row"
@@ -478,13 +481,13 @@ def _streamed_parts(
     batches = frame.select(raw[0].alias("p"), gc.alias("g"), *derived, *flags)
     totals = dict.fromkeys(bads, 0)
     try:
-        for batch in batches.collect_batches(engine="streaming"):
+        for batch in batches.collect_batches(chunk_size=_BATCH, engine="streaming"):
             if batch["p"].null_count() or batch["g"].null_count():
                 raise ValueError("a null code")
-            work = batch.select("p", "g", *[f"v{j}" for j in range(len(values))])
-            if len({tuple(len(x) for x in work[c].get_chunks()) for c in work.columns}) > 1:
-                work = work.rechunk()
-            chunks = {c: [x.to_numpy() for x in work[c].get_chunks()] for c in work.columns}
+            work = [batch.get_column(c) for c in ["p", "g", *[f"v{j}" for j in range(len(values))]]]
+            if len({tuple(len(x) for x in c.get_chunks()) for c in work}) > 1:
+                work = [c.rechunk() for c in work]
+            chunks = {c.name: [x.to_numpy() for x in c.get_chunks()] for c in work}
             vals = [
                 [chunks[f"v{j}"][i] for j in range(len(values))]
                 if values

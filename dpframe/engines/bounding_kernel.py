@@ -812,12 +812,15 @@ class _Columns:
 
 #: Rows of a piece of the input; longer ones are cut (views), so the threads share work.
 _PIECE = 1 << 19
+#: The least rows of a piece of a batch (:meth:`StreamedRecords.add`).
+_SMALL_PIECE = 1 << 14
 
 
 def _pieces(
     pid: np.ndarray | Sequence[np.ndarray],
     gid: np.ndarray | Sequence[np.ndarray],
     values: np.ndarray | Sequence[np.ndarray],
+    piece: int = _PIECE,
 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], int]:
     """The input as aligned pieces (views where possible): int64 persons and groups, the
     float64 values of each piece's ``m`` columns one after the other, and ``m``. Values
@@ -850,8 +853,8 @@ def _pieces(
         if m is not None and v.shape[0] != m:
             raise ValueError("every piece must have the same number of value columns")
         m = v.shape[0]
-        for lo in range(0, max(p.size, 1), _PIECE):
-            hi = lo + _PIECE
+        for lo in range(0, max(p.size, 1), piece):
+            hi = lo + piece
             out[0].append(p[lo:hi])
             out[1].append(g[lo:hi])
             out[2].extend(v[j, lo:hi] for j in range(m))
@@ -1132,7 +1135,9 @@ class StreamedRecords:
         """Place a batch of records (pieces as in :func:`bounded_sums`) in their buckets;
         ``ValueError`` if a code lies outside the ranges or the batches hold more
         records of a bucket than were counted (nothing of the batch placed)."""
-        pids, gids, vals, m = _pieces(pid, gid, values)
+        rows = sum(len(x) for x in ([pid] if isinstance(pid, np.ndarray) else pid))
+        piece = max(_SMALL_PIECE, -(-rows // (4 * nb.get_num_threads())))  # work for each thread
+        pids, gids, vals, m = _pieces(pid, gid, values, min(piece, _PIECE))
         if m != self.m:
             raise ValueError(f"a batch has {m} value columns, not {self.m}")
         self._place(pids, gids, vals)
