@@ -91,7 +91,7 @@ __all__ = [
 
 #: Rows of a batch of the streaming read (:func:`_streamed_parts`): few calls of the
 #: kernel, each cut for every thread.
-_BATCH = 1 << 20
+_BATCH = 1 << 18
 _N = "__bound_n"
 _POS = "__bound_pos"
 _ROW = "__bound_row"
@@ -446,22 +446,20 @@ def _streamed_parts(
     rows: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, dict[str, int]] | None:
     """The kernel's kept rows, sums and persons by group (from the least group code,
-    returned too) and the bad counts, the records read twice and never held whole: the person and
-    key codes first (their ranges and the records of each bucket of persons), then every
-    record in the streaming engine's batches, each placed in its bucket as it arrives
-    (:class:`~dpframe.engines.bounding_kernel.StreamedRecords`: about
-    :func:`~dpframe.engines.bounding_spill.streamed_bytes` a record). None (nothing
-    drawn) where a code is not the value itself (a key with nulls, codes ranked)."""
+    returned too) and the bad counts, the records read twice and never held whole: the
+    person and key codes first (their ranges, and the records of each bucket of
+    persons), then every record in the streaming engine's batches, each placed in its
+    bucket as it arrives (:class:`~dpframe.engines.bounding_kernel.StreamedRecords`:
+    about :func:`~dpframe.engines.bounding_spill.streamed_bytes` a record). None
+    (nothing drawn) where a code is not the value itself (a key with nulls, codes
+    ranked); :class:`InvalidDataError` if the two reads differ."""
     from dpframe.engines import bounding_kernel as bk
 
     person = unit.person
     raw = [pl.col(c).to_physical().cast(pl.Int64) for c in [person, *keys]]
-    ids = frame.select(raw[0].alias("p"), *[e.alias("g") for e in raw[1:]])
-    ids = ids.collect(engine="streaming")
-    refuse_missing_ids(person, ids["p"].null_count())
-    p_range = _code_range(ids["p"])
-    g_range = _code_range(ids["g"]) if keys else (0, 0)
-    if keys and ids["g"].null_count():
+    persons, g_range, g_nulls = _read_codes(frame, person, raw, rows)
+    p_range = bk.value_range([persons])
+    if keys and g_nulls:
         return None
     same = person_codes(pl.Series(p_range), rows).to_list() == list(p_range)
     if keys:
@@ -471,10 +469,9 @@ def _streamed_parts(
         return None
     key = rule_key(rng)
     rows_key = row_key(rng)
-    pieces = [x.to_numpy() for x in ids["p"].get_chunks()]
     bounds = (unit.max_groups, unit.max_rows)
-    records = bk.StreamedRecords(pieces, len(values), bounds, p_range, g_range, key, rows_key)
-    del ids, pieces
+    records = bk.StreamedRecords([persons], len(values), bounds, p_range, g_range, key, rows_key)
+    del persons  # freed before the kernel's copy of the records is written
     derived = [e.cast(pl.Float64).alias(f"v{j}") for j, e in enumerate(values.values())]
     flags = [e.alias(f"b{j}") for j, e in enumerate(bads.values())]
     gc = raw[1] if keys else pl.lit(0, dtype=pl.Int64)
@@ -499,12 +496,48 @@ def _streamed_parts(
                 totals[b] += int(batch[f"b{j}"].sum() or 0)
         kept, sums, persons, _ = records.bound()
     except ValueError as exc:  # the records read twice differ
-        raise InvalidDataError(
-            f"the records changed between two reads of them ({exc}): person-level "
-            "bounding reads its input twice; bound a stable input (e.g. a file that is "
-            "not being written)"
-        ) from None
+        raise _changed(str(exc)) from None
     return kept, sums, persons, g_range[0], totals
+
+
+def _read_codes(
+    frame: pl.LazyFrame, person: str, raw: list[pl.Expr], rows: int
+) -> tuple[np.ndarray, tuple[int, int], int]:
+    """The persons' codes (``raw[0]``, into an array of ``rows`` of the process's own
+    memory: freed, it is the memory of the kernel's records next), the least and
+    greatest key code (``raw[1]``, if any) and the key's nulls, in one streaming read
+    of the two columns; a null person refused (all of them counted)."""
+    import numpy as np
+
+    persons = np.empty(rows, dtype=np.int64)
+    at, nulls, g_nulls = 0, 0, 0
+    lo, hi = [], []
+    ids = frame.select(raw[0].alias("p"), *[e.alias("g") for e in raw[1:]])
+    for batch in ids.collect_batches(chunk_size=_BATCH, engine="streaming"):
+        p = batch.get_column("p")
+        nulls += p.null_count()
+        if at + batch.height > rows:
+            raise _changed("more records than counted")
+        if not nulls:
+            persons[at : at + batch.height] = p.to_numpy()
+        at += batch.height
+        if len(raw) > 1:
+            g = batch.get_column("g")
+            g_nulls += g.null_count()
+            if g.len() > g.null_count():
+                lo.append(int(g.min()))  # type: ignore[arg-type]
+                hi.append(int(g.max()))  # type: ignore[arg-type]
+    refuse_missing_ids(person, nulls)
+    if at != rows:
+        raise _changed("fewer records than counted")
+    return persons, (min(lo, default=0), max(hi, default=0)), g_nulls
+
+
+def _changed(what: str) -> InvalidDataError:
+    return InvalidDataError(
+        f"the records changed between two reads of them ({what}): person-level bounding "
+        "reads its input twice; bound a stable input (e.g. a file that is not being written)"
+    )
 
 
 def _assemble(

@@ -403,7 +403,7 @@ def _bucket_counts(paddr, sizes, ranges, p0, p1, shift):
     return bad.sum(), hist.sum(axis=0)
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def _scatter(
     addrs,
     sizes,
@@ -427,7 +427,8 @@ def _scatter(
     # a batch of records (``addrs``: the persons', groups' and values' tables; ``row``:
     # its first row) to their buckets' next places (``cursor``, advanced), none past a
     # bucket's ``end``: returns the records out of range, or -1 (a bucket overflows:
-    # nothing written)
+    # nothing written). One thread: it runs beside the streaming engine's threads, which
+    # read the next batch meanwhile (a parallel region per batch waits on them: 2-3x)
     nruns = ranges.size - 1
     nbuckets = cursor.size
     hist = np.zeros((nruns, nbuckets), dtype=np.int64)
