@@ -26,9 +26,11 @@ stable row order; every kept pair's rows are numbered when read again, so no pai
 more than ``max_rows`` rows nor a person an unchosen group if the input changed);
 :func:`bounded_grouped_parts` is the fast path of a grouped release
 of counts and sums: the compiled kernel where the codes are the values' integers (the
-pairs over ``max_rows`` finished in the compiled code too; past the memory setting, in
-parts of persons spilled to disk, :mod:`dpframe.engines.bounding_spill`), else the pairs
-by polars, which goes back to the rows for the pairs over ``max_rows`` only.
+pairs over ``max_rows`` finished in the compiled code too; past the memory setting, for
+integer-coded persons and at most one integer key, the records read in batches and
+placed in the kernel's buckets as they arrive, else in parts of persons spilled to disk,
+:mod:`dpframe.engines.bounding_spill`), else the pairs by polars, which goes back to the
+rows for the pairs over ``max_rows`` only.
 
 Examples
 --------
@@ -307,7 +309,11 @@ def bounded_grouped_parts(
     memory : int, optional
         The bytes of records the kernel may hold at once (default:
         :func:`~dpframe.engines.bounding_spill.bounding_memory`, the environment
-        variable ``DPFRAME_BOUNDING_MEMORY`` or 256 MiB); more records are partitioned
+        variable ``DPFRAME_BOUNDING_MEMORY`` or 256 MiB); more records are read in
+        batches of the streaming engine, each placed in the kernel's buckets as it
+        arrives (persons whose codes are their values and at most one integer key:
+        :func:`~dpframe.engines.bounding_spill.streamable`, about
+        :func:`~dpframe.engines.bounding_spill.streamed_bytes` a record), or partitioned
         by person and spilled to disk (:mod:`dpframe.engines.bounding_spill`): the same
         rows kept, the same counts, the sums up to the order of float additions.
 
@@ -348,8 +354,9 @@ def _kernel_parts(
     memory: int = BOUNDING_MEMORY,
 ) -> pl.DataFrame:
     """:func:`bounded_grouped_parts` by the compiled kernel (see its docstring), in
-    memory or, for more records than ``memory`` bytes hold, in parts spilled to disk;
-    the rule's keys are ``rng``'s first draws (after the fallback to the polars path)."""
+    memory or, for more records than ``memory`` bytes hold, read in batches
+    (:func:`_streamed_parts`) or in parts spilled to disk; the rule's keys are ``rng``'s
+    first draws (after the fallback to the polars path)."""
     import numpy as np
 
     from dpframe.engines import bounding_kernel as bk

@@ -2,7 +2,10 @@
 
 The compiled kernel (:mod:`dpframe.engines.bounding_kernel`) holds the records it bounds
 in memory (about :func:`record_bytes` a record). When the records would pass the memory
-setting (:func:`bounding_memory`), :func:`spilled_parts` bounds them in parts instead:
+setting (:func:`bounding_memory`), columns whose codes are their values
+(:func:`streamable`) are read in batches, each placed in the kernel's buckets as it
+arrives (:func:`streamed_bytes` a record, :mod:`dpframe.engines.bounding`), while that
+fits; otherwise :func:`spilled_parts` bounds them in parts instead:
 
 1. **Codes** from the distinct values only (memory in the distinct persons and groups,
    not in the rows): the rule's codes (:func:`~dpframe.engines.bounding_rule.person_codes`,
