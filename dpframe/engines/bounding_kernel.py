@@ -265,17 +265,23 @@ def _run_counts(paddr, sizes, ranges, p0, p1, shift, hist, bad, u):
 
 
 @nb.njit(inline="always")
-def _scatter_piece(addrs, sizes, c, m, spec, qk, vp, pos, at, group_row, row):
+def _scatter_piece(addrs, sizes, c, m, spec, keys, qk, vp, pos, at, group_row, row):
     # piece ``c``'s records to their buckets' next places (``pos``, one run's cursors):
     # each record's priority -- the rule's 32 random bits (the top of SipHash of the
     # codes), the person's place in its bucket, the group code (the rule's tie-break:
     # two pairs of a person never tie) -- and its values; returns the records whose
-    # group lies outside [g0, g1]; ``spec``: the codes' least values, the key, the layout
-    paddr, gaddr, vaddr = addrs
-    codes, keys, layout = spec
-    p0, g0, g1 = codes
-    k0, k1 = keys
-    shift, gbits = layout
+    # group lies outside [g0, g1]; ``spec``: p0, g0, g1, shift, gbits; ``keys``: k0, k1
+    # (arrays: numba's parallel analysis mistakes a tuple of integers for a shape)
+    paddr = addrs[0]
+    gaddr = addrs[1]
+    vaddr = addrs[2]
+    p0 = spec[0]
+    g0 = spec[1]
+    g1 = spec[2]
+    shift = spec[3]
+    gbits = spec[4]
+    k0 = keys[0]
+    k1 = keys[1]
     low = (np.int64(1) << shift) - 1
     top = np.uint64(64 - _RANDOM_BITS)  # the rule's priority: the hash's top 32 bits
     ug = np.uint64(gbits)
@@ -349,12 +355,15 @@ def _partition(paddr, gaddr, vaddr, sizes, ranges, m, p0, p1, g0, g1, k0, k1, sh
     starts = pos.copy()
     row0 = _first_rows(sizes, ranges)
     addrs = (paddr, gaddr, vaddr)
-    spec = ((p0, g0, g1), (k0, k1), (shift, gbits))
+    spec = np.array([p0, g0, g1, shift, gbits], dtype=np.int64)
+    keys = np.array([k0, k1], dtype=np.uint64)
     for u in nb.prange(nruns):
         row = row0[u]
         at = np.empty(_longest(sizes, ranges, u), dtype=np.int64)
         for c in range(ranges[u], ranges[u + 1]):
-            bad[u] += _scatter_piece(addrs, sizes, c, m, spec, qk, vp, pos[u], at, group_row, row)
+            bad[u] += _scatter_piece(
+                addrs, sizes, c, m, spec, keys, qk, vp, pos[u], at, group_row, row
+            )
             row += sizes[c]
     return bad.sum(), off, starts, group_row
 
@@ -371,14 +380,14 @@ def _bucket_counts(paddr, sizes, ranges, p0, p1, shift):
 
 
 @nb.njit(cache=True)
-def _scatter(addrs, sizes, ranges, m, p1, spec, qk, vp, cursor, end, group_row, row):
+def _scatter(addrs, sizes, ranges, m, p1, spec, keys, qk, vp, cursor, end, group_row, row):
     # a batch of records (``addrs``: the persons', groups' and values' tables; ``row``:
     # its first row) to their buckets' next places (``cursor``, advanced), none past a
     # bucket's ``end``: returns the records out of range, or -1 (a bucket overflows:
     # nothing written). One thread: it runs beside the streaming engine's threads, which
     # read the next batch meanwhile (a parallel region per batch waits on them: 2-3x)
-    p0 = spec[0][0]
-    shift = spec[2][0]
+    p0 = spec[0]
+    shift = spec[3]
     nruns = ranges.size - 1
     nbuckets = cursor.size
     hist = np.zeros((nruns, nbuckets), dtype=np.int64)
@@ -403,7 +412,9 @@ def _scatter(addrs, sizes, ranges, m, p1, spec, qk, vp, cursor, end, group_row, 
         at = np.empty(_longest(sizes, ranges, u), dtype=np.int64)
         first = row0[u]
         for c in range(ranges[u], ranges[u + 1]):
-            bad[u] += _scatter_piece(addrs, sizes, c, m, spec, qk, vp, pos[u], at, group_row, first)
+            bad[u] += _scatter_piece(
+                addrs, sizes, c, m, spec, keys, qk, vp, pos[u], at, group_row, first
+            )
             first += sizes[c]
     return bad.sum()
 
@@ -1036,8 +1047,7 @@ class StreamedRecords:
         self.g0, self.g1 = (int(v) for v in group_range)
         self.k, self.shift, self.gbits = _layout(person_range, group_range, bounds[0], m)
         self.max_rows = int(bounds[1])
-        k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
-        self.keys = (k0, k1)
+        self.keys = np.array([int(v) & 0xFFFFFFFFFFFFFFFF for v in key], dtype=np.uint64)
         self.row_key = row_key
         nbuckets = ((self.p1 - self.p0) >> self.shift) + 1
         hist = np.zeros(nbuckets, dtype=np.int64)
@@ -1089,8 +1099,19 @@ class StreamedRecords:
             _addresses(gids),
             _addresses(vals) if vals else np.zeros(0, np.uint64),
         )
-        spec = ((self.p0, self.g0, self.g1), self.keys, (self.shift, self.gbits))
-        args = (addrs, sizes, ranges, self.m, self.p1, spec, self.qk, self.vp, self.cursor)
+        spec = np.array([self.p0, self.g0, self.g1, self.shift, self.gbits], dtype=np.int64)
+        args = (
+            addrs,
+            sizes,
+            ranges,
+            self.m,
+            self.p1,
+            spec,
+            self.keys,
+            self.qk,
+            self.vp,
+            self.cursor,
+        )
         nbad = _scatter(*args, self.off[1:], self.group_row, self.rows)
         if nbad < 0:
             raise ValueError("the batches hold more records than were counted")
