@@ -11,12 +11,14 @@ by person within the chunk) -- this script times, alternately (best of N), for e
   for context: the one hash aggregation any exact person-level bounding needs;
 * fast:    ``PolarsEngine(lf).bounded_grouped_parts(unit, ["g"], parts, ["x"])`` -- the
   bounding plus the exact per-group parts a person-level release of a count and a
-  clipped sum needs, by the compiled kernel (``dpframe.engines.bounding_kernel``: one
-  streaming read of the person, the keys and the clipped values; SipHash priorities
-  keyed from the secure source; a counting partition of the records by person; one
-  pass per cache-sized bucket keeping each person's smallest priorities with their rows
-  and sums; the rows of the pairs over ``max_rows`` chosen in the same compiled code --
-  no sort, no shuffle); what a person-level grouped release runs;
+  clipped sum needs, by the compiled kernel (``dpframe.engines.bounding_kernel``: at
+  1e7 rows under the default memory setting, a streaming read of the person and key
+  codes -- their ranges and the records of each bucket of persons -- then one of the
+  records in batches, each placed in its bucket by SipHash priority keyed from the
+  secure source as it arrives; one pass per cache-sized bucket keeping each person's
+  smallest priorities with their rows and sums; the rows of the pairs over
+  ``max_rows`` chosen in the same compiled code -- no sort, no shuffle); what a
+  person-level grouped release runs;
 
 and, with ``--all``, for the random order only:
 

@@ -26,9 +26,11 @@ stable row order; every kept pair's rows are numbered when read again, so no pai
 more than ``max_rows`` rows nor a person an unchosen group if the input changed);
 :func:`bounded_grouped_parts` is the fast path of a grouped release
 of counts and sums: the compiled kernel where the codes are the values' integers (the
-pairs over ``max_rows`` finished in the compiled code too; past the memory setting, in
-parts of persons spilled to disk, :mod:`dpframe.engines.bounding_spill`), else the pairs
-by polars, which goes back to the rows for the pairs over ``max_rows`` only.
+pairs over ``max_rows`` finished in the compiled code too; past the memory setting, for
+integer-coded persons and at most one integer key, the records read in batches and
+placed in the kernel's buckets as they arrive, else in parts of persons spilled to disk,
+:mod:`dpframe.engines.bounding_spill`), else the pairs by polars, which goes back to the
+rows for the pairs over ``max_rows`` only.
 
 Examples
 --------
@@ -61,8 +63,10 @@ from dpframe.core.values import missing_id_error, refuse_missing_ids
 from dpframe.engines.bounding_rule import (
     codes,
     encodable,
+    group_codes,
     kept_pairs,
     kept_positions,
+    person_codes,
     row_key,
     rule_key,
 )
@@ -71,9 +75,11 @@ from dpframe.engines.bounding_spill import (
     bounding_memory,
     partitions,
     spilled_parts,
+    streamable,
+    streamed_bytes,
 )
 from dpframe.engines.driver import ROWS, check_key_dtype, missing_count
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidDataError, InvalidParameterError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,6 +91,9 @@ __all__ = [
     "null_person_error",
 ]
 
+#: Rows of a batch of the streaming read (:func:`_streamed_parts`): few calls of the
+#: kernel, each cut for every thread.
+_BATCH = 1 << 18
 _N = "__bound_n"
 _POS = "__bound_pos"
 _ROW = "__bound_row"
@@ -300,7 +309,11 @@ def bounded_grouped_parts(
     memory : int, optional
         The bytes of records the kernel may hold at once (default:
         :func:`~dpframe.engines.bounding_spill.bounding_memory`, the environment
-        variable ``DPFRAME_BOUNDING_MEMORY`` or 256 MiB); more records are partitioned
+        variable ``DPFRAME_BOUNDING_MEMORY`` or 256 MiB); more records are read in
+        batches of the streaming engine, each placed in the kernel's buckets as it
+        arrives (persons whose codes are their values and at most one integer key:
+        :func:`~dpframe.engines.bounding_spill.streamable`, about
+        :func:`~dpframe.engines.bounding_spill.streamed_bytes` a record), or partitioned
         by person and spilled to disk (:mod:`dpframe.engines.bounding_spill`): the same
         rows kept, the same counts, the sums up to the order of float additions.
 
@@ -341,8 +354,9 @@ def _kernel_parts(
     memory: int = BOUNDING_MEMORY,
 ) -> pl.DataFrame:
     """:func:`bounded_grouped_parts` by the compiled kernel (see its docstring), in
-    memory or, for more records than ``memory`` bytes hold, in parts spilled to disk;
-    the rule's keys are ``rng``'s first draws (after the fallback to the polars path)."""
+    memory or, for more records than ``memory`` bytes hold, read in batches
+    (:func:`_streamed_parts`) or in parts spilled to disk; the rule's keys are ``rng``'s
+    first draws (after the fallback to the polars path)."""
     import numpy as np
 
     from dpframe.engines import bounding_kernel as bk
@@ -351,6 +365,18 @@ def _kernel_parts(
     names = list(values)
     rows = int(frame.select(pl.len()).collect(engine="streaming").item())
     parts = partitions(rows, len(names), len(bads), memory)
+    fits = rows * streamed_bytes(len(names)) <= memory
+    if parts > 1 and fits and streamable(frame.collect_schema(), person, keys):
+        found = _streamed_parts(frame, unit, keys, values, bads, rng, rows)
+        if found is not None:
+            kept, sums, persons, g0, totals = found
+            groups = np.flatnonzero(kept > 0) if keys else np.zeros(1, dtype=np.int64)
+            out = pl.DataFrame()
+            if keys:  # a code is the key's value
+                dtype = frame.collect_schema()[keys[0]]
+                out = pl.DataFrame([pl.Series(keys[0], groups + g0).cast(dtype)])
+            found_ = (kept, sums, persons)
+            return _assemble(out, keys, groups, found_, names, counts, distinct, totals)
     if parts > 1:
         spilled = spilled_parts(
             frame,
@@ -415,6 +441,110 @@ def _kernel_parts(
     out = df[group_row[groups]].select(keys) if keys else pl.DataFrame()  # their keys' values
     totals = {b: int(parts[f"b{j}"].sum() or 0) for j, b in enumerate(bads)}
     return _assemble(out, keys, groups, (kept, sums, persons), names, counts, distinct, totals)
+
+
+def _streamed_parts(
+    frame: pl.LazyFrame,
+    unit: PrivacyUnit,
+    keys: list[str],
+    values: dict[str, pl.Expr],
+    bads: dict[str, pl.Expr],
+    rng: np.random.Generator,
+    rows: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, dict[str, int]] | None:
+    """The kernel's kept rows, sums and persons by group (from the least group code,
+    returned too) and the bad counts, the records read twice and never held whole: the
+    person and key codes first (their ranges, and the records of each bucket of
+    persons), then every record in the streaming engine's batches, each placed in its
+    bucket as it arrives (:class:`~dpframe.engines.bounding_kernel.StreamedRecords`:
+    about :func:`~dpframe.engines.bounding_spill.streamed_bytes` a record). None
+    (nothing drawn) where a code is not the value itself (a key with nulls, codes
+    ranked); :class:`InvalidDataError` if the two reads differ."""
+    from dpframe.engines import bounding_kernel as bk
+
+    person = unit.person
+    raw = [pl.col(c).to_physical().cast(pl.Int64) for c in [person, *keys]]
+    persons, g_range, g_nulls = _read_codes(frame, person, raw, rows)
+    p_range = bk.value_range([persons])
+    if keys and g_nulls:
+        return None
+    same = person_codes(pl.Series(p_range), rows).to_list() == list(p_range)
+    if keys:
+        ends = pl.DataFrame({"g": list(g_range)})
+        same = same and group_codes(ends, ["g"], rows).to_list() == list(g_range)
+    if not same or g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:
+        return None
+    key = rule_key(rng)
+    rows_key = row_key(rng)
+    bounds = (unit.max_groups, unit.max_rows)
+    records = bk.StreamedRecords([persons], len(values), bounds, p_range, g_range, key, rows_key)
+    del persons  # freed before the kernel's copy of the records is written
+    derived = [e.cast(pl.Float64).alias(f"v{j}") for j, e in enumerate(values.values())]
+    flags = [e.alias(f"b{j}") for j, e in enumerate(bads.values())]
+    gc = raw[1] if keys else pl.lit(0, dtype=pl.Int64)
+    batches = frame.select(raw[0].alias("p"), gc.alias("g"), *derived, *flags)
+    totals = dict.fromkeys(bads, 0)
+    try:
+        for batch in batches.collect_batches(chunk_size=_BATCH, engine="streaming"):
+            if batch["p"].null_count() or batch["g"].null_count():
+                raise ValueError("a null code")
+            work = [batch.get_column(c) for c in ["p", "g", *[f"v{j}" for j in range(len(values))]]]
+            if len({tuple(len(x) for x in c.get_chunks()) for c in work}) > 1:
+                work = [c.rechunk() for c in work]
+            chunks = {c.name: [x.to_numpy() for x in c.get_chunks()] for c in work}
+            vals = [
+                [chunks[f"v{j}"][i] for j in range(len(values))]
+                if values
+                else np.empty((0, len(p)))
+                for i, p in enumerate(chunks["p"])
+            ]
+            records.add(chunks["p"], chunks["g"], vals)
+            for j, b in enumerate(bads):
+                totals[b] += int(batch[f"b{j}"].sum() or 0)
+        kept, sums, persons, _ = records.bound()
+    except ValueError as exc:  # the records read twice differ
+        raise _changed(str(exc)) from None
+    return kept, sums, persons, g_range[0], totals
+
+
+def _read_codes(
+    frame: pl.LazyFrame, person: str, raw: list[pl.Expr], rows: int
+) -> tuple[np.ndarray, tuple[int, int], int]:
+    """The persons' codes (``raw[0]``, into an array of ``rows`` of the process's own
+    memory: freed, it is the memory of the kernel's records next), the least and
+    greatest key code (``raw[1]``, if any) and the key's nulls, in one streaming read
+    of the two columns; a null person refused (all of them counted)."""
+    import numpy as np
+
+    persons = np.empty(rows, dtype=np.int64)
+    at, nulls, g_nulls = 0, 0, 0
+    lo, hi = [], []
+    ids = frame.select(raw[0].alias("p"), *[e.alias("g") for e in raw[1:]])
+    for batch in ids.collect_batches(chunk_size=_BATCH, engine="streaming"):
+        p = batch.get_column("p")
+        nulls += p.null_count()
+        if at + batch.height > rows:
+            raise _changed("more records than counted")
+        if not nulls:
+            persons[at : at + batch.height] = p.to_numpy()
+        at += batch.height
+        if len(raw) > 1:
+            g = batch.get_column("g")
+            g_nulls += g.null_count()
+            if g.len() > g.null_count():
+                lo.append(int(g.min()))  # type: ignore[arg-type]
+                hi.append(int(g.max()))  # type: ignore[arg-type]
+    refuse_missing_ids(person, nulls)
+    if at != rows:
+        raise _changed("fewer records than counted")
+    return persons, (min(lo, default=0), max(hi, default=0)), g_nulls
+
+
+def _changed(what: str) -> InvalidDataError:
+    return InvalidDataError(
+        f"the records changed between two reads of them ({what}): person-level bounding "
+        "reads its input twice; bound a stable input (e.g. a file that is not being written)"
+    )
 
 
 def _assemble(

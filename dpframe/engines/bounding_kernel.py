@@ -72,6 +72,7 @@ __all__ = [
     "GROUP_BITS",
     "KEPT",
     "PERSON_BITS",
+    "StreamedRecords",
     "bounded_sums",
     "pair_hash",
     "row_hash",
@@ -250,6 +251,85 @@ def _value_range(addresses, sizes):
     return lo.min(), hi.max()
 
 
+@nb.njit(inline="always")
+def _run_counts(paddr, sizes, ranges, p0, p1, shift, hist, bad, u):
+    # run ``u``'s records by bucket (``hist[u]``); a person outside [p0, p1]: ``bad[u]``
+    for c in range(ranges[u], ranges[u + 1]):
+        pid = _ints(paddr, sizes, c)
+        for i in range(pid.size):
+            p = pid[i]
+            if p < p0 or p > p1:
+                bad[u] += 1
+            else:
+                hist[u, (p - p0) >> shift] += 1
+
+
+@nb.njit(inline="always")
+def _scatter_piece(addrs, sizes, c, m, spec, keys, qk, vp, pos, at, group_row, row):
+    # piece ``c``'s records to their buckets' next places (``pos``, one run's cursors):
+    # each record's priority -- the rule's 32 random bits (the top of SipHash of the
+    # codes), the person's place in its bucket, the group code (the rule's tie-break:
+    # two pairs of a person never tie) -- and its values; returns the records whose
+    # group lies outside [g0, g1]; ``spec``: p0, g0, g1, shift, gbits; ``keys``: k0, k1
+    # (arrays: numba's parallel analysis mistakes a tuple of integers for a shape)
+    paddr = addrs[0]
+    gaddr = addrs[1]
+    vaddr = addrs[2]
+    p0 = spec[0]
+    g0 = spec[1]
+    g1 = spec[2]
+    shift = spec[3]
+    gbits = spec[4]
+    k0 = keys[0]
+    k1 = keys[1]
+    low = (np.int64(1) << shift) - 1
+    top = np.uint64(64 - _RANDOM_BITS)  # the rule's priority: the hash's top 32 bits
+    ug = np.uint64(gbits)
+    bad = 0
+    pid = _ints(paddr, sizes, c)
+    gid = _ints(gaddr, sizes, c)
+    for i in range(pid.size):
+        p = pid[i]
+        g = gid[i] - g0
+        b = (p - p0) >> shift
+        t = pos[b]
+        pos[b] = t + 1
+        at[i] = t
+        if g < 0 or g > g1 - g0:
+            bad += 1
+            qk[t] = 0
+            continue
+        if group_row[g] < 0:  # any row of the group (its keys' values)
+            group_row[g] = row + i
+        h = _pair_hash(k0, k1, p, gid[i])
+        qk[t] = ((h >> top) << top) | (np.uint64((p - p0) & low) << ug) | np.uint64(g)
+    for v in range(m):
+        val = _floats(vaddr, sizes, c * m + v)
+        for i in range(pid.size):
+            vp[v, at[i]] = val[i]
+    return bad
+
+
+@nb.njit(inline="always")
+def _first_rows(sizes, ranges):
+    # each run's first row
+    nruns = ranges.size - 1
+    row0 = np.zeros(nruns + 1, dtype=np.int64)
+    for u in range(nruns):
+        row0[u + 1] = row0[u]
+        for c in range(ranges[u], ranges[u + 1]):
+            row0[u + 1] += sizes[c]
+    return row0
+
+
+@nb.njit(inline="always")
+def _longest(sizes, ranges, u):
+    longest = 0
+    for c in range(ranges[u], ranges[u + 1]):
+        longest = max(longest, sizes[c])
+    return longest
+
+
 @nb.njit(cache=True, parallel=True)
 def _partition(paddr, gaddr, vaddr, sizes, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits, qk, vp):
     # ``ranges`` cuts the pieces into runs of consecutive pieces, one histogram a run:
@@ -259,14 +339,7 @@ def _partition(paddr, gaddr, vaddr, sizes, ranges, m, p0, p1, g0, g1, k0, k1, sh
     hist = np.zeros((nruns, nbuckets), dtype=np.int64)
     bad = np.zeros(nruns, dtype=np.int64)
     for u in nb.prange(nruns):
-        for c in range(ranges[u], ranges[u + 1]):
-            pid = _ints(paddr, sizes, c)
-            for i in range(pid.size):
-                p = pid[i]
-                if p < p0 or p > p1:
-                    bad[u] += 1
-                else:
-                    hist[u, (p - p0) >> shift] += 1
+        _run_counts(paddr, sizes, ranges, p0, p1, shift, hist, bad, u)
     off = np.zeros(nbuckets + 1, dtype=np.int64)
     pos = np.empty((nruns, nbuckets), dtype=np.int64)
     group_row = np.full(g1 - g0 + 1, -1, dtype=np.int64)
@@ -280,47 +353,70 @@ def _partition(paddr, gaddr, vaddr, sizes, ranges, m, p0, p1, g0, g1, k0, k1, sh
             at += hist[u, b]
     off[nbuckets] = at
     starts = pos.copy()
-    low = (np.int64(1) << shift) - 1
-    top = np.uint64(64 - _RANDOM_BITS)  # the rule's priority: the hash's top 32 bits
-    ug = np.uint64(gbits)
-    row0 = np.zeros(nruns + 1, dtype=np.int64)
-    for u in range(nruns):
-        row0[u + 1] = row0[u]
-        for c in range(ranges[u], ranges[u + 1]):
-            row0[u + 1] += sizes[c]
+    row0 = _first_rows(sizes, ranges)
+    addrs = (paddr, gaddr, vaddr)
+    spec = np.array([p0, g0, g1, shift, gbits], dtype=np.int64)
+    keys = np.array([k0, k1], dtype=np.uint64)
     for u in nb.prange(nruns):
         row = row0[u]
-        longest = 0
+        at = np.empty(_longest(sizes, ranges, u), dtype=np.int64)
         for c in range(ranges[u], ranges[u + 1]):
-            longest = max(longest, sizes[c])
-        at = np.empty(longest, dtype=np.int64)
-        for c in range(ranges[u], ranges[u + 1]):
-            pid = _ints(paddr, sizes, c)
-            gid = _ints(gaddr, sizes, c)
-            for i in range(pid.size):
-                p = pid[i]
-                g = gid[i] - g0
-                b = (p - p0) >> shift
-                t = pos[u, b]
-                pos[u, b] = t + 1
-                at[i] = t
-                if g < 0 or g > g1 - g0:
-                    bad[u] += 1
-                    qk[t] = 0
-                    continue
-                if group_row[g] < 0:  # any row of the group (its keys' values)
-                    group_row[g] = row + i
-                # the priority: the rule's 32 random bits (the top of SipHash of the
-                # codes), the person's place in its bucket, the group code (the rule's
-                # tie-break: two pairs of a person never tie)
-                h = _pair_hash(k0, k1, p, gid[i])
-                qk[t] = ((h >> top) << top) | (np.uint64((p - p0) & low) << ug) | np.uint64(g)
-            for v in range(m):
-                val = _floats(vaddr, sizes, c * m + v)
-                for i in range(pid.size):
-                    vp[v, at[i]] = val[i]
-            row += pid.size
+            bad[u] += _scatter_piece(
+                addrs, sizes, c, m, spec, keys, qk, vp, pos[u], at, group_row, row
+            )
+            row += sizes[c]
     return bad.sum(), off, starts, group_row
+
+
+@nb.njit(cache=True, parallel=True)
+def _bucket_counts(paddr, sizes, ranges, p0, p1, shift):
+    # the records of each bucket (and how many persons lie outside [p0, p1])
+    nruns = ranges.size - 1
+    hist = np.zeros((nruns, ((p1 - p0) >> shift) + 1), dtype=np.int64)
+    bad = np.zeros(nruns, dtype=np.int64)
+    for u in nb.prange(nruns):
+        _run_counts(paddr, sizes, ranges, p0, p1, shift, hist, bad, u)
+    return bad.sum(), hist.sum(axis=0)
+
+
+@nb.njit(cache=True)
+def _scatter(addrs, sizes, ranges, m, p1, spec, keys, qk, vp, cursor, end, group_row, row):
+    # a batch of records (``addrs``: the persons', groups' and values' tables; ``row``:
+    # its first row) to their buckets' next places (``cursor``, advanced), none past a
+    # bucket's ``end``: returns the records out of range, or -1 (a bucket overflows:
+    # nothing written). One thread: it runs beside the streaming engine's threads, which
+    # read the next batch meanwhile (a parallel region per batch waits on them: 2-3x)
+    p0 = spec[0]
+    shift = spec[3]
+    nruns = ranges.size - 1
+    nbuckets = cursor.size
+    hist = np.zeros((nruns, nbuckets), dtype=np.int64)
+    bad = np.zeros(nruns, dtype=np.int64)
+    for u in nb.prange(nruns):
+        _run_counts(addrs[0], sizes, ranges, p0, p1, shift, hist, bad, u)
+    if bad.sum():
+        return bad.sum()
+    pos = np.empty((nruns, nbuckets), dtype=np.int64)
+    for b in range(nbuckets):
+        at = cursor[b]
+        for u in range(nruns):
+            pos[u, b] = at
+            at += hist[u, b]
+        if at > end[b]:
+            return -1
+    for b in range(nbuckets):
+        for u in range(nruns):
+            cursor[b] += hist[u, b]
+    row0 = _first_rows(sizes, ranges) + row
+    for u in nb.prange(nruns):
+        at = np.empty(_longest(sizes, ranges, u), dtype=np.int64)
+        first = row0[u]
+        for c in range(ranges[u], ranges[u + 1]):
+            bad[u] += _scatter_piece(
+                addrs, sizes, c, m, spec, keys, qk, vp, pos[u], at, group_row, first
+            )
+            first += sizes[c]
+    return bad.sum()
 
 
 @nb.njit(inline="always")
@@ -541,11 +637,7 @@ def _unpartition(paddr, sizes, ranges, p0, shift, starts, marked, tmarks, need, 
     # replays the partition's scatter over the runs that hold a marked record, so that
     # each mark lands on its row; ``marked``: the marked positions, ascending
     nruns = ranges.size - 1
-    row0 = np.zeros(nruns + 1, dtype=np.int64)
-    for u in range(nruns):
-        row0[u + 1] = row0[u]
-        for c in range(ranges[u], ranges[u + 1]):
-            row0[u + 1] += sizes[c]
+    row0 = _first_rows(sizes, ranges)
     nbuckets = starts.shape[1]
     none = np.iinfo(np.int64).max
     for u in nb.prange(nruns):
@@ -662,12 +754,15 @@ class _Columns:
 
 #: Rows of a piece of the input; longer ones are cut (views), so the threads share work.
 _PIECE = 1 << 19
+#: The least rows of a piece of a batch (:meth:`StreamedRecords.add`).
+_SMALL_PIECE = 1 << 14
 
 
 def _pieces(
     pid: np.ndarray | Sequence[np.ndarray],
     gid: np.ndarray | Sequence[np.ndarray],
     values: np.ndarray | Sequence[np.ndarray],
+    piece: int = _PIECE,
 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], int]:
     """The input as aligned pieces (views where possible): int64 persons and groups, the
     float64 values of each piece's ``m`` columns one after the other, and ``m``. Values
@@ -700,12 +795,84 @@ def _pieces(
         if m is not None and v.shape[0] != m:
             raise ValueError("every piece must have the same number of value columns")
         m = v.shape[0]
-        for lo in range(0, max(p.size, 1), _PIECE):
-            hi = lo + _PIECE
+        for lo in range(0, max(p.size, 1), piece):
+            hi = lo + piece
             out[0].append(p[lo:hi])
             out[1].append(g[lo:hi])
             out[2].extend(v[j, lo:hi] for j in range(m))
     return (*out, m or 0)
+
+
+_OUTSIDE = "a person or group value lies outside the given range"
+
+
+def _layout(
+    person_range: tuple[int, int], group_range: tuple[int, int], max_groups: int, m: int
+) -> tuple[int, int, int]:
+    """The kept groups a person ``k`` (``max_groups`` capped at the number of groups: the
+    same choice, and the state's size stays bounded), the bucket shift (a bucket's
+    per-person state fits in the cache) and the group bits of a priority."""
+    (p0, p1), (g0, g1) = person_range, group_range
+    if p1 - p0 >= 2**PERSON_BITS:
+        raise ValueError(f"the persons span more than 2**{PERSON_BITS} integers")
+    if g1 - g0 >= 2**GROUP_BITS:
+        raise ValueError(f"the groups span more than 2**{GROUP_BITS} integers")
+    k = min(int(max_groups), g1 - g0 + 1)
+    gbits = max(1, (g1 - g0).bit_length())
+    shift = max(0, (_STATE_BYTES // (8 * k * (3 + m))).bit_length() - 1)  # state in cache
+    shift = min(shift, max(1, (p1 - p0).bit_length()), 64 - _RANDOM_BITS - gbits)
+    return k, shift, gbits
+
+
+def _check_buckets(off: np.ndarray) -> None:
+    if off.size > 1 and int(np.diff(off).max()) >= 1 << _BUCKET_BITS:
+        raise ValueError(f"a bucket holds 2**{_BUCKET_BITS} records or more: bound them in parts")
+
+
+def _bound(
+    qk: np.ndarray,
+    vp: np.ndarray,
+    off: np.ndarray,
+    layout: tuple[int, int, int, int],
+    bounds: tuple[int, int, int],
+    row_key: tuple[int, int],
+    tmarks: np.ndarray,
+    mark_kept: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steps 3 and 4 on the partitioned records (``qk``, ``vp``, the buckets' offsets
+    ``off``; ``layout``: the least person and group codes, the bucket shift, the group
+    bits; ``bounds``: ``k``, ``r`` and the number of groups): the kept rows, sums and
+    pairs by group."""
+    p0, g0, shift, gbits = layout
+    k, r, ngroups = bounds
+    threads = max(1, min(nb.get_num_threads(), off.size - 1))
+    kept, sums, pairs, over = _choose(
+        qk, off, shift, gbits, k, r, vp, ngroups, threads, tmarks, bool(mark_kept)
+    )
+    # the pairs over max_rows: the rule's row priorities of their rows (each pair's rows
+    # in file order: their positions), each pair's r smallest kept
+    # (called even without such a pair, so that a release always loads every kernel and
+    # a later process compiles none of them)
+    first = np.concatenate(([0], np.cumsum(over))).astype(np.int64)
+    r0, r1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in row_key)
+    sums += _sample(
+        qk,
+        off,
+        first,
+        r0,
+        r1,
+        p0,
+        g0,
+        shift,
+        gbits,
+        r,
+        vp,
+        ngroups,
+        threads,
+        tmarks,
+        bool(mark_kept),
+    )
+    return kept, sums, pairs
 
 
 def bounded_sums(
@@ -773,26 +940,21 @@ def bounded_sums(
     n = sum(len(x) for x in pids)
     p0, p1 = _range(pids, person_range)
     g0, g1 = _range(gids, group_range)
-    if p1 - p0 >= 2**PERSON_BITS:
-        raise ValueError(f"the persons span more than 2**{PERSON_BITS} integers")
-    if g1 - g0 >= 2**GROUP_BITS:
-        raise ValueError(f"the groups span more than 2**{GROUP_BITS} integers")
     ngroups = g1 - g0 + 1
+    _layout((p0, p1), (g0, g1), max_groups, m)  # the spans checked
     if n == 0:
         zeros = np.zeros(ngroups, np.int64)
         empty = np.zeros(0, np.uint8) if mark_kept else None
         return zeros, np.zeros((ngroups, m)), zeros.copy(), np.full(ngroups, -1, np.int64), empty
-    # a person holds at most ngroups groups and n rows: the same choice with the bounds
-    # capped there, and the state's size (and the compiled code's int64) stays bounded
-    k = min(int(max_groups), ngroups)
+    if not mark_kept:  # the counts, then the records placed in one batch
+        records = StreamedRecords(pids, m, (max_groups, max_rows), (p0, p1), (g0, g1), key, row_key)
+        records._place(pids, gids, vals)
+        return (*records.bound(), None)
+    k, shift, gbits = _layout((p0, p1), (g0, g1), max_groups, m)
     r = min(int(max_rows), n)
-    gbits = max(1, (g1 - g0).bit_length())
-    shift = max(0, (_STATE_BYTES // (8 * k * (3 + m))).bit_length() - 1)  # state in cache
-    shift = min(shift, max(1, (p1 - p0).bit_length()), 64 - _RANDOM_BITS - gbits)
     k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
-    threads = nb.get_num_threads()
     sizes = _sizes(pids)
-    ranges = _runs(list(sizes), 4 * threads)
+    ranges = _runs(list(sizes), 4 * nb.get_num_threads())
     paddr = _addresses(pids)
     # the records, by bucket: allocated here, not in the compiled code, so that numpy
     # backs them with huge pages (a sixth of the kernel's time otherwise goes to
@@ -818,46 +980,164 @@ def bounded_sums(
         vp,
     )
     if nbad:
-        raise ValueError("a person or group value lies outside the given range")
-    if int(np.diff(off).max()) >= 1 << _BUCKET_BITS:
-        raise ValueError(f"a bucket holds 2**{_BUCKET_BITS} records or more: bound them in parts")
+        raise ValueError(_OUTSIDE)
+    _check_buckets(off)
     tmarks = np.zeros(n, dtype=np.uint8)  # each record's mark, in partition order
-    threads = max(1, min(threads, off.size - 1))
-    kept, sums, pairs, over = _choose(
-        qk, off, shift, gbits, k, r, vp, ngroups, threads, tmarks, bool(mark_kept)
-    )
-    # the pairs over max_rows: the rule's row priorities of their rows (each pair's rows
-    # in file order: their positions), each pair's r smallest kept
-    # (called even without such a pair, so that a release always loads every kernel and
-    # a later process compiles none of them)
-    first = np.concatenate(([0], np.cumsum(over))).astype(np.int64)
-    r0, r1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in row_key)
-    sums += _sample(
-        qk,
-        off,
-        first,
-        r0,
-        r1,
-        p0,
-        g0,
-        shift,
-        gbits,
-        r,
-        vp,
-        ngroups,
-        threads,
-        tmarks,
-        bool(mark_kept),
-    )
+    layout = (p0, g0, shift, gbits)
+    kept, sums, pairs = _bound(qk, vp, off, layout, (k, r, ngroups), row_key, tmarks, mark_kept)
     del qk, vp
-    if not mark_kept:
-        return kept, sums, pairs, group_row, None
     marks = np.zeros(n, dtype=np.uint8)
     marked = np.flatnonzero(tmarks)
     if marked.size:
         need = _marked_runs(marked, off, starts)
         _unpartition(paddr, sizes, ranges, p0, shift, starts, marked, tmarks, need, marks)
     return kept, sums, pairs, group_row, marks
+
+
+class StreamedRecords:
+    """The records of a bounding, partitioned by person as they arrive in batches.
+
+    What :func:`bounded_sums` does, for records read in batches (a streaming read): the
+    persons are counted by bucket first (``persons``: every record's person, in any
+    pieces), then each batch of records is placed in its buckets as it arrives
+    (:meth:`add`, in the input's order: a pair's rows keep their order), and
+    :meth:`bound` chooses and sums. Only the kernel's own copy of the records is held
+    (a priority and the values: ``8 + 8 * m`` bytes a record), never the batches. The
+    same rows are kept as by :func:`bounded_sums` for the same keys.
+
+    Parameters
+    ----------
+    persons : sequence of numpy.ndarray of int64
+        Every record's person (the counts by bucket; freed by the caller after).
+    m : int
+        The number of value columns.
+    bounds : tuple of two ints
+        The unit's ``(max_groups, max_rows)``.
+    person_range, group_range : tuple of two ints
+        The least and greatest person and group codes (a record outside raises
+        ``ValueError`` in :meth:`add`).
+    key, row_key : tuple of two ints
+        The rule's two keys (:func:`bounded_sums`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pid = np.array([0, 0, 0, 1], dtype=np.int64)
+    >>> records = StreamedRecords([pid], 1, (1, 1), (0, 1), (0, 2), (1, 2), (3, 4))
+    >>> records.add([pid[:2]], [np.array([0, 1])], [[np.ones(2)]])
+    >>> records.add([pid[2:]], [np.array([2, 0])], [[np.ones(2)]])
+    >>> kept, sums, pairs, group_row = records.bound()
+    >>> int(kept.sum()), float(sums.sum()), int(pairs.sum()), group_row.tolist()
+    (2, 2.0, 2, [0, 1, 2])
+    """
+
+    def __init__(
+        self,
+        persons: Sequence[np.ndarray],
+        m: int,
+        bounds: tuple[int, int],
+        person_range: tuple[int, int],
+        group_range: tuple[int, int],
+        key: tuple[int, int],
+        row_key: tuple[int, int],
+    ) -> None:
+        pids = [np.ascontiguousarray(x, dtype=np.int64) for x in persons if len(x)]
+        self.m = int(m)
+        self.p0, self.p1 = (int(v) for v in person_range)
+        self.g0, self.g1 = (int(v) for v in group_range)
+        self.k, self.shift, self.gbits = _layout(person_range, group_range, bounds[0], m)
+        self.max_rows = int(bounds[1])
+        self.keys = np.array([int(v) & 0xFFFFFFFFFFFFFFFF for v in key], dtype=np.uint64)
+        self.row_key = row_key
+        nbuckets = ((self.p1 - self.p0) >> self.shift) + 1
+        hist = np.zeros(nbuckets, dtype=np.int64)
+        if pids:
+            sizes = _sizes(pids)
+            ranges = _runs(list(sizes), 4 * nb.get_num_threads())
+            args = (_addresses(pids), sizes, ranges, self.p0, self.p1, self.shift)
+            nbad, hist = _bucket_counts(*args)
+            if nbad:
+                raise ValueError(_OUTSIDE)
+        self.off = np.concatenate(([0], np.cumsum(hist))).astype(np.int64)
+        _check_buckets(self.off)
+        n = int(self.off[-1])
+        # allocated here, not in the compiled code: numpy backs them with huge pages
+        self.qk = np.empty(n, dtype=np.uint64)
+        self.vp = np.empty((self.m, n), dtype=np.float64)
+        self.cursor = self.off[:-1].copy()
+        self.group_row = np.full(self.g1 - self.g0 + 1, -1, dtype=np.int64)
+        self.rows = 0
+
+    def add(
+        self,
+        pid: Sequence[np.ndarray],
+        gid: Sequence[np.ndarray],
+        values: Sequence[np.ndarray] | Sequence[Sequence[np.ndarray]],
+    ) -> None:
+        """Place a batch of records (pieces as in :func:`bounded_sums`) in their buckets;
+        ``ValueError`` if a code lies outside the ranges or the batches hold more
+        records of a bucket than were counted (nothing of the batch placed)."""
+        rows = sum(len(x) for x in ([pid] if isinstance(pid, np.ndarray) else pid))
+        piece = max(_SMALL_PIECE, -(-rows // (4 * nb.get_num_threads())))  # work for each thread
+        pids, gids, vals, m = _pieces(pid, gid, values, min(piece, _PIECE))
+        if m != self.m:
+            raise ValueError(f"a batch has {m} value columns, not {self.m}")
+        self._place(pids, gids, vals)
+
+    def _place(
+        self, pids: list[np.ndarray], gids: list[np.ndarray], vals: list[np.ndarray]
+    ) -> None:
+        pids = [x for x in pids if x.size]
+        if not pids:
+            return
+        gids = [x for x in gids if x.size]
+        vals = [x for x in vals if x.size]
+        sizes = _sizes(pids)
+        ranges = _runs(list(sizes), 4 * nb.get_num_threads())
+        addrs = (
+            _addresses(pids),
+            _addresses(gids),
+            _addresses(vals) if vals else np.zeros(0, np.uint64),
+        )
+        spec = np.array([self.p0, self.g0, self.g1, self.shift, self.gbits], dtype=np.int64)
+        args = (
+            addrs,
+            sizes,
+            ranges,
+            self.m,
+            self.p1,
+            spec,
+            self.keys,
+            self.qk,
+            self.vp,
+            self.cursor,
+        )
+        nbad = _scatter(*args, self.off[1:], self.group_row, self.rows)
+        if nbad < 0:
+            raise ValueError("the batches hold more records than were counted")
+        if nbad:
+            raise ValueError(_OUTSIDE)
+        self.rows += int(sizes.sum())
+
+    def bound(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Choose and sum (once every record was added): ``kept``, ``sums``, ``pairs``
+        and ``group_row`` (a row of each group, counting the rows in the order they
+        were added) of :func:`bounded_sums`; ``ValueError`` if fewer records were added
+        than counted. The records are freed."""
+        if not np.array_equal(self.cursor, self.off[1:]):
+            raise ValueError("the batches hold fewer records than were counted")
+        n = int(self.off[-1])
+        ngroups = self.g1 - self.g0 + 1
+        if n == 0:
+            zeros = np.zeros(ngroups, np.int64)
+            return zeros, np.zeros((ngroups, self.m)), zeros.copy(), self.group_row
+        qk, vp = self.qk, self.vp
+        self.qk = self.vp = np.empty(0)
+        layout = (self.p0, self.g0, self.shift, self.gbits)
+        bounds = (self.k, min(self.max_rows, n), ngroups)
+        tmarks = np.zeros(n, dtype=np.uint8)
+        found = _bound(qk, vp, self.off, layout, bounds, self.row_key, tmarks, False)
+        return (*found, self.group_row)
 
 
 def _runs(sizes: list[int], most: int) -> np.ndarray:

@@ -2,7 +2,10 @@
 
 The compiled kernel (:mod:`dpframe.engines.bounding_kernel`) holds the records it bounds
 in memory (about :func:`record_bytes` a record). When the records would pass the memory
-setting (:func:`bounding_memory`), :func:`spilled_parts` bounds them in parts instead:
+setting (:func:`bounding_memory`), columns whose codes are their values
+(:func:`streamable`) are read in batches, each placed in the kernel's buckets as it
+arrives (:func:`streamed_bytes` a record, :mod:`dpframe.engines.bounding`), while that
+fits; otherwise :func:`spilled_parts` bounds them in parts instead:
 
 1. **Codes** from the distinct values only (memory in the distinct persons and groups,
    not in the rows): the rule's codes (:func:`~dpframe.engines.bounding_rule.person_codes`,
@@ -66,6 +69,8 @@ __all__ = [
     "record_bytes",
     "remove_stale_spills",
     "spilled_parts",
+    "streamable",
+    "streamed_bytes",
 ]
 
 #: The default memory setting (bytes) of person-level bounding: the records the kernel
@@ -130,6 +135,36 @@ def partitions(rows: int, values: int, flags: int, memory: int) -> int:
     (1, 16)
     """
     return max(1, math.ceil(rows * record_bytes(values, flags) / memory))
+
+
+def streamed_bytes(values: int) -> int:
+    """Bytes a record of ``values`` summed columns takes when the kernel reads the records
+    in batches (:func:`streamable` columns): the person and key codes read first (16,
+    freed), then the kernel's own copy as the batches arrive (a priority, the values, a
+    mark).
+
+    Examples
+    --------
+    >>> streamed_bytes(1), streamed_bytes(3)
+    (17, 33)
+    """
+    return max(16, 8 + 8 * values + 1)
+
+
+def streamable(schema: pl.Schema, person: str, keys: Sequence[str]) -> bool:
+    """Whether the kernel may read the records in batches (:func:`streamed_bytes`): the
+    person's codes may be its values (integers up to 63 bits, booleans, enums, dates and
+    times), and there is no key or one integer key (its values read back from its codes).
+
+    Examples
+    --------
+    >>> schema = pl.Schema({"p": pl.Int64(), "g": pl.Int32(), "s": pl.String()})
+    >>> streamable(schema, "p", ["g"]), streamable(schema, "p", ["s"])
+    (True, False)
+    """
+    if not _value_coded(schema[person]) or len(keys) > 1:
+        return False
+    return not keys or (schema[keys[0]].is_integer() and _value_coded(schema[keys[0]]))
 
 
 def _value_coded(dtype: pl.DataType) -> bool:

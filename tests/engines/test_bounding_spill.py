@@ -1,6 +1,7 @@
 """Person-level bounding out of core, and the rule's step 4 that makes it exact.
 
-* Partitioned == in memory: the records bounded in parts of persons spilled to disk keep
+* Partitioned == streamed == in memory: the records bounded in parts of persons spilled
+  to disk, or read in batches (integer codes), keep
   the same rows as the in-memory kernel for the same key -- the counts equal bit for
   bit; the sums too where the values are integers (float additions of integers below
   2**53 are exact in any order), else equal to 1e-12 relative (the order of additions is
@@ -109,10 +110,15 @@ def test_partitioned_keeps_what_memory_keeps(order, person, keys, counted, tmp_p
     whole = _parts(lf, keys, None, "xi")
     assert counted == []  # in memory: no part
     assert whole["__rows"].sum() < frame.height  # something was dropped: the rule ran
+    streamed = person == "int" and len(keys) <= 1 and "s" not in keys  # integer codes
     for parts in (2, 3, 7):
         counted.clear()
-        got = _parts(lf, keys, _memory(frame.height, parts), "xi")
-        assert 2 <= len(counted) <= parts and sum(counted) == frame.height
+        memory = _memory(frame.height, parts)
+        got = _parts(lf, keys, memory, "xi")
+        if streamed and frame.height * spill.streamed_bytes(2) <= memory:
+            assert counted == []  # one streaming pass, in batches: no part
+        else:
+            assert 2 <= len(counted) <= parts and sum(counted) == frame.height
         assert got.equals(whole)  # integer values: the sums are exact in any order
     real = _parts(lf, keys, None, "xr")
     got = _parts(lf, keys, _memory(frame.height, 5), "xr")
@@ -330,3 +336,50 @@ def test_a_killed_process_s_spill_folder_is_removed_by_the_next_spill(tmp_path):
     other.mkdir()
     assert remove_stale_spills(str(tmp_path)) == [str(dead)]
     assert not dead.exists() and live.exists() and mine.exists() and other.exists()
+
+
+STREAMED_COLUMNS = {
+    "i32-key": lambda f: f.with_columns(pl.col("g").cast(pl.Int32) - 30),
+    "u8-person": lambda f: f.with_columns((pl.col("pid") % 200).cast(pl.UInt8)),
+    "bool-person": lambda f: f.with_columns(pl.col("pid") % 2 == 0),
+    "date-person": lambda f: f.with_columns(pl.col("pid").cast(pl.Int32).cast(pl.Date)),
+}
+
+
+@pytest.mark.parametrize("column", sorted(STREAMED_COLUMNS))
+@pytest.mark.parametrize("keys", [["g"], []])
+def test_records_read_in_batches_keep_what_memory_keeps(column, keys, monkeypatch):
+    """Integer-coded persons and keys past the memory setting are read in batches of the
+    streaming engine (each placed in its bucket as it arrives), in one part: the same
+    rows and sums as in memory, the key's values read back from its codes (its dtype),
+    the bad values counted over every batch."""
+    monkeypatch.setattr("dpframe.engines.bounding._BATCH", 1_000)  # many batches
+    frame = STREAMED_COLUMNS[column](_records("random"))
+    lf = frame.lazy()
+    whole = _parts(lf, keys, None, "xi")
+    assert bounding_spill_streamable(lf, keys)
+    got = _parts(lf, keys, _memory(frame.height, 2), "xi")
+    assert got.schema == whole.schema
+    assert got.equals(whole)
+    assert got["__bad__x"].sum() == (frame["xi"] > 10).sum() > 0
+
+
+def bounding_spill_streamable(lf: pl.LazyFrame, keys: list[str]) -> bool:
+    return spill.streamable(lf.collect_schema(), "pid", keys)
+
+
+def test_records_that_change_between_the_two_reads_are_refused():
+    """The batched path reads the persons twice (their buckets, then the records): a
+    person moved to another bucket between the reads is refused, not bounded."""
+    from dpframe.errors import InvalidDataError
+
+    calls = []
+
+    def moving(s: pl.Series) -> pl.Series:
+        calls.append(s.len())
+        return s if len(calls) == 1 else s + 4_000 * (s % 2 == 0).cast(pl.Int64)
+
+    frame = _records("random").select("pid", "g", "xi")
+    lf = frame.lazy().with_columns(pl.col("pid").map_batches(moving, return_dtype=pl.Int64))
+    with pytest.raises(InvalidDataError, match="changed between two reads"):
+        _parts(lf, ["g"], _memory(frame.height, 2), "xi")
