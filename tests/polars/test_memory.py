@@ -182,16 +182,27 @@ def test_a_large_frame_is_read_in_one_morsel_per_thread():
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])
 @pytest.mark.parametrize("batch", [None, 1, 100_000])
-@pytest.mark.parametrize(
-    "height", [0, 1, 99_999, 1_000_000, 10**7, 3 * memory._MAX_MORSEL + 1, 10**9]
-)
-def test_morsels_are_an_equal_share_per_thread_within_the_largest(height, threads, batch):
-    size = morsel_rows(height, batch, threads)
+@pytest.mark.parametrize("row_bytes", [1, 8, 320, 1 << 27])
+@pytest.mark.parametrize("height", [0, 1, 99_999, 1_000_000, 10**7, 3 * (1 << 23) + 1, 10**9])
+def test_morsels_are_an_equal_share_per_thread_within_the_largest(
+    height, threads, batch, row_bytes
+):
+    size = morsel_rows(height, batch, row_bytes=row_bytes, threads=threads)
     least = batch or memory._BATCH
     assert size >= least
     morsels = -(-height // size)
     if size > least:  # larger than polars asked: within the largest, whole rounds of threads
-        assert size <= memory._MAX_MORSEL
+        most = max(1, memory._MORSEL_BYTES // row_bytes)
+        assert size <= most
         rounds = -(-morsels // threads)
-        assert rounds == -(-height // (threads * memory._MAX_MORSEL))
+        assert rounds == -(-height // (threads * most))
         assert morsels > threads * (rounds - 1)  # no round of morsels left mostly idle
+
+
+def test_a_wide_frame_is_read_in_morsels_within_the_largest_size():
+    # each morsel's released columns and the dry pass's stand-ins are about its size
+    wide = pl.DataFrame({f"c{i}": np.arange(400_000) for i in range(40)})
+    parts = list(FrameSource(wide)(None, None, None, 1)[0])
+    assert pl.concat(parts).equals(wide)
+    assert max(p.estimated_size() for p in parts) <= memory._MORSEL_BYTES
+    assert len(parts) >= wide.estimated_size() // memory._MORSEL_BYTES
