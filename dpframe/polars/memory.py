@@ -59,9 +59,9 @@ class FrameSource:
     --------
     >>> import polars as pl
     >>> source = FrameSource(pl.DataFrame({"x": [1, 2, 3]}))
-    >>> batches, applied = source(["x"], None, 2, 1)
+    >>> batches, applied = source(["x"], None, 2, 10)  # two rows, in morsels of 10 or more
     >>> [b.height for b in batches], applied
-    ([1, 1], False)
+    ([2], False)
     """
 
     __slots__ = ("_frame",)
