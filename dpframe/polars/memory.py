@@ -95,7 +95,7 @@ class FrameSource:
             frame = frame.select(with_columns)
         if n_rows is not None:
             frame = frame.head(n_rows)
-        row_bytes = -(-frame.estimated_size() // max(frame.height, 1))
+        row_bytes = -(-int(frame.estimated_size()) // max(frame.height, 1))
         rows = morsel_rows(frame.height, batch_size, row_bytes=row_bytes)
         return _morsels(frame, rows), False
 
