@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from dpframe.mechanisms.statistics import Operand, Part
 
 __all__ = [
+    "Codebook",
     "PolarsEngine",
     "bad_rows",
     "bad_values",
@@ -474,9 +475,11 @@ def randomizer(
     """The function polars runs per morsel: encode, randomize (a fresh key), decode
     (``counts``: report the morsel's rows to a progress bar, for one column of a query)."""
 
+    book = Codebook(armed.categories)
+
     def run(s: pl.Series) -> pl.Series:
-        codes = encode(s, armed.column, armed.categories)
-        out = decode(armed.randomize(codes, source.generator()), armed.categories, s)
+        codes = book.encode(s, armed.column)
+        out = book.decode(armed.randomize(codes, source.generator()), s)
         if counts:
             rows_done(s.len())
         return out
@@ -484,26 +487,132 @@ def randomizer(
     return run
 
 
-def _int_codes(values: np.ndarray, cats: tuple[Any, ...], name: str) -> np.ndarray:
-    import numpy as np
+class Codebook:
+    """The declared categories of one column and the lookups between values and codes.
 
-    arr = np.asarray(cats, dtype=np.int64)
-    v = values.astype(np.int64, copy=False)
-    if np.array_equal(arr, np.arange(arr.size)):
-        bad = (v < 0) | (v >= arr.size)
-        codes = v
-    else:
-        order = np.argsort(arr, kind="stable")
-        srt = arr[order]
+    Built once per column (a release's morsels share it): :meth:`encode` and
+    :meth:`decode` of each morsel reuse its lookups instead of building them again.
+    Integer categories ``0, 1, ..., S - 1`` are their own codes, so a morsel of them is
+    only range-checked (no copy of an ``Int64`` column) and decoded without a gather.
+
+    Parameters
+    ----------
+    categories : tuple
+        Every possible value, in the order of their codes (checked against the column's
+        dtype by the caller: :func:`dpframe.engines.driver.check_categories_fit`).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> book = Codebook(("own", "rent"))
+    >>> s = pl.Series("tenure", ["rent", "own", "rent"])
+    >>> book.encode(s, "tenure").tolist()
+    [1, 0, 1]
+    >>> book.decode(book.encode(s, "tenure"), s).to_list()
+    ['rent', 'own', 'rent']
+    """
+
+    __slots__ = ("_enum", "_ints", "_lookups", "categories")
+
+    def __init__(self, categories: Sequence[Any]) -> None:
+        self.categories = tuple(categories)
+        self._ints: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._enum: pl.Enum | None = None
+        self._lookups: dict[pl.DataType, pl.Series] = {}
+
+    def _integers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The categories as ``int64``, their sorting order and the sorted values (built
+        on the first integer morsel; empty order when they are ``0, ..., S - 1``)."""
+        import numpy as np
+
+        if self._ints is None:
+            arr = np.asarray(self.categories, dtype=np.int64)
+            if np.array_equal(arr, np.arange(arr.size)):
+                empty = np.empty(0, dtype=np.int64)
+                self._ints = (arr, empty, empty)
+            else:
+                order = np.argsort(arr, kind="stable")
+                self._ints = (arr, order, arr[order])
+        return self._ints
+
+    def _identity(self) -> bool:
+        """The categories are the integers ``0, ..., S - 1``: each value is its code."""
+        arr, order, _ = self._integers()
+        return arr.size > 0 and order.size == 0
+
+    def encode(self, s: pl.Series, name: str) -> np.ndarray:
+        """Category codes (``int64``, in the order of the categories) of a Series.
+
+        Refuses nulls and values outside the categories.
+        """
+        import numpy as np
+
+        if s.null_count():
+            raise InvalidDataError(
+                f"column {name!r} has {s.null_count()} null value(s) in this batch; PRAM "
+                "needs a category for every record: fill them with a declared category "
+                "(e.g. .fill_null('unknown') and list 'unknown' in categories=) or drop them"
+            )
+        dtype = s.dtype
+        if dtype.is_integer():
+            return self._int_codes(s.to_numpy(), name)
+        if self._enum is None:
+            self._enum = pl.Enum(list(self.categories))
+        if dtype == self._enum:  # the same categories in the same order: codes as they are
+            coded = s
+        else:
+            src = s if dtype == pl.String else s.cast(pl.String)
+            coded = src.cast(self._enum, strict=False)
+            if coded.null_count():
+                bad = src.filter(coded.is_null()).unique().head(5).to_list()
+                raise InvalidDataError(
+                    f"column {name!r} has values outside the declared categories, e.g. "
+                    f"{bad}; add them to categories= or recode them before PRAM"
+                )
+        return coded.to_physical().to_numpy().astype(np.int64, copy=False)
+
+    def _int_codes(self, values: np.ndarray, name: str) -> np.ndarray:
+        import numpy as np
+
+        arr, order, srt = self._integers()
+        if self._identity():  # a range check: no temporary, and no copy of int64 values
+            # one pass: a negative value, read as unsigned, is above every category
+            unsigned = values.view(values.dtype.str.replace("i", "u"))
+            if values.size and unsigned.max() >= arr.size:
+                bad = values[(values < 0) | (values >= arr.size)]
+                self._refuse(bad, name)
+            return values.astype(np.int64, copy=False)
+        v = values.astype(np.int64, copy=False)
         pos = np.clip(np.searchsorted(srt, v), 0, srt.size - 1)
-        bad = srt[pos] != v
-        codes = order[pos]
-    if bad.any():
+        wrong = srt[pos] != v
+        if wrong.any():
+            self._refuse(v[wrong], name)
+        return np.take(order, pos)
+
+    @staticmethod
+    def _refuse(bad: np.ndarray, name: str) -> None:
+        import numpy as np
+
         raise InvalidDataError(
             f"column {name!r} has values outside the declared categories, e.g. "
-            f"{np.unique(v[bad])[:5].tolist()}; add them to categories= or recode them"
+            f"{np.unique(bad)[:5].tolist()}; add them to categories= or recode them"
         )
-    return codes
+
+    def decode(self, codes: np.ndarray, like: pl.Series) -> pl.Series:
+        """Codes back to values, with ``like``'s dtype and name."""
+        import numpy as np
+
+        dtype = like.dtype
+        if dtype.is_integer():
+            values = codes if self._identity() else np.take(self._integers()[0], codes)
+            return pl.Series(like.name, values).cast(dtype)
+        lookup = self._lookups.get(dtype)
+        if lookup is None:  # the categories in the column's dtype (built once per dtype)
+            lookup = pl.Series("", list(self.categories), dtype=pl.String)
+            if isinstance(dtype, pl.Enum) or dtype != pl.String:
+                lookup = lookup.cast(dtype)
+            self._lookups[dtype] = lookup
+        return lookup.gather(codes).alias(like.name)
 
 
 def encode(s: pl.Series, name: str, cats: tuple[Any, ...]) -> np.ndarray:
@@ -511,42 +620,11 @@ def encode(s: pl.Series, name: str, cats: tuple[Any, ...]) -> np.ndarray:
 
     Refuses nulls and values outside the categories (the caller checked that the
     categories fit the dtype: :func:`dpframe.engines.driver.check_categories_fit`).
+    Per morsel of one column, build a :class:`Codebook` once and call its ``encode``.
     """
-    import numpy as np
-
-    if s.null_count():
-        raise InvalidDataError(
-            f"column {name!r} has {s.null_count()} null value(s) in this batch; PRAM "
-            "needs a category for every record: fill them with a declared category "
-            "(e.g. .fill_null('unknown') and list 'unknown' in categories=) or drop them"
-        )
-    dtype = s.dtype
-    if dtype.is_integer():
-        return _int_codes(s.to_numpy(), cats, name)
-    enum = pl.Enum(list(cats))
-    if isinstance(dtype, pl.Enum) and tuple(dtype.categories.to_list()) == tuple(cats):
-        coded = s
-    else:
-        src = s if dtype == pl.String else s.cast(pl.String)
-        coded = src.cast(enum, strict=False)
-        if coded.null_count():
-            bad = src.filter(coded.is_null()).unique().head(5).to_list()
-            raise InvalidDataError(
-                f"column {name!r} has values outside the declared categories, e.g. "
-                f"{bad}; add them to categories= or recode them before PRAM"
-            )
-    return coded.to_physical().to_numpy().astype(np.int64, copy=False)
+    return Codebook(cats).encode(s, name)
 
 
 def decode(codes: np.ndarray, cats: tuple[Any, ...], like: pl.Series) -> pl.Series:
-    """Codes back to values with ``like``'s dtype and name."""
-    import numpy as np
-
-    dtype = like.dtype
-    if dtype.is_integer():
-        values = np.asarray(cats, dtype=np.int64)[codes]
-        return pl.Series(like.name, values).cast(dtype)
-    lookup = pl.Series(like.name, list(cats), dtype=pl.String)
-    if isinstance(dtype, pl.Enum) or dtype != pl.String:
-        lookup = lookup.cast(dtype)
-    return lookup.gather(codes)
+    """Codes back to values with ``like``'s dtype and name (see :class:`Codebook`)."""
+    return Codebook(cats).decode(codes, like)

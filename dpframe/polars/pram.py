@@ -48,7 +48,7 @@ from dpframe.core.executor import MechanismPlan, Step
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.units import PrivacyUnit, check_person_rows
 from dpframe.engines.driver import check_categories_fit, declared_counts
-from dpframe.engines.polars import decode, encode
+from dpframe.engines.polars import Codebook, encode
 from dpframe.errors import (
     InvalidParameterError,
     PublishFailedError,
@@ -211,6 +211,9 @@ class PramExpression(RunnerRelease):
         self.accountant = accountant
         self.random = random
         self._plans: dict[tuple[Any, ...], PramPlan | DPPriorPramPlan] = {}
+        #: per (dtype, declared categories): the column's categories, checked to fit the
+        #: dtype, and their codebook (so a morsel neither checks nor builds them again)
+        self._codings: dict[tuple[pl.DataType, Any], tuple[tuple[Any, ...], Codebook]] = {}
         self._lock = threading.Lock()
         known = categories
         if known is None and isinstance(prior, Mapping):
@@ -310,9 +313,8 @@ class PramExpression(RunnerRelease):
                 "or df.dpf.with_columns(...) for an eager DataFrame -- not a plain collect() "
                 "or DataFrame.with_columns(). Nothing was charged or drawn."
             )
-        cats = _categories_of(s.dtype, name, self.categories)
-        check_categories_fit(s.dtype, cats, name)
-        codes = encode(s, name, cats)  # nulls and unknown values refuse here
+        cats, book = self._coding(s.dtype, name)
+        codes = book.encode(s, name)  # nulls and unknown values refuse here
         if run.dry:
             plan = self.plan_for(cats)
             counts = None if self.row_wise else np.bincount(codes, minlength=len(cats))
@@ -320,11 +322,25 @@ class PramExpression(RunnerRelease):
             run.register(self, Step(plan, counts, self.random), key, len(codes))
 
             def make(n: int) -> pl.Series:  # data-free: the first category, n times
-                return decode(np.zeros(n, dtype=np.int64), cats, s)
+                return book.decode(np.zeros(n, dtype=np.int64), s)
 
             return run.stand_in(self, len(codes), make).alias(s.name)
         armed: ArmedPram = run.armed_output(self, len(codes))
-        return decode(armed.randomize(codes, self.random.generator()), cats, s)
+        return book.decode(armed.randomize(codes, self.random.generator()), s)
+
+    def _coding(self, dtype: pl.DataType, name: str) -> tuple[tuple[Any, ...], Codebook]:
+        """The categories of a column of ``dtype`` (declared or its Enum's), checked to fit
+        the dtype, and their :class:`~dpframe.engines.polars.Codebook`: checked and built
+        on the first morsel of that dtype, then reused."""
+        key = (dtype, self.categories)
+        found = self._codings.get(key)
+        if found is None:
+            cats = _categories_of(dtype, name, self.categories)
+            check_categories_fit(dtype, cats, name)
+            found = (cats, Codebook(cats))
+            with self._lock:
+                found = self._codings.setdefault(key, found)
+        return found
 
 
 def _matrix_size(matrix: Any) -> int:

@@ -643,6 +643,7 @@ def prepare(frame: Any, *, public: Sequence[str] | None = None) -> Prepared:
         with _running(run):
             if probes:
                 plan.select(probes).collect(engine="streaming")
+        run._stand_ins.clear()  # the dry pass's stand-ins are not kept with the run
         stray = set(run.releases) - {r.id for r in handles.releases}
         if stray:  # evaluated from somewhere the plan does not show
             raise InvalidParameterError(

@@ -10,7 +10,8 @@ import pytest
 
 import dpframe
 from dpframe.errors import InvalidParameterError
-from dpframe.polars.memory import FrameSource, data_hidden
+from dpframe.polars import memory
+from dpframe.polars.memory import FrameSource, data_hidden, morsel_rows
 from dpframe.polars.runner import inspect_plan
 
 CATS = list(range(5))
@@ -164,3 +165,44 @@ def test_a_source_whose_frame_was_swapped_refuses_to_run():
     with pytest.raises(Exception, match="plain polars DataFrame"):
         dpframe.collect(q)
     assert acct.ledger == ()
+
+
+def test_a_large_frame_is_read_in_one_morsel_per_thread():
+    # polars asks for its own morsel (100,000 rows); each morsel costs a release a fresh
+    # generator and a sampler call, so an in-memory frame is read in a share per thread
+    df = _frame(1_000_000)
+    batches, applied = FrameSource(df)(None, None, None, 100_000)
+    parts = list(batches)
+    assert not applied and 1 <= len(parts) <= pl.thread_pool_size()
+    assert pl.concat(parts).equals(df)
+    # a column selection and a row limit are read as asked
+    limited = list(FrameSource(df)(["r"], None, 250_001, 100_000)[0])
+    assert pl.concat(limited).equals(df.select("r").head(250_001))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+@pytest.mark.parametrize("batch", [None, 1, 100_000])
+@pytest.mark.parametrize("row_bytes", [1, 8, 320, 1 << 27])
+@pytest.mark.parametrize("height", [0, 1, 99_999, 1_000_000, 10**7, 3 * (1 << 23) + 1, 10**9])
+def test_morsels_are_an_equal_share_per_thread_within_the_largest(
+    height, threads, batch, row_bytes
+):
+    size = morsel_rows(height, batch, row_bytes=row_bytes, threads=threads)
+    least = batch or memory._BATCH
+    assert size >= least
+    morsels = -(-height // size)
+    if size > least:  # larger than polars asked: within the largest, whole rounds of threads
+        most = max(1, memory._MORSEL_BYTES // row_bytes)
+        assert size <= most
+        rounds = -(-morsels // threads)
+        assert rounds == -(-height // (threads * most))
+        assert morsels > threads * (rounds - 1)  # no round of morsels left mostly idle
+
+
+def test_a_wide_frame_is_read_in_morsels_within_the_largest_size():
+    # each morsel's released columns and the dry pass's stand-ins are about its size
+    wide = pl.DataFrame({f"c{i}": np.arange(400_000) for i in range(40)})
+    parts = list(FrameSource(wide)(None, None, None, 1)[0])
+    assert pl.concat(parts).equals(wide)
+    assert max(p.estimated_size() for p in parts) <= memory._MORSEL_BYTES
+    assert len(parts) >= wide.estimated_size() // memory._MORSEL_BYTES

@@ -12,6 +12,7 @@ import pytest
 
 import dpframe
 from dpframe import pram
+from dpframe.engines.polars import Codebook
 from dpframe.errors import (
     BudgetExceededError,
     InvalidDataError,
@@ -22,6 +23,7 @@ from dpframe.errors import (
 )
 
 CATS = ["north", "south", "east", "west", "islands"]
+CATS_I = [0, 1, 2, 3, 4]
 
 
 def _frame(n: int, seed: int = 0) -> pl.DataFrame:
@@ -157,6 +159,73 @@ def test_nulls_unknown_values_and_missing_categories_raise_before_charging():
         with pytest.raises(InvalidDataError, match="dtype"):
             pl.DataFrame({"x": [1.5]}).dpf.select(pl.col("x").dp.pram(1.0, categories=[1, 2]))
     assert acct.ledger == ()
+
+
+@pytest.mark.parametrize("dtype", [pl.Int8, pl.Int16, pl.Int64, pl.UInt8, pl.UInt64])
+def test_integer_codes_of_categories_zero_to_s_are_range_checked_in_any_dtype(dtype):
+    # categories 0..S-1 are their own codes: one range check, values read as unsigned
+    book = Codebook(tuple(range(5)))
+    good = pl.Series("c", [0, 4, 2, 3], dtype=dtype)
+    codes = book.encode(good, "c")
+    assert codes.dtype == np.int64 and codes.tolist() == [0, 4, 2, 3]
+    back = book.decode(codes, good)
+    assert back.dtype == dtype and back.name == "c" and back.equals(good)
+    info = np.iinfo(np.dtype(str(dtype).lower()))
+    for bad in {5, info.max} | ({-1, info.min} if info.min < 0 else set()):
+        s = pl.Series("c", [0, bad, 1], dtype=dtype)
+        with pytest.raises(InvalidDataError, match=rf"'c' has values outside .*\[{bad}\]"):
+            book.encode(s, "c")
+    with pytest.raises(InvalidDataError, match="null"):
+        book.encode(pl.Series("c", [0, None], dtype=dtype), "c")
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype", "cats"),
+    [
+        ([30, 10, 20, 10], pl.Int32, (20, 30, 10)),
+        ([1, 2, 3], pl.Int64, (1, 2, 3)),  # a range, not from 0: a lookup
+        (["b", "c", "a"], pl.String, ("a", "b", "c")),
+        (["b", "c", "a"], pl.Categorical, ("a", "b", "c")),
+        (["b", "c", "a"], pl.Enum(["a", "b", "c"]), ("a", "b", "c")),
+        (["b", "c", "a"], pl.Enum(["c", "a", "b"]), ("a", "b", "c")),  # the Enum's own order
+    ],
+)
+def test_a_codebook_encodes_in_the_categories_order_and_decodes_back(values, dtype, cats):
+    book = Codebook(cats)
+    s = pl.Series("v", values, dtype=dtype)
+    codes = book.encode(s, "v")
+    assert codes.dtype == np.int64
+    assert codes.tolist() == [cats.index(v) for v in values]
+    for _ in range(2):  # the second decode reuses the lookup built by the first
+        back = book.decode(codes[::-1], s)
+        assert back.dtype == dtype and back.name == "v"
+        assert back.to_list() == values[::-1]
+    unknown = pl.Series("v", [*values, 99 if isinstance(values[0], int) else "zz"])
+    with pytest.raises(InvalidDataError, match="outside the declared categories"):
+        book.encode(unknown.cast(pl.String if dtype == pl.Categorical else unknown.dtype), "v")
+
+
+def test_a_column_s_categories_are_checked_once_not_per_morsel(monkeypatch):
+    # the categories' fit to the dtype and their lookups depend on the dtype only: built
+    # on the first morsel, reused by the others and by the real pass
+    import dpframe.polars.pram as pram_module
+
+    calls: list[int] = []
+    real = pram_module.check_categories_fit
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(pram_module, "check_categories_fit", counted)
+    df = _frame(350_000)  # polars' own morsels of 100,000 rows: four in each pass
+    for column, kwargs in [("s", {"categories": CATS}), ("e", {}), ("i", {"categories": CATS_I})]:
+        calls.clear()
+        with dpframe.Accountant(epsilon=1.0):
+            rel = pl.col(column).dp.pram(1.0, **kwargs)
+            out = dpframe.collect(df.lazy().select(rel), engine="streaming")
+        assert out.height == df.height and out.schema == df.select(column).schema
+        assert len(calls) == 1
 
 
 @pytest.mark.parametrize(
