@@ -62,6 +62,10 @@ __all__ = [
 ]
 
 
+#: The parts whose value over a group is the sum of their values over any split of it.
+SUMMED = ("count", "sum", "at_least")
+
+
 def operand(op: Operand) -> pl.Expr:
     """The record-level value: the column as Float64, clipped to its bounds (if any)."""
     x = pl.col(op.column).cast(pl.Float64)
@@ -277,14 +281,19 @@ class PolarsEngine:
     def grouped_parts(
         self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]
     ) -> pl.DataFrame:
+        return self._parts_query(keys, parts, sources).collect(engine="streaming")
+
+    def _parts_query(
+        self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]
+    ) -> pl.LazyFrame:
+        """The query of :meth:`grouped_parts`: one row per key, its parts aggregated."""
         schema = self.schema()
         exprs: dict[str, pl.Expr] = {}
         for p in parts:
             exprs.setdefault(p.name, part_expr(p))
         for c in dict.fromkeys(sources):
             exprs.setdefault(f"{BAD_PREFIX}{c}", bad_values(c, schema[c]))
-        agg = self.frame.group_by(list(keys)).agg(pl.len().alias(ROWS), *exprs.values())
-        return agg.collect(engine="streaming")
+        return self.frame.group_by(list(keys)).agg(pl.len().alias(ROWS), *exprs.values())
 
     def grouped_histograms(
         self, parts: Sequence[Part], margins: pl.DataFrame
@@ -323,10 +332,53 @@ class PolarsEngine:
             query.group_by(*keys, pl.col(n).alias(BIN)).agg(pl.len().alias(COUNT)) for n in steps
         ]
         done = pl.collect_all(counts, engine="streaming")
-        return {
-            n: c.join(margins, on=keys, how="inner").select(GROUP, BIN, COUNT)
-            for n, c in zip(steps, done, strict=True)
-        }
+        return _histogram_rows(list(steps), margins, done)
+
+    def grouped_parts_and_histograms(
+        self,
+        keys: Sequence[str],
+        parts: Sequence[Part],
+        sources: Sequence[str],
+        hists: Sequence[Part],
+        margins: pl.DataFrame,
+    ) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+        """``(self.grouped_parts(keys, parts, sources), self.grouped_histograms(hists,
+        margins))``, from **one** read of the records where it can.
+
+        With one histogram (one column on one grid) and parts that add up over any
+        split of a group (:data:`SUMMED`: counts and sums), one streaming aggregation per
+        ``(keys, cell)`` holds both: the histogram is its records per cell (of the keys
+        in ``margins``), the parts are its sums per key -- at most keys x cells rows,
+        whatever the records. Otherwise (several grids, a mean or variance of public
+        sizes, distinct persons) the two run one after the other.
+
+        Examples
+        --------
+        >>> from dpframe.engines.driver import indexed_margins
+        >>> from dpframe.mechanisms.statistics import count, median
+        >>> lf = pl.LazyFrame({"g": ["a", "b", "a"], "x": [0.0, 10.0, 7.5]})
+        >>> hist = median("x", lower=0, upper=10, epsilon=1.0, resolution=5).parts(False)
+        >>> margins = indexed_margins(pl.DataFrame({"g": ["b", "a"]}), lf.collect_schema(), ["g"])
+        >>> agg, rows = PolarsEngine(lf).grouped_parts_and_histograms(
+        ...     ["g"], count(epsilon=1.0).parts(False), ["x"], hist, margins
+        ... )
+        >>> agg.sort("g")["__rows"].to_list(), rows[hist[0].name].sort("__group", "__bin").rows()
+        ([2, 1], [(0, 4, 1), (1, 0, 1), (1, 3, 1)])
+        """
+        names = list(dict.fromkeys(p.name for p in hists))
+        if len(names) != 1 or any(p.op not in SUMMED for p in parts):
+            return self.grouped_parts(keys, parts, sources), self.grouped_histograms(hists, margins)
+        keys = list(keys)
+        schema = self.schema()
+        cell = next(f"__bin{i}" for i in range(len(schema) + 1) if f"__bin{i}" not in schema)
+        first, then = cell_exprs(hists[0], cell)
+        celled = self.frame.with_columns(first).with_columns(then.cast(pl.Int32).alias(cell))
+        fine = PolarsEngine(celled)._parts_query([*keys, cell], parts, sources)
+        rows = fine.collect(engine="streaming")
+        summed = [c for c in rows.columns if c not in (*keys, cell)]
+        agg = rows.group_by(keys).agg(pl.col(summed).sum())
+        counts = rows.select(*keys, pl.col(cell).alias(BIN), pl.col(ROWS).alias(COUNT))
+        return agg, _histogram_rows(names, margins, [counts])
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]
@@ -434,6 +486,19 @@ class PolarsEngine:
 
     def written_counts(self, path: Any, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         return PolarsEngine(pl.scan_parquet(path)).category_counts(columns)
+
+
+def _histogram_rows(
+    names: Sequence[str], margins: pl.DataFrame, counts: Sequence[pl.DataFrame]
+) -> dict[str, pl.DataFrame]:
+    """Each part's records per ``(keys, cell)`` (``counts``, in the order of ``names``)
+    given their margins' row, the keys not in ``margins`` dropped: ``__group``,
+    ``__bin``, ``__count`` (:meth:`PolarsEngine.grouped_histograms`)."""
+    keys = [c for c in margins.columns if c != GROUP]
+    return {
+        n: c.join(margins, on=keys, how="inner").select(GROUP, BIN, COUNT)
+        for n, c in zip(names, counts, strict=True)
+    }
 
 
 def after_charge_message() -> str:
