@@ -64,6 +64,11 @@ __all__ = [
 
 #: The parts whose value over a group is the sum of their values over any split of it.
 SUMMED = ("count", "sum", "at_least")
+#: The most (margin keys x cells) that one aggregation per (keys, cell) may hold, every
+#: part a column of it (:meth:`PolarsEngine.grouped_parts_and_histograms`): beyond, the
+#: parts are aggregated per key apart (a second read), so memory stays that of the parts
+#: and of the histogram's counts.
+FUSED_CELLS = 2**20
 
 
 def operand(op: Operand) -> pl.Expr:
@@ -350,7 +355,8 @@ class PolarsEngine:
         ``(keys, cell)`` holds both: the histogram is its records per cell (of the keys
         in ``margins``), the parts are its sums per key -- at most keys x cells rows,
         whatever the records. Otherwise (several grids, a mean or variance of public
-        sizes, distinct persons) the two run one after the other.
+        sizes, distinct persons, more than :data:`FUSED_CELLS` margin keys x cells) the
+        two run one after the other.
 
         Examples
         --------
@@ -366,7 +372,8 @@ class PolarsEngine:
         ([2, 1], [(0, 4, 1), (1, 0, 1), (1, 3, 1)])
         """
         names = list(dict.fromkeys(p.name for p in hists))
-        if len(names) != 1 or any(p.op not in SUMMED for p in parts):
+        fits = len(names) == 1 and margins.height * hists[0].grid.cells <= FUSED_CELLS
+        if not fits or any(p.op not in SUMMED for p in parts):
             return self.grouped_parts(keys, parts, sources), self.grouped_histograms(hists, margins)
         keys = list(keys)
         schema = self.schema()

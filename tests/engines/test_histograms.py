@@ -282,9 +282,14 @@ def _spied(frame: pl.DataFrame) -> tuple[pl.LazyFrame, list[object]]:
     return register_io_source(source, schema=frame.schema), scans
 
 
-def test_a_grouped_release_with_a_median_reads_its_input_once():
+@pytest.mark.parametrize("fused_cells,reads", [(2**20, 1), (100, 2)])
+def test_a_grouped_release_with_a_median_reads_its_input_once(monkeypatch, fused_cells, reads):
     """Counts, a mean, a covariance and a median of one grouped release: one scan of
-    the records for all their exact inputs (the histogram beside the sums)."""
+    the records for all their exact inputs (the histogram beside the sums); two when
+    margins x cells exceed the bound on one aggregation's rows, with the same inputs."""
+    import dpframe.engines.polars as engine
+
+    monkeypatch.setattr(engine, "FUSED_CELLS", fused_cells)
     df = _survey(5).drop_nulls()
     lf, scans = _spied(df)
     margins = pl.DataFrame({"g": [0, 1, 2, 3, 4, 9]})
@@ -297,7 +302,7 @@ def test_a_grouped_release_with_a_median_reads_its_input_once():
         )
         scans.clear()
         exact = release.exact_aggregates()
-    assert len(scans) == 1
+    assert len(scans) == reads
     # and the inputs are the records' own: the histogram holds each group's count
     hist = exact["x_median:hist"].to_numpy()
     assert np.array_equal(hist.sum(axis=1), exact["count:n"].to_numpy())
