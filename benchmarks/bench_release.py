@@ -266,7 +266,12 @@ def fresh(folder: Path) -> None:
     shutil.rmtree(folder / "released", ignore_errors=True)
 
 
-def steps_table(folder: Path, spec: Path, read: float) -> None:
+def steps_table(folder: Path, spec: Path, src: Path, read: float) -> None:
+    """The per-step breakdown of one release, and each release's time against one read
+    of the input: the fastest of ``read`` and two more reads, just before and after it
+    (the machine's load changes between the paths' runs and this one)."""
+    reads = [read]
+    reads.append(measure([sys.executable, "-c", READ, str(src)], folder)["time"])
     fresh(folder)
     out = subprocess.run(
         [sys.executable, "-c", LAUNCHER, sys.executable, "-c", STEPS, str(spec)],
@@ -278,6 +283,8 @@ def steps_table(folder: Path, spec: Path, read: float) -> None:
     if res["rc"] != 0:
         raise RuntimeError(res["stderr"])
     doc = json.loads(res["stdout"].strip().splitlines()[-1])
+    reads.append(measure([sys.executable, "-c", READ, str(src)], folder)["time"])
+    read = min(reads)
     print(
         f"\nwhere the release's memory goes (one more run, every job step wrapped; "
         f"{doc['time']:.1f} s, peak {doc['maxrss']:.0f} MiB; RSS in MiB):"
@@ -399,7 +406,7 @@ def main() -> None:
         )
         if not args.no_steps:
             for _ in range(args.steps_runs):
-                steps_table(folder, spec, min(r["time"] for r in results["read"]))
+                steps_table(folder, spec, src, min(r["time"] for r in results["read"]))
 
 
 if __name__ == "__main__":
