@@ -105,29 +105,32 @@ def part_expr(part: Part) -> pl.Expr:
     return e.alias(part.name)
 
 
-def cell_exprs(part: Part, name: str) -> tuple[pl.Expr, pl.Expr]:
+def cell_exprs(part: Part, name: str, value: str) -> list[pl.Expr]:
     """Each record's cell on a ``"hist"`` part's grid, exactly by
     :meth:`dpframe.mechanisms.quantile.Grid.cell_index`'s rule (the value clipped to the
     grid's bounds; cell ``2k`` holds ``x == e_k``, cell ``2k + 1`` holds ``e_k < x <
-    e_{k+1}``), in two steps: ``first`` (a column to be named ``name``) and ``then``
-    (the cell, from that column), so that the first step is computed once.
+    e_{k+1}``), in steps, each to be run by its own ``with_columns`` in order (so that
+    each is computed once: polars does not share a part of a nested expression): the
+    clipped value in column ``value``, then column ``name`` -- the bin, moved, then the
+    cell (Int64).
 
-    ``first`` is the bin ``k`` with ``e_k <= x < e_{k+1}`` (the last also ``x == e_B``):
-    guessed from the value's position between the bounds, then moved down where ``x <
-    e_k`` and up where ``x >= e_{k+1}``; ``then`` is ``2k``, plus 1 unless ``x == e_k``,
-    plus 1 if ``x == e_B``. Comparisons with the edges decide it, the arithmetic only
-    saves a search. On a grid of equal steps the guess is off by at most one bin
-    (rounding), so one move each way is exact. Where every edge is ``e_0 + k * step`` bit
-    for bit (the last one ``e_B``), the edges compared with are computed so (the same two
-    float operations as the grid's); on other grids of about equal steps they are looked
-    up; elsewhere the edges are searched (``search_sorted``: ``first`` is the cell).
+    The bin ``k`` with ``e_k <= x < e_{k+1}`` (the last also ``x == e_B``) is guessed
+    from the value's position between the bounds, then moved down where ``x < e_k`` and
+    up where ``x >= e_{k+1}``; the cell is ``2k``, plus 1 unless ``x == e_k``, plus 1 if
+    ``x == e_B``. Comparisons with the edges decide it, the arithmetic only saves a
+    search. On a grid of equal steps the guess is off by at most one bin (rounding), so
+    one move each way is exact. Where every edge is ``e_0 + k * step`` bit for bit (the
+    last one ``e_B``), the edges compared with are computed so (the same two float
+    operations as the grid's); on other grids of about equal steps they are looked up;
+    elsewhere the edges are searched (``search_sorted``: one step after the value's).
     """
     import numpy as np
 
     edges = np.asarray(part.grid.edges, dtype=np.float64)
     bins = int(edges.size - 1)
     lo, hi = float(edges[0]), float(edges[-1])
-    x = pl.col(cast("Operand", part.x).column).cast(pl.Float64).clip(lo, hi)
+    clipped = pl.col(cast("Operand", part.x).column).cast(pl.Float64).clip(lo, hi)
+    x, k = pl.col(value), pl.col(name)
     step = _exact_step(edges)
     if step is not None:  # bin numbers as floats: e_k = e_0 + k * step as the grid has it
 
@@ -141,18 +144,25 @@ def cell_exprs(part: Part, name: str) -> tuple[pl.Expr, pl.Expr]:
             table = pl.lit(pl.Series(edges))
             below = table.search_sorted(x, side="left").cast(pl.Int64)
             cell = below + table.search_sorted(x, side="right").cast(pl.Int64) - 1
-            return cell.alias(name), pl.col(name)
+            return [clipped.alias(value), cell.alias(name)]
         table = pl.lit(pl.Series(edges, dtype=pl.Float64))
 
         def edge(k: pl.Expr) -> pl.Expr:
             return table.gather(k.cast(pl.Int64))
 
     guess = ((x - lo) / step).floor().clip(0, bins - 1)
-    down = (guess - (x < edge(guess)).cast(pl.Float64)).clip(0, bins - 1)
-    up = down + ((x >= edge(down + 1)) & (down < bins - 1)).cast(pl.Float64)
-    k = pl.col(name)
+    down = (k - (x < edge(k)).cast(pl.Float64)).clip(0, bins - 1)
+    up = k + ((x >= edge(k + 1)) & (k < bins - 1)).cast(pl.Float64)
     cell = 2 * k.cast(pl.Int64) + (x != edge(k)).cast(pl.Int64) + (x == hi).cast(pl.Int64)
-    return up.alias(name), cell
+    return [clipped.alias(value), *(e.alias(name) for e in (guess, down, up, cell))]
+
+
+def _with_cells(frame: pl.LazyFrame, part: Part, name: str, value: str) -> pl.LazyFrame:
+    """``frame`` with each record's cell on ``part``'s grid in column ``name`` (Int32) and
+    its clipped value in ``value`` (:func:`cell_exprs`; both names not in ``frame``)."""
+    for step in cell_exprs(part, name, value):
+        frame = frame.with_columns(step)
+    return frame.with_columns(pl.col(name).cast(pl.Int32))
 
 
 def _exact_step(edges: np.ndarray) -> float | None:
@@ -323,16 +333,15 @@ class PolarsEngine:
         [(0, 4, 1), (1, 0, 1), (1, 3, 1)]
         """
         keys = [c for c in margins.columns if c != GROUP]
-        free = [f"__bin{i}" for i in range(len(parts) + len(self.schema()) + 1)]
-        free = [c for c in free if c not in self.schema()]  # never a column of the data
-        steps = {p.name: cell_exprs(p, free[i]) for i, p in enumerate(parts)}
-        first = [f for f, _ in steps.values()]
-        then = [c.cast(pl.Int32).alias(name) for name, (_, c) in steps.items()]
+        free = _free_names(self.schema(), 2 * len(parts))
+        steps = {p.name: p for p in parts}
         # the records whose keys are in the margins (a semi join: no column added), counted
         # per (keys, cell) while streaming (at most margins x cells rows), then given their
         # margins' row: the same counts as joining every record first, at less cost
         kept = self.frame.join(margins.select(keys).lazy(), on=keys, how="semi")
-        query = kept.with_columns(first).select(*keys, *then)
+        for i, p in enumerate(steps.values()):
+            kept = _with_cells(kept, p, free[2 * i], free[2 * i + 1])
+        query = kept.select(*keys, *(pl.col(free[2 * i]).alias(n) for i, n in enumerate(steps)))
         counts = [
             query.group_by(*keys, pl.col(n).alias(BIN)).agg(pl.len().alias(COUNT)) for n in steps
         ]
@@ -376,10 +385,8 @@ class PolarsEngine:
         if not fits or any(p.op not in SUMMED for p in parts):
             return self.grouped_parts(keys, parts, sources), self.grouped_histograms(hists, margins)
         keys = list(keys)
-        schema = self.schema()
-        cell = next(f"__bin{i}" for i in range(len(schema) + 1) if f"__bin{i}" not in schema)
-        first, then = cell_exprs(hists[0], cell)
-        celled = self.frame.with_columns(first).with_columns(then.cast(pl.Int32).alias(cell))
+        cell, value = _free_names(self.schema(), 2)
+        celled = _with_cells(self.frame, hists[0], cell, value)
         fine = PolarsEngine(celled)._parts_query([*keys, cell], parts, sources)
         rows = fine.collect(engine="streaming")
         summed = [c for c in rows.columns if c not in (*keys, cell)]
@@ -493,6 +500,12 @@ class PolarsEngine:
 
     def written_counts(self, path: Any, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         return PolarsEngine(pl.scan_parquet(path)).category_counts(columns)
+
+
+def _free_names(schema: pl.Schema, n: int) -> list[str]:
+    """``n`` column names ``__bin<i>``, none a column of the data."""
+    names = (f"__bin{i}" for i in range(n + len(schema)))
+    return [c for c in names if c not in schema][:n]
 
 
 def _histogram_rows(
