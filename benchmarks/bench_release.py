@@ -25,6 +25,8 @@ keeps the generator's memory out of the figures), it measures wall time and peak
   sink, and counts the PRAM'd output for its check);
 * ``I/O floor``: reading the input once (every column, a streaming ``min`` of each) and
   writing an output as large as the release's (the two microdata columns, sunk to Parquet);
+* ``read``: reading the input once (every column, a streaming ``min`` of each): what each
+  release is compared with (its ``prepare`` and ``charge + draw`` steps, below);
 * ``plan``: ``dpframe plan spec.toml`` (reads the schema and row count only);
 * ``import GE``: ``import dpframe, great_expectations`` -- the floor the check step adds;
 * ``release``: ``dpframe release spec.toml --no-progress`` (fresh ledger each run; Great
@@ -108,6 +110,13 @@ from dpframe.cli import app
 
 job.start_checker = lambda: False  # this subprocess only: the checks run in the job's process
 app(["release", sys.argv[1], "--no-progress"], standalone_mode=False)
+"""
+
+READ = r"""
+import sys
+import polars as pl
+
+pl.scan_parquet(sys.argv[1]).select(pl.all().min()).collect(engine="streaming")
 """
 
 IO_FLOOR = r"""
@@ -196,8 +205,8 @@ wrap(planning, "build_releases", "build the releases, once (public facts only)")
 wrap(job, "ensure_checks_available", "ensure the checks can run")
 wrap(job, "start_checker", "start the checker process")
 wrap(PolarsEngine, "rows", "input rows")
-wrap(Release, "prepare", lambda a, k: f"prepare {a[0].kind}: exact inputs, check")
-wrap(Release, "draw", lambda a, k: f"charge + draw {a[0].kind} (first passes too)")
+wrap(Release, "prepare", lambda a, k: f"prepare {a[0].name} ({a[0].kind}): exact inputs")
+wrap(Release, "draw", lambda a, k: f"charge + draw {a[0].name} (first passes too)")
 wrap(MicrodataRelease, "write_armed", lambda a, k: f"write {Path(str(a[2])).name} (PRAM sink)")
 wrap(job, "write_parquet", lambda a, k: f"write {a[1].name}")
 wrap(job, "_written_counts", lambda a, k: f"count {Path(str(a[1])).name} (for its check)")
@@ -257,7 +266,12 @@ def fresh(folder: Path) -> None:
     shutil.rmtree(folder / "released", ignore_errors=True)
 
 
-def steps_table(folder: Path, spec: Path) -> None:
+def steps_table(folder: Path, spec: Path, src: Path, read: float) -> None:
+    """The per-step breakdown of one release, and each release's time against one read
+    of the input: the fastest of ``read`` and two more reads, just before and after it
+    (the machine's load changes between the paths' runs and this one)."""
+    reads = [read]
+    reads.append(measure([sys.executable, "-c", READ, str(src)], folder)["time"])
     fresh(folder)
     out = subprocess.run(
         [sys.executable, "-c", LAUNCHER, sys.executable, "-c", STEPS, str(spec)],
@@ -269,6 +283,8 @@ def steps_table(folder: Path, spec: Path) -> None:
     if res["rc"] != 0:
         raise RuntimeError(res["stderr"])
     doc = json.loads(res["stdout"].strip().splitlines()[-1])
+    reads.append(measure([sys.executable, "-c", READ, str(src)], folder)["time"])
+    read = min(reads)
     print(
         f"\nwhere the release's memory goes (one more run, every job step wrapped; "
         f"{doc['time']:.1f} s, peak {doc['maxrss']:.0f} MiB; RSS in MiB):"
@@ -292,6 +308,16 @@ def steps_table(folder: Path, spec: Path) -> None:
             f"{label:<52}{s['time']:>9.2f}{s['start']:>11.0f}{s['end']:>9.0f}"
             f"{s['sampled']:>13.0f}{s['maxrss']:>11.0f}"
         )
+    per: dict[str, float] = {}  # each release: its exact inputs, its charge and draw
+    for s in doc["steps"]:
+        words = s["step"].split()
+        if s["depth"] == 0 and words[0] in ("prepare", "charge"):
+            name = words[1] if words[0] == "prepare" else words[3]
+            per[name] = per.get(name, 0.0) + s["time"]
+    print(f"\neach release (prepare + charge + draw) against one read of the input ({read:.2f} s):")
+    print(f"{'release':<20}{'time (s)':>9}{'x read':>8}")
+    for name, t in per.items():
+        print(f"{name:<20}{t:>9.2f}{t / read:>8.2f}")
 
 
 def main() -> None:
@@ -341,6 +367,7 @@ def main() -> None:
         paths = {
             "baseline": [sys.executable, "-c", BASELINE, str(src), str(folder / "copy.parquet")],
             "I/O floor": [sys.executable, "-c", IO_FLOOR, str(src), str(folder / "copy.parquet")],
+            "read": [sys.executable, "-c", READ, str(src)],
             "plan": [*cli, "plan", str(spec)],
             "import GE": [sys.executable, "-c", IMPORT_GE],
             "release": [*cli, "release", str(spec), "--no-progress"],
@@ -379,7 +406,7 @@ def main() -> None:
         )
         if not args.no_steps:
             for _ in range(args.steps_runs):
-                steps_table(folder, spec)
+                steps_table(folder, spec, src, min(r["time"] for r in results["read"]))
 
 
 if __name__ == "__main__":

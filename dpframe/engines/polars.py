@@ -63,6 +63,15 @@ __all__ = [
 ]
 
 
+#: The parts whose value over a group is the sum of their values over any split of it.
+SUMMED = ("count", "sum", "at_least")
+#: The most (margin keys x cells) that one aggregation per (keys, cell) may hold, every
+#: part a column of it (:meth:`PolarsEngine.grouped_parts_and_histograms`): beyond, the
+#: parts are aggregated per key apart (a second read), so memory stays that of the parts
+#: and of the histogram's counts.
+FUSED_CELLS = 2**20
+
+
 def operand(op: Operand) -> pl.Expr:
     """The record-level value: the column as Float64, clipped to its bounds (if any)."""
     x = pl.col(op.column).cast(pl.Float64)
@@ -97,29 +106,32 @@ def part_expr(part: Part) -> pl.Expr:
     return e.alias(part.name)
 
 
-def cell_exprs(part: Part, name: str) -> tuple[pl.Expr, pl.Expr]:
+def cell_exprs(part: Part, name: str, value: str) -> list[pl.Expr]:
     """Each record's cell on a ``"hist"`` part's grid, exactly by
     :meth:`dpframe.mechanisms.quantile.Grid.cell_index`'s rule (the value clipped to the
     grid's bounds; cell ``2k`` holds ``x == e_k``, cell ``2k + 1`` holds ``e_k < x <
-    e_{k+1}``), in two steps: ``first`` (a column to be named ``name``) and ``then``
-    (the cell, from that column), so that the first step is computed once.
+    e_{k+1}``), in steps, each to be run by its own ``with_columns`` in order (so that
+    each is computed once: polars does not share a part of a nested expression): the
+    clipped value in column ``value``, then column ``name`` -- the bin, moved, then the
+    cell (Int64).
 
-    ``first`` is the bin ``k`` with ``e_k <= x < e_{k+1}`` (the last also ``x == e_B``):
-    guessed from the value's position between the bounds, then moved down where ``x <
-    e_k`` and up where ``x >= e_{k+1}``; ``then`` is ``2k``, plus 1 unless ``x == e_k``,
-    plus 1 if ``x == e_B``. Comparisons with the edges decide it, the arithmetic only
-    saves a search. On a grid of equal steps the guess is off by at most one bin
-    (rounding), so one move each way is exact. Where every edge is ``e_0 + k * step`` bit
-    for bit (the last one ``e_B``), the edges compared with are computed so (the same two
-    float operations as the grid's); on other grids of about equal steps they are looked
-    up; elsewhere the edges are searched (``search_sorted``: ``first`` is the cell).
+    The bin ``k`` with ``e_k <= x < e_{k+1}`` (the last also ``x == e_B``) is guessed
+    from the value's position between the bounds, then moved down where ``x < e_k`` and
+    up where ``x >= e_{k+1}``; the cell is ``2k``, plus 1 unless ``x == e_k``, plus 1 if
+    ``x == e_B``. Comparisons with the edges decide it, the arithmetic only saves a
+    search. On a grid of equal steps the guess is off by at most one bin (rounding), so
+    one move each way is exact. Where every edge is ``e_0 + k * step`` bit for bit (the
+    last one ``e_B``), the edges compared with are computed so (the same two float
+    operations as the grid's); on other grids of about equal steps they are looked up;
+    elsewhere the edges are searched (``search_sorted``: one step after the value's).
     """
     import numpy as np
 
     edges = np.asarray(part.grid.edges, dtype=np.float64)
     bins = int(edges.size - 1)
     lo, hi = float(edges[0]), float(edges[-1])
-    x = pl.col(cast("Operand", part.x).column).cast(pl.Float64).clip(lo, hi)
+    clipped = pl.col(cast("Operand", part.x).column).cast(pl.Float64).clip(lo, hi)
+    x, k = pl.col(value), pl.col(name)
     step = _exact_step(edges)
     if step is not None:  # bin numbers as floats: e_k = e_0 + k * step as the grid has it
 
@@ -133,18 +145,25 @@ def cell_exprs(part: Part, name: str) -> tuple[pl.Expr, pl.Expr]:
             table = pl.lit(pl.Series(edges))
             below = table.search_sorted(x, side="left").cast(pl.Int64)
             cell = below + table.search_sorted(x, side="right").cast(pl.Int64) - 1
-            return cell.alias(name), pl.col(name)
+            return [clipped.alias(value), cell.alias(name)]
         table = pl.lit(pl.Series(edges, dtype=pl.Float64))
 
         def edge(k: pl.Expr) -> pl.Expr:
             return table.gather(k.cast(pl.Int64))
 
     guess = ((x - lo) / step).floor().clip(0, bins - 1)
-    down = (guess - (x < edge(guess)).cast(pl.Float64)).clip(0, bins - 1)
-    up = down + ((x >= edge(down + 1)) & (down < bins - 1)).cast(pl.Float64)
-    k = pl.col(name)
+    down = (k - (x < edge(k)).cast(pl.Float64)).clip(0, bins - 1)
+    up = k + ((x >= edge(k + 1)) & (k < bins - 1)).cast(pl.Float64)
     cell = 2 * k.cast(pl.Int64) + (x != edge(k)).cast(pl.Int64) + (x == hi).cast(pl.Int64)
-    return up.alias(name), cell
+    return [clipped.alias(value), *(e.alias(name) for e in (guess, down, up, cell))]
+
+
+def _with_cells(frame: pl.LazyFrame, part: Part, name: str, value: str) -> pl.LazyFrame:
+    """``frame`` with each record's cell on ``part``'s grid in column ``name`` (Int32) and
+    its clipped value in ``value`` (:func:`cell_exprs`; both names not in ``frame``)."""
+    for step in cell_exprs(part, name, value):
+        frame = frame.with_columns(step)
+    return frame.with_columns(pl.col(name).cast(pl.Int32))
 
 
 def _exact_step(edges: np.ndarray) -> float | None:
@@ -278,14 +297,19 @@ class PolarsEngine:
     def grouped_parts(
         self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]
     ) -> pl.DataFrame:
+        return self._parts_query(keys, parts, sources).collect(engine="streaming")
+
+    def _parts_query(
+        self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]
+    ) -> pl.LazyFrame:
+        """The query of :meth:`grouped_parts`: one row per key, its parts aggregated."""
         schema = self.schema()
         exprs: dict[str, pl.Expr] = {}
         for p in parts:
             exprs.setdefault(p.name, part_expr(p))
         for c in dict.fromkeys(sources):
             exprs.setdefault(f"{BAD_PREFIX}{c}", bad_values(c, schema[c]))
-        agg = self.frame.group_by(list(keys)).agg(pl.len().alias(ROWS), *exprs.values())
-        return agg.collect(engine="streaming")
+        return self.frame.group_by(list(keys)).agg(pl.len().alias(ROWS), *exprs.values())
 
     def grouped_histograms(
         self, parts: Sequence[Part], margins: pl.DataFrame
@@ -310,24 +334,66 @@ class PolarsEngine:
         [(0, 4, 1), (1, 0, 1), (1, 3, 1)]
         """
         keys = [c for c in margins.columns if c != GROUP]
-        free = [f"__bin{i}" for i in range(len(parts) + len(self.schema()) + 1)]
-        free = [c for c in free if c not in self.schema()]  # never a column of the data
-        steps = {p.name: cell_exprs(p, free[i]) for i, p in enumerate(parts)}
-        first = [f for f, _ in steps.values()]
-        then = [c.cast(pl.Int32).alias(name) for name, (_, c) in steps.items()]
+        free = _free_names(self.schema(), 2 * len(parts))
+        steps = {p.name: p for p in parts}
         # the records whose keys are in the margins (a semi join: no column added), counted
         # per (keys, cell) while streaming (at most margins x cells rows), then given their
         # margins' row: the same counts as joining every record first, at less cost
         kept = self.frame.join(margins.select(keys).lazy(), on=keys, how="semi")
-        query = kept.with_columns(first).select(*keys, *then)
+        for i, p in enumerate(steps.values()):
+            kept = _with_cells(kept, p, free[2 * i], free[2 * i + 1])
+        query = kept.select(*keys, *(pl.col(free[2 * i]).alias(n) for i, n in enumerate(steps)))
         counts = [
             query.group_by(*keys, pl.col(n).alias(BIN)).agg(pl.len().alias(COUNT)) for n in steps
         ]
         done = pl.collect_all(counts, engine="streaming")
-        return {
-            n: c.join(margins, on=keys, how="inner").select(GROUP, BIN, COUNT)
-            for n, c in zip(steps, done, strict=True)
-        }
+        return _histogram_rows(list(steps), margins, done)
+
+    def grouped_parts_and_histograms(
+        self,
+        keys: Sequence[str],
+        parts: Sequence[Part],
+        sources: Sequence[str],
+        hists: Sequence[Part],
+        margins: pl.DataFrame,
+    ) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+        """``(self.grouped_parts(keys, parts, sources), self.grouped_histograms(hists,
+        margins))``, from **one** read of the records where it can.
+
+        With one histogram (one column on one grid) and parts that add up over any
+        split of a group (:data:`SUMMED`: counts and sums), one streaming aggregation per
+        ``(keys, cell)`` holds both: the histogram is its records per cell (of the keys
+        in ``margins``), the parts are its sums per key -- at most keys x cells rows,
+        whatever the records. Otherwise (several grids, a mean or variance of public
+        sizes, distinct persons, more than :data:`FUSED_CELLS` margin keys x cells) the
+        two run one after the other.
+
+        Examples
+        --------
+        >>> from dpframe.engines.driver import indexed_margins
+        >>> from dpframe.mechanisms.statistics import count, median
+        >>> lf = pl.LazyFrame({"g": ["a", "b", "a"], "x": [0.0, 10.0, 7.5]})
+        >>> hist = median("x", lower=0, upper=10, epsilon=1.0, resolution=5).parts(False)
+        >>> margins = indexed_margins(pl.DataFrame({"g": ["b", "a"]}), lf.collect_schema(), ["g"])
+        >>> agg, rows = PolarsEngine(lf).grouped_parts_and_histograms(
+        ...     ["g"], count(epsilon=1.0).parts(False), ["x"], hist, margins
+        ... )
+        >>> agg.sort("g")["__rows"].to_list(), rows[hist[0].name].sort("__group", "__bin").rows()
+        ([2, 1], [(0, 4, 1), (1, 0, 1), (1, 3, 1)])
+        """
+        names = list(dict.fromkeys(p.name for p in hists))
+        fits = len(names) == 1 and margins.height * hists[0].grid.cells <= FUSED_CELLS
+        if not fits or any(p.op not in SUMMED for p in parts):
+            return self.grouped_parts(keys, parts, sources), self.grouped_histograms(hists, margins)
+        keys = list(keys)
+        cell, value = _free_names(self.schema(), 2)
+        celled = _with_cells(self.frame, hists[0], cell, value)
+        fine = PolarsEngine(celled)._parts_query([*keys, cell], parts, sources)
+        rows = fine.collect(engine="streaming")
+        summed = [c for c in rows.columns if c not in (*keys, cell)]
+        agg = rows.group_by(keys).agg(pl.col(summed).sum())
+        counts = rows.select(*keys, pl.col(cell).alias(BIN), pl.col(ROWS).alias(COUNT))
+        return agg, _histogram_rows(names, margins, [counts])
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]
@@ -435,6 +501,25 @@ class PolarsEngine:
 
     def written_counts(self, path: Any, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         return PolarsEngine(pl.scan_parquet(path)).category_counts(columns)
+
+
+def _free_names(schema: pl.Schema, n: int) -> list[str]:
+    """``n`` column names ``__bin<i>``, none a column of the data."""
+    names = (f"__bin{i}" for i in range(n + len(schema)))
+    return [c for c in names if c not in schema][:n]
+
+
+def _histogram_rows(
+    names: Sequence[str], margins: pl.DataFrame, counts: Sequence[pl.DataFrame]
+) -> dict[str, pl.DataFrame]:
+    """Each part's records per ``(keys, cell)`` (``counts``, in the order of ``names``)
+    given their margins' row, the keys not in ``margins`` dropped: ``__group``,
+    ``__bin``, ``__count`` (:meth:`PolarsEngine.grouped_histograms`)."""
+    keys = [c for c in margins.columns if c != GROUP]
+    return {
+        n: c.join(margins, on=keys, how="inner").select(GROUP, BIN, COUNT)
+        for n, c in zip(names, counts, strict=True)
+    }
 
 
 def after_charge_message() -> str:

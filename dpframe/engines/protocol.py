@@ -15,7 +15,8 @@ once on the driver with the same code for every engine. An engine implements:
   :meth:`Engine.bounded_grouped_parts` -- the same over the rows each person keeps, with
   the bad values (and identifiers) of *all* rows counted;
 * :meth:`Engine.grouped_histograms` -- per group of public margins, the records' bins
-  on a quantile's grid;
+  on a quantile's grid; :meth:`Engine.grouped_parts_and_histograms` -- both, from one
+  read of the records where the engine can;
 * :meth:`Engine.category_counts` -- the number of records per value of columns;
 * :meth:`Engine.covariance_inputs` -- the sample covariance of clipped columns;
 * :meth:`Engine.write_rowwise` -- randomize columns record by record (PRAM) and write
@@ -124,6 +125,18 @@ class Engine(Protocol):
         rule of :meth:`dpframe.mechanisms.quantile.Grid.cell_index`), one row per record,
         or per ``(group, bin)`` with ``__count``; the driver puts them in shape
         (:func:`dpframe.engines.driver.dense_histogram`)."""
+        ...
+
+    def grouped_parts_and_histograms(
+        self,
+        keys: Sequence[str],
+        parts: Sequence[Part],
+        sources: Sequence[str],
+        hists: Sequence[Part],
+        margins: pl.DataFrame,
+    ) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+        """``(grouped_parts(keys, parts, sources), grouped_histograms(hists, margins))``
+        of the same records, read once where the engine can."""
         ...
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:

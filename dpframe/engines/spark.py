@@ -521,6 +521,17 @@ class SparkEngine:
         joined = self.frame.select(*keys, *{p.x.column for p in parts}).join(public, on=keys)
         return {p.name: _histogram_rows(joined, p) for p in parts}
 
+    def grouped_parts_and_histograms(
+        self,
+        keys: Sequence[str],
+        parts: Sequence[Part],
+        sources: Sequence[str],
+        hists: Sequence[Part],
+        margins: pl.DataFrame,
+    ) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+        """:meth:`grouped_parts`, then :meth:`grouped_histograms` (two Spark jobs)."""
+        return self.grouped_parts(keys, parts, sources), self.grouped_histograms(hists, margins)
+
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         from pyspark.sql import functions as sf
 

@@ -1043,17 +1043,21 @@ class GroupedRelease(Release[pl.DataFrame]):
         checked (its nulls= policy, bad values, identifiers, keys, public sizes), and the
         histograms of its ``"hist"`` parts beside them."""
         g = self.grouping
-        agg, counted, parts, hists = self._data_parts(parts)
+        agg, parts, hists, rows = self._data_parts(parts)
         margins = self._keyframe()
         # the records of a key not selected are dropped: refusing them would tell it
         unknown = "drop" if g.private_keys is not None else g.unknown_keys
         exact = finish_grouped(agg, margins, g.keys, parts, unknown_keys=unknown, sizes=g.sizes)
-        return exact, ({} if not hists else _histograms(exact, counted, hists, g, margins))
+        return exact, ({} if not hists else _histograms(exact, rows, hists, g, margins))
 
-    def _data_parts(self, parts: list[Part]) -> tuple[pl.DataFrame, Any, list[Part], list[Part]]:
+    def _data_parts(
+        self, parts: list[Part]
+    ) -> tuple[pl.DataFrame, list[Part], list[Part], dict[str, pl.DataFrame]]:
         """One row per key of the data with the exact ``parts`` that are not histograms
-        (after the nulls= policy and the bounding of each person's rows), the engine over
-        the rows they count, those parts, and the ``"hist"`` parts."""
+        (after the nulls= policy and the bounding of each person's rows), those parts, the
+        ``"hist"`` parts, and the histograms' rows over the same records (by the engine's
+        :meth:`grouped_parts_and_histograms`: one read of the records where it can; one
+        part per column and grid, :func:`_histograms`)."""
         g = self.grouping
         self.check_schema()
         sources = [src for s in self.statistics for src in s.sources()]
@@ -1066,17 +1070,24 @@ class GroupedRelease(Release[pl.DataFrame]):
         engine = self.engine.without_missing(g.missing, policy)
         hists = [p for p in parts if p.op == "hist"]
         parts = [p for p in parts if p.op != "hist"]
-        counted = engine  # the rows the histograms count: the same as the other parts'
+        if not hists:
+            rows: dict[str, pl.DataFrame] = {}
+            if self.unit.is_record:
+                agg = engine.grouped_parts(g.keys, parts, read)
+            else:  # each person's rows bounded (chosen at random) as aggregated
+                agg = engine.bounded_grouped_parts(self.unit, g.keys, parts, read, self.random)
+            return agg, parts, hists, rows
+        margins = indexed_margins(self._keyframe(), engine.schema(), g.keys)
+        counted = list({(p.x, p.grid): p for p in hists}.values())
         if self.unit.is_record:
-            agg = engine.grouped_parts(g.keys, parts, read)
-        elif not hists:  # each person's rows bounded (chosen at random) as aggregated
-            agg = engine.bounded_grouped_parts(self.unit, g.keys, parts, read, self.random)
+            agg, rows = engine.grouped_parts_and_histograms(g.keys, parts, read, counted, margins)
         else:  # one choice of each person's rows, for the histograms and the other parts
-            counted = engine.bounded(self.unit, g.keys, self.random)
+            kept = engine.bounded(self.unit, g.keys, self.random)
             every = engine.grouped_parts(g.keys, [], read)  # bad values of all rows
-            kept = with_person(parts, self.unit.person)  # a distinct count reads the ids
-            agg = with_bad_totals(counted.grouped_parts(g.keys, kept, []), every)
-        return agg, counted, parts, hists
+            mine = with_person(parts, self.unit.person)  # a distinct count reads the ids
+            agg, rows = kept.grouped_parts_and_histograms(g.keys, mine, [], counted, margins)
+            agg = with_bad_totals(agg, every)
+        return agg, parts, hists, rows
 
     def check_schema(self) -> None:
         schema = self.engine.schema()
@@ -1190,18 +1201,20 @@ def _clamped_distinct_errors(
 
 
 def _histograms(
-    exact: pl.DataFrame, engine: Any, hists: list[Any], g: GroupBy, keyframe: pl.DataFrame
+    exact: pl.DataFrame,
+    rows: dict[str, pl.DataFrame],
+    hists: list[Any],
+    g: GroupBy,
+    keyframe: pl.DataFrame,
 ) -> dict[str, np.ndarray]:
     """One int64 array (groups, cells) per ``"hist"`` part, its rows in the order of
-    ``exact``'s groups: each group's cell counts, counted by ``engine``
-    (:meth:`grouped_histograms`) over the records whose keys are in the margins, put in
-    shape by the driver (absent groups all 0). Statistics of one column on one grid (a
-    median and quartiles) share one array."""
-    margins = indexed_margins(keyframe, engine.schema(), g.keys)
+    ``exact``'s groups: each group's cell counts, counted by the engine over the records
+    whose keys are in the margins (``rows``, by the name of the first part of each
+    column and grid), put in shape by the driver (absent groups all 0). Statistics of
+    one column on one grid (a median and quartiles) share one array."""
     distinct = {(p.x, p.grid): p for p in hists}
-    rows = engine.grouped_histograms(list(distinct.values()), margins)
     counts = {
-        same: dense_histogram(rows[p.name], margins.height, p.grid.cells)
+        same: dense_histogram(rows[p.name], keyframe.height, p.grid.cells)
         for same, p in distinct.items()
     }
     order = exact.select(g.keys)

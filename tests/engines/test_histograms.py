@@ -19,7 +19,7 @@ from dpframe.core.units import PrivacyUnit
 from dpframe.engines.driver import dense_histogram, indexed_margins
 from dpframe.engines.polars import PolarsEngine
 from dpframe.mechanisms.quantile import grid_from_edges
-from dpframe.mechanisms.statistics import Operand, Part, median, quantile
+from dpframe.mechanisms.statistics import Operand, Part, bounds_parts, median, quantile
 
 from ..conftest import spark_available
 
@@ -192,3 +192,118 @@ def test_the_same_seed_releases_the_same_quantiles_on_both_engines(spark, person
             out.append((release.collect().sort("g"), [e.epsilon for e in acct.ledger]))
     assert out[0][1] == out[1][1]
     assert out[0][0].equals(out[1][0])
+
+
+# -- one read of the records: the parts and the histogram from one aggregation -----------
+
+
+def _survey(seed: int, n: int = 3000) -> pl.DataFrame:
+    """Keys with nulls and a key absent from the margins, values with nulls, outside the
+    bounds and on the grid's edges. Every value is a multiple of 1/4 below 2**10, so
+    every sum of them is exact in any order: the two paths must agree bit for bit."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-20, 130, n) / 4  # some below 0 and above 30 (clipped), many on edges
+    return pl.DataFrame(
+        {
+            "g": pl.Series(rng.integers(0, 5, n)).set(pl.Series(rng.random(n) < 0.02), None),
+            "h": rng.choice(["a", "b", "c"], n),
+            "x": pl.Series(x).set(pl.Series(rng.random(n) < 0.03), None),
+            "y": rng.integers(0, 41, n) / 4,
+        }
+    )
+
+
+def _parts() -> list[Part]:
+    stats = [
+        dpframe.agg.count(epsilon=1.0),
+        dpframe.agg.mean("x", lower=0, upper=30, epsilon=1.0),
+        dpframe.agg.cov("x", "y", lower_x=0, upper_x=30, lower_y=0, upper_y=10, epsilon=1.0),
+    ]
+    at_least = bounds_parts("x_bounds", "x", [0.0, 2.5, 5.0, 20.0, 30.0])  # an auto bound's
+    return [p for s in stats for p in s.parts(False)] + at_least
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_read_gives_the_parts_and_histogram_of_two(seed):
+    lf = _survey(seed).lazy()
+    keys = ["g", "h"]
+    hist = _part(0.0, 30.0, 0.5)
+    parts = _parts()
+    assert {p.op for p in parts} >= {"count", "sum", "at_least"}
+    # (5, 9) and (7, "a") are absent from the data; g = 4 and null are not in the margins
+    margins = pl.DataFrame({"g": [0, 1, 2, 3, 5, 7], "h": ["a", "b", "c", "a", "b", "a"]})
+    indexed = indexed_margins(margins, lf.collect_schema(), keys)
+    engine = PolarsEngine(lf)
+    sources = ["g", "h", "x", "y"]
+    agg, rows = engine.grouped_parts_and_histograms(keys, parts, sources, [hist], indexed)
+    want_agg = engine.grouped_parts(keys, parts, sources)
+    want_rows = engine.grouped_histograms([hist], indexed)
+    assert agg.sort(keys, nulls_last=True).equals(
+        want_agg.select(agg.columns).sort(keys, nulls_last=True)
+    )
+    assert agg.schema == want_agg.select(agg.columns).schema
+    assert agg.height == want_agg.height and agg["g"].null_count() > 0  # the null key kept
+    assert rows.keys() == want_rows.keys() == {hist.name}
+    got = rows[hist.name].sort("__group", "__bin", nulls_last=True)
+    want = want_rows[hist.name].sort("__group", "__bin", nulls_last=True)
+    assert got.equals(want.select(got.columns))
+    assert got["__bin"].null_count() > 0  # a null value: a null cell, as counted alone
+    dense = dense_histogram(got.drop_nulls(), margins.height, hist.grid.cells)
+    assert not dense[4].any() and not dense[5].any()  # absent groups
+
+
+def test_one_read_of_several_grids_or_moments_is_two_reads_of_the_same():
+    """A second grid, or a part that does not add up over cells (a mean of public sizes):
+    the two aggregations, each as alone."""
+    lf = _survey(4).lazy()
+    indexed = indexed_margins(pl.DataFrame({"g": [0, 1, 2, 3, 4]}), lf.collect_schema(), ["g"])
+    engine = PolarsEngine(lf)
+    other = median("y", lower=0, upper=10, epsilon=1.0, resolution=1.0).parts(False)[0]
+    public = dpframe.agg.mean("x", lower=0, upper=30, epsilon=1.0).parts(True)
+    for parts, hists in [(_parts(), [_part(0.0, 30.0, 0.5), other]), (public, [other])]:
+        agg, rows = engine.grouped_parts_and_histograms(["g"], parts, ["x"], hists, indexed)
+        want = engine.grouped_parts(["g"], parts, ["x"])
+        assert agg.sort("g", nulls_last=True).equals(want.sort("g", nulls_last=True))
+        want_rows = engine.grouped_histograms(hists, indexed)
+        for name, got in rows.items():
+            assert got.sort("__group", "__bin").equals(want_rows[name].sort("__group", "__bin"))
+
+
+def _spied(frame: pl.DataFrame) -> tuple[pl.LazyFrame, list[object]]:
+    """``frame`` as a Python source that records each scan of it."""
+    from polars.io.plugins import register_io_source
+
+    scans: list[object] = []
+
+    def source(with_columns, predicate, n_rows, batch_size):
+        scans.append(with_columns)
+        yield frame if with_columns is None else frame.select(with_columns)
+
+    return register_io_source(source, schema=frame.schema), scans
+
+
+@pytest.mark.parametrize("fused_cells,reads", [(2**20, 1), (100, 2)])
+def test_a_grouped_release_with_a_median_reads_its_input_once(monkeypatch, fused_cells, reads):
+    """Counts, a mean, a covariance and a median of one grouped release: one scan of
+    the records for all their exact inputs (the histogram beside the sums); two when
+    margins x cells exceed the bound on one aggregation's rows, with the same inputs."""
+    import dpframe.engines.polars as engine
+
+    monkeypatch.setattr(engine, "FUSED_CELLS", fused_cells)
+    df = _survey(5).drop_nulls()
+    lf, scans = _spied(df)
+    margins = pl.DataFrame({"g": [0, 1, 2, 3, 4, 9]})
+    with dpframe.Accountant(epsilon=10):
+        release = dpframe.group_by(lf, "g", margins=margins, seed=3).agg(
+            dpframe.agg.count(epsilon=1.0),
+            dpframe.agg.mean("x", lower=0, upper=30, epsilon=1.0),
+            dpframe.agg.cov("x", "y", lower_x=0, upper_x=30, lower_y=0, upper_y=10, epsilon=1.0),
+            dpframe.agg.median("x", lower=0, upper=30, epsilon=1.0, resolution=0.5),
+        )
+        scans.clear()
+        exact = release.exact_aggregates()
+    assert len(scans) == reads
+    # and the inputs are the records' own: the histogram holds each group's count
+    hist = exact["x_median:hist"].to_numpy()
+    assert np.array_equal(hist.sum(axis=1), exact["count:n"].to_numpy())
+    assert hist.sum() == df.height and not hist[-1].any()
