@@ -331,9 +331,13 @@ def _longest(sizes, ranges, u):
 
 
 @nb.njit(cache=True, parallel=True)
-def _partition(paddr, gaddr, vaddr, sizes, ranges, m, p0, p1, g0, g1, k0, k1, shift, gbits, qk, vp):
+def _partition(paddr, gaddr, vaddr, sizes, ranges, m, p1, spec, keys, qk, vp):
     # ``ranges`` cuts the pieces into runs of consecutive pieces, one histogram a run:
-    # the records of a bucket are the rows of run 0, then of run 1, ... each in file order
+    # the records of a bucket are the rows of run 0, then of run 1, ... each in file order.
+    # ``spec`` (p0, g0, g1, shift, gbits) and ``keys`` (k0, k1) come built by the caller:
+    # numba's rewrite of a constant ``np.array([...])`` in a parallel function once named
+    # two of its variables alike at random (CI: "key already in dictionary: $np_g_var.1")
+    p0, g0, g1, shift = spec[0], spec[1], spec[2], spec[3]
     nruns = ranges.size - 1
     nbuckets = ((p1 - p0) >> shift) + 1
     hist = np.zeros((nruns, nbuckets), dtype=np.int64)
@@ -355,8 +359,6 @@ def _partition(paddr, gaddr, vaddr, sizes, ranges, m, p0, p1, g0, g1, k0, k1, sh
     starts = pos.copy()
     row0 = _first_rows(sizes, ranges)
     addrs = (paddr, gaddr, vaddr)
-    spec = np.array([p0, g0, g1, shift, gbits], dtype=np.int64)
-    keys = np.array([k0, k1], dtype=np.uint64)
     for u in nb.prange(nruns):
         row = row0[u]
         at = np.empty(_longest(sizes, ranges, u), dtype=np.int64)
@@ -968,14 +970,9 @@ def bounded_sums(
         sizes,
         ranges,
         m,
-        p0,
         p1,
-        g0,
-        g1,
-        k0,
-        k1,
-        shift,
-        gbits,
+        np.array([p0, g0, g1, shift, gbits], dtype=np.int64),
+        np.array([k0, k1], dtype=np.uint64),
         qk,
         vp,
     )
