@@ -230,17 +230,24 @@ print(json.dumps({"base": base, "steps": steps, "time": elapsed, "maxrss": maxrs
 def write_survey(
     path: Path, rows: int, chunk: int = 1_000_000, row_group_size: int | None = None
 ) -> None:
-    """The synthetic survey, ``chunk`` rows at a time (one seed each), to one Parquet file."""
+    """The synthetic survey, ``chunk`` rows at a time (one seed each), to one Parquet file;
+    each chunk's household ids follow the last chunk's (a household stays 1-5 respondents,
+    as in one ``synthetic_survey`` of all the rows, not one id shared across the chunks)."""
+    import polars as pl
     import pyarrow.parquet as pq
 
     from dpframe.datasets import synthetic_survey
 
     writer = None
     done = 0
+    households = 0  # each chunk's households numbered after the last chunk's
     try:
         for i in range(-(-rows // chunk)):
             n = min(chunk, rows - done)
-            table = synthetic_survey(n, seed=20261122 + i).to_arrow()
+            frame = synthetic_survey(n, seed=20261122 + i)
+            frame = frame.with_columns(pl.col("household") + households)
+            households = int(frame["household"].max()) + 1  # type: ignore[arg-type]
+            table = frame.to_arrow()
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema, compression="zstd")
             writer.write_table(table, row_group_size=row_group_size or chunk)

@@ -948,10 +948,6 @@ def bounded_sums(
         zeros = np.zeros(ngroups, np.int64)
         empty = np.zeros(0, np.uint8) if mark_kept else None
         return zeros, np.zeros((ngroups, m)), zeros.copy(), np.full(ngroups, -1, np.int64), empty
-    if not mark_kept:  # the counts, then the records placed in one batch
-        records = StreamedRecords(pids, m, (max_groups, max_rows), (p0, p1), (g0, g1), key, row_key)
-        records._place(pids, gids, vals)
-        return (*records.bound(), None)
     k, shift, gbits = _layout((p0, p1), (g0, g1), max_groups, m)
     r = min(int(max_rows), n)
     k0, k1 = (np.uint64(int(v) & 0xFFFFFFFFFFFFFFFF) for v in key)
@@ -983,6 +979,8 @@ def bounded_sums(
     layout = (p0, g0, shift, gbits)
     kept, sums, pairs = _bound(qk, vp, off, layout, (k, r, ngroups), row_key, tmarks, mark_kept)
     del qk, vp
+    if not mark_kept:
+        return kept, sums, pairs, group_row, None
     marks = np.zeros(n, dtype=np.uint8)
     marked = np.flatnonzero(tmarks)
     if marked.size:
