@@ -27,7 +27,7 @@ more than ``max_rows`` rows nor a person an unchosen group if the input changed)
 :func:`bounded_grouped_parts` is the fast path of a grouped release
 of counts and sums: the compiled kernel where the codes are the values' integers (the
 pairs over ``max_rows`` finished in the compiled code too; past the memory setting, for
-integer-coded persons and at most one integer key, the records read in batches and
+persons and at most one key whose codes are their values, the records read in batches and
 placed in the kernel's buckets as they arrive, else in parts of persons spilled to disk,
 :mod:`dpframe.engines.bounding_spill`), else the pairs by polars, which goes back to the
 rows for the pairs over ``max_rows`` only.
@@ -73,6 +73,7 @@ from dpframe.engines.bounding_rule import (
 from dpframe.engines.bounding_spill import (
     BOUNDING_MEMORY,
     bounding_memory,
+    key_values,
     partitions,
     spilled_parts,
     streamable,
@@ -311,7 +312,7 @@ def bounded_grouped_parts(
         :func:`~dpframe.engines.bounding_spill.bounding_memory`, the environment
         variable ``DPFRAME_BOUNDING_MEMORY`` or 256 MiB); more records are read in
         batches of the streaming engine, each placed in the kernel's buckets as it
-        arrives (persons whose codes are their values and at most one integer key:
+        arrives (persons whose codes are their values and at most one such key:
         :func:`~dpframe.engines.bounding_spill.streamable`, about
         :func:`~dpframe.engines.bounding_spill.streamed_bytes` a record), or partitioned
         by person and spilled to disk (:mod:`dpframe.engines.bounding_spill`): the same
@@ -374,7 +375,7 @@ def _kernel_parts(
             out = pl.DataFrame()
             if keys:  # a code is the key's value
                 dtype = frame.collect_schema()[keys[0]]
-                out = pl.DataFrame([pl.Series(keys[0], groups + g0).cast(dtype)])
+                out = pl.DataFrame([key_values(keys[0], groups + g0, dtype)])
             found_ = (kept, sums, persons)
             return _assemble(out, keys, groups, found_, names, counts, distinct, totals)
     if parts > 1:

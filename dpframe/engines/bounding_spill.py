@@ -65,6 +65,7 @@ __all__ = [
     "RESCAN_PARTS",
     "Spilled",
     "bounding_memory",
+    "key_values",
     "partitions",
     "record_bytes",
     "remove_stale_spills",
@@ -154,7 +155,8 @@ def streamed_bytes(values: int) -> int:
 def streamable(schema: pl.Schema, person: str, keys: Sequence[str]) -> bool:
     """Whether the kernel may read the records in batches (:func:`streamed_bytes`): the
     person's codes may be its values (integers up to 63 bits, booleans, enums, dates and
-    times), and there is no key or one integer key (its values read back from its codes).
+    times), and there is no key or one such key (its values read back from its codes,
+    :func:`key_values`).
 
     Examples
     --------
@@ -164,7 +166,23 @@ def streamable(schema: pl.Schema, person: str, keys: Sequence[str]) -> bool:
     """
     if not _value_coded(schema[person]) or len(keys) > 1:
         return False
-    return not keys or (schema[keys[0]].is_integer() and _value_coded(schema[keys[0]]))
+    return not keys or _value_coded(schema[keys[0]])
+
+
+def key_values(name: str, codes: np.ndarray, dtype: pl.DataType) -> pl.Series:
+    """The values of a :func:`streamable` key, read back from its rule codes (its
+    physical integers): an enum's categories at those indices, else the integers cast.
+
+    Examples
+    --------
+    >>> key_values("k", np.array([2, 0]), pl.Enum(["a", "b", "c"])).to_list()
+    ['c', 'a']
+    >>> key_values("k", np.array([1]), pl.Boolean()).to_list()
+    [True]
+    """
+    if isinstance(dtype, pl.Enum):
+        return pl.Series(name, dtype.categories).gather(codes).cast(dtype)
+    return pl.Series(name, codes).cast(dtype)
 
 
 def _value_coded(dtype: pl.DataType) -> bool:

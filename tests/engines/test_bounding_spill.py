@@ -343,6 +343,12 @@ STREAMED_COLUMNS = {
     "u8-person": lambda f: f.with_columns((pl.col("pid") % 200).cast(pl.UInt8)),
     "bool-person": lambda f: f.with_columns(pl.col("pid") % 2 == 0),
     "date-person": lambda f: f.with_columns(pl.col("pid").cast(pl.Int32).cast(pl.Date)),
+    # keys read back from their physical codes: an enum's categories (the demo's region)
+    "enum-key": lambda f: f.with_columns(
+        pl.format("k{}", pl.col("g")).cast(pl.Enum([f"k{j}" for j in range(59, -1, -1)]))
+    ),
+    "bool-key": lambda f: f.with_columns(pl.col("g") % 3 == 0),
+    "datetime-key": lambda f: f.with_columns(pl.col("g").cast(pl.Datetime("us", "Europe/Paris"))),
 }
 
 
@@ -353,12 +359,20 @@ def test_records_read_in_batches_keep_what_memory_keeps(column, keys, monkeypatc
     streaming engine (each placed in its bucket as it arrives), in one part: the same
     rows and sums as in memory, the key's values read back from its codes (its dtype),
     the bad values counted over every batch."""
+    from dpframe.engines import bounding_kernel as bk
+
     monkeypatch.setattr("dpframe.engines.bounding._BATCH", 1_000)  # many batches
     frame = STREAMED_COLUMNS[column](_records("random"))
     lf = frame.lazy()
     whole = _parts(lf, keys, None, "xi")
     assert bounding_spill_streamable(lf, keys)
+    batches = []
+    add = bk.StreamedRecords.add
+    monkeypatch.setattr(
+        bk.StreamedRecords, "add", lambda self, *a: [batches.append(1), add(self, *a)]
+    )
     got = _parts(lf, keys, _memory(frame.height, 2), "xi")
+    assert len(batches) >= frame.height // 1_000  # read in batches, not spilled
     assert got.schema == whole.schema
     assert got.equals(whole)
     assert got["__bad__x"].sum() == (frame["xi"] > 10).sum() > 0
