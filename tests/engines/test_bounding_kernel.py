@@ -423,3 +423,33 @@ def test_column_names_of_the_input_never_meet_the_kernels_own():
     fast = bounded_grouped_parts(*args)
     _same(fast, bounded_grouped_parts(*args, kernel=False), ["v0", "b0"])
     assert fast["s"].sum() == pytest.approx(df["__value0"].sum())
+
+
+def test_no_compiled_function_builds_an_array_from_a_constant_list():
+    """numba's rewrite of ``np.array([a, b, ...])`` inside a compiled function once named
+    two variables alike while compiling the parallel partition on a fresh machine (CI:
+    ``key already in dictionary: '$np_g_var.1'``, not reproduced here): no ``@njit`` body
+    of the package builds one; the callers pass such arrays in."""
+    import ast
+    from pathlib import Path
+
+    import dpframe
+
+    found = []
+    for path in Path(dpframe.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            if not any("jit" in ast.unparse(d) for d in fn.decorator_list):
+                continue
+            for node in ast.walk(fn):
+                if (
+                    isinstance(node, ast.Call)
+                    and ast.unparse(node.func) in ("np.array", "np.asarray", "numpy.array")
+                    and node.args
+                    and isinstance(node.args[0], ast.List | ast.Tuple)
+                ):
+                    found.append(f"{path.name}:{node.lineno} in {fn.name}")
+    assert not found
+    assert any("jit" in p.read_text() for p in Path(dpframe.__file__).parent.rglob("*kernel.py"))
