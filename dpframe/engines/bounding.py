@@ -50,6 +50,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,7 @@ from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.core.values import missing_id_error, refuse_missing_ids
 from dpframe.engines.bounding_rule import (
+    RuleKeys,
     codes,
     encodable,
     group_codes,
@@ -337,10 +339,26 @@ def bounded_grouped_parts(
     schema = frame.collect_schema()
     check_unit(schema, unit, keys)
     limit = bounding_memory(memory)
-    rng = (source or RandomSource()).generator()
+    rule_keys = RuleKeys((source or RandomSource()).generator())
     if kernel and all(encodable(schema[c]) for c in [unit.person, *keys]):
-        return _kernel_parts(frame, unit, keys, values, counts, bads, rng, distinct, limit)
-    return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
+        return _kernel_parts(frame, unit, keys, values, counts, bads, rule_keys, distinct, limit)
+    return _polars_parts(frame, unit, keys, values, counts, bads, rule_keys, distinct)
+
+
+@functools.cache
+def _load_kernels() -> None:
+    """Every compiled kernel of the kernel paths run once on a few rows (one pair over
+    ``max_rows``), before the first kernel-path release of a process: the first release
+    of an environment compiles them all and caches them on disk, every later process
+    loads them all, whichever path its releases take -- none waits for a compile."""
+    import numpy as np
+
+    from dpframe.engines import bounding_clustered as bc
+    from dpframe.engines import bounding_kernel as bk
+
+    pid = np.array([0, 0, 1], dtype=np.int64)
+    bk.bounded_sums(pid, np.zeros(3, np.int64), np.ones((1, 3)), (1, 2), 1, 1, row_key=(3, 4))
+    bc.load_kernels()
 
 
 def _kernel_parts(
@@ -350,25 +368,43 @@ def _kernel_parts(
     values: dict[str, pl.Expr],
     counts: Sequence[str],
     bads: dict[str, pl.Expr],
-    rng: np.random.Generator,
+    rule_keys: RuleKeys,
     distinct: Sequence[str] = (),
     memory: int = BOUNDING_MEMORY,
 ) -> pl.DataFrame:
     """:func:`bounded_grouped_parts` by the compiled kernel (see its docstring), in
     memory or, for more records than ``memory`` bytes hold, read in batches
-    (:func:`_streamed_parts`) or in parts spilled to disk; the rule's keys are ``rng``'s
-    first draws (after the fallback to the polars path)."""
+    (:func:`_streamed_parts`) or in parts spilled to disk; the rule's keys are
+    ``rule_keys``', drawn by the first path that bounds."""
     import numpy as np
 
     from dpframe.engines import bounding_kernel as bk
 
+    _load_kernels()
     person = unit.person
     names = list(values)
     rows = int(frame.select(pl.len()).collect(engine="streaming").item())
+    if streamable(frame.collect_schema(), person, keys):  # one read if clustered by person
+        from dpframe.engines.bounding_clustered import clustered_parts
+
+        bounds = (unit.max_groups, unit.max_rows)
+        vals = [values[n] for n in names]
+        runs = clustered_parts(
+            frame, person, keys, vals, list(bads.values()), rows, bounds, rule_keys, memory
+        )
+        if runs is not None:
+            groups = np.flatnonzero(runs.kept > 0) if keys else np.zeros(1, dtype=np.int64)
+            out = pl.DataFrame()
+            if keys:  # a code is the key's value
+                dtype = frame.collect_schema()[keys[0]]
+                out = pl.DataFrame([key_values(keys[0], groups + runs.first, dtype)])
+            found_ = (runs.kept, runs.sums, runs.persons)
+            totals = dict(zip(bads, runs.flags, strict=True))
+            return _assemble(out, keys, groups, found_, names, counts, distinct, totals)
     parts = partitions(rows, len(names), len(bads), memory)
     fits = rows * streamed_bytes(len(names)) <= memory
     if parts > 1 and fits and streamable(frame.collect_schema(), person, keys):
-        found = _streamed_parts(frame, unit, keys, values, bads, rng, rows)
+        found = _streamed_parts(frame, unit, keys, values, bads, rule_keys, rows)
         if found is not None:
             kept, sums, persons, g0, totals = found
             groups = np.flatnonzero(kept > 0) if keys else np.zeros(1, dtype=np.int64)
@@ -388,10 +424,10 @@ def _kernel_parts(
             rows,
             parts,
             (unit.max_groups, unit.max_rows),
-            rng,
+            rule_keys,
         )
         if spilled is None:  # more than 2**26 groups
-            return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
+            return _polars_parts(frame, unit, keys, values, counts, bads, rule_keys, distinct)
         kept, sums, persons = spilled.kept, spilled.sums, spilled.persons
         groups = np.flatnonzero(kept > 0) if keys else np.zeros(1, dtype=np.int64)
         out = (
@@ -415,9 +451,8 @@ def _kernel_parts(
     pid, gid = codes(df, person, keys, df.height)
     p_range, g_range = _code_range(pid), _code_range(gid)
     if g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:  # more than 2**26 groups
-        return _polars_parts(frame, unit, keys, values, counts, bads, rng, distinct)
-    key = rule_key(rng)
-    rows_key = row_key(rng)
+        return _polars_parts(frame, unit, keys, values, counts, bads, rule_keys, distinct)
+    key, rows_key = rule_keys.draw()
     work = pl.DataFrame([pid.alias("p"), gid, *[parts[f"v{j}"] for j in range(len(names))]])
     if len({tuple(len(x) for x in work[c].get_chunks()) for c in work.columns}) > 1:
         work = work.rechunk()
@@ -450,7 +485,7 @@ def _streamed_parts(
     keys: list[str],
     values: dict[str, pl.Expr],
     bads: dict[str, pl.Expr],
-    rng: np.random.Generator,
+    rule_keys: RuleKeys,
     rows: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, dict[str, int]] | None:
     """The kernel's kept rows, sums and persons by group (from the least group code,
@@ -475,8 +510,7 @@ def _streamed_parts(
         same = same and group_codes(ends, ["g"], rows).to_list() == list(g_range)
     if not same or g_range[1] - g_range[0] >= 1 << bk.GROUP_BITS:
         return None
-    key = rule_key(rng)
-    rows_key = row_key(rng)
+    key, rows_key = rule_keys.draw()
     bounds = (unit.max_groups, unit.max_rows)
     records = bk.StreamedRecords([persons], len(values), bounds, p_range, g_range, key, rows_key)
     del persons  # freed before the kernel's copy of the records is written
@@ -596,13 +630,12 @@ def _polars_parts(
     values: dict[str, pl.Expr],
     counts: Sequence[str],
     bads: dict[str, pl.Expr],
-    rng: np.random.Generator,
+    rule_keys: RuleKeys,
     distinct: Sequence[str] = (),
 ) -> pl.DataFrame:
     """:func:`bounded_grouped_parts` by polars: pairs aggregated, then chosen (the rule's
-    key: ``rng``'s first draw)."""
-    key = rule_key(rng)
-    rows_key = row_key(rng)
+    keys: ``rule_keys``)."""
+    key, rows_key = rule_keys.draw()
     person = unit.person
     exprs = {n: e.sum() for n, e in values.items()}
     bad_sums = [e.sum().alias(b) for b, e in bads.items()]

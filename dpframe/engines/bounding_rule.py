@@ -72,6 +72,7 @@ from dpframe.engines.driver import WIDE_INTEGERS
 __all__ = [
     "GROUP_BITS",
     "PERSON_BITS",
+    "RuleKeys",
     "codes",
     "encodable",
     "group_codes",
@@ -129,6 +130,32 @@ def row_key(generator: np.random.Generator) -> tuple[int, int]:
     True
     """
     return rule_key(generator)
+
+
+class RuleKeys:
+    """A release's two rule keys (:func:`rule_key`, then :func:`row_key`), drawn from
+    its bounding generator when a path of the engine first needs them: a path tried
+    first and given up (records not clustered by person, say) leaves the same keys to
+    the path that runs next, so the keys are the generator's first two draws whichever
+    path bounds.
+
+    Examples
+    --------
+    >>> keys = RuleKeys(np.random.default_rng(0))
+    >>> keys.draw() == keys.draw(), keys.draw() == RuleKeys(np.random.default_rng(0)).draw()
+    (True, True)
+    """
+
+    def __init__(self, generator: np.random.Generator) -> None:
+        self._generator = generator
+        self._keys: tuple[tuple[int, int], tuple[int, int]] | None = None
+
+    def draw(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The pair key and the row key (drawn on the first call only)."""
+        if self._keys is None:
+            pair = rule_key(self._generator)
+            self._keys = (pair, row_key(self._generator))
+        return self._keys
 
 
 # --------------------------------------------------------------------------- the hash

@@ -50,11 +50,10 @@ from dpframe.core.constraints import check
 from dpframe.core.values import refuse_missing_ids
 from dpframe.engines.bounding_rule import (
     GROUP_BITS,
+    RuleKeys,
     encodable,
     group_codes,
     person_codes,
-    row_key,
-    rule_key,
 )
 from dpframe.engines.driver import WIDE_INTEGERS, missing_count
 from dpframe.errors import InvalidParameterError
@@ -265,7 +264,7 @@ def spilled_parts(
     rows: int,
     parts: int,
     bounds: tuple[int, int],
-    rng: np.random.Generator,
+    rule_keys: RuleKeys,
 ) -> Spilled | None:
     """The records bounded in ``parts`` parts of persons, and their per-group parts (see
     the module docstring).
@@ -288,9 +287,9 @@ def spilled_parts(
         The number of parts (at least 1).
     bounds : tuple of two ints
         The unit's ``(max_groups, max_rows)``.
-    rng : numpy.random.Generator
-        The release's bounding generator: the rule's two keys are its next draws (none
-        drawn, and None returned, if the groups span too many codes for the kernel).
+    rule_keys : RuleKeys
+        The release's rule keys (not drawn, and None returned, if the groups span too
+        many codes for the kernel).
 
     Returns
     -------
@@ -300,7 +299,7 @@ def spilled_parts(
     --------
     >>> lf = pl.LazyFrame({"p": [1, 1, 2], "g": [0, 1, 0], "x": [1.0, 2.0, 3.0]})
     >>> out = spilled_parts(lf, "p", ["g"], [pl.col("x")], [], 3, 2, (1, 5),
-    ...                     np.random.default_rng(0))
+    ...                     RuleKeys(np.random.default_rng(0)))
     >>> int(out.kept.sum()), out.groups.height
     (2, 2)
     """
@@ -313,8 +312,7 @@ def spilled_parts(
         table, g0, g1 = pl.DataFrame(), 0, 0
     if g1 - g0 >= 1 << GROUP_BITS:
         return None
-    key = rule_key(rng)
-    rows_key = row_key(rng)
+    key, rows_key = rule_keys.draw()
     vnames = [f"__spill_v{j}" for j in range(len(values))]
     fnames = [f"__spill_f{j}" for j in range(len(flags))]
     gc = _group_expr(table, keys) if keys else pl.lit(0, dtype=pl.Int64)

@@ -1,7 +1,8 @@
 """The compiled bounding kernels compile once per environment, not once per process.
 
 Every kernel a person-level release runs is cached on disk (``cache=True``) and a release
-runs all of them, even when no pair holds more than ``max_rows`` rows; nothing on the
+runs all of them (those of the clustered path and of the partitions alike), even when no
+pair holds more than ``max_rows`` rows; nothing on the
 path compiles per process (no numba typed ``List``). Checked in fresh interpreters
 sharing an empty ``NUMBA_CACHE_DIR``: the first compiles, the second compiles nothing
 (numba's ``numba:compile`` events) and loads every kernel from the cache.
@@ -27,6 +28,7 @@ import sys, warnings
 import numba.core.event as ev
 import polars as pl
 import dpframe
+from dpframe.engines import bounding_clustered as bc
 from dpframe.engines import bounding_kernel as bk
 
 visits = pl.DataFrame({"patient": [1, 1, 1, 2, 3, 3], "ward": ["a", "a", "b", "a", "b", "c"],
@@ -40,7 +42,7 @@ with ev.install_recorder("numba:compile") as rec:
                 dpframe.agg.count(epsilon=0.5),
                 dpframe.agg.sum("cost", lower=0, upper=50, epsilon=0.5),
             ).collect()
-kernels = (bk._partition, bk._choose, bk._sample)
+kernels = (bk._partition, bk._choose, bk._sample, bc._within, bc._bound_window)
 print(len(rec.buffer), *(sum(k.stats.cache_hits.values()) for k in kernels))
 """
 
@@ -55,7 +57,7 @@ def _run(cache: Path, *max_rows: str) -> list[int]:
         text=True,
         check=True,
     ).stdout.split()
-    return [int(v) for v in out[-4:]]
+    return [int(v) for v in out[-6:]]
 
 
 def test_a_fresh_process_compiles_nothing_after_the_first_release(tmp_path):

@@ -14,6 +14,11 @@
   ``test_bounding_kernel.py``.)
 * The temporary files are removed on success and on failure; a bad memory setting is
   refused before anything is read or written.
+
+Records clustered by person are bounded in one read
+(:mod:`dpframe.engines.bounding_clustered`); here that path is switched off, so that
+sorted inputs go through the partitions too (the clustered path is held equal to these in
+``test_bounding_clustered.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,14 @@ from dpframe.engines.bounding import bounded_frame, bounded_grouped_parts
 from dpframe.errors import InvalidParameterError
 
 P_MIN = 1e-4  # a law test fails only if its p-value is below this
+
+
+@pytest.fixture(autouse=True)
+def partitions_only(monkeypatch):
+    """The clustered path gives up at once: every input is bounded by partition."""
+    monkeypatch.setattr(
+        "dpframe.engines.bounding_clustered.clustered_parts", lambda *args, **kwargs: None
+    )
 
 
 def _source(seed: int = 7) -> RandomSource:
