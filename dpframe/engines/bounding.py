@@ -374,8 +374,9 @@ def _kernel_parts(
 ) -> pl.DataFrame:
     """:func:`bounded_grouped_parts` by the compiled kernel (see its docstring), in
     memory or, for more records than ``memory`` bytes hold, read in batches
-    (:func:`_streamed_parts`) or in parts spilled to disk; the rule's keys are
-    ``rule_keys``', drawn by the first path that bounds."""
+    (:func:`_streamed_parts`); past that too, in one read where each person's rows lie
+    near one another (:mod:`dpframe.engines.bounding_clustered`), else in parts spilled
+    to disk; the rule's keys are ``rule_keys``', drawn by the first path that bounds."""
     import numpy as np
 
     from dpframe.engines import bounding_kernel as bk
@@ -384,7 +385,10 @@ def _kernel_parts(
     person = unit.person
     names = list(values)
     rows = int(frame.select(pl.len()).collect(engine="streaming").item())
-    if streamable(frame.collect_schema(), person, keys):  # one read if clustered by person
+    parts = partitions(rows, len(names), len(bads), memory)
+    fits = rows * streamed_bytes(len(names)) <= memory
+    if parts > 1 and not fits and streamable(frame.collect_schema(), person, keys):
+        # past the batched path too: one read, if each person's rows lie near one another
         from dpframe.engines.bounding_clustered import clustered_parts
 
         bounds = (unit.max_groups, unit.max_rows)
@@ -401,8 +405,6 @@ def _kernel_parts(
             found_ = (runs.kept, runs.sums, runs.persons)
             totals = dict(zip(bads, runs.flags, strict=True))
             return _assemble(out, keys, groups, found_, names, counts, distinct, totals)
-    parts = partitions(rows, len(names), len(bads), memory)
-    fits = rows * streamed_bytes(len(names)) <= memory
     if parts > 1 and fits and streamable(frame.collect_schema(), person, keys):
         found = _streamed_parts(frame, unit, keys, values, bads, rule_keys, rows)
         if found is not None:

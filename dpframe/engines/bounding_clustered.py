@@ -493,7 +493,9 @@ def clustered_parts(
     words = ((p1 - p0) >> 6) + 1
     if 8 * words + ngroups * (16 + 8 * m) > memory:
         return None
-    longest = max(WINDOW, memory // (64 + 8 * m))  # the rows a window may carry
+    # the rows a window may carry: those of its last WINDOW rows' persons, and as many
+    # more as the memory setting holds (a person whose rows never lie WINDOW apart)
+    longest = 2 * WINDOW + memory // (64 + 8 * m)
     key, rows_key = rule_keys.draw()
     spec = np.array([p0, p1, g0, g1, bounds[0], bounds[1]], dtype=np.int64)
     hkeys = np.array([w & 0xFFFFFFFFFFFFFFFF for w in (*key, *rows_key)], dtype=np.uint64)

@@ -28,6 +28,7 @@ from dpframe.engines.bounding_rule import RuleKeys
 from dpframe.errors import InvalidDataError
 
 UNIT = PrivacyUnit("pid", max_rows=2, max_groups=2)
+MEMORY = 2**16  # the least memory setting
 
 
 def _source(seed: int = 7) -> RandomSource:
@@ -75,6 +76,9 @@ def _records(layout: str, n: int = 12_000, people: int = 2_000, seed: int = 0) -
 
 
 def _parts(lf: pl.LazyFrame, keys: list[str], values: str, **kw) -> pl.DataFrame:
+    """The parts under the least memory setting: past the batched path (the clustered
+    path is tried only where the records would otherwise be spilled)."""
+    kw.setdefault("memory", MEMORY)
     parts = {"s": pl.col(values), "q": pl.col(values) ** 2}
     bads = {"__bad__x": pl.col(values) > 10}
     out = bounded_grouped_parts(lf, UNIT, keys, parts, ["c"], bads, _source(), distinct=["d"], **kw)
@@ -102,7 +106,7 @@ def clustered(monkeypatch):
     return found
 
 
-@pytest.mark.parametrize("layout", ["sorted", "shuffled", "regions", "wide"])
+@pytest.mark.parametrize("layout", ["sorted", "shuffled", "regions"])
 @pytest.mark.parametrize("keys", [["g"], []])
 def test_clustered_keeps_what_the_partitions_keep(
     layout, keys, small_windows, clustered, monkeypatch
@@ -116,13 +120,13 @@ def test_clustered_keeps_what_the_partitions_keep(
     )
     got = _parts(lf, keys, "xi")
     assert clustered and clustered[-1] is not None  # the clustered path bounded it
-    assert scratches[-1].meta[2] == (layout == "wide")  # the folded hash crowded, or not
+    assert scratches[-1].meta[2] == 0  # the folded hash did not crowd
     assert got["__rows"].sum() < frame.height  # something was dropped: the rule ran
     polars = _parts(lf, keys, "xi", kernel=False)
     real = _parts(lf, keys, "xr")
     monkeypatch.setattr(bc, "clustered_parts", lambda *a, **k: None)  # the partitions
-    partitioned = _parts(lf, keys, "xi", memory=max(frame.height * 10, 2**16))  # in parts
-    in_memory = _parts(lf, keys, "xi")
+    partitioned = _parts(lf, keys, "xi")  # in parts
+    in_memory = _parts(lf, keys, "xi", memory=2**30)
     for other in (partitioned, in_memory):
         assert got.equals(other)  # integer values: the sums are exact in any order
     # the polars path puts the bad count on another group (the driver sums them)
@@ -161,7 +165,7 @@ def test_a_person_longer_than_the_memory_setting_gives_up(small_windows):
     keys = RuleKeys(np.random.default_rng(3))
     args = ("pid", ["g"], [pl.col("x")], [], pid.size, (2, 2), keys)
     assert bc.clustered_parts(lf, *args, 2**20) is not None  # room for the long person
-    assert bc.clustered_parts(lf, *args, 64 * 1_000) is None  # no room: give up
+    assert bc.clustered_parts(lf, *args, 2**16) is None  # no room: give up
 
 
 def test_the_demo_survey_is_bounded_in_one_read(clustered):
@@ -171,7 +175,8 @@ def test_the_demo_survey_is_bounded_in_one_read(clustered):
 
     lf = synthetic_survey(150_000).lazy()
     unit = PrivacyUnit("household", max_rows=3, max_groups=1)
-    out = bounded_grouped_parts(lf, unit, ["region"], {"s": pl.col("income")}, ["c"], {})
+    parts = {"s": pl.col("income")}
+    out = bounded_grouped_parts(lf, unit, ["region"], parts, ["c"], {}, memory=MEMORY)
     assert clustered and clustered[-1] is not None
     assert 0 < out["c"].sum() < 150_000
 
@@ -212,6 +217,33 @@ def test_the_kernel_refuses_a_group_outside_the_range_and_a_person_met_again():
         p[:2], g[:2], vals[:, :2], 2, spec, keys, seen, acc, scratch.arrays()
     )
     assert status == bc._NOT_CLUSTERED  # person 1 bounded already
+
+
+def test_ids_that_crowd_the_folded_hash_keep_the_same_rows(small_windows, monkeypatch):
+    """Person ids 1024 apart (still their own codes) all fold onto one slot: the table
+    switches to the multiplicative hash, before anything is bounded, and keeps the rows
+    the in-memory kernel keeps."""
+    frame = _records("wide")
+    scratches = []
+    fit = bc._Scratch.fit
+    monkeypatch.setattr(
+        bc._Scratch, "fit", lambda self, rows: [scratches.append(self), fit(self, rows)]
+    )
+    keys = RuleKeys(_source().generator())
+    values = [pl.col("xi"), pl.col("xi") ** 2]
+    flags = [pl.col("xi") > 10]
+    out = bc.clustered_parts(
+        frame.lazy(), "pid", ["g"], values, flags, frame.height, (2, 2), keys, 2**22
+    )
+    assert out is not None and scratches[-1].meta[2] == 1  # crowded, then the other hash
+    monkeypatch.setattr(bc, "clustered_parts", lambda *a, **k: None)
+    whole = _parts(frame.lazy(), ["g"], "xi", memory=2**30)
+    groups = out.first + np.flatnonzero(out.kept)
+    assert whole["g"].to_list() == groups.tolist()
+    assert whole["__rows"].to_list() == out.kept[out.kept > 0].tolist()
+    assert whole["d"].to_list() == out.persons[out.kept > 0].tolist()
+    assert whole["s"].to_list() == out.sums[out.kept > 0, 0].tolist()
+    assert whole["__bad__x"].sum() == out.flags[0]
 
 
 def test_the_folded_hash_crowds_on_equal_low_bits_and_the_other_hash_takes_over():
