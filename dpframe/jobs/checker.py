@@ -64,6 +64,9 @@ HELLO = ("dpframe-checker", 1)
 #: how long a checker is given to end when it is stopped, before it is killed (seconds)
 STOP_WAIT = 5.0
 
+#: how much a checker lowers its priority (``os.nice``) before it imports Great Expectations
+_NICENESS = 10
+
 
 class _Checker:
     """A running checker process and the pipes to it (one request at a time)."""
@@ -336,6 +339,15 @@ def main() -> None:
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
     answers.write(pickle.dumps(HELLO))
     answers.flush()
+    # the import runs beside the job's releases, whose reads use every core: at a lower
+    # priority it takes the time they leave idle instead of a core from them (the checks
+    # come last; the job waits for this process only if the import is not done by then)
+    with contextlib.suppress(OSError):
+        os.nice(_NICENESS)
+    # Linux's autogroups share the CPU between sessions first, whatever the processes'
+    # nice values: this process started a session of its own, so its group yields too
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
+        group.write(str(_NICENESS))
     from dpframe.jobs.checks import _gx
 
     try:

@@ -317,3 +317,19 @@ def test_the_checker_imports_what_this_process_would(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "True"]
     assert not marker.exists()
+
+
+def test_the_checker_yields_the_cpu_to_the_job(use_checker):
+    """The checker imports Great Expectations beside the job's releases at a lower
+    priority (its nice value, and on Linux its session's autogroup too): it takes the
+    cores the releases leave idle, not one of theirs."""
+    import os
+    import sys
+
+    assert checker.start_checker()
+    assert checker.validate(_suites()[0]).success  # it runs, and answers
+    pid = checker._checker.process.pid
+    assert os.getpriority(os.PRIO_PROCESS, pid) >= checker._NICENESS
+    group = Path(f"/proc/{pid}/autogroup")
+    if sys.platform == "linux" and group.exists():
+        assert group.read_text().split()[-1] == str(checker._NICENESS)
