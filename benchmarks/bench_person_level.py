@@ -36,13 +36,15 @@ draws a person's groups near a home group (half the rows in it, a quarter in the
 noise, the accountant and the release's joins onto the margins are not included (they
 cost the same as a record-level release's, see ``bench_grouped_release.py``).
 
-With ``--large ROWS`` (e.g. ``--large 5e7``; ``--quick`` adds a small one, 2e5 rows at
-a 1 MiB setting, so that the mode keeps running in the suite) it measures out of core
-instead: ``ROWS`` rows, ``ROWS / 10`` people, 1e4 groups, in random order, each path in a
-fresh process (``plain``; ``fast``, the kernel under the default memory setting,
-partitioned by person and spilled when the records pass it; ``memory``, the kernel with
-every record in memory, with ``--in-memory``), printing each path's wall time and peak
-RSS (``ru_maxrss`` of its process, imports included) and the ratios to ``plain`` from the
+With ``--large ROWS`` (e.g. ``--large 5e7``; ``--quick`` adds two small ones, 2e5 rows
+at a 1 MiB setting, so that the mode keeps running in the suite) it measures out of core
+instead: ``ROWS`` rows, ``ROWS / 10`` people, 1e4 groups, in random order (or sorted by
+person, ``--order sorted``), each path in a fresh process (``plain``; ``fast``, the kernel
+under the default memory setting -- in random order partitioned by person and spilled
+when the records pass it, sorted bounded in one read, window by window,
+``dpframe.engines.bounding_clustered``; ``memory``, the kernel with every record in
+memory, with ``--in-memory``), printing each path's wall time and peak RSS
+(``ru_maxrss`` of its process, imports included) and the ratios to ``plain`` from the
 same run.
 
 Timings on a shared machine are noisy: read the ratios, not the absolute times. Nothing
@@ -51,7 +53,7 @@ here asserts a timing.
 Run from the repository root::
 
     .venv/bin/python benchmarks/bench_person_level.py [--quick] [--shape clustered] [--all]
-    .venv/bin/python benchmarks/bench_person_level.py --large 5e7 [--in-memory]
+    .venv/bin/python benchmarks/bench_person_level.py --large 5e7 [--in-memory] [--order sorted]
 """
 
 from __future__ import annotations
@@ -140,17 +142,25 @@ def paths(unit: PrivacyUnit) -> dict[str, Callable[[Path], pl.DataFrame]]:
     }
 
 
-def write_large(path: Path, rows: int, people: int, groups: int, shape: str) -> None:
-    """:func:`write_data` in random order, written in slices of 1e7 rows (the generator's
-    memory stays flat)."""
+def write_large(
+    path: Path, rows: int, people: int, groups: int, shape: str, order: str = "random"
+) -> None:
+    """:func:`write_data` in random order, or sorted by person, written in slices of 1e7
+    rows (the generator's memory stays flat; sorted: each slice holds its own persons,
+    in order)."""
     step = 10**7
+    slices = -(-rows // step)
     with tempfile.TemporaryDirectory(prefix="dpframe-bench-parts-") as tmp:
         files = []
         for j, lo in enumerate(range(0, rows, step)):
             part = Path(tmp) / f"{j:04d}.parquet"
             rng = np.random.default_rng(12345 + j)
             n = min(step, rows - lo)
-            pid = rng.integers(0, people, n, dtype=np.int64)
+            if order == "sorted":  # persons j / slices of the way up, sorted
+                per = max(people // slices, 1)
+                pid = np.sort(rng.integers(j * per, (j + 1) * per, n, dtype=np.int64))
+            else:
+                pid = rng.integers(0, people, n, dtype=np.int64)
             if shape == "uniform":
                 g = rng.integers(0, groups, n, dtype=np.int64)
             else:
@@ -190,14 +200,15 @@ def large(args: argparse.Namespace, rows: int, unit: PrivacyUnit) -> None:
     names = ["plain", "fast"] + (["memory"] if args.in_memory else [])
     print(
         f"bench_person_level --large: rows={rows:.0e}, people={people:.0e}, "
-        f"groups={groups:.0e}, order=random, shape={args.shape}, max_rows={unit.max_rows}, "
+        f"groups={groups:.0e}, order={args.order}, shape={args.shape}, "
+        f"max_rows={unit.max_rows}, "
         f"max_groups={unit.max_groups}, DPFRAME_BOUNDING_MEMORY="
         f"{os.environ.get('DPFRAME_BOUNDING_MEMORY', 'default')}, best of {args.repeats}",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="dpframe-bench-") as tmp:
         data = Path(tmp) / "large.parquet"
-        write_large(data, rows, people, groups, args.shape)
+        write_large(data, rows, people, groups, args.shape, args.order)
         best = {n: (float("inf"), 0.0) for n in names}
         for _ in range(args.repeats):  # alternate: every path sees the same load
             for name in names:
@@ -235,6 +246,12 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="also the polars-only paths")
     parser.add_argument("--large", type=float, help="out of core: this many rows, e.g. 5e7")
     parser.add_argument("--in-memory", action="store_true", help="--large: also all in memory")
+    parser.add_argument(
+        "--order",
+        choices=["random", "sorted"],
+        default="random",
+        help="--large: the person ids' order (sorted: bounded in one read, not spilled)",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child process: one path
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -280,11 +297,12 @@ def main() -> None:
     print("  order    path        seconds  /plain")
     for order, name, secs, ratio in results:
         print(f"  {order:<8} {name:<10} {secs:>8.3f}  {ratio:>6.2f}")
-    if args.quick:  # the out-of-core mode too, small, with the records spilled
-        print()
+    if args.quick:  # the out-of-core mode too, small: spilled, then sorted (one read)
         os.environ["DPFRAME_BOUNDING_MEMORY"] = str(2**20)
         args.repeats, args.in_memory = 1, True
-        large(args, 200_000, unit)
+        for args.order in ("random", "sorted"):
+            print()
+            large(args, 200_000, unit)
 
 
 if __name__ == "__main__":
