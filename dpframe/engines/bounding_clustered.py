@@ -9,29 +9,32 @@ window and the person bitset, not in the rows. :func:`clustered_parts` tries it:
 1. **A probe**: the first batch of the person column. If a person's consecutive rows in
    it lie more than :data:`WINDOW` rows apart, the input is not clustered: None, nothing
    drawn, nothing else read (the caller bounds by partition instead).
-2. **The codes' ranges** (one streaming aggregation of the person and key columns): the
-   rule's codes must be the values themselves (a person column and at most one key whose
-   codes are their values, :func:`~dpframe.engines.bounding_spill.streamable`, spanning
-   less than the rule's ranking threshold), else None.
-3. **One read of the records** in the streaming engine's batches, in the input's order.
-   Each window -- the rows carried from the last window, then the next batch -- is
-   grouped by person in the compiled :func:`_bound_window` (an open-addressing table, a
-   counting sort that keeps each person's rows in the input's order); a person whose last
-   row lies more than :data:`WINDOW` rows before the window's end is *closed* and bounded
-   by the rule (the pair priorities computed only for a person with more groups than
-   ``max_groups``, the row priorities only for a kept pair with more than ``max_rows``
-   rows: a person whose rows are all kept needs no hash); the others' rows are carried
-   to the next window, and the last window closes everyone.
+2. **One read of the records** in the streaming engine's batches, in the input's order.
+   The rule's codes must be the values themselves (a person column and at most one key
+   whose codes are their values, :func:`~dpframe.engines.bounding_spill.streamable`):
+   the person bitset and the per-group sums cover the codes met so far, grown as a batch
+   meets new ones (:class:`_Extent`), and the path gives up where a span reaches the
+   rule's ranking threshold (the codes would be ranks) -- nothing about the codes is
+   read before the records. Each window -- the rows carried from the last window, then
+   the next batch -- is grouped by person in the compiled :func:`_bound_window` (an
+   open-addressing table, a counting sort that keeps each person's rows in the input's
+   order); a person whose last row lies more than :data:`WINDOW` rows before the
+   window's end is *closed* and bounded by the rule (the pair priorities computed only
+   for a person with more groups than ``max_groups``, the row priorities only for a
+   kept pair with more than ``max_rows`` rows: a person whose rows are all kept needs no
+   hash); the others' rows are carried to the next window, and the last window closes
+   everyone.
 
 **Why a person is never bounded twice.** As a person is closed, the compiled code marks
-them in a bitset over the person codes' range, and gives up (None: the caller bounds by
-partition, from the start, with the same keys) the moment a closed person is met again:
-every person counted was counted once, with all their records of this read, so each keeps
-at most ``max_groups`` groups and ``max_rows`` rows in each, exactly as the rule says
-(which rows, too: the same as every other path for the same keys). The check is made on
-the same read as the sums (no earlier pass vouches for a later one); a code outside the
-ranges found by the earlier aggregation, a null, or a different number of records raises
-:class:`~dpframe.errors.InvalidDataError` (the input changed between the two reads).
+them in the bitset, and gives up (None: the caller bounds by partition, from the start,
+with the same keys) the moment a closed person is met again: every person counted was
+counted once, with all their records of this read, so each keeps at most ``max_groups``
+groups and ``max_rows`` rows in each, exactly as the rule says (which rows, too: the same
+as every other path for the same keys). The check is made on the same read as the sums:
+no earlier pass vouches for a later one. A missing person or key gives the path up too
+(the partition path refuses a missing person, counting them all); a different number of
+records than counted raises :class:`~dpframe.errors.InvalidDataError` (the input
+changed between two reads).
 
 A person with more rows than the memory setting allows gives up too. Sums are added
 person by person: equal to the other paths' up to the order of float additions; counts
@@ -62,7 +65,6 @@ import numba as nb
 import numpy as np
 import polars as pl
 
-from dpframe.core.values import refuse_missing_ids
 from dpframe.engines.bounding_kernel import _pair_hash, _row_priority
 from dpframe.engines.bounding_rule import (
     GROUP_BITS,
@@ -389,6 +391,77 @@ class _Scratch:
         return self.table, self.work, self.meta
 
 
+@nb.njit(cache=True)
+def _extent(a):
+    # the least and greatest value of a non-empty int64 array, in one pass
+    lo = a[0]
+    hi = a[0]
+    for x in a:
+        lo = min(lo, x)
+        hi = max(hi, x)
+    return lo, hi
+
+
+class _Extent:
+    """The person bitset and the per-group sums, over the codes met so far: grown (with
+    room to spare) as a batch meets lower or higher codes, so nothing about the codes is
+    read before the records. Gives up (:meth:`cover` is False) where a span reaches the
+    rule's ranking threshold -- the codes would be ranks, not the values -- or the
+    bitset and the sums would pass the memory setting."""
+
+    def __init__(self, values: int, rows: int, memory: int) -> None:
+        limit = max(1 << 20, 4 * rows)
+        self.limits = (min(limit, 1 << PERSON_BITS), min(limit, 1 << GROUP_BITS))
+        self.values = values
+        self.memory = memory
+        self.persons: tuple[int, int] | None = None  # the least and greatest code met
+        self.groups: tuple[int, int] | None = None
+        self.first = 0  # the bitset's first code (a multiple of 64)
+        self.seen = np.zeros(0, dtype=np.uint64)
+        self.g0 = 0  # the sums' first group code
+        self.acc = (np.zeros(0, np.int64), np.zeros((0, values)), np.zeros(0, np.int64))
+
+    def spec(self, bounds: tuple[int, int]) -> np.ndarray:
+        """The kernel's ``spec``: the codes the bitset and the sums cover, the bounds."""
+        last = self.first + 64 * self.seen.size - 1
+        g1 = self.g0 + self.acc[0].size - 1
+        return np.array([self.first, last, self.g0, g1, *bounds], dtype=np.int64)
+
+    def cover(self, p: np.ndarray, g: np.ndarray) -> bool:
+        """Room for the codes of ``p`` and ``g`` (non-empty); False: give up."""
+        plo, phi = (int(v) for v in _extent(p))
+        glo, ghi = (int(v) for v in _extent(g))
+        if self.persons is not None:
+            plo, phi = min(plo, self.persons[0]), max(phi, self.persons[1])
+            glo, ghi = min(glo, self.groups[0]), max(ghi, self.groups[1])
+        if phi - plo >= self.limits[0] or ghi - glo >= self.limits[1]:
+            return False
+        self.persons, self.groups = (plo, phi), (glo, ghi)
+        last = self.first + 64 * self.seen.size - 1
+        if not self.seen.size or plo < self.first or phi > last:
+            spare = (phi - plo) // 2 + 64
+            first = (plo - spare) & ~63
+            words = ((phi + spare - first) >> 6) + 1
+            seen = np.zeros(words, dtype=np.uint64)
+            at = (self.first - first) >> 6
+            seen[at : at + self.seen.size] = self.seen
+            self.first, self.seen = first, seen
+        g1 = self.g0 + self.acc[0].size - 1
+        if not self.acc[0].size or glo < self.g0 or ghi > g1:
+            spare = (ghi - glo) // 2 + 1
+            g0 = glo - spare
+            n = ghi + spare - g0 + 1
+            at = self.g0 - g0
+            grown = []
+            for a in self.acc:
+                b = np.zeros((n, *a.shape[1:]), dtype=a.dtype)
+                b[at : at + a.shape[0]] = a
+                grown.append(b)
+            self.g0, self.acc = g0, (grown[0], grown[1], grown[2])
+        used = 8 * self.seen.size + self.acc[0].size * (16 + 8 * self.values)
+        return used <= self.memory
+
+
 def _clustered_head(frame: pl.LazyFrame, person: pl.Expr, scratch: _Scratch) -> bool:
     """Whether the first batch of the person column holds each person's consecutive rows
     at most :data:`WINDOW` rows apart."""
@@ -470,37 +543,13 @@ def clustered_parts(
     scratch = _Scratch()
     if not _clustered_head(frame, pe, scratch):
         return None
-    stats = frame.select(
-        pe.min().alias("p0"),
-        pe.max().alias("p1"),
-        pe.null_count().alias("pn"),
-        ge.min().alias("g0"),
-        ge.max().alias("g1"),
-        ge.null_count().alias("gn"),
-    ).collect(engine="streaming")
-    p0, p1, pn, g0, g1, gn = stats.row(0)
-    refuse_missing_ids(person, int(pn))
-    if gn or p0 is None:
-        return None
-    same = person_codes(pl.Series([p0, p1]), rows).to_list() == [p0, p1]
-    if keys:
-        ends = group_codes(pl.DataFrame({"g": [g0, g1]}), ["g"], rows).to_list()
-        same = same and ends == [g0, g1]
-    if not same or p1 - p0 >= 1 << PERSON_BITS or g1 - g0 >= 1 << GROUP_BITS:
-        return None
     m = len(values)
-    ngroups = g1 - g0 + 1
-    words = ((p1 - p0) >> 6) + 1
-    if 8 * words + ngroups * (16 + 8 * m) > memory:
-        return None
+    extent = _Extent(m, rows, memory)
     # the rows a window may carry: those of its last WINDOW rows' persons, and as many
     # more as the memory setting holds (a person whose rows never lie WINDOW apart)
     longest = 2 * WINDOW + memory // (64 + 8 * m)
     key, rows_key = rule_keys.draw()
-    spec = np.array([p0, p1, g0, g1, bounds[0], bounds[1]], dtype=np.int64)
     hkeys = np.array([w & 0xFFFFFFFFFFFFFFFF for w in (*key, *rows_key)], dtype=np.uint64)
-    seen = np.zeros(words, dtype=np.uint64)
-    acc = (np.zeros(ngroups, np.int64), np.zeros((ngroups, m)), np.zeros(ngroups, np.int64))
     totals = [0] * len(flags)
     vnames = [f"v{j}" for j in range(m)]
     batches = frame.select(
@@ -514,7 +563,8 @@ def clustered_parts(
         """The window's closed persons bounded; the rows left open (None: give up)."""
         scratch.fit(cols[0].size)
         vals = np.stack(cols[2:]) if len(cols) > 2 else np.empty((0, cols[0].size))
-        args = (cols[0], cols[1], vals, close_from, spec, hkeys, seen, acc)
+        spec = extent.spec(bounds)
+        args = (cols[0], cols[1], vals, close_from, spec, hkeys, extent.seen, extent.acc)
         status, rest = _bound_window(*args, scratch.arrays())
         if status == _CROWDED and not scratch.meta[2]:  # nothing bounded: try the other hash
             scratch.meta[2] = 1
@@ -522,14 +572,16 @@ def clustered_parts(
         if status == _CROWDED:  # crowded by both hashes: give up, nothing bounded twice
             return None
         if status == _OUTSIDE:
-            raise _changed("a code outside the ranges read before")
+            raise _changed("a code outside the ranges covered")
         return rest if status == 0 else None  # 0: bounded; else not clustered
 
     carried: list[np.ndarray] = []  # the open persons' rows: persons, groups, each value
     read = 0
     for batch in batches.collect_batches(chunk_size=_BATCH, engine="streaming"):
+        if batch.height == 0:
+            continue
         if batch["p"].null_count() or batch["g"].null_count():
-            raise _changed("a null code")
+            return None  # a missing id (the partition path refuses it) or key
         read += batch.height
         for j in range(len(flags)):
             totals[j] += int(batch[f"b{j}"].sum() or 0)
@@ -537,6 +589,8 @@ def clustered_parts(
             np.ascontiguousarray(batch.get_column(c).to_numpy(), dtype=np.int64 if i < 2 else None)
             for i, c in enumerate(["p", "g", *vnames])
         ]
+        if not extent.cover(cols[0], cols[1]):
+            return None
         if carried:
             cols = [np.concatenate((a, b)) for a, b in zip(carried, cols, strict=True)]
         rest = bound(cols, cols[0].size - WINDOW)
@@ -547,7 +601,18 @@ def clustered_parts(
         return None
     if read != rows:
         raise _changed(f"{read} records read, {rows} counted")
-    return Clustered(g0, *acc, totals)
+    if extent.persons is None or extent.groups is None:
+        return None  # no records
+    (p0, p1), (g0, g1) = extent.persons, extent.groups
+    same = person_codes(pl.Series([p0, p1]), rows).to_list() == [p0, p1]
+    if keys:  # the rule's codes are the values (the spans stayed under the thresholds)
+        ends = group_codes(pl.DataFrame({"g": [g0, g1]}), ["g"], rows).to_list()
+        same = same and ends == [g0, g1]
+    if not same:
+        return None
+    lo, hi = g0 - extent.g0, g1 - extent.g0 + 1
+    kept, sums, persons = (a[lo:hi] for a in extent.acc)
+    return Clustered(g0, kept, sums, persons, totals)
 
 
 def load_kernels() -> None:
@@ -559,6 +624,7 @@ def load_kernels() -> None:
     >>> load_kernels()
     """
     p = np.array([3, 3, 4], dtype=np.int64)
+    _extent(p)
     scratch = _Scratch()
     scratch.fit(p.size)
     _within(p, WINDOW, scratch.table, scratch.meta)

@@ -54,6 +54,8 @@ def _records(layout: str, n: int = 12_000, people: int = 2_000, seed: int = 0) -
         pid = np.empty(n, dtype=np.int64)
         for r, stream in enumerate(streams):
             pid[labels == r] = stream
+    elif layout == "descending":  # each batch meets lower codes: the bitset grows down
+        pid = pid[::-1] - people // 2
     elif layout == "random":
         pid = rng.permutation(pid)
     elif layout == "chunks":  # most persons in each of two halves, each half sorted
@@ -106,7 +108,7 @@ def clustered(monkeypatch):
     return found
 
 
-@pytest.mark.parametrize("layout", ["sorted", "shuffled", "regions"])
+@pytest.mark.parametrize("layout", ["sorted", "descending", "shuffled", "regions"])
 @pytest.mark.parametrize("keys", [["g"], []])
 def test_clustered_keeps_what_the_partitions_keep(
     layout, keys, small_windows, clustered, monkeypatch
@@ -149,6 +151,32 @@ def test_a_person_met_again_gives_up_and_leaves_the_same_keys(layout, small_wind
     assert clustered == [None]
     polars = _parts(lf, ["g"], "xi", kernel=False)
     assert got.drop("__bad__x").equals(polars.drop("__bad__x"))
+
+
+def test_codes_spread_past_the_ranking_threshold_give_up(small_windows, clustered):
+    """A late batch whose person codes stretch the span to the rule's threshold (the codes
+    would be ranks, not the values): the path gives up and the partition path ranks."""
+    frame = _records("sorted")
+    n = frame.height
+    far = pl.Series("pid", [4 * n + 2**20] * 3)  # one person, far above the others
+    frame = pl.concat([frame, frame.head(3).with_columns(far)])
+    lf = frame.lazy()
+    got = _parts(lf, ["g"], "xi")
+    assert clustered == [None]
+    polars = _parts(lf, ["g"], "xi", kernel=False)
+    assert got.drop("__bad__x").equals(polars.drop("__bad__x"))
+
+
+def test_a_missing_person_midway_is_refused_as_by_the_partitions(small_windows, clustered):
+    from dpframe.errors import InvalidDataError
+
+    frame = _records("sorted").with_row_index()
+    frame = frame.with_columns(
+        pl.when(pl.col("index") == 5_000).then(None).otherwise(pl.col("pid")).alias("pid")
+    ).drop("index")
+    with pytest.raises(InvalidDataError, match="pid"):
+        _parts(frame.lazy(), ["g"], "xi")
+    assert clustered == [None]
 
 
 def test_nothing_is_drawn_when_the_probe_fails(small_windows):
