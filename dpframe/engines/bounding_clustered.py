@@ -267,10 +267,24 @@ def _bound_persons(p, g, vals, args, work):
         seen[word] |= bit
         c = count[j]
         a = first[j]
+        gc = g[order[a]]
         one = True
+        for t in range(a + 1, a + c):
+            if g[order[t]] != gc:
+                one = False
+                break
+        if one and c <= r and g0 <= gc <= g1:  # the common case: one pair, every row kept
+            gi = gc - g0
+            persons[gi] += 1
+            kept[gi] += c
+            for v in range(vals.shape[0]):
+                total = 0.0
+                for t in range(a, a + c):
+                    total += vals[v, order[t]]
+                sums[gi, v] += total
+            continue
         for t in range(c):
             rows[t] = order[a + t]
-            one = one and g[rows[t]] == g[rows[0]]
         # the person's pairs: their rows by group code, each pair's in input order
         if not one and c <= _SMALL:  # an insertion sort, stable
             for t in range(1, c):
@@ -562,7 +576,8 @@ def clustered_parts(
     def bound(cols: list[np.ndarray], close_from: int) -> np.ndarray | None:
         """The window's closed persons bounded; the rows left open (None: give up)."""
         scratch.fit(cols[0].size)
-        vals = np.stack(cols[2:]) if len(cols) > 2 else np.empty((0, cols[0].size))
+        n = cols[0].size  # the values as (m, rows): one column a view, more stacked
+        vals = cols[2][None, :] if m == 1 else np.stack(cols[2:]) if m else np.empty((0, n))
         spec = extent.spec(bounds)
         args = (cols[0], cols[1], vals, close_from, spec, hkeys, extent.seen, extent.acc)
         status, rest = _bound_window(*args, scratch.arrays())

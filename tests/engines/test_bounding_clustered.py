@@ -281,3 +281,16 @@ def test_the_folded_hash_crowds_on_equal_low_bits_and_the_other_hash_takes_over(
     assert bc._within(p, 10, scratch.table, scratch.meta) == bc._CROWDED
     scratch.meta[2] = 1
     assert bc._within(p, 10, scratch.table, scratch.meta) == 1
+
+
+@pytest.mark.parametrize("values", [0, 1, 3])
+def test_any_number_of_summed_columns(values, small_windows, clustered):
+    """Counts alone, one summed column (passed as a view), several (stacked)."""
+    lf = _records("shuffled").lazy()
+    parts = {f"v{j}": pl.col("xi") + j for j in range(values)}
+    run = [
+        bounded_grouped_parts(lf, UNIT, ["g"], parts, ["c"], {}, _source(), memory=MEMORY, kernel=k)
+        for k in (True, False)
+    ]
+    assert clustered and clustered[-1] is not None
+    assert run[0].sort("g").equals(run[1].sort("g"))
