@@ -94,6 +94,8 @@ _PROBES = 64
 #: sort); up to this ``max_groups`` or ``max_rows``, the smallest priorities are chosen by
 #: insertion into sorted slots (else a sort).
 _SMALL = 16
+#: The codes the bitset's and the sums' ends must lie in (the kernel's int64 spec).
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 @dataclass(frozen=True)
@@ -456,6 +458,8 @@ class _Extent:
             spare = (phi - plo) // 2 + 64
             first = (plo - spare) & ~63
             words = ((phi + spare - first) >> 6) + 1
+            if first < _INT64[0] or first + 64 * words - 1 > _INT64[1]:
+                return False  # codes at the edge of int64: the partition path bounds them
             seen = np.zeros(words, dtype=np.uint64)
             at = (self.first - first) >> 6
             seen[at : at + self.seen.size] = self.seen
@@ -465,6 +469,8 @@ class _Extent:
             spare = (ghi - glo) // 2 + 1
             g0 = glo - spare
             n = ghi + spare - g0 + 1
+            if g0 < _INT64[0] or g0 + n - 1 > _INT64[1]:
+                return False
             at = self.g0 - g0
             grown = []
             for a in self.acc:
