@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the ``clustered`` fixture is imported from the clustered tests)
 """Adversarial inputs for the clustered path (:mod:`dpframe.engines.bounding_clustered`).
 
 * Person and key codes at the edges of int64 (still their own codes): the bitset or the
@@ -15,21 +16,11 @@ import polars as pl
 import pytest
 
 from dpframe.engines import bounding_clustered as bc
-from tests.engines.test_bounding_clustered import _parts, _records
-
-
-@pytest.fixture
-def clustered(monkeypatch):
-    """What each call of the clustered path returned (None: it gave up)."""
-    found: list[bc.Clustered | None] = []
-    real = bc.clustered_parts
-
-    def spy(*args, **kwargs):
-        found.append(real(*args, **kwargs))
-        return found[-1]
-
-    monkeypatch.setattr(bc, "clustered_parts", spy)
-    return found
+from tests.engines.test_bounding_clustered import (  # noqa: F401 (clustered: a fixture)
+    _parts,
+    _records,
+    clustered,
+)
 
 
 def _same_as_polars(lf: pl.LazyFrame, keys: list[str]) -> None:
