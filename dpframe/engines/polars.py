@@ -166,6 +166,12 @@ def _with_cells(frame: pl.LazyFrame, part: Part, name: str, value: str) -> pl.La
     return frame.with_columns(pl.col(name).cast(pl.Int32))
 
 
+def _conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+    """``frame``'s columns in ``schema``'s order and dtypes (the compiled pass's results
+    as the polars query would have them)."""
+    return frame.select(pl.col(n).cast(t) for n, t in schema.items())
+
+
 def _exact_step(edges: np.ndarray) -> float | None:
     """The step with which every edge but the last is ``e_0 + k * step`` exactly (the last
     is the upper bound), if there is one among the likely ones; else None."""
@@ -297,7 +303,31 @@ class PolarsEngine:
     def grouped_parts(
         self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]
     ) -> pl.DataFrame:
-        return self._parts_query(keys, parts, sources).collect(engine="streaming")
+        query = self._parts_query(keys, parts, sources)
+        dense = self._dense(keys, parts, sources, None)
+        if dense is not None:  # the same frame, from the compiled pass
+            return _conform(dense[0], query.collect_schema())
+        return query.collect(engine="streaming")
+
+    def _dense(
+        self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str], hist: Part | None
+    ) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
+        """The parts (and ``hist``'s rows) by the compiled pass over dense keys
+        (:func:`dpframe.engines.dense_parts.dense_parts`), where it applies and there are
+        at least :data:`~dpframe.engines.dense_parts.DENSE_ROWS` records; else None.
+
+        The records are not counted: a probe reads at most that many (free on a Parquet
+        scan, which counts from the footer; a filtered or joined input stops reading
+        there)."""
+        from dpframe.engines import dense_parts as dp
+
+        layout = dp.dense_layout(self.schema(), keys, parts, sources, hist)
+        if layout is None:
+            return None
+        probe = self.frame.head(dp.DENSE_ROWS).select(pl.len()).collect(engine="streaming")
+        if int(probe.item()) < dp.DENSE_ROWS:
+            return None
+        return dp.dense_parts(self.frame, layout, parts, sources)
 
     def _parts_query(
         self, keys: Sequence[str], parts: Sequence[Part], sources: Sequence[str]
@@ -389,15 +419,36 @@ class PolarsEngine:
         cell, value = _free_names(self.schema(), 2)
         celled = _with_cells(self.frame, hists[0], cell, value)
         fine = PolarsEngine(celled)._parts_query([*keys, cell], parts, sources)
+        summed = [c for c in fine.collect_schema().names() if c not in (*keys, cell)]
+        dense = self._dense(keys, parts, sources, hists[0])
+        if dense is not None:  # the same frames, from the compiled pass
+            schema = fine.group_by(keys).agg(pl.col(summed).sum()).collect_schema()
+            counted = fine.select(*keys, pl.col(cell).alias(BIN), pl.col(ROWS).alias(COUNT))
+            agg = _conform(dense[0], schema)
+            counts = _conform(cast("pl.DataFrame", dense[1]), counted.collect_schema())
+            return agg, _histogram_rows(names, margins, [counts])
         rows = fine.collect(engine="streaming")
-        summed = [c for c in rows.columns if c not in (*keys, cell)]
         agg = rows.group_by(keys).agg(pl.col(summed).sum())
         counts = rows.select(*keys, pl.col(cell).alias(BIN), pl.col(ROWS).alias(COUNT))
         return agg, _histogram_rows(names, margins, [counts])
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
-        queries = [self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns]
-        return dict(zip(columns, pl.collect_all(queries, engine="streaming"), strict=True))
+        """For each column, its values and ``count``: enums and booleans counted by their
+        codes in one read (:func:`dpframe.engines.dense_parts.code_counts`), other
+        columns by polars' ``group_by``, every query sharing one scan."""
+        from dpframe.engines.dense_parts import code_counts, coded
+
+        schema = self.schema()
+        queries = {c: self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns}
+        coded_ = [c for c in dict.fromkeys(columns) if coded(schema[c])]
+        rest = [c for c in dict.fromkeys(columns) if c not in coded_]
+        found = dict(
+            zip(rest, pl.collect_all([queries[c] for c in rest], engine="streaming"), strict=True)
+        )
+        if coded_:
+            counted = code_counts(self.frame, coded_)
+            found |= {c: _conform(counted[c], queries[c].collect_schema()) for c in coded_}
+        return {c: found[c] for c in columns}
 
     def largest_person_rows(self, person: str) -> int:
         schema = self.schema()
