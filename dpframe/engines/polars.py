@@ -70,6 +70,10 @@ SUMMED = ("count", "sum", "at_least")
 #: parts are aggregated per key apart (a second read), so memory stays that of the parts
 #: and of the histogram's counts.
 FUSED_CELLS = 2**20
+#: The fewest records for which the PRAM sink releases each morsel's codes by the
+#: compiled loop (:mod:`dpframe.mechanisms.pram.sampling_kernel`): below, loading it
+#: (numba, about 0.3 s a process) costs more than it saves (about 9 ns a value).
+COMPILED_PRAM_ROWS = 2**22
 
 
 def operand(op: Operand) -> pl.Expr:
@@ -164,6 +168,14 @@ def _with_cells(frame: pl.LazyFrame, part: Part, name: str, value: str) -> pl.La
     for step in cell_exprs(part, name, value):
         frame = frame.with_columns(step)
     return frame.with_columns(pl.col(name).cast(pl.Int32))
+
+
+def _has_rows(frame: pl.LazyFrame, n: int) -> bool:
+    """Whether ``frame`` has at least ``n`` records, without counting them all: a probe
+    reads at most ``n`` (free on a Parquet scan, counted from its footer; a filtered or
+    joined input stops reading there)."""
+    probe = frame.head(n).select(pl.len()).collect(engine="streaming")
+    return int(probe.item()) >= n
 
 
 def _conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
@@ -316,16 +328,11 @@ class PolarsEngine:
         (:func:`dpframe.engines.dense_parts.dense_parts`), where it applies and there are
         at least :data:`~dpframe.engines.dense_parts.DENSE_ROWS` records; else None.
 
-        The records are not counted: a probe reads at most that many (free on a Parquet
-        scan, which counts from the footer; a filtered or joined input stops reading
-        there)."""
+        The records are not counted (:func:`_has_rows`)."""
         from dpframe.engines import dense_parts as dp
 
         layout = dp.dense_layout(self.schema(), keys, parts, sources, hist)
-        if layout is None:
-            return None
-        probe = self.frame.head(dp.DENSE_ROWS).select(pl.len()).collect(engine="streaming")
-        if int(probe.item()) < dp.DENSE_ROWS:
+        if layout is None or not _has_rows(self.frame, dp.DENSE_ROWS):
             return None
         return dp.dense_parts(self.frame, layout, parts, sources)
 
@@ -508,11 +515,18 @@ class PolarsEngine:
     ) -> Any:
         source = source or RandomSource()
         schema = self.schema()
+        # a large input: each morsel's codes released by the compiled loop (the same
+        # codes from the same draws; loaded here once, not by the first morsels at once)
+        compiled = _has_rows(self.frame, COMPILED_PRAM_ROWS)
+        if compiled:
+            from dpframe.mechanisms.pram.sampling_kernel import load_kernels
+
+            load_kernels()
         exprs = [
             pl.col(a.column).map_batches(
                 # each column its own source, made here in column order: what a column
                 # draws does not depend on the order polars runs the columns in
-                randomizer(a, source.spawn(), counts=i == 0),
+                randomizer(a, source.spawn(), counts=i == 0, compiled=compiled),
                 return_dtype=schema[a.column],
                 # seeded: one call on the whole column, so the draws meet the rows in one
                 # order (morsels reach a row-wise function in any order); unseeded streams
@@ -606,16 +620,17 @@ def check_written_persons(written: pl.LazyFrame, unit: PrivacyUnit) -> None:
 
 
 def randomizer(
-    armed: ArmedPram, source: RandomSource, counts: bool = False
+    armed: ArmedPram, source: RandomSource, counts: bool = False, compiled: bool = False
 ) -> Callable[[pl.Series], pl.Series]:
-    """The function polars runs per morsel: encode, randomize (a fresh key), decode
-    (``counts``: report the morsel's rows to a progress bar, for one column of a query)."""
+    """The function polars runs per morsel: encode, randomize (a fresh key; ``compiled``:
+    by the compiled loop, the same codes), decode (``counts``: report the morsel's rows to
+    a progress bar, for one column of a query)."""
 
     book = Codebook(armed.categories)
 
     def run(s: pl.Series) -> pl.Series:
         codes = book.encode(s, armed.column)
-        out = book.decode(armed.randomize(codes, source.generator()), s)
+        out = book.decode(armed.randomize(codes, source.generator(), compiled=compiled), s)
         if counts:
             rows_done(s.len())
         return out

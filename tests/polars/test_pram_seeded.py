@@ -82,3 +82,38 @@ def test_a_seeded_release_of_two_columns_draws_each_from_its_own_source(parquet,
             dpframe.pram.release(both, cols, seed=7).write(out)
     df = pl.read_parquet(out)
     assert (df["c"] != df["d"]).sum() > 0
+
+
+def test_a_large_input_s_compiled_release_writes_what_the_numpy_passes_write(
+    parquet, tmp_path, monkeypatch
+):
+    """Past ``COMPILED_PRAM_ROWS`` the sink releases each morsel's codes by the compiled
+    loop: from the same seed, the same file as the numpy passes write (and each morsel
+    really went through the loop)."""
+    import dpframe.engines.polars as ep
+    from dpframe.mechanisms.pram.sampling import PramSampler
+
+    def release(name: str) -> pl.DataFrame:
+        out = tmp_path / name
+        with warnings.catch_warnings(), dpframe.Accountant(epsilon=100):
+            warnings.simplefilter("ignore", dpframe.UnsafeSeedWarning)
+            cols = [{"column": "c", "epsilon": 1.0, "categories": CATS}]
+            dpframe.pram.release(pl.scan_parquet(parquet), cols, keep=["y"], seed=7).write(out)
+        return pl.read_parquet(out)
+
+    calls = []
+    real = PramSampler.randomize
+
+    def spy(self, codes, rng=None, compiled=False):
+        calls.append(compiled)
+        return real(self, codes, rng, compiled)
+
+    monkeypatch.setattr(PramSampler, "randomize", spy)
+    numpy_ = release("numpy.parquet")
+    assert calls and not any(calls)
+    calls.clear()
+    monkeypatch.setattr(ep, "COMPILED_PRAM_ROWS", 1000)
+    compiled = release("compiled.parquet")
+    assert calls and all(calls)
+    assert compiled.equals(numpy_)
+    assert (numpy_["c"] != pl.read_parquet(parquet)["c"]).any()

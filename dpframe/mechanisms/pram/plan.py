@@ -468,8 +468,10 @@ class ArmedPram:
         if len(set(self.categories)) != len(self.categories):
             raise InvalidParameterError(f"column {self.column!r}: categories must be distinct")
 
-    def randomize(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return self.sampler.randomize(codes, rng)
+    def randomize(
+        self, codes: np.ndarray, rng: np.random.Generator, compiled: bool = False
+    ) -> np.ndarray:
+        return self.sampler.randomize(codes, rng, compiled=compiled)
 
 
 def _check_counts(exact: Any, categories: tuple[Any, ...], column: str) -> None:
