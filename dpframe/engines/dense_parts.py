@@ -34,13 +34,16 @@ import polars as pl
 from dpframe.engines.bounding_spill import key_values
 from dpframe.mechanisms.statistics import Part
 
-__all__ = ["DENSE_ROWS", "DENSE_SLOTS", "DenseLayout", "dense_layout", "dense_parts"]
+__all__ = ["DENSE_BYTES", "DENSE_ROWS", "DENSE_SLOTS", "DenseLayout", "dense_layout", "dense_parts"]
 
 #: The fewest records for which the engine takes the compiled pass.
 DENSE_ROWS = 2**22
 #: The most groups (every combination of the keys' codes, a null code each) x histogram
 #: cells the pass's arrays hold (8 MiB of counts).
 DENSE_SLOTS = 2**20
+#: The most bytes the pass's per-group arrays may take (rows, sums, their compensation,
+#: four lanes of a batch's sums, bad-value counts, histogram counts).
+DENSE_BYTES = 2**26
 #: Records per batch read.
 _BATCH = 2**18
 
@@ -81,7 +84,8 @@ def dense_layout(
 ) -> DenseLayout | None:
     """The layout of the compiled pass for these parts, or None where it does not apply
     (a key that is not an enum or a boolean, a part that is not a count or a sum, a
-    source column that is not numeric, more than :data:`DENSE_SLOTS` slots).
+    source column that is not numeric, more than :data:`DENSE_SLOTS` slots or
+    :data:`DENSE_BYTES` of per-group arrays).
 
     Examples
     --------
@@ -144,7 +148,10 @@ def dense_layout(
         edges,
         walk,
     )
+    per_group = 8 * (3 + 6 * len(summed) + len(values) + layout.cells)
     if layout.groups * max(layout.cells, 1) > DENSE_SLOTS:
+        return None
+    if layout.groups * per_group > DENSE_BYTES:
         return None
     return layout
 

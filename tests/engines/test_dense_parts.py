@@ -211,6 +211,15 @@ def test_too_many_slots_are_left_to_polars():
     assert dp.dense_layout(schema, keys[:3], count(epsilon=1.0).parts(False), []) is not None
 
 
+def test_many_parts_over_many_groups_are_left_to_polars():
+    """The per-group arrays are bounded in bytes too, not only in slots."""
+    codes = [str(j) for j in range(1000)]
+    schema = pl.Schema({"k0": pl.Enum(codes), "k1": pl.Enum(codes[:100]), "x": pl.Float64()})
+    many = [Part(f"s{i}", "sum", Operand("x", 0.0, float(i + 1))) for i in range(20)]
+    assert dp.dense_layout(schema, ["k0", "k1"], many[:1], ["x"]) is not None
+    assert dp.dense_layout(schema, ["k0", "k1"], many, ["x"]) is None  # 101101 x 20 sums
+
+
 def test_an_empty_frame_has_no_groups(forced):
     frame = records(10, 5).head(0)
     out = PolarsEngine(frame).grouped_parts(["region"], parts(), ["x"])
