@@ -24,6 +24,7 @@ process) costs more than it saves.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ class DenseLayout:
 
     @property
     def groups(self) -> int:
-        return int(np.prod(self.sizes, dtype=np.int64)) if self.sizes else 1
+        return math.prod(self.sizes)  # Python ints: never wraps (np.prod's int64 would)
 
     @property
     def cells(self) -> int:
