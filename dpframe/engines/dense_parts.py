@@ -134,9 +134,13 @@ def dense_layout(
     walk = True
     if hist is not None:
         edges = np.asarray(hist.grid.edges, dtype=np.float64)
-        step = (edges[-1] - edges[0]) / (edges.size - 1)
-        guess = edges[0] + step * np.arange(edges.size)
-        walk = bool(np.all(np.abs(guess - edges) <= 2 * step))
+        with np.errstate(all="ignore"):  # a grid spanning float64 (inf step): searched
+            step = (edges[-1] - edges[0]) / (edges.size - 1)
+            guess = edges[0] + step * np.arange(edges.size)
+            walk = bool(np.all(np.abs(guess - edges) <= 2 * step))
+            # the kernel's bins per unit must be finite (a grid narrower than its bins over
+            # float64's largest value, e.g. of subnormal width, is searched)
+            walk = walk and bool(np.isfinite((edges.size - 1) / (edges[-1] - edges[0])))
     layout = DenseLayout(
         tuple(keys),
         tuple(sizes),
