@@ -291,6 +291,8 @@ def _codes(layout: DenseLayout, groups: np.ndarray) -> list[np.ndarray]:
 def _key_series(name: str, dtype: pl.DataType, codes: np.ndarray, size: int) -> pl.Series:
     """A key's values from its codes (the last code: null)."""
     null = codes == size - 1
+    if null.all():  # an enum of no categories has no code 0 to stand in for a null
+        return pl.Series(name, [None] * codes.size, dtype=dtype)
     values = key_values(name, np.where(null, 0, codes), dtype)
     return values.scatter(np.flatnonzero(null), None) if null.any() else values
 

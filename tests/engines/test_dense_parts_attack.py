@@ -114,3 +114,18 @@ def test_the_kernels_walk_survives_an_infinite_scale():
     )  # fmt: skip
     want = np.bincount(grid_from_edges(edges).cell_index(x[0]), minlength=5)
     np.testing.assert_array_equal(hist[0], want)
+
+
+def test_an_enum_of_no_categories_counts_its_nulls(forced):
+    """``pl.Enum([])``: every record's key is null, the only code the null one (0); the
+    keys were read back by gathering category 0 for a null (none there:
+    OutOfBoundsError instead of the group polars returns)."""
+    empty = pl.Enum([])
+    frame = pl.DataFrame({"k": pl.Series([None, None, None], dtype=empty), "x": [1.0, 2.0, 9.0]})
+    parts = [Part("c", "count"), Part("s", "sum", Operand("x", 0.0, 5.0))]
+    got = PolarsEngine(frame).grouped_parts(["k"], parts, ["k", "x"])
+    want = PolarsEngine(frame)._parts_query(["k"], parts, ["k", "x"]).collect()
+    assert got.equals(want)
+    assert got.rows() == [(None, 3, 3.0, 8.0, 3, 0)]
+    counts = PolarsEngine(frame).category_counts(["k"])["k"]
+    assert counts.equals(frame.group_by("k").agg(pl.len().alias("count")))
