@@ -116,7 +116,11 @@ def dense_layout(
     if any(not schema[c].is_numeric() for c in values):
         return None
     index = {c: i for i, c in enumerate(values)}
-    summed = tuple({p.name: p for p in parts if p.op != "count"}.values())
+    first: dict[str, Part] = {}  # a name's first part, as the polars query keeps it
+    for p in parts:
+        if p.op != "count":
+            first.setdefault(p.name, p)
+    summed = tuple(first.values())
     from dpframe.engines.dense_kernel import AT_LEAST, PRODUCT, SUM
 
     ops = np.zeros(len(summed), dtype=np.int64)

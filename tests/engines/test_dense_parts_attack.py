@@ -129,3 +129,14 @@ def test_an_enum_of_no_categories_counts_its_nulls(forced):
     assert got.rows() == [(None, 3, 3.0, 8.0, 3, 0)]
     counts = PolarsEngine(frame).category_counts(["k"])["k"]
     assert counts.equals(frame.group_by("k").agg(pl.len().alias("count")))
+
+
+def test_a_repeated_part_name_keeps_its_first_part_as_polars_does(forced):
+    """Two parts of one name (a release's names are unique; an engine's caller may not
+    be): the polars query keeps the first (``setdefault``); the pass kept the last."""
+    frame = pl.DataFrame({"k": pl.Series(["a", "b", "a"], dtype=KEYS), "x": [1.0, 20.0, 30.0]})
+    parts = [Part("s", "sum", Operand("x", 0.0, 1.0)), Part("s", "sum", Operand("x", 0.0, 99.0))]
+    got = PolarsEngine(frame).grouped_parts(["k"], parts, ["x"]).sort("k")
+    want = PolarsEngine(frame)._parts_query(["k"], parts, ["x"]).collect().sort("k")
+    assert got.equals(want)
+    assert got["s"].to_list() == [2.0, 1.0]
