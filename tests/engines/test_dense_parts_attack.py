@@ -140,3 +140,69 @@ def test_a_repeated_part_name_keeps_its_first_part_as_polars_does(forced):
     want = PolarsEngine(frame)._parts_query(["k"], parts, ["x"]).collect().sort("k")
     assert got.equals(want)
     assert got["s"].to_list() == [2.0, 1.0]
+
+
+REGIONS = pl.Enum(["n", "s", "e"])
+
+
+def _release_frame(n: int, bad: str | None) -> pl.DataFrame:
+    rng = np.random.default_rng(3)
+    frame = pl.DataFrame(
+        {
+            "r": pl.Series(rng.choice(["n", "s", "e"], n), dtype=REGIONS),
+            "b": rng.random(n) < 0.5,
+            "x": rng.normal(50.0, 30.0, n),
+        }
+    )
+    value = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+    at = pl.int_range(pl.len()) == 7
+    if bad in value:
+        return frame.with_columns(pl.when(at).then(value[bad]).otherwise(pl.col("x")).alias("x"))
+    if bad in ("x", "r", "b"):
+        return frame.with_columns(pl.when(at).then(None).otherwise(pl.col(bad)).alias(bad))
+    return frame
+
+
+def _release(frame: pl.DataFrame, nulls: str, dense: bool, monkeypatch):
+    import warnings
+
+    import dpframe
+
+    monkeypatch.setattr(dp, "DENSE_ROWS", 0 if dense else 2**31)
+    margins = pl.DataFrame(
+        {"r": ["n", "s", "e"] * 2, "b": [True] * 3 + [False] * 3},
+        schema={"r": REGIONS, "b": pl.Boolean},
+    )
+    stats = [
+        dpframe.agg.count(epsilon=1.0),
+        dpframe.agg.mean("x", lower=0, upper=100, epsilon=1.0),
+        dpframe.agg.median("x", lower=0, upper=100, epsilon=1.0),  # a looked-up grid
+    ]
+    try:
+        with warnings.catch_warnings(), dpframe.Accountant(epsilon=100.0):
+            warnings.simplefilter("ignore", dpframe.UnsafeSeedWarning)
+            grouping = dpframe.group_by(frame, ["r", "b"], margins=margins, seed=5, nulls=nulls)
+            return grouping.agg(*stats).collect().sort("r", "b")
+    except Exception as e:  # compared below
+        return type(e), str(e)
+
+
+@pytest.mark.parametrize("nulls", ["refuse", "drop"])
+@pytest.mark.parametrize("bad", [None, "nan", "inf", "-inf", "x", "r", "b"])
+def test_a_release_refuses_or_releases_as_the_polars_path_does(bad, nulls, monkeypatch):
+    """A seeded release over an enum and a boolean key, with a count, a mean and a
+    median: the pass and the polars queries release the same table, or refuse with the
+    same error -- an InvalidDataError naming the column. (A NaN under the median's
+    looked-up grid made the polars path fail casting NaN to a bin index instead.)"""
+    from dpframe.errors import InvalidDataError
+
+    frame = _release_frame(600, bad)
+    slow = _release(frame, nulls, False, monkeypatch)
+    fast = _release(frame, nulls, True, monkeypatch)
+    if isinstance(slow, pl.DataFrame):
+        assert isinstance(fast, pl.DataFrame) and fast.equals(slow)
+        assert bad is None or (nulls == "drop" and bad not in ("inf", "-inf"))
+    else:
+        assert fast == slow
+        assert slow[0] is InvalidDataError
+        assert "has null, NaN or infinite" in slow[1]
