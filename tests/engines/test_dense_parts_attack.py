@@ -206,3 +206,42 @@ def test_a_release_refuses_or_releases_as_the_polars_path_does(bad, nulls, monke
         assert fast == slow
         assert slow[0] is InvalidDataError
         assert "has null, NaN or infinite" in slow[1]
+
+
+def test_groups_of_many_keys_with_nulls_are_labelled_as_polars_labels_them(forced):
+    """An enum of 700 categories, a boolean and an enum of 3, each with nulls (their null
+    codes in the middle of the mixed radix): every group's keys, rows, sums and bad
+    counts as polars' ``group_by`` has them (a mislabelled group would move its rows)."""
+    rng = np.random.default_rng(11)
+    n = 20_000
+    big = pl.Enum([f"c{i}" for i in range(700)])
+    frame = pl.DataFrame(
+        {
+            "a": pl.Series(rng.choice([f"c{i}" for i in range(0, 700, 7)], n), dtype=big),
+            "b": rng.random(n) < 0.4,
+            "c": pl.Series(rng.choice(["x", "y", "z"], n), dtype=pl.Enum(["x", "y", "z"])),
+            "v": rng.normal(0.0, 5.0, n),
+        }
+    )
+    frame = frame.with_columns(
+        *(
+            pl.when(pl.int_range(n) % m == 0).then(None).otherwise(pl.col(k)).alias(k)
+            for k, m in (("a", 53), ("b", 29), ("c", 31))
+        ),
+        # the key's codes are tied to the value: a group moved is a sum changed
+        (pl.col("v") + pl.col("a").to_physical().cast(pl.Float64)).alias("v"),
+    )
+    keys = ["a", "b", "c"]
+    parts = [Part("n", "count"), Part("s", "sum", Operand("v", -10.0, 710.0))]
+    got = PolarsEngine(frame).grouped_parts(keys, parts, [*keys, "v"])
+    want = PolarsEngine(frame)._parts_query(keys, parts, [*keys, "v"]).collect()
+    assert got.schema == want.schema and got.height == want.height > 500
+    got, want = got.sort(keys, nulls_last=True), want.sort(keys, nulls_last=True)
+    for c in [*keys, "__rows", "n", "__bad__a", "__bad__b", "__bad__c", "__bad__v"]:
+        assert got[c].to_list() == want[c].to_list(), c
+    np.testing.assert_allclose(got["s"].to_numpy(), want["s"].to_numpy(), rtol=1e-12)
+    for c in keys:  # and the category counts by bincount
+        counts = PolarsEngine(frame).category_counts([c])[c].sort(c, nulls_last=True)
+        assert counts.equals(
+            frame.group_by(c).agg(pl.len().alias("count")).sort(c, nulls_last=True)
+        )
