@@ -87,7 +87,8 @@ def _cell(x: float, edges: np.ndarray, walk: bool, scale: float) -> int:
     lo, hi = edges[0], edges[bins]
     x = min(max(x, lo), hi)
     if walk:
-        k = int(min((x - lo) * scale, bins - 1.0))
+        pos = (x - lo) * scale  # NaN where scale is infinite and x == lo
+        k = int(min(pos, bins - 1.0)) if pos > 0.0 else 0
         while k > 0 and x < edges[k]:
             k -= 1
         while k < bins - 1 and x >= edges[k + 1]:

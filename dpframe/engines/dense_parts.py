@@ -24,6 +24,7 @@ process) costs more than it saves.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ class DenseLayout:
 
     @property
     def groups(self) -> int:
-        return int(np.prod(self.sizes, dtype=np.int64)) if self.sizes else 1
+        return math.prod(self.sizes)  # Python ints: never wraps (np.prod's int64 would)
 
     @property
     def cells(self) -> int:
@@ -115,7 +116,11 @@ def dense_layout(
     if any(not schema[c].is_numeric() for c in values):
         return None
     index = {c: i for i, c in enumerate(values)}
-    summed = tuple({p.name: p for p in parts if p.op != "count"}.values())
+    first: dict[str, Part] = {}  # a name's first part, as the polars query keeps it
+    for p in parts:
+        if p.op != "count":
+            first.setdefault(p.name, p)
+    summed = tuple(first.values())
     from dpframe.engines.dense_kernel import AT_LEAST, PRODUCT, SUM
 
     ops = np.zeros(len(summed), dtype=np.int64)
@@ -133,9 +138,13 @@ def dense_layout(
     walk = True
     if hist is not None:
         edges = np.asarray(hist.grid.edges, dtype=np.float64)
-        step = (edges[-1] - edges[0]) / (edges.size - 1)
-        guess = edges[0] + step * np.arange(edges.size)
-        walk = bool(np.all(np.abs(guess - edges) <= 2 * step))
+        with np.errstate(all="ignore"):  # a grid spanning float64 (inf step): searched
+            step = (edges[-1] - edges[0]) / (edges.size - 1)
+            guess = edges[0] + step * np.arange(edges.size)
+            walk = bool(np.all(np.abs(guess - edges) <= 2 * step))
+            # the kernel's bins per unit must be finite (a grid narrower than its bins over
+            # float64's largest value, e.g. of subnormal width, is searched)
+            walk = walk and bool(np.isfinite((edges.size - 1) / (edges[-1] - edges[0])))
     layout = DenseLayout(
         tuple(keys),
         tuple(sizes),
@@ -286,6 +295,8 @@ def _codes(layout: DenseLayout, groups: np.ndarray) -> list[np.ndarray]:
 def _key_series(name: str, dtype: pl.DataType, codes: np.ndarray, size: int) -> pl.Series:
     """A key's values from its codes (the last code: null)."""
     null = codes == size - 1
+    if null.all():  # an enum of no categories has no code 0 to stand in for a null
+        return pl.Series(name, [None] * codes.size, dtype=dtype)
     values = key_values(name, np.where(null, 0, codes), dtype)
     return values.scatter(np.flatnonzero(null), None) if null.any() else values
 

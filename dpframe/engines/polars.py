@@ -134,7 +134,9 @@ def cell_exprs(part: Part, name: str, value: str) -> list[pl.Expr]:
     edges = np.asarray(part.grid.edges, dtype=np.float64)
     bins = int(edges.size - 1)
     lo, hi = float(edges[0]), float(edges[-1])
-    clipped = pl.col(cast("Operand", part.x).column).cast(pl.Float64).clip(lo, hi)
+    # NaN as null: in no cell (a bad value, refused by its count), never an index
+    x_ = pl.col(cast("Operand", part.x).column).cast(pl.Float64)
+    clipped = x_.fill_nan(None).clip(lo, hi)
     x, k = pl.col(value), pl.col(name)
     step = _exact_step(edges)
     if step is not None:  # bin numbers as floats: e_k = e_0 + k * step as the grid has it
