@@ -12,10 +12,13 @@ array, one slot per group (and per cell of the one histogram); the bad values (n
 infinite: :mod:`dpframe.core.values`) are counted in the same loop, so the counts that
 refuse a release and the sums it releases come from the same read of the records.
 
-The sums are compensated (Neumaier): closer to the exact sum than polars' own. Results
-match :meth:`dpframe.engines.polars.PolarsEngine.grouped_parts` (and the histogram rows of
-its ``grouped_parts_and_histograms``) in every column and dtype, counts bit for bit and
-sums to rounding (``tests/engines/test_dense_parts.py``).
+The batches' sums are added with Neumaier's compensation (each batch's own sum is a
+plain one, in four lanes). Results match
+:meth:`dpframe.engines.polars.PolarsEngine.grouped_parts` (and the histogram rows of its
+``grouped_parts_and_histograms``) in every column and dtype, counts bit for bit and sums
+to rounding (``tests/engines/test_dense_parts.py``), wherever no value is bad: a null
+in a summed column makes its group's sum NaN here (polars skips it), which no release
+sees -- any bad value refuses the release, counted over every row in the same pass.
 
 Used by the polars engine past :data:`DENSE_ROWS` records only: below, loading the
 compiled loop (:mod:`dpframe.engines.dense_kernel`; numba, about 0.2 s in a fresh
@@ -42,8 +45,9 @@ DENSE_ROWS = 2**22
 #: The most groups (every combination of the keys' codes, a null code each) x histogram
 #: cells the pass's arrays hold (8 MiB of counts).
 DENSE_SLOTS = 2**20
-#: The most bytes the pass's per-group arrays may take (rows, sums, their compensation,
-#: four lanes of a batch's sums, bad-value counts, histogram counts).
+#: The most bytes the pass's arrays may take (per group: rows, sums, their compensation,
+#: four lanes of a batch's sums, bad-value counts, histogram counts; and the two batches'
+#: buffers, 4 MiB a column).
 DENSE_BYTES = 2**26
 #: Records per batch read.
 _BATCH = 2**18
@@ -158,9 +162,10 @@ def dense_layout(
         walk,
     )
     per_group = 8 * (3 + 6 * len(summed) + len(values) + layout.cells)
+    buffers = 2 * _BATCH * 8 * (len(values) + 1)  # two batches read ahead
     if layout.groups * max(layout.cells, 1) > DENSE_SLOTS:
         return None
-    if layout.groups * per_group > DENSE_BYTES:
+    if layout.groups * per_group + buffers > DENSE_BYTES:
         return None
     return layout
 
