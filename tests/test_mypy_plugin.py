@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from dpframe.mypy_plugin import NAMESPACES
 
@@ -14,13 +15,30 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "[mypy]\nplugins = dpframe.mypy_plugin\nstrict = True\n"
 
 
-def mypy(folder: Path, files: dict[str, str], plugin: bool = True) -> tuple[int, str]:
-    """Run mypy (a fresh process, a cache of its own) on ``files`` written into ``folder``."""
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One mypy cache for this module's runs under the plugin's configuration: polars and
+    dpframe are analysed once, not once a test (a run without the plugin keeps its own:
+    mypy would analyse everything again under the other options)."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+def mypy(folder: Path, files: dict[str, str], cache: Path, plugin: bool = True) -> tuple[int, str]:
+    """Run mypy (a fresh process, on the module's cache) on ``files`` written into ``folder``."""
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
     (folder / "mypy.ini").write_text(CONFIG if plugin else "[mypy]\nstrict = True\n")
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", *files],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            "mypy.ini",
+            "--cache-dir",
+            str(cache if plugin else cache / "without-plugin"),
+            *files,
+        ],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -36,14 +54,14 @@ def test_the_plugin_names_the_classes_polars_defines():
     assert set(NAMESPACES) == runtime
 
 
-def test_readme_and_quickstart_pass_mypy_strict(tmp_path):
+def test_readme_and_quickstart_pass_mypy_strict(tmp_path, cache):
     files = {}
     for doc in ("README.md", "docs/quickstart.md"):
         text = (ROOT / doc).read_text(encoding="utf-8")
         for i, block in enumerate(re.findall(r"```python\n(.*?)```", text, flags=re.S)):
             files[f"{Path(doc).stem.lower()}_{i}.py"] = block
     assert len(files) >= 5
-    code, out = mypy(tmp_path, files)
+    code, out = mypy(tmp_path, files, cache)
     assert code == 0, out
 
 
@@ -66,8 +84,8 @@ pl.LazyFrame().dp.drha("age", "y", epsilon=1.0, weighted=False)
 """
 
 
-def test_the_namespace_has_its_types_and_wrong_arguments_are_errors(tmp_path):
-    code, out = mypy(tmp_path, {"typed.py": TYPED})
+def test_the_namespace_has_its_types_and_wrong_arguments_are_errors(tmp_path, cache):
+    code, out = mypy(tmp_path, {"typed.py": TYPED}, cache)
     assert code == 1
     revealed = re.findall(r'Revealed type is "([^"]+)"', out)
     assert revealed == [
@@ -85,16 +103,16 @@ def test_the_namespace_has_its_types_and_wrong_arguments_are_errors(tmp_path):
     assert "typed.py:15:" not in out
 
 
-def test_without_import_dpframe_the_namespace_is_an_error(tmp_path):
-    code, out = mypy(tmp_path, {"plain.py": 'import polars as pl\n\npl.col("x").dp\n'})
+def test_without_import_dpframe_the_namespace_is_an_error(tmp_path, cache):
+    code, out = mypy(tmp_path, {"plain.py": 'import polars as pl\n\npl.col("x").dp\n'}, cache)
     assert code == 1
     assert "registered by `import dpframe`" in out
 
 
-def test_without_the_plugin_mypy_does_not_see_the_namespace(tmp_path):
+def test_without_the_plugin_mypy_does_not_see_the_namespace(tmp_path, cache):
     """What the plugin is for (if polars ever types its namespaces, this fails: drop it)."""
     program = 'import polars as pl\nimport dpframe\n\npl.col("x").dp\n'
-    code, out = mypy(tmp_path, {"plain.py": program}, plugin=False)
+    code, out = mypy(tmp_path, {"plain.py": program}, cache, plugin=False)
     assert code == 1
     assert '"Expr" has no attribute "dp"' in out
 

@@ -141,7 +141,9 @@ def dense_layout(
     edges = np.zeros(0, dtype=np.float64)
     walk = True
     if hist is not None:
-        edges = np.asarray(hist.grid.edges, dtype=np.float64)
+        # a copy: a grid's edges may be read-only, and a read-only array is another
+        # signature of the loop (compiled on a fresh environment's first such release)
+        edges = np.array(hist.grid.edges, dtype=np.float64)
         with np.errstate(all="ignore"):  # a grid spanning float64 (inf step): searched
             step = (edges[-1] - edges[0]) / (edges.size - 1)
             guess = edges[0] + step * np.arange(edges.size)

@@ -239,53 +239,6 @@ def test_records_read_in_many_batches(forced, monkeypatch):
     same(slow, fast, keys)
 
 
-#: a fresh process: the loop loaded (or compiled) as a release would, then one pass;
-#: prints numba's compiles during the pass (after the load) and in all
-COMPILES = """
-import numba.core.event as ev
-import polars as pl
-from dpframe.engines import dense_kernel as dk, dense_parts as dp
-from dpframe.engines.polars import PolarsEngine
-from dpframe.mechanisms.quantile import uniform_grid
-from dpframe.mechanisms.statistics import Operand, Part
-
-dp.DENSE_ROWS = 0
-frame = pl.DataFrame({"g": pl.Series(["a", "b"], dtype=pl.Enum(["a", "b"])), "x": [1.0, 2.0]})
-parts = [Part("s", "sum", Operand("x", 0.0, 1.0)), Part("c", "count")]
-hist = Part("h", "hist", Operand("x"), grid=uniform_grid(0, 2, bins=4))
-with ev.install_recorder("numba:compile") as every:
-    dk.load_kernels()
-    with ev.install_recorder("numba:compile") as after:
-        PolarsEngine(frame).grouped_parts(["g"], parts, ["x"])
-        PolarsEngine(frame).grouped_parts([], parts, [])
-print(len(after.buffer), len(every.buffer))
-"""
-
-
-@pytest.mark.slow
-def test_the_loop_compiles_once_per_environment(tmp_path):
-    """The loop a pass runs is the one :func:`load_kernels` loads (no second signature
-    compiled per pass), cached on disk: a second process compiles nothing."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(root)}
-
-    def run() -> list[int]:
-        out = subprocess.run(
-            [sys.executable, "-c", COMPILES], cwd=root, env=env, capture_output=True,
-            text=True, check=True,
-        )  # fmt: skip
-        return [int(v) for v in out.stdout.split()[-2:]]
-
-    during, first = run()
-    assert first > 0 and during == 0  # compiled once, by the load, not by the passes
-    assert run() == [0, 0]  # the next process loads it from the cache
-
-
 @pytest.mark.parametrize("lower,upper,resolution", GRIDS)
 def test_values_on_and_next_to_every_edge_are_binned_as_the_grid_bins_them(
     forced, lower, upper, resolution

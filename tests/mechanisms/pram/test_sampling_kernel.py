@@ -9,11 +9,6 @@ for any codes' dtype. The law itself is tested on the numpy path
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -69,41 +64,3 @@ def test_bad_codes_are_refused_on_the_compiled_path_too():
         samp.randomize(np.array([0, 1, 3]), np.random.default_rng(0), compiled=True)
     with pytest.raises(Exception, match="codes"):
         samp.randomize(np.array([0, -1, 2]), np.random.default_rng(0), compiled=True)
-
-
-#: a fresh process: the loops loaded as a sink would load them, then both kinds run
-COMPILES = """
-import numba.core.event as ev
-import numpy as np
-from dpframe.mechanisms.pram import design
-from dpframe.mechanisms.pram.sampling import sampler
-from dpframe.mechanisms.pram import sampling_kernel as sk
-
-kinds = [sampler(design(np.full(4, 0.25), 1.0)), sampler(np.full((3, 3), 1 / 3) * 0.4 +
-         np.eye(3) * 0.6)]
-with ev.install_recorder("numba:compile") as every:
-    sk.load_kernels()
-    with ev.install_recorder("numba:compile") as after:
-        for k in kinds:
-            k.randomize(np.zeros(100, dtype=np.int64), np.random.default_rng(0), compiled=True)
-print(len(after.buffer), len(every.buffer))
-"""
-
-
-@pytest.mark.slow
-def test_the_loops_compile_once_per_environment(tmp_path):
-    """What a release runs is what :func:`load_kernels` loads (one signature each), cached
-    on disk: the next process compiles nothing."""
-    root = Path(__file__).resolve().parents[3]
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(root)}
-
-    def run() -> list[int]:
-        out = subprocess.run(
-            [sys.executable, "-c", COMPILES], cwd=root, env=env, capture_output=True,
-            text=True, check=True,
-        )  # fmt: skip
-        return [int(v) for v in out.stdout.split()[-2:]]
-
-    during, first = run()
-    assert first > 0 and during == 0
-    assert run() == [0, 0]
