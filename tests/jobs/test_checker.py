@@ -36,6 +36,20 @@ def use_checker(monkeypatch):
     checker.stop_checker()
 
 
+@pytest.fixture(scope="module")
+def _kept_checker():
+    """The checker the tests using :func:`shared_checker` share, stopped after them."""
+    yield
+    checker.stop_checker()
+
+
+@pytest.fixture
+def shared_checker(monkeypatch, _kept_checker):
+    """As :func:`use_checker`, but the checker is left running for the next such test (each
+    start imports Great Expectations again: seconds)."""
+    monkeypatch.setattr(checker, "_imported", lambda: False)
+
+
 def _suites() -> list[Suite]:
     """Suites of every kind, passing and failing."""
     shares = ProportionsSpec(
@@ -85,7 +99,7 @@ def _saved(result: object, folder: Path) -> dict[str, object]:
     }
 
 
-def test_the_checker_answers_as_the_job_s_own_process(tmp_path, use_checker):
+def test_the_checker_answers_as_the_job_s_own_process(tmp_path, shared_checker):
     assert checker.start_checker()
     for i, suite in enumerate(_suites()):
         here = check_release(suite)
@@ -102,7 +116,7 @@ def test_the_checker_answers_as_the_job_s_own_process(tmp_path, use_checker):
     assert [checker.validate(s).success for s in _suites()] == [True, False, False, True, False]
 
 
-def test_an_error_in_the_checker_is_raised_as_in_process(use_checker):
+def test_an_error_in_the_checker_is_raised_as_in_process(shared_checker):
     bad = Suite("t", "toy", {"main": pl.DataFrame({"a": [1]})}, {"main": []})
     bad.expect("expect_nothing_of_the_kind", "main", column="a")
     with pytest.raises(InvalidParameterError) as here:
@@ -115,15 +129,9 @@ def test_an_error_in_the_checker_is_raised_as_in_process(use_checker):
     assert checker.validate(_suites()[0]).success
 
 
-def test_checks_run_in_process_once_great_expectations_is_imported_here():
-    import great_expectations  # noqa: F401
-
-    checker.stop_checker()
-    assert checker.start_checker() is False and checker._checker is None
-    assert checker.validate(_suites()[0]).success
-
-
-def test_a_failed_check_through_the_checker_publishes_nothing(tmp_path, monkeypatch, use_checker):
+def test_a_failed_check_through_the_checker_publishes_nothing(
+    tmp_path, monkeypatch, shared_checker
+):
     spec_path = write_spec(tmp_path, rows=3000)
     from dpframe.polars.frame import ProportionsRelease
 
@@ -141,6 +149,14 @@ def test_a_failed_check_through_the_checker_publishes_nothing(tmp_path, monkeypa
     assert [p.name for p in out.iterdir() if not p.name.startswith(".")] == []
     (failed,) = [p for p in out.iterdir() if p.name.startswith(".failed-")]
     assert (failed / "age_shares.validation.json").exists()
+
+
+def test_checks_run_in_process_once_great_expectations_is_imported_here():
+    import great_expectations  # noqa: F401
+
+    checker.stop_checker()
+    assert checker.start_checker() is False and checker._checker is None
+    assert checker.validate(_suites()[0]).success
 
 
 def test_a_killed_checker_fails_the_job_closed(tmp_path, monkeypatch, use_checker):
