@@ -475,6 +475,7 @@ class PolarsEngine:
         import numpy as np
 
         schema = self.schema()
+        at = {c: i for i, c in enumerate(columns)}
         clipped = {
             c: pl.col(c).cast(pl.Float64).clip(lo, hi)
             for c, (lo, hi) in zip(columns, bounds, strict=True)
@@ -483,16 +484,20 @@ class PolarsEngine:
             self.frame.select(
                 pl.len().alias(ROWS),
                 *[bad_values(c, schema[c]) for c in columns],
-                *[
+                *[  # each pair once: cov(a, b) and cov(b, a) are the same sums
                     pl.cov(clipped[a], clipped[b], ddof=1).alias(f"{a}|{b}")
-                    for a in columns
-                    for b in columns
+                    for i, a in enumerate(columns)
+                    for b in columns[i:]
                 ],
             )
             .collect(engine="streaming")
             .row(0, named=True)
         )
-        cov = np.array([[row[f"{a}|{b}"] for b in columns] for a in columns], dtype=np.float64)
+        cov = np.array(
+            [[row[f"{min(a, b, key=at.get)}|{max(a, b, key=at.get)}"] for b in columns]
+             for a in columns],
+            dtype=np.float64,
+        )  # fmt: skip
         bad = {c: int(row[f"{BAD_PREFIX}{c}"]) for c in columns}
         return CovarianceInputs(cov, int(row[ROWS]), bad)
 

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize
 
 from dpframe.core.frozen import frozen_array
 from dpframe.errors import InvalidParameterError
@@ -250,6 +249,10 @@ def _local(p: np.ndarray, a: float, m0: np.ndarray, maxiter: int) -> np.ndarray:
         if not math.isfinite(val) or val <= 0:
             return 1e30, np.zeros_like(x)
         return val / f0, np.concatenate([g.ravel() / f0, np.zeros(s)])
+
+    # imported here: half a second, and only design="variance" needs it (design="auto"
+    # imports this module for estimation_risk at every plan)
+    from scipy import optimize
 
     x0 = np.concatenate([m0.ravel(), m0.min(axis=0)])
     res = optimize.minimize(
