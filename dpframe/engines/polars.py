@@ -475,7 +475,6 @@ class PolarsEngine:
         import numpy as np
 
         schema = self.schema()
-        at = {c: i for i, c in enumerate(columns)}
         clipped = {
             c: pl.col(c).cast(pl.Float64).clip(lo, hi)
             for c, (lo, hi) in zip(columns, bounds, strict=True)
@@ -484,20 +483,22 @@ class PolarsEngine:
             self.frame.select(
                 pl.len().alias(ROWS),
                 *[bad_values(c, schema[c]) for c in columns],
-                *[  # each pair once: cov(a, b) and cov(b, a) are the same sums
-                    pl.cov(clipped[a], clipped[b], ddof=1).alias(f"{a}|{b}")
+                *[  # each pair once (cov(a, b) and cov(b, a) are the same sums), named
+                    # by the columns' places: a name may hold any character
+                    pl.cov(clipped[a], clipped[b], ddof=1).alias(f"__cov_{i}_{j}")
                     for i, a in enumerate(columns)
-                    for b in columns[i:]
+                    for j, b in enumerate(columns)
+                    if i <= j
                 ],
             )
             .collect(engine="streaming")
             .row(0, named=True)
         )
+        d = len(columns)
         cov = np.array(
-            [[row[f"{min(a, b, key=at.get)}|{max(a, b, key=at.get)}"] for b in columns]
-             for a in columns],
+            [[row[f"__cov_{min(i, j)}_{max(i, j)}"] for j in range(d)] for i in range(d)],
             dtype=np.float64,
-        )  # fmt: skip
+        )
         bad = {c: int(row[f"{BAD_PREFIX}{c}"]) for c in columns}
         return CovarianceInputs(cov, int(row[ROWS]), bad)
 
