@@ -4,7 +4,8 @@ What a process runs before its first compiled release (the ``load_kernels`` of e
 module, which a release calls) loads every kernel from numba's cache on disk once any
 process of the environment compiled it; then the releases themselves -- person-level
 (each bounding path, pairs over ``max_rows`` or not), the dense pass over enum keys, both
-PRAM samplers' compiled step, the discrete Gaussian's compiled passes -- compile
+PRAM samplers' compiled step, the discrete Gaussian's compiled passes, the streamed
+bounding of records sorted by person and in random order -- compile
 nothing and add no signature to any kernel (so no release waits for a compile, and no
 path runs a specialization the loads did not cache).
 
@@ -62,12 +63,32 @@ import numba
 import numba.core.event as ev
 import polars as pl
 import dpframe
+import warnings
+from dpframe.core.randomness import RandomSource
+from dpframe.core.units import PrivacyUnit
 from dpframe.engines import dense_parts
+from dpframe.engines.bounding import bounded_grouped_parts
 from dpframe.engines.polars import PolarsEngine
 from dpframe.mechanisms.statistics import Operand, Part
 from dpframe.mechanisms.gaussian import sample_discrete_gaussian, _COMPILED_MIN
 from dpframe.mechanisms.pram import design
 from dpframe.mechanisms.pram.sampling import sampler
+
+from dpframe.engines import bounding_clustered, bounding_spill
+
+paths = {"clustered": [], "parts": 0}  # which streamed paths ran (so the test covers both)
+clustered, bound_part = bounding_clustered.clustered_parts, bounding_spill._bound_part
+
+def counted_clustered(*args, **kwargs):
+    out = clustered(*args, **kwargs)
+    paths["clustered"].append(out is not None)
+    return out
+
+def counted_part(*args, **kwargs):
+    paths["parts"] += 1
+    return bound_part(*args, **kwargs)
+
+bounding_clustered.clustered_parts, bounding_spill._bound_part = counted_clustered, counted_part
 
 kernels = {f"{m}.{n}": v for m in sys.argv[1:] for n, v in vars(importlib.import_module(m)).items()
            if isinstance(v, numba.core.registry.CPUDispatcher)}
@@ -93,6 +114,19 @@ with ev.install_recorder("numba:compile") as releasing:
             dpframe.agg.count(epsilon=0.5),
             dpframe.agg.median("cost", lower=0, upper=50, epsilon=0.5),
         ).collect()
+    # past the memory setting: sorted by person (the clustered path, window by window) and
+    # in random order (partitioned by person, spilled)
+    rng = np.random.default_rng(0)
+    n = 100_000  # more than a window: the random order is not clustered
+    records = pl.DataFrame({"pid": rng.integers(0, 20_000, n), "g": rng.integers(0, 9, n),
+                            "x": rng.uniform(0, 9, n)})
+    unit = PrivacyUnit("pid", max_rows=2, max_groups=2)
+    for lf in (records.sort("pid").lazy(), records.lazy()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a seeded source
+            source = RandomSource(seed=1)
+        bounded_grouped_parts(lf, unit, ["g"], {"s": pl.col("x")}, [], {}, source,
+                              memory=1 << 16)
     # the pass without keys (a release's totals)
     parts = [Part("s", "sum", Operand("cost", 0.0, 1.0)), Part("c", "count")]
     PolarsEngine(visits).grouped_parts([], parts, [])
@@ -109,7 +143,7 @@ with ev.install_recorder("numba:compile") as witness:
     probe(1)
 print(json.dumps({
     "loading": len(loading.buffer), "releasing": len(releasing.buffer),
-    "witness": len(witness.buffer),
+    "witness": len(witness.buffer), "paths": paths,
     "added": {n: len(k.signatures) - signatures[n] for n, k in kernels.items()
               if len(k.signatures) != signatures[n]},
     "kernels": sorted(kernels),
@@ -134,6 +168,8 @@ def test_a_fresh_process_loads_every_kernel_and_its_releases_compile_nothing():
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["witness"] > 0  # the recorder sees a compile
+    # the sorted records bounded window by window, the others in spilled parts
+    assert got["paths"]["clustered"][-2:] == [True, False] and got["paths"]["parts"] > 1
     assert len(got["kernels"]) >= 15  # every module's dispatchers were found
     assert got["loading"] == 0  # every kernel loaded from the cache
     assert got["releasing"] == 0, got  # no release compiled anything...
