@@ -246,3 +246,34 @@ def test_namespace_and_auto_bounds() -> None:
     assert "private" in repr(grouping)
     with pytest.raises(InvalidParameterError, match="private_keys"):
         grouping.agg(dpframe.agg.sum("x", lower=0, upper="auto", epsilon=1.0))
+
+
+@pytest.mark.parametrize("unit", [None, "pid"])
+def test_the_selection_and_the_statistics_are_one_read(monkeypatch, unit) -> None:
+    """The statistics' parts are taken in the selection's read (one evaluation of the
+    input for both, a person's rows chosen once); a median's cells, counted per released
+    key, need a second read."""
+    from dpframe.engines.polars import PolarsEngine
+
+    reads: list[str] = []
+    for name in ("grouped_parts", "grouped_parts_and_histograms", "bounded_grouped_parts"):
+        real = getattr(PolarsEngine, name)
+
+        def counted(self, *args, _real=real, _name=name, **kwargs):
+            reads.append(_name)
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(PolarsEngine, name, counted)
+    df = persons(extra=False)
+    kw = {} if unit is None else {"unit": "pid", "max_rows": 2, "max_groups": 2}
+    acct = Accountant(epsilon=5.0, delta=1e-5, **kw)
+    out = release(df, acct).collect()
+    assert sorted(out["code"].to_list()) == ["A", "B"]  # 200 persons each: selected
+    assert reads == ["grouped_parts" if unit is None else "bounded_grouped_parts"]
+    reads.clear()
+    with_median = dpframe.group_by(
+        df, "code", private_keys=dpframe.select_keys(epsilon=1.0, delta=1e-6), accountant=acct,
+        seed=1,
+    ).agg(dpframe.agg.median("x", lower=0, upper=2, epsilon=0.5))  # fmt: skip
+    with_median.collect()
+    assert len(reads) >= 2  # the keys, then the median's cells over the keys released
