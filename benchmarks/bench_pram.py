@@ -15,8 +15,9 @@ PRAM does (it never picks a target), so ``dpframe / floor`` is the price of the 
 mechanism over the cheapest honest numpy pass (goal: <= 2). A second reference for the
 grid sampler is a floating-point PRAM written in numpy (one uniform + one gather; the
 target is read from the same uniform): what a user would write, and not safe for
-differential privacy. All paths run alternately, best of ``--repeats`` (default 5),
-both on dpframe's secure generator (``secure_generator()``, AES-128-CTR) and on PCG64.
+differential privacy. All paths run alternately, best of ``--repeats`` (default 5; 2
+with ``--quick``), both on dpframe's secure generator (``secure_generator()``,
+AES-128-CTR) and on PCG64.
 
 Also printed: the same 1e7 rows sent in batches of 1e5 (``--quick``: 1e4), as the polars
 integration does once per morsel; :func:`~dpframe.mechanisms.pram.optimum.design` time for
@@ -136,11 +137,13 @@ def traced_peak(fn: Callable[[], object]) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1e6 rows, batches of 1e4")
-    parser.add_argument("--repeats", type=int, default=5, help="repeats per timing (best kept)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="repeats per timing, best kept (5; --quick 2)"
+    )
     args = parser.parse_args()
     n = 1_000_000 if args.quick else 10_000_000
     batch = 10_000 if args.quick else 100_000
-    repeats = args.repeats
+    repeats = args.repeats or (2 if args.quick else 5)
 
     try:
         import polars as pl

@@ -432,7 +432,7 @@ def test_opening_while_another_process_appends_sees_one_snapshot(backend):
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     writers = [
-        ctx.Process(target=_spender, args=(backend.target, 150, 0.01, out)) for _ in range(3)
+        ctx.Process(target=_spender, args=(backend.target, 100, 0.01, out)) for _ in range(3)
     ]
     for w in writers:
         w.start()
@@ -444,8 +444,8 @@ def test_opening_while_another_process_appends_sees_one_snapshot(backend):
     finally:
         for w in writers:
             w.join(timeout=120)
-    results = _collect(out, writers, 450)
-    assert len(Accountant.open(backend.target).ledger) == len(results) == 450
+    results = _collect(out, writers, 300)
+    assert len(Accountant.open(backend.target).ledger) == len(results) == 300
 
 
 def _logged_spender(target: str, n: int, eps: float, log: str) -> None:
