@@ -566,19 +566,18 @@ class SparkEngine:
         row = self.frame.select(
             sf.count(sf.lit(1)).alias(ROWS),
             *[_bad(c, fields[c]).alias(f"{BAD_PREFIX}{c}") for c in columns],
-            *[
-                sf.covar_samp(clipped[a], clipped[b]).alias(f"{a}|{b}")
-                for a in columns
-                for b in columns
+            *[  # each pair once, named by the columns' places: a name may hold any
+                # character ("a|b" + "c" and "a" + "b|c" would join alike, and Spark
+                # keeps both columns of a name, reading the first)
+                sf.covar_samp(clipped[a], clipped[b]).alias(f"__cov_{i}_{j}")
+                for i, a in enumerate(columns)
+                for j, b in enumerate(columns)
+                if i <= j
             ],
         ).first()
-        cov = np.array(
-            [
-                [np.nan if row[f"{a}|{b}"] is None else row[f"{a}|{b}"] for b in columns]
-                for a in columns
-            ],
-            dtype=np.float64,
-        )
+        d = len(columns)
+        pairs = [[row[f"__cov_{min(i, j)}_{max(i, j)}"] for j in range(d)] for i in range(d)]
+        cov = np.array([[np.nan if v is None else v for v in r] for r in pairs], dtype=np.float64)
         bad = {c: int(row[f"{BAD_PREFIX}{c}"] or 0) for c in columns}
         return CovarianceInputs(cov, int(row[ROWS]), bad)
 

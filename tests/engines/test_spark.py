@@ -739,3 +739,23 @@ def test_an_interrupted_job_cancels_the_spark_jobs_still_running(spark):
     SparkEngine(spark.range(1)).cancel_work()
     worker.join(timeout=60)
     assert not worker.is_alive() and failed and "cancel" in str(failed[0]).lower()
+
+
+def test_covariance_inputs_keep_the_pairs_apart(spark) -> None:
+    """Each pair's covariance named by the columns' places: with names joined by ``|``
+    every pair of these -- (0, 1), (1, 0), (2, 3), (3, 2) -- was named alike, and Spark
+    read the first one's covariance for all (a symmetric mix-up: a wide pair's
+    covariance released with a narrow pair's noise). As polars computes them."""
+    from dpframe.engines.polars import PolarsEngine
+
+    names = ["t|t|t|t|t|t", "t", "t|t", "t|t|t|t|t"]
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0, 100, 500)
+    columns = [a, a + rng.normal(0, 5, 500), rng.uniform(0, 1, 500), rng.uniform(0, 1, 500)]
+    frame = pl.DataFrame(dict(zip(names, columns, strict=True)))
+    bounds = [(0, 100), (0, 100), (0, 1), (0, 1)]
+    want = PolarsEngine(frame.lazy()).covariance_inputs(names, bounds)
+    got = dps.SparkEngine(spark.createDataFrame(frame.to_arrow())).covariance_inputs(names, bounds)
+    np.testing.assert_allclose(got.cov, want.cov, rtol=1e-9, atol=1e-12)
+    assert abs(got.cov[2, 3]) < 0.02  # two independent uniforms, not the wide pair's
+    assert got.rows == want.rows and got.bad == want.bad
