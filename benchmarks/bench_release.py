@@ -77,8 +77,10 @@ import json, resource, subprocess, sys, time
 t = time.perf_counter()
 p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 elapsed = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB -> MiB
-print(json.dumps({"rc": p.returncode, "time": elapsed, "peak": peak,
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+peak = used.ru_maxrss / 1024  # KiB -> MiB
+cpu = used.ru_utime + used.ru_stime  # every thread of every process under it (reaped)
+print(json.dumps({"rc": p.returncode, "time": elapsed, "peak": peak, "cpu": cpu,
                   "stdout": p.stdout, "stderr": p.stderr[-3000:]}))
 """
 
@@ -178,6 +180,7 @@ def wrap(module, name, label, once=None):
         outer = sampled[0]
         sampled[0] = start = rss()
         t = time.perf_counter()
+        c = time.process_time()
         stack.append(what)
         try:
             return real(*args, **kwargs)
@@ -186,7 +189,7 @@ def wrap(module, name, label, once=None):
             stack.pop()
             steps.append({"step": what, "depth": len(stack), "t0": t, "start": start, "end": end,
                           "sampled": max(sampled[0], end), "maxrss": maxrss(),
-                          "time": time.perf_counter() - t})
+                          "time": time.perf_counter() - t, "cpu": time.process_time() - c})
             sampled[0] = max(outer, sampled[0])
     setattr(module, name, wrapper)
 
@@ -301,18 +304,18 @@ def steps_table(folder: Path, spec: Path, src: Path, read: float) -> None:
     else:
         print("(no checker process: the checks ran in the job's process)")
     print(
-        f"{'step':<52}{'time (s)':>9}{'RSS start':>11}{'RSS end':>9}{'max in step':>13}"
-        f"{'ru_maxrss':>11}"
+        f"{'step':<52}{'time (s)':>9}{'CPU (s)':>9}{'RSS start':>11}{'RSS end':>9}"
+        f"{'max in step':>13}{'ru_maxrss':>11}"
     )
     b = doc["base"]
     print(
-        f"{b['step']:<52}{'':>9}{b['start']:>11.0f}{b['end']:>9.0f}{b['end']:>13.0f}"
+        f"{b['step']:<52}{'':>9}{'':>9}{b['start']:>11.0f}{b['end']:>9.0f}{b['end']:>13.0f}"
         f"{b['maxrss']:>11.0f}"
     )
     for s in sorted(doc["steps"], key=lambda s: s["t0"]):
         label = "  " * s["depth"] + s["step"]
         print(
-            f"{label:<52}{s['time']:>9.2f}{s['start']:>11.0f}{s['end']:>9.0f}"
+            f"{label:<52}{s['time']:>9.2f}{s['cpu']:>9.2f}{s['start']:>11.0f}{s['end']:>9.0f}"
             f"{s['sampled']:>13.0f}{s['maxrss']:>11.0f}"
         )
     per: dict[str, float] = {}  # each release: its exact inputs, its charge and draw
@@ -391,15 +394,17 @@ def main() -> None:
         floor_t = min(r["time"] for r in results["I/O floor"])
         print(
             f"\n{'path':<20}{'best time (s)':>14}{'x baseline':>11}{'x I/O floor':>12}"
-            f"{'peak RSS (MiB)':>16}{'(highest)':>10}{'x baseline':>11}"
+            f"{'peak RSS (MiB)':>16}{'(highest)':>10}{'x baseline':>11}{'CPU (s)':>9}"
+            f"{'cores busy':>11}"
         )
         for name, rs in results.items():
             bt = min(r["time"] for r in rs)
             pk = min(r["peak"] for r in rs)
             hi = max(r["peak"] for r in rs)
+            cpu = min(r["cpu"] for r in rs)
             print(
                 f"{name:<20}{bt:>14.2f}{bt / base_t:>11.2f}{bt / floor_t:>12.2f}{pk:>16.0f}"
-                f"{hi:>10.0f}{pk / base_m:>11.2f}"
+                f"{hi:>10.0f}{pk / base_m:>11.2f}{cpu:>9.2f}{cpu / bt:>11.2f}"
             )
         rel = max(r["peak"] for r in results["release"])
         nochk = max(r["peak"] for r in results["release, no checks"])
@@ -410,6 +415,14 @@ def main() -> None:
             f"(highest {rel:.0f} MiB; without the check step {nochk:.0f} MiB); wall time "
             f"<= {GOAL_FLOOR}x the I/O floor: {'PASS' if ratio <= GOAL_FLOOR else 'FAIL'} "
             f"({ratio:.2f}x); information only"
+        )
+        cores = os.cpu_count() or 1
+        cpu = min(r["cpu"] for r in results["release"])
+        print(
+            f"CPU: the release used {cpu:.1f} core-seconds (the job, its checker and every "
+            f"thread); on {cores} cores no schedule runs it in less than {cpu / cores:.2f} s "
+            f"= {cpu / cores / floor_t:.2f}x the I/O floor; {GOAL_FLOOR}x the floor leaves "
+            f"{GOAL_FLOOR * floor_t * cores:.1f} core-seconds on {cores} cores"
         )
         if not args.no_steps:
             for _ in range(args.steps_runs):
