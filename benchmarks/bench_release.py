@@ -39,11 +39,15 @@ keeps the generator's memory out of the figures), it measures wall time and peak
   that feeds the check) replaced by no-ops in that subprocess (Great Expectations never
   imported): the release's own peak.
 
-and prints the ratios to the baseline and to the I/O floor. Then (unless ``--no-steps``)
+and prints the ratios to the baseline and to the I/O floor, and each path's CPU (user +
+system core-seconds of every process and thread under it, the checker included) with the
+cores it kept busy: no schedule runs a path in less than its CPU over the machine's
+cores, the bound it prints for the release. Then (unless ``--no-steps``)
 ``dpframe release`` runs once more (``--steps-runs`` times) in a subprocess that wraps
 every step of the job (``dpframe.jobs.job``; in that subprocess only, the library is not
 changed) to attribute the peak: for each step, the RSS when it starts and ends, the
-highest RSS sampled during it (every 5 ms) and ``ru_maxrss`` when it ends; and the checker
+highest RSS sampled during it (every 5 ms), ``ru_maxrss`` when it ends and the CPU of the
+job's process during it (every thread); and the checker
 process's own peak.
 
 The machine is shared and noisy: read the ratios; nothing here asserts anything.
