@@ -112,10 +112,36 @@ def schema_frame(sdf: Any) -> pl.LazyFrame:
     return pl.from_arrow(sdf.limit(0).toArrow()).lazy()
 
 
+def _quoted(column: str) -> str:
+    """``column`` as Spark's parser reads a name literally: in backticks, a backtick
+    doubled. Unquoted, Spark reads ``a.b`` as field ``b`` of a struct ``a`` (an error, or
+    another column's values where such a struct exists), so every user column name
+    reaches Spark through here (:func:`_col`)."""
+    return "`" + column.replace("`", "``") + "`"
+
+
+def _col(column: str) -> Any:
+    """The Spark column named ``column`` (:func:`_quoted`: a dot or a backtick is part
+    of the name)."""
+    from pyspark.sql import functions as sf
+
+    return sf.col(_quoted(column))
+
+
+def _plain_names(sdf: Any, prefix: str) -> tuple[Any, dict[str, str]]:
+    """``sdf`` with its columns renamed ``<prefix>0``, ``<prefix>1``, ... in their order,
+    and the new name of each old one. Some of Spark's own steps read a frame's names
+    unquoted (``mapInArrow`` takes ``df[name]`` of each column; a self-join resolves
+    them again), so a frame that goes through them carries only such plain names; the
+    caller renames the result back (``toDF``: positional, literal)."""
+    names = {c: f"{prefix}{i}" for i, c in enumerate(sdf.columns)}
+    return sdf.toDF(*names.values()), names
+
+
 def _operand(op: Operand) -> Any:
     from pyspark.sql import functions as sf
 
-    col = sf.col(op.column).cast("double")
+    col = _col(op.column).cast("double")
     if op.lower is None:
         return col
     return sf.least(sf.greatest(col, sf.lit(op.lower)), sf.lit(op.upper))
@@ -128,7 +154,7 @@ def _part(part: Part) -> Any:
     if part.op == "count":
         return sf.count(sf.lit(1)).cast("double")
     if part.op == "at_least":  # a bounds pass's histogram: unclipped, by comparison
-        col = sf.col(part.x.column).cast("double")
+        col = _col(part.x.column).cast("double")
         return sf.sum(sf.when(col >= sf.lit(part.x.lower), 1.0).otherwise(0.0))
     if part.op == "sum":
         x = _operand(part.x)
@@ -140,7 +166,7 @@ def _part(part: Part) -> Any:
     if part.op == "cov":
         return sf.covar_samp(_operand(part.x), _operand(part.y))
     if part.op == "distinct":
-        return sf.countDistinct(sf.col(person_of(part))).cast("double")
+        return sf.countDistinct(_col(person_of(part))).cast("double")
     raise InvalidParameterError(f"unknown aggregate {part.op!r}")
 
 
@@ -150,7 +176,7 @@ def _bad_rows(column: str, dtype: Any) -> Any:
     from pyspark.sql import functions as sf
     from pyspark.sql.types import DoubleType, FloatType
 
-    col = sf.col(column)
+    col = _col(column)
     bad = col.isNull()
     if isinstance(dtype, DoubleType | FloatType):
         bad = bad | sf.isnan(col) | (sf.abs(col) == sf.lit(float("inf")))
@@ -181,6 +207,10 @@ def _bad_totals(sdf: Any, person: str | None, sources: Sequence[str]) -> dict[st
     return {f"{BAD_PREFIX}{c}": int(row[f"{BAD_PREFIX}{c}"] or 0) for c in columns}
 
 
+#: the value column of a histogram's ``mapInArrow`` (a plain name: see :func:`_plain_names`)
+_HIST_X = "__hist_x"
+
+
 def _histogram_rows(joined: Any, part: Part) -> pl.DataFrame:
     """One hist part's ``(__group, __bin, __count)`` rows of ``joined`` (the records with
     their margins' row in ``__group``)."""
@@ -194,13 +224,14 @@ def _histogram_rows(joined: Any, part: Part) -> pl.DataFrame:
         import numpy as np
 
         for batch in batches:
-            x = batch.column(column).to_numpy(zero_copy_only=False).astype(np.float64)
+            x = batch.column(_HIST_X).to_numpy(zero_copy_only=False).astype(np.float64)
             yield pa.RecordBatch.from_arrays(
                 [batch.column(GROUP), pa.array(grid.cell_index(x), type=pa.int64())],
                 names=[GROUP, BIN],
             )
 
-    rows = joined.select(GROUP, column).mapInArrow(binned, f"{GROUP} long, {BIN} long")
+    values = joined.select(GROUP, _col(column).alias(_HIST_X))
+    rows = values.mapInArrow(binned, f"{GROUP} long, {BIN} long")
     counted = rows.groupBy(GROUP, BIN).agg(sf.count(sf.lit(1)).alias(COUNT))
     return cast(pl.DataFrame, pl.from_arrow(counted.toArrow()))
 
@@ -240,7 +271,7 @@ def _raw_code(column: str, dtype: pl.DataType) -> Any:
     dates, timestamps: their polars physical value), else None (the values are ranked)."""
     from pyspark.sql import functions as sf
 
-    col = sf.col(column)
+    col = _col(column)
     if dtype.is_integer() or isinstance(dtype, pl.Boolean):
         return col.cast("long")
     if isinstance(dtype, pl.Date):
@@ -257,12 +288,12 @@ def _with_rank(rows: Any, columns: list[str], name: str) -> Any:
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
-    values = rows.select(*columns).distinct()
+    values = rows.select(*[_col(c) for c in columns]).distinct()
     if len(columns) == 1:
-        values = values.where(sf.col(columns[0]).isNotNull())
-    rank = sf.dense_rank().over(Window.orderBy(*[sf.col(c).asc_nulls_first() for c in columns]))
+        values = values.where(_col(columns[0]).isNotNull())
+    rank = sf.dense_rank().over(Window.orderBy(*[_col(c).asc_nulls_first() for c in columns]))
     ranked = values.withColumn(name, (rank - 1).cast("long"))
-    cond = [rows[c].eqNullSafe(ranked[c]) for c in columns]
+    cond = [rows[_quoted(c)].eqNullSafe(ranked[_quoted(c)]) for c in columns]
     return rows.join(ranked, on=cond, how="left").select(rows["*"], ranked[name])
 
 
@@ -400,9 +431,13 @@ def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str], source: RandomSo
     rng = (source or RandomSource()).generator()
     key = rule_key(rng)
     rows_key = row_key(rng)
-    person, r = cast(str, unit.person), unit.max_rows
     columns = list(sdf.columns)
     schema = schema_frame(sdf).collect_schema()
+    # on plain names (a self-join and mapInArrow below), renamed back at the end
+    sdf, plain = _plain_names(sdf, "__bound_c")
+    schema = pl.Schema({plain[c]: dtype for c, dtype in schema.items()})
+    person, r = plain[cast(str, unit.person)], unit.max_rows
+    keys = [plain[k] for k in keys]
     rows = _with_codes(sdf.withColumn(_ID, sf.monotonically_increasing_id()), schema, person, keys)
     on = [_PC, _GC]
     pairs = rows.groupBy(*on).agg(sf.count(sf.lit(1)).alias(_N))
@@ -421,7 +456,7 @@ def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str], source: RandomSo
     rank = sf.row_number().over(Window.partitionBy(*on).orderBy(_V))
     oversized = oversized.withColumn(_R, rank).filter(sf.col(_R) <= r).drop(_V, _R)
     kept = kept.unionByName(oversized)
-    return kept.select(*columns)
+    return kept.select(*plain.values()).toDF(*columns)
 
 
 class SparkEngine:
@@ -456,8 +491,9 @@ class SparkEngine:
         if missing.policy == "refuse":
             return self
         if missing.policy == "drop":
-            return SparkEngine(self.frame.na.drop(how="any", subset=list(dict.fromkeys(columns))))
-        return SparkEngine(self.frame.na.fill(dict(missing.fill)))
+            subset = [_quoted(c) for c in dict.fromkeys(columns)]
+            return SparkEngine(self.frame.na.drop(how="any", subset=subset))
+        return SparkEngine(self.frame.na.fill({_quoted(c): v for c, v in missing.fill.items()}))
 
     def bounded(
         self, unit: PrivacyUnit, keys: Sequence[str], source: RandomSource | None = None
@@ -506,7 +542,8 @@ class SparkEngine:
             aggs.setdefault(f"{BAD_PREFIX}{c}", _bad(c, fields[c]))
         for p in parts:
             aggs.setdefault(p.name, _part(p))
-        table = self.frame.groupBy(*keys).agg(*[e.alias(n) for n, e in aggs.items()]).toArrow()
+        grouped = self.frame.groupBy(*[_col(k) for k in keys])
+        table = grouped.agg(*[e.alias(n) for n, e in aggs.items()]).toArrow()
         return pl.from_arrow(table)
 
     def grouped_histograms(
@@ -518,7 +555,8 @@ class SparkEngine:
         ``(__group, __bin)`` with its ``__count``."""
         keys = [c for c in margins.columns if c != GROUP]
         public = self.frame.sparkSession.createDataFrame(margins.to_arrow())
-        joined = self.frame.select(*keys, *{p.x.column for p in parts}).join(public, on=keys)
+        columns = dict.fromkeys([*keys, *(p.x.column for p in parts)])
+        joined = self.frame.select(*[_col(c) for c in columns]).join(public, on=keys)
         return {p.name: _histogram_rows(joined, p) for p in parts}
 
     def grouped_parts_and_histograms(
@@ -537,7 +575,7 @@ class SparkEngine:
 
         return {
             c: pl.from_arrow(
-                self.frame.groupBy(c).agg(sf.count(sf.lit(1)).alias("count")).toArrow()
+                self.frame.groupBy(_col(c)).agg(sf.count(sf.lit(1)).alias("count")).toArrow()
             )
             for c in columns
         }
@@ -547,7 +585,7 @@ class SparkEngine:
 
         check_unit(self.schema(), PrivacyUnit(person, 1, 1), [])
         fields = self._fields()
-        per = self.frame.groupBy(person).agg(sf.count(sf.lit(1)).alias("n"))
+        per = self.frame.groupBy(_col(person)).agg(sf.count(sf.lit(1)).alias("n"))
         row = per.select(sf.max("n").alias("most"), _bad(person, fields[person]).alias("bad"))
         row = row.collect()[0]
         refuse_missing_ids(person, int(row["bad"] or 0))
@@ -629,20 +667,27 @@ class SparkEngine:
         names = [*(a.column for a in armed), *keep]
         person = None if unit is None or unit.is_record else unit.person
         extra = [] if person is None or person in names else [person]
-        out = self.frame.select(*names, *extra)
+        # mapInArrow reads the frame's names unquoted: it runs on plain names
+        # (:func:`_plain_names`), each batch randomized under the columns' own names
+        own = [*names, *extra]
+        out, plain = _plain_names(self.frame.select(*[_col(c) for c in own]), "__pram_c")
 
         def randomize(batches):  # runs on the executors
+            import pyarrow as pa
+
             for batch in batches:
-                yield pram_record_batch(batch, armed)
+                named = pa.RecordBatch.from_arrays(batch.columns, names=own)
+                done = pram_record_batch(named, armed)
+                yield pa.RecordBatch.from_arrays(done.columns, names=list(plain.values()))
 
         full = target if not extra else f"{target.rstrip('/')}.persons"
         try:
-            out.mapInArrow(randomize, out.schema).write.parquet(full)
+            out.mapInArrow(randomize, out.schema).toDF(*own).write.parquet(full)
             if person is not None:
                 written = spark.read.parquet(full)
                 _check_written_persons(written, cast(PrivacyUnit, unit), after_charge_message())
                 if extra:
-                    written.select(*names).write.parquet(target)
+                    written.select(*[_col(c) for c in names]).write.parquet(target)
             local = target.removeprefix("file://")
             if metadata:
                 doc = {k: json.loads(v) for k, v in metadata.items()}
@@ -683,7 +728,7 @@ def _check_written_persons(written: Any, unit: PrivacyUnit, after: str) -> None:
     from pyspark.sql import functions as sf
 
     person = cast(str, unit.person)
-    col = sf.col(person)
+    col = _col(person)
     dtype = dict(written.dtypes)[person]
     infinite = sf.abs(col) == sf.lit(float("inf"))
     missing = col.isNull() | (
@@ -697,5 +742,5 @@ def _check_written_persons(written: Any, unit: PrivacyUnit, after: str) -> None:
             f"unit: column {person!r} had null, NaN or infinite person ids in the pass that "
             "randomized. " + after
         )
-    most = written.groupBy(person).count().agg(sf.max("count")).collect()[0][0]
+    most = written.groupBy(_col(person)).count().agg(sf.max("count")).collect()[0][0]
     check_person_rows(int(most or 0), unit, "PRAM", after_charge=after)

@@ -206,3 +206,97 @@ def test_the_nulls_policy_gives_the_same_release_on_both_engines(spark, nulls):
             ).collect()
         )
     assert_frame_equal(results[0].sort("g"), results[1].sort("g"), rel_tol=1e-9)
+
+
+#: column names Spark's parser would misread unquoted: a dot (a struct's field), a backtick
+ODD = {"g": "g.1`x", "x": "x.val", "y": "y`y", "pid": "p.id"}
+
+
+def test_odd_column_names_give_the_same_release_on_both_engines(spark, tmp_path):
+    """A name with a dot or a backtick is a name (Spark reads ``a.b`` unquoted as field
+    ``b`` of a struct ``a``): grouped statistics with a median and a covariance, a person
+    unit, the nulls policy, proportions and a covariance matrix give the same seeded
+    release on both engines, and PRAM writes its columns under their own names -- all
+    under names that polars takes as they are."""
+    g, x, y, pid = ODD["g"], ODD["x"], ODD["y"], ODD["pid"]
+    df = _with_missing().rename(ODD)
+    margins = pl.DataFrame({g: CATS})
+    stats = [
+        dpframe.agg.count(epsilon=0.5),
+        dpframe.agg.mean(x, lower=0, upper=10, epsilon=0.5),
+        dpframe.agg.median(x, lower=0, upper=10, epsilon=0.5),
+        dpframe.agg.cov(x, y, lower_x=0, upper_x=10, lower_y=0, upper_y=10, epsilon=0.5),
+    ]
+    out = {}
+    for name in ("polars", "spark"):
+        frame, clean = df.lazy(), df.drop_nulls().lazy()  # clean: a key, or PRAM's column
+        if name == "spark":
+            frame, clean = (spark.createDataFrame(f.collect().to_arrow()) for f in (frame, clean))
+        acct = dpframe.Accountant(epsilon=20)
+        grouped = dpframe.group_by(
+            frame, g, margins=margins, accountant=acct, seed=7, nulls={x: 3.0, g: "b"}
+        ).agg(*stats)
+        person = dpframe.group_by(
+            frame,
+            g,
+            margins=margins,
+            accountant=acct,
+            seed=7,
+            nulls="drop",
+            unit=pid,
+            max_groups=2,
+            max_rows=1,
+        ).agg(dpframe.agg.count(epsilon=0.5), dpframe.agg.sum(y, lower=0, upper=5, epsilon=0.5))
+        shares = dpframe.proportions(
+            clean, g, epsilon=0.5, n=N - 2, categories=CATS, accountant=acct, seed=7
+        )
+        matrix = dpframe.covariance_matrix(
+            clean,
+            [y, pid],
+            [(0, 5), (0, 20)],
+            epsilon=0.5,
+            n=N - 2,
+            accountant=acct,
+            seed=7,
+        )
+        rel = dpframe.pram.release(
+            clean, [{"column": g, "epsilon": 0.5, "categories": CATS}], keep=[y], accountant=acct
+        )
+        (tmp_path / name).mkdir()
+        path = str(rel.write(str(tmp_path / name / "micro")))
+        written = pl.read_parquet(path + ("/*.parquet" if name == "spark" else ""))
+        out[name] = (
+            grouped.collect().sort(g),
+            person.collect().sort(g),
+            shares.collect(),
+            matrix.collect(),
+            written.columns,
+            written[y].sort().to_list(),
+            [(e.mechanism, e.epsilon, e.scale) for e in acct.ledger],
+        )
+    a, b = out["polars"], out["spark"]
+    assert a[0].columns[0] == a[1].columns[0] == g
+    for left, right in zip(a[:4], b[:4], strict=True):
+        assert_frame_equal(left, right, rel_tol=1e-9)
+    assert a[4] == b[4] == [g, y] and a[5] == b[5]  # PRAM: the names kept, the kept column too
+    assert a[6] == b[6]
+
+
+def test_a_dotted_name_is_never_read_as_a_struct_s_field_on_spark(spark):
+    """Beside a struct ``x`` with a field ``val``, column ``x.val`` is that column: Spark
+    reads an unquoted ``x.val`` as the struct's field (other values, with the noise of the
+    column's bounds); the release must read the column the user named, as polars does."""
+    df = _good().select(
+        pl.struct(val=pl.col("y") + 100).alias("x"),  # the struct's field: other values
+        pl.col("x").alias("x.val"),
+        "g",
+    )
+    out = []
+    for frame in (df.lazy(), spark.createDataFrame(df.to_arrow())):
+        grouping = dpframe.group_by(
+            frame, "g", margins=MARGINS, accountant=dpframe.Accountant(epsilon=5), seed=7
+        )
+        release = grouping.agg(dpframe.agg.sum("x.val", lower=0, upper=200, epsilon=0.5))
+        out.append(release.exact_aggregates().sort("g"))
+    expected = df.group_by("g").agg(pl.col("x.val").sum()).sort("g")["x.val"].to_list()
+    assert out[0]["x.val_sum:sum"].to_list() == out[1]["x.val_sum:sum"].to_list() == expected
