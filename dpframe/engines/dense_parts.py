@@ -329,14 +329,21 @@ def code_counts(frame: pl.LazyFrame, columns: Sequence[str]) -> dict[str, pl.Dat
     sizes = [
         len(schema[c].categories) + 1 if isinstance(schema[c], pl.Enum) else 3 for c in columns
     ]
+    # the physical codes as they are (an enum's UInt8/16/32, a boolean as UInt8): no
+    # Int64 copy of every batch; a batch holding a null is widened to count it as a value
     query = frame.select(
-        pl.col(c).to_physical().cast(pl.Int64).fill_null(size - 1).alias(f"c{i}")
-        for i, (c, size) in enumerate(zip(columns, sizes, strict=True))
+        (pl.col(c).cast(pl.UInt8) if schema[c] == pl.Boolean else pl.col(c).to_physical()).alias(
+            f"c{i}"
+        )
+        for i, c in enumerate(columns)
     )
     totals = [np.zeros(size, dtype=np.int64) for size in sizes]
     for batch in query.collect_batches(chunk_size=_BATCH, engine="streaming"):
         for i, size in enumerate(sizes):
-            totals[i] += np.bincount(batch.get_column(f"c{i}").to_numpy(), minlength=size)
+            codes = batch.get_column(f"c{i}")
+            if codes.null_count():
+                codes = codes.cast(pl.Int64).fill_null(size - 1)
+            totals[i] += np.bincount(codes.to_numpy(), minlength=size)
     out = {}
     for c, size, total in zip(columns, sizes, totals, strict=True):
         present = np.flatnonzero(total)

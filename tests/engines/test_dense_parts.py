@@ -277,3 +277,23 @@ def test_category_counts_of_enums_and_booleans_are_polars_counts():
     assert got["region"].filter(pl.col("region").is_null())["count"].item() > 0
     empty = PolarsEngine(frame.head(0)).category_counts(["band"])["band"]
     assert empty.height == 0 and empty.schema == got["band"].schema
+
+
+@pytest.mark.parametrize(
+    "values, dtype",
+    [
+        (["b", None, "a", "b"], pl.Enum(["a", "b", "c"])),
+        (["b", "a", "b"], pl.Enum(["a", "b", "c"])),
+        ([f"k{i % 256}" for i in range(600)] + [None], pl.Enum([f"k{i}" for i in range(256)])),
+        ([True, None, False, True], pl.Boolean),
+        ([True, True], pl.Boolean),
+    ],
+    ids=["enum, a null", "enum", "256 categories and a null", "boolean, a null", "boolean"],
+)
+def test_code_counts_are_polars_counts(values, dtype):
+    """Each value's records, null counted as a value, from the physical codes (an enum
+    of 256 categories has a UInt8 code and its null a 257th value)."""
+    frame = pl.LazyFrame({"c": pl.Series(values, dtype=dtype)})
+    got = dp.code_counts(frame, ["c"])["c"]
+    expected = frame.group_by("c").agg(pl.len().alias("count")).collect()
+    assert sorted(got.rows(), key=str) == sorted(expected.rows(), key=str)
