@@ -450,11 +450,38 @@ def check_quantile_targets(value: Any, name: str = "q") -> tuple[float, ...]:
 RESERVED_PREFIX = "__"
 
 
+def reads_as_pattern(name: str) -> bool:
+    """Whether polars' ``pl.col`` reads ``name`` as a pattern, not as a name: ``^...$`` is
+    a regular expression, ``*`` every column (a release of it would read other columns).
+
+    Examples
+    --------
+    >>> reads_as_pattern("^a$"), reads_as_pattern("*"), reads_as_pattern("a^b$")
+    (True, True, False)
+    """
+    return name == "*" or (name.startswith("^") and name.endswith("$"))
+
+
+def refuse_pattern_name(name: str, what: str) -> None:
+    """Refuse a column name polars reads as a pattern (:func:`reads_as_pattern`)."""
+    if reads_as_pattern(name):
+        rename = advise(
+            python=f"rename it, e.g. frame.rename({{{name!r}: 'x'}})",
+            spec="rename the column in the input file and in the spec",
+        )
+        raise InvalidParameterError(
+            f"{what}: column {name!r} is read by polars as a pattern (^...$ a regular "
+            f"expression, * every column), not as a name: it would read other columns; "
+            f"{rename}"
+        )
+
+
 def check_key_name(name: Any, what: str = "keys") -> str:
     """A group key's column name: a non-empty string, not one of dpframe's own (starting
-    with ``__``, or holding ``:``, the names of the exact parts)."""
+    with ``__``, or holding ``:``, the names of the exact parts), not a pattern."""
     if not isinstance(name, str) or not name:
         raise InvalidParameterError(f"{what} must be column names, got {name!r}")
+    refuse_pattern_name(name, what)
     if name.startswith(RESERVED_PREFIX) or ":" in name:
         rename = advise(
             python=f"rename it, e.g. frame.rename({{{name!r}: 'key'}}) and the same in the margins",

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from dpframe.core.advice import advise
-from dpframe.core.constraints import RESERVED_PREFIX
+from dpframe.core.constraints import RESERVED_PREFIX, refuse_pattern_name
 from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit
 from dpframe.core.values import missing_id_error, refuse_missing_ids
@@ -120,6 +120,7 @@ def check_unit(schema: pl.Schema, unit: PrivacyUnit, keys: Sequence[str]) -> Non
             f"unit: the person column {person!r} is also a group key; a person's groups "
             "must be other columns (drop it from the keys)"
         )
+    refuse_pattern_name(person, "unit")
     if person.startswith(RESERVED_PREFIX):
         rename = advise(
             python=f"rename it, e.g. frame.rename({{{person!r}: 'person_id'}}) and "

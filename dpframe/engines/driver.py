@@ -32,6 +32,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.core.advice import advise
+from dpframe.core.constraints import RESERVED_PREFIX, refuse_pattern_name
 from dpframe.core.missing import MissingValues
 from dpframe.core.values import refuse_bad_values
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -70,6 +71,17 @@ def check_sources(schema: pl.Schema, sources: Sequence[tuple[str, str]], what: s
     ``sources`` are ``(column, need)`` pairs, ``need`` being ``"numeric"`` or
     ``"boolean"``; ``what`` names the release in the message.
     """
+    for column, _ in sources:
+        refuse_pattern_name(column, what)
+        if column.startswith(RESERVED_PREFIX):  # a part named after it would read as ours
+            rename = advise(
+                python=f"rename it, e.g. frame.rename({{{column!r}: 'x'}})",
+                spec="rename the column in the input file and in the spec",
+            )
+            raise InvalidParameterError(
+                f"{what}: column {column!r} has a name dpframe keeps for its own columns "
+                f"(starting with {RESERVED_PREFIX!r}); {rename}"
+            )
     missing = sorted({c for c, _ in sources if c not in schema})
     if missing:
         raise InvalidParameterError(

@@ -462,9 +462,9 @@ class PolarsEngine:
     def largest_person_rows(self, person: str) -> int:
         schema = self.schema()
         check_unit(schema, PrivacyUnit(person, 1, 1), [])
-        per = self.frame.group_by(person).agg(pl.len().alias("n"))
+        per = self.frame.group_by(person).agg(pl.len().alias("__n"))  # a person may be "n"
         row = per.select(
-            pl.col("n").max().alias("most"), bad_rows(person, schema[person]).sum().alias("bad")
+            pl.col("__n").max().alias("most"), bad_rows(person, schema[person]).sum().alias("bad")
         ).collect(engine="streaming")
         refuse_missing_ids(person, int(row["bad"].item() or 0))
         return int(row["most"].item() or 0)
@@ -614,7 +614,7 @@ def check_written_persons(written: pl.LazyFrame, unit: PrivacyUnit) -> None:
         missing = missing | ~pl.col(person).is_finite()  # NaN and infinities: no person
     nulls = written.select(missing.sum()).collect(engine="streaming").item()
     most = (
-        (written.group_by(person).agg(pl.len().alias("n")).select(pl.col("n").max()))
+        (written.group_by(person).agg(pl.len().alias("__n")).select(pl.col("__n").max()))
         .collect(engine="streaming")
         .item()
     )

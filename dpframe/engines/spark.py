@@ -29,6 +29,7 @@ import contextlib
 import json
 import math
 import os
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -207,30 +208,25 @@ def _bad_totals(sdf: Any, person: str | None, sources: Sequence[str]) -> dict[st
     return {f"{BAD_PREFIX}{c}": int(row[f"{BAD_PREFIX}{c}"] or 0) for c in columns}
 
 
-#: the value column of a histogram's ``mapInArrow`` (a plain name: see :func:`_plain_names`)
-_HIST_X = "__hist_x"
-
-
-def _histogram_rows(joined: Any, part: Part) -> pl.DataFrame:
+def _histogram_rows(joined: Any, column: str, part: Part) -> pl.DataFrame:
     """One hist part's ``(__group, __bin, __count)`` rows of ``joined`` (the records with
-    their margins' row in ``__group``)."""
+    their margins' row in ``__group`` and the part's values in ``column``, a plain name)."""
     import pyarrow as pa
     from pyspark.sql import functions as sf
 
     grid = part.grid
-    column = cast(Operand, part.x).column
 
     def binned(batches):  # runs on the executors
         import numpy as np
 
         for batch in batches:
-            x = batch.column(_HIST_X).to_numpy(zero_copy_only=False).astype(np.float64)
+            x = batch.column(column).to_numpy(zero_copy_only=False).astype(np.float64)
             yield pa.RecordBatch.from_arrays(
                 [batch.column(GROUP), pa.array(grid.cell_index(x), type=pa.int64())],
                 names=[GROUP, BIN],
             )
 
-    values = joined.select(GROUP, _col(column).alias(_HIST_X))
+    values = joined.select(GROUP, column)
     rows = values.mapInArrow(binned, f"{GROUP} long, {BIN} long")
     counted = rows.groupBy(GROUP, BIN).agg(sf.count(sf.lit(1)).alias(COUNT))
     return cast(pl.DataFrame, pl.from_arrow(counted.toArrow()))
@@ -459,6 +455,35 @@ def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str], source: RandomSo
     return kept.select(*plain.values()).toDF(*columns)
 
 
+def _check_names(sdf: Any) -> None:
+    """Refuse a frame whose column names Spark cannot tell apart, before anything is read:
+    an empty name (Arrow's schema renames it), or two names alike but for case (Spark
+    matches names without case unless ``spark.sql.caseSensitive`` is on: a read of
+    either is ambiguous -- in a PRAM write, only after the charge)."""
+    names = list(sdf.columns)
+    fold = sdf.sparkSession.conf.get("spark.sql.caseSensitive", "false").lower() != "true"
+    seen: dict[str, str] = {}
+    clashes = []
+    for name in names:
+        if name == "":
+            raise InvalidParameterError(
+                "frame: a column of the Spark DataFrame has an empty name; rename it (e.g. "
+                "sdf.toDF(*[c or 'unnamed' for c in sdf.columns])). Nothing was read or charged."
+            )
+        same = name.lower() if fold else name
+        if same in seen:
+            clashes.append((seen[same], name))
+        seen.setdefault(same, name)
+    if clashes:
+        pairs = ", ".join(f"{a!r} and {b!r}" for a, b in clashes[:5])
+        how = " but for case (spark.sql.caseSensitive is off)" if fold else ""
+        raise InvalidParameterError(
+            f"frame: Spark cannot tell columns {pairs} apart: their names are alike{how}; "
+            "rename or drop one of each pair (sdf.withColumnRenamed / sdf.drop). Nothing was "
+            "read or charged."
+        )
+
+
 class SparkEngine:
     """The records as a Spark DataFrame."""
 
@@ -468,6 +493,7 @@ class SparkEngine:
 
     def __init__(self, sdf: Any) -> None:
         require_spark()
+        _check_names(sdf)
         self.frame = sdf
         self._schema: pl.Schema | None = None
 
@@ -553,11 +579,18 @@ class SparkEngine:
         cell by the grid's own :meth:`~dpframe.mechanisms.quantile.Grid.cell_index` (numpy,
         in ``mapInArrow`` on the executors, the clipped values first), then one row per
         ``(__group, __bin)`` with its ``__count``."""
+        # on plain names: a key or a value named like the margins' own __group is
+        # another column (the keys __hist_k<i>, each part's values __hist_v<j>)
         keys = [c for c in margins.columns if c != GROUP]
+        plain = {c: f"__hist_k{i}" for i, c in enumerate(keys)}
         public = self.frame.sparkSession.createDataFrame(margins.to_arrow())
-        columns = dict.fromkeys([*keys, *(p.x.column for p in parts)])
-        joined = self.frame.select(*[_col(c) for c in columns]).join(public, on=keys)
-        return {p.name: _histogram_rows(joined, p) for p in parts}
+        public = public.toDF(*[plain.get(c, c) for c in margins.columns])
+        values = [
+            _col(cast(Operand, p.x).column).alias(f"__hist_v{j}") for j, p in enumerate(parts)
+        ]
+        records = self.frame.select(*[_col(c).alias(plain[c]) for c in keys], *values)
+        joined = records.join(public, on=list(plain.values()))
+        return {p.name: _histogram_rows(joined, f"__hist_v{j}", p) for j, p in enumerate(parts)}
 
     def grouped_parts_and_histograms(
         self,
@@ -585,9 +618,11 @@ class SparkEngine:
 
         check_unit(self.schema(), PrivacyUnit(person, 1, 1), [])
         fields = self._fields()
-        per = self.frame.groupBy(_col(person)).agg(sf.count(sf.lit(1)).alias("n"))
-        row = per.select(sf.max("n").alias("most"), _bad(person, fields[person]).alias("bad"))
-        row = row.collect()[0]
+        # on a projection of plain names: the person column may be named "n" or "most"
+        ids = self.frame.select(_col(person).alias("__person"))
+        per = ids.groupBy("__person").agg(sf.count(sf.lit(1)).alias("__n"))
+        bad = _bad("__person", fields[person])
+        row = per.select(sf.max("__n").alias("most"), bad.alias("bad")).collect()[0]
         refuse_missing_ids(person, int(row["bad"] or 0))
         return int(row["most"] or 0)
 
@@ -680,7 +715,10 @@ class SparkEngine:
                 done = pram_record_batch(named, armed)
                 yield pa.RecordBatch.from_arrays(done.columns, names=list(plain.values()))
 
-        full = target if not extra else f"{target.rstrip('/')}.persons"
+        # the raw person ids beside the randomized columns, in a folder of this write's
+        # own: a name nobody else holds, removed only if this write made it
+        full = target if not extra else f"{target.rstrip('/')}.persons-{uuid.uuid4().hex}"
+        ours = not extra or not _path_exists(spark, full)
         try:
             out.mapInArrow(randomize, out.schema).toDF(*own).write.parquet(full)
             if person is not None:
@@ -696,7 +734,7 @@ class SparkEngine:
             _remove_path(spark, target)
             raise
         finally:
-            if extra:
+            if extra and ours:
                 _remove_path(spark, full)
         return target
 
@@ -742,5 +780,7 @@ def _check_written_persons(written: Any, unit: PrivacyUnit, after: str) -> None:
             f"unit: column {person!r} had null, NaN or infinite person ids in the pass that "
             "randomized. " + after
         )
-    most = written.groupBy(_col(person)).count().agg(sf.max("count")).collect()[0][0]
+    ids = written.select(_col(person).alias("__person"))  # plain names: a person "count"
+    per = ids.groupBy("__person").agg(sf.count(sf.lit(1)).alias("__n"))
+    most = per.agg(sf.max("__n")).collect()[0][0]
     check_person_rows(int(most or 0), unit, "PRAM", after_charge=after)

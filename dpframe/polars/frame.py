@@ -36,6 +36,7 @@ from dpframe.core.constraints import (
     check_auto_bounds,
     check_bounds_epsilon,
     check_categories,
+    refuse_pattern_name,
     spec_field,
 )
 from dpframe.core.executor import MechanismPlan
@@ -537,6 +538,7 @@ def _inner(plan: Any) -> Any:
 
 def declared_categories(schema: pl.Schema, column: str, categories: Any, what: str) -> list[Any]:
     """The categories of ``column``: declared, or its Enum's -- never the data's."""
+    refuse_pattern_name(column, what)
     if column not in schema:
         raise InvalidParameterError(f"column {column!r} is not in the frame")
     dtype = schema[column]

@@ -2021,7 +2021,7 @@ def _whole_frame(
     from dpframe.engines import engine_for
 
     engine = engine_for(frame)
-    names = set(engine.schema().names())
+    names = {n.lower() for n in engine.schema().names()}  # Spark matches names without case
     key = next(k for k in (f"all{'_' * i}" for i in range(len(names) + 1)) if k not in names)
     max_groups = 1 if unit is not None or max_rows is not None else None  # one group
     grouping = GroupBy(

@@ -43,7 +43,7 @@ from pydantic import BeforeValidator, Field, field_validator
 
 from dpframe.core.accountant import Accountant, Charge, LedgerEntry
 from dpframe.core.budget import exact_sum
-from dpframe.core.constraints import check, check_categories, spec_field
+from dpframe.core.constraints import check, check_categories, refuse_pattern_name, spec_field
 from dpframe.core.executor import MechanismPlan, Step
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.units import PrivacyUnit, check_person_rows
@@ -607,6 +607,8 @@ class MicrodataRelease(Release[list[ArmedPram]]):
                 + ("more than once" if twice else "which this release randomizes")
                 + "; list each other column to publish as it is once, and not a randomized one"
             )
+        for c in [*(s["column"] for s in specs), *self.keep]:
+            refuse_pattern_name(c, "columns")
         missing = [c for c in [*(s["column"] for s in specs), *self.keep] if c not in schema]
         if missing:
             raise InvalidParameterError(

@@ -33,3 +33,13 @@ def test_every_small_dataset_of_ids_is_published_only_within_max_rows(max_rows):
                 refused = True
                 assert "nothing was published" in str(exc)
             assert refused == should_refuse, (ids, max_rows)
+
+
+@pytest.mark.parametrize("person", ["n", "count", "most"])
+def test_a_person_column_named_like_the_count_is_checked(person):
+    """The count of rows per person is the check's own column, whatever the person
+    column's name (a person named ``n`` failed the PRAM write after its charge)."""
+    unit = PrivacyUnit(person, max_rows=2)
+    check_written_persons(pl.LazyFrame({person: [1, 1, 2]}), unit)
+    with pytest.raises(InvalidDataError, match="nothing was published"):
+        check_written_persons(pl.LazyFrame({person: [1, 1, 1]}), unit)
