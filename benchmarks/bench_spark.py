@@ -65,7 +65,7 @@ Run from the repository root (Java 17+ and ``pip install -e '.[spark]'``)::
     .venv/bin/python benchmarks/bench_spark.py [--quick] [--rows N] [--repeats N]
         [--releases N] [--interval S]
 
-``--quick``: 5e5 rows, one repeat, one release run (about a minute, most of it Spark's
+``--quick``: 2e5 rows, one repeat, one release run (about a minute, most of it Spark's
 start and first jobs). The full run (1e7 rows) takes about 3.5 minutes on 2 cores.
 """
 
@@ -559,7 +559,7 @@ def steps_table(res: dict, title: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="5e5 rows, one repeat, one release")
+    ap.add_argument("--quick", action="store_true", help="2e5 rows, one repeat, one release")
     ap.add_argument("--rows", type=int, default=None, help="rows (default 1e7)")
     ap.add_argument("--repeats", type=int, default=None, help="breakdown repeats (default 2)")
     ap.add_argument(
@@ -567,7 +567,7 @@ def main() -> None:
     )
     ap.add_argument("--interval", type=float, default=0.05, help="memory sampling period (s)")
     args = ap.parse_args()
-    rows = args.rows or (500_000 if args.quick else 10_000_000)
+    rows = args.rows or (200_000 if args.quick else 10_000_000)
     repeats = args.repeats or (1 if args.quick else 2)
     releases = args.releases or (1 if args.quick else 2)
 
