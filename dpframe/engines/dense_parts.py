@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.engines.bounding_spill import key_values
+from dpframe.engines.driver import VALUE, VALUE_ROWS
 from dpframe.mechanisms.statistics import Part
 
 __all__ = ["DENSE_BYTES", "DENSE_ROWS", "DENSE_SLOTS", "DenseLayout", "dense_layout", "dense_parts"]
@@ -315,9 +316,9 @@ def coded(dtype: pl.DataType) -> bool:
 
 
 def code_counts(frame: pl.LazyFrame, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
-    """For each column of ``columns`` (each :func:`coded`), its values present and their
-    records (``count``; null counted as a value), from one read of ``frame`` in batches:
-    each batch's codes counted by ``numpy.bincount`` (no hash table).
+    """For each column of ``columns`` (each :func:`coded`), its values present (``value``;
+    null counted as a value) and their records (``rows``), from one read of ``frame`` in
+    batches: each batch's codes counted by ``numpy.bincount`` (no hash table).
 
     Examples
     --------
@@ -347,6 +348,6 @@ def code_counts(frame: pl.LazyFrame, columns: Sequence[str]) -> dict[str, pl.Dat
     out = {}
     for c, size, total in zip(columns, sizes, totals, strict=True):
         present = np.flatnonzero(total)
-        values = _key_series(c, schema[c], present, size)
-        out[c] = pl.DataFrame([values, pl.Series("count", total[present])])
+        values = _key_series(VALUE, schema[c], present, size)
+        out[c] = pl.DataFrame([values, pl.Series(VALUE_ROWS, total[present])])
     return out

@@ -27,7 +27,7 @@ every engine:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -37,9 +37,14 @@ from dpframe.core.missing import MissingValues
 from dpframe.core.values import refuse_bad_values
 from dpframe.errors import InvalidDataError, InvalidParameterError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = [
     "BAD_PREFIX",
     "ROWS",
+    "VALUE",
+    "VALUE_ROWS",
     "check_categories_fit",
     "check_fill",
     "check_key_dtype",
@@ -63,6 +68,11 @@ BAD_PREFIX = "__bad__"
 #: Columns of an engine's histogram rows: the margins' row of the group, the bin, and
 #: (if the engine aggregated them) the number of records (:func:`dense_histogram`).
 GROUP, BIN, COUNT = "__group", "__bin", "__count"
+#: Columns of each table :meth:`~dpframe.engines.protocol.Engine.category_counts` and
+#: :meth:`~dpframe.engines.protocol.Engine.written_counts` return: a value of the column
+#: (in its dtype; null counted as a value) and its records. Names of their own, not the
+#: column's: a counted column may be named anything, ``count`` or ``rows`` included.
+VALUE, VALUE_ROWS = "value", "rows"
 
 
 def check_sources(schema: pl.Schema, sources: Sequence[tuple[str, str]], what: str) -> None:
@@ -443,30 +453,36 @@ def check_categories_fit(dtype: pl.DataType, categories: Sequence[Any], column: 
     )
 
 
-def declared_counts(
-    counts: pl.DataFrame, column: str, categories: Sequence[Any], count: str = "count"
-) -> pl.DataFrame:
-    """Counts per *declared* category, in their order (0 where absent).
+def declared_counts(counts: pl.DataFrame, column: str, categories: Sequence[Any]) -> np.ndarray:
+    """The records of each *declared* category, in their order (0 where absent).
 
-    ``counts`` has ``column`` (the values in the data, with their dtype) and ``count``.
-    Refuses nulls and values outside the categories before anything is charged.
+    ``counts`` is an engine's count of ``column``
+    (:meth:`~dpframe.engines.protocol.Engine.category_counts`: :data:`VALUE`, the values
+    in the data with their dtype, and :data:`VALUE_ROWS`). Refuses nulls and values
+    outside the categories before anything is charged.
+
+    Examples
+    --------
+    >>> counts = pl.DataFrame({"value": ["b", "a"], "rows": [3, 1]})
+    >>> declared_counts(counts, "count", ["a", "b", "c"]).tolist()
+    [1, 3, 0]
     """
-    dtype = counts.schema[column]
+    dtype = counts.schema[VALUE]
     check_categories_fit(dtype, categories, column)
-    values = counts[column]
+    values = counts[VALUE]
     if isinstance(dtype, pl.Enum | pl.Categorical):
         values = values.cast(pl.String)
-    known = pl.DataFrame({column: pl.Series(list(categories))}).with_columns(
-        pl.col(column).cast(values.dtype)
+    known = pl.DataFrame({VALUE: pl.Series(list(categories))}).with_columns(
+        pl.col(VALUE).cast(values.dtype)
     )
-    found = pl.DataFrame({column: values, count: counts[count]})
-    unknown = found.join(known, on=column, how="anti", nulls_equal=True)
+    found = pl.DataFrame({VALUE: values, VALUE_ROWS: counts[VALUE_ROWS]})
+    unknown = found.join(known, on=VALUE, how="anti", nulls_equal=True)
     if unknown.height:
-        examples = unknown[column].head(5).to_list()
+        examples = unknown[VALUE].head(5).to_list()
         raise InvalidDataError(
-            f"column {column!r} holds {int(unknown[count].sum())} null(s) or value(s) outside "
-            f"the declared categories, e.g. {examples}; add them to the categories or recode "
-            "them (nothing was charged)"
+            f"column {column!r} holds {int(unknown[VALUE_ROWS].sum())} null(s) or value(s) "
+            f"outside the declared categories, e.g. {examples}; add them to the categories "
+            "or recode them (nothing was charged)"
         )
-    out = known.join(found, on=column, how="left", nulls_equal=True)
-    return out.with_columns(pl.col(count).fill_null(0).cast(pl.Int64))
+    out = known.join(found, on=VALUE, how="left", nulls_equal=True, maintain_order="left")
+    return out[VALUE_ROWS].fill_null(0).cast(pl.Int64).to_numpy()

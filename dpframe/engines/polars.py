@@ -38,7 +38,16 @@ from dpframe.engines.bounding import (
     bounded_grouped_parts,
     check_unit,
 )
-from dpframe.engines.driver import BAD_PREFIX, BIN, COUNT, GROUP, ROWS, person_of
+from dpframe.engines.driver import (
+    BAD_PREFIX,
+    BIN,
+    COUNT,
+    GROUP,
+    ROWS,
+    VALUE,
+    VALUE_ROWS,
+    person_of,
+)
 from dpframe.engines.progress import rows_done
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
@@ -442,13 +451,19 @@ class PolarsEngine:
         return agg, _histogram_rows(names, margins, [counts])
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
-        """For each column, its values and ``count``: enums and booleans counted by their
-        codes in one read (:func:`dpframe.engines.dense_parts.code_counts`), other
-        columns by polars' ``group_by``, every query sharing one scan."""
+        """For each column, its values (``value``) and their records (``rows``): enums and
+        booleans counted by their codes in one read
+        (:func:`dpframe.engines.dense_parts.code_counts`), other columns by polars'
+        ``group_by``, every query sharing one scan."""
         from dpframe.engines.dense_parts import code_counts, coded
 
         schema = self.schema()
-        queries = {c: self.frame.group_by(c).agg(pl.len().alias("count")) for c in columns}
+        queries = {
+            c: self.frame.select(pl.col(c).alias(VALUE))
+            .group_by(VALUE)
+            .agg(pl.len().alias(VALUE_ROWS))
+            for c in columns
+        }
         coded_ = [c for c in dict.fromkeys(columns) if coded(schema[c])]
         rest = [c for c in dict.fromkeys(columns) if c not in coded_]
         found = dict(

@@ -140,7 +140,10 @@ class Engine(Protocol):
         ...
 
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
-        """For each column, its values and ``count`` (nulls included, as a value)."""
+        """For each column, a table of its values (``value``, in the column's dtype; null
+        counted as a value) and their records (``rows``): the names of
+        :data:`dpframe.engines.driver.VALUE` and :data:`~dpframe.engines.driver.VALUE_ROWS`,
+        whatever the column's own name."""
         ...
 
     def without_missing(self, missing: MissingValues, columns: Sequence[str]) -> Engine:
@@ -186,7 +189,8 @@ class Engine(Protocol):
         ...
 
     def written_counts(self, path: Any, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
-        """Each written column's count per value, counted by the engine (for the checks)."""
+        """Each written column's records per value, counted by the engine (for the checks):
+        tables as :meth:`category_counts` returns."""
         ...
 
     def cancel_work(self) -> None:

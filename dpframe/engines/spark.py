@@ -42,7 +42,17 @@ from dpframe.core.randomness import RandomSource
 from dpframe.core.units import PrivacyUnit, check_person_rows
 from dpframe.core.values import refuse_missing_ids
 from dpframe.engines.bounding import check_unit
-from dpframe.engines.driver import BAD_PREFIX, BIN, COUNT, GROUP, ROWS, person_of, with_person
+from dpframe.engines.driver import (
+    BAD_PREFIX,
+    BIN,
+    COUNT,
+    GROUP,
+    ROWS,
+    VALUE,
+    VALUE_ROWS,
+    person_of,
+    with_person,
+)
 from dpframe.engines.protocol import CovarianceInputs
 from dpframe.errors import InvalidDataError, InvalidParameterError
 from dpframe.mechanisms.statistics import Operand
@@ -606,9 +616,13 @@ class SparkEngine:
     def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
         from pyspark.sql import functions as sf
 
+        # on a projection of its own names: the column may be named "value" or "rows"
         return {
             c: pl.from_arrow(
-                self.frame.groupBy(_col(c)).agg(sf.count(sf.lit(1)).alias("count")).toArrow()
+                self.frame.select(_col(c).alias(VALUE))
+                .groupBy(VALUE)
+                .agg(sf.count(sf.lit(1)).alias(VALUE_ROWS))
+                .toArrow()
             )
             for c in columns
         }

@@ -132,8 +132,9 @@ def suite_for(
     covariance release without ``n``, the variances' upper bound; ``sizes`` names a column
     of ``margins`` with public group sizes (a statistic of a group too small to have one is
     then allowed to be null). ``value_counts`` gives, for a PRAM release, each column's
-    ``(<column>, rows)`` counts computed by the engine (Spark), so the microdata itself is
-    not read on the driver; ``frame`` then gives only the dtypes. ``keep`` names the
+    values (``value``) and their records (``rows``) counted by the engine, so the
+    microdata itself is not read on the driver; ``frame`` then gives only the dtypes
+    (the same tables for any column name, ``rows`` or ``value`` included). ``keep`` names the
     columns a PRAM release was told to carry through unchanged (``keep=``): the only
     columns allowed beside the randomized ones.
     """
@@ -451,7 +452,7 @@ def _failure(cfg: dict, res: dict, exc: str | None) -> str:
             parts.append(f"unexpected {sorted(mism['unexpected'])}")
         return f"columns: {'; '.join(parts) or 'differ'} (expected {sorted(kw['column_set'])})"
     if type_ == "expect_column_to_exist":
-        return f"{column}: column is missing from the released table"
+        return f"{subject}: column is missing from the released table"
     if type_ == "expect_table_row_count_to_equal":
         why = meta.get("expected")
         return f"row count is {res.get('observed_value')}, expected {kw['value']}" + (

@@ -251,12 +251,6 @@ class _Spending:
         return ReleaseInterrupted(message, signum=signum, charged=charged, published=published)
 
 
-def _written_counts(engine: Any, path: Path, columns: list[str]) -> dict[str, pl.DataFrame]:
-    """Each released column's count per value (for its check), counted by the engine."""
-    counts = engine.written_counts(path, columns)
-    return {c: t.rename({"count": "rows"}) for c, t in counts.items()}
-
-
 def _suite(r: Any, facts: dict[str, Any], table: Any) -> Suite:
     """The suite of spec entry ``r``'s released ``table``: its kind's own, from the entry
     (as its file's provenance records it) and the facts its file records."""
@@ -281,7 +275,7 @@ def _stage(
         target = eng.output_target(path)
         rel.write_armed(finished, target, spec=spec.to_dict(), facts=facts)
         table = eng.written_frame(path)
-        facts = {**facts, "value_counts": _written_counts(eng, path, rel.columns)}
+        facts = {**facts, "value_counts": eng.written_counts(path, rel.columns)}
     else:
         table = finished
         write_parquet(

@@ -694,9 +694,9 @@ class ProportionsRelease(Release[pl.DataFrame]):
 
     def _exact_inputs(self) -> list[Any]:
         counts = self.engine.category_counts([self.column])[self.column]
-        table = declared_counts(counts, self.column, self.categories)
-        check_public_size(self.n, int(table["count"].sum()))
-        return [table["count"].to_numpy() / self.n]
+        exact = declared_counts(counts, self.column, self.categories)
+        check_public_size(self.n, int(exact.sum()))
+        return [exact / self.n]
 
     def _categories(self) -> pl.Series:
         """The released category column: in the input's dtype if an Enum or an integer."""

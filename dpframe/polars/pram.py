@@ -47,7 +47,7 @@ from dpframe.core.constraints import check, check_categories, refuse_pattern_nam
 from dpframe.core.executor import MechanismPlan, Step
 from dpframe.core.randomness import RandomSource, as_source
 from dpframe.core.units import PrivacyUnit, check_person_rows
-from dpframe.engines.driver import check_categories_fit, declared_counts
+from dpframe.engines.driver import VALUE, VALUE_ROWS, check_categories_fit, declared_counts
 from dpframe.engines.polars import Codebook, encode
 from dpframe.errors import (
     InvalidParameterError,
@@ -755,10 +755,7 @@ class MicrodataRelease(Release[list[ArmedPram]]):
             largest = self.engine.largest_person_rows(cast(str, self.unit.person))
             check_person_rows(largest, self.unit, "PRAM")
         counts = self.engine.category_counts(self.columns)
-        exact = [
-            declared_counts(counts[p.column], p.column, p.categories)["count"].to_numpy()
-            for p in self._plans
-        ]
+        exact = [declared_counts(counts[p.column], p.column, p.categories) for p in self._plans]
         #: the input's rows (every record is kept): public, recorded for the file's checks
         self.input_rows = int(exact[0].sum())
         return exact
@@ -912,7 +909,7 @@ class DPPriorRelease(Release[dict[Any, float]]):
 
     def _exact_inputs(self) -> list[Any]:
         counts = self.engine.category_counts([self.column])[self.column]
-        return [declared_counts(counts, self.column, self.plan.categories)["count"].to_numpy()]
+        return [declared_counts(counts, self.column, self.plan.categories)]
 
     def _finish(self, outputs: tuple[Any, ...]) -> dict[Any, float]:
         return {c: float(v) for c, v in zip(self.plan.categories, outputs[0], strict=True)}
@@ -1108,10 +1105,13 @@ def pram_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: An
     Exactly the declared columns (a column PRAM did not randomize must not be published);
     every PRAM'd column takes only its declared categories (``categories=``, or the
     categories its release recorded, or of its Enum dtype, or the keys of a public prior),
-    holds no null, and has as many rows as the input (``input_rows``). ``facts`` may also
-    hold ``value_counts``, each column's ``(<column>, rows)`` counts computed by the engine
-    (Spark), so the microdata itself is not read on the driver (``table`` then gives only
-    the dtypes), and ``keep``, columns the release carried through unchanged.
+    holds no null, and has as many rows as the input (``input_rows``). Each column's
+    values are checked in a table of their own, ``values.<column>``: each value
+    (``value``) and its records (``rows``), names of their own whatever the column's.
+    ``facts`` may also hold ``value_counts``, those tables computed by the engine
+    (:meth:`~dpframe.engines.protocol.Engine.written_counts`), so the microdata itself is
+    not read on the driver (``table`` then gives only the dtypes), and ``keep``, columns
+    the release carried through unchanged.
     """
     suite, frame = start(arguments, table)
     rows = input_rows(facts)
@@ -1155,20 +1155,22 @@ def pram_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: An
         )
         table = f"values.{col}"
         if col in counted:  # counted by the engine
-            values = counted[col].select(col, "rows").sort(col, nulls_last=True)
+            values = counted[col].select(VALUE, VALUE_ROWS).sort(VALUE, nulls_last=True)
         elif col in schema:
-            counts = lf.group_by(col).agg(pl.len().alias("rows"))
-            values = counts.sort(col, nulls_last=True).collect()
+            one = lf.select(pl.col(col).alias(VALUE))
+            counts = one.group_by(VALUE).agg(pl.len().alias(VALUE_ROWS))
+            values = counts.sort(VALUE, nulls_last=True).collect()
         else:
-            values = pl.DataFrame(schema={"rows": pl.UInt32})
-        suite.add_table(table, for_gx(values), [col, "rows"])
-        suite.expect("expect_column_to_exist", table, column=col)
+            values = pl.DataFrame(schema={VALUE_ROWS: pl.UInt32})
+        suite.add_table(table, for_gx(values), [VALUE, VALUE_ROWS])
+        suite.expect("expect_column_to_exist", table, column=VALUE, meta={"subject": col})
         suite.expect(
             "expect_column_values_to_be_in_set",
             table,
-            column=col,
+            column=VALUE,
             value_set=values_like(cats, schema.get(col)),
             meta={
+                "subject": col,
                 "noun": "distinct values",
                 "rule": f"outside the declared categories {cats}",
                 "example": "{value} in {rows} row(s)",
@@ -1178,14 +1180,14 @@ def pram_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], table: An
         suite.expect(
             "expect_column_values_to_not_be_null",
             table,
-            column=col,
-            meta={"noun": "distinct values", "example": "in {rows} row(s)"},
+            column=VALUE,
+            meta={"subject": col, "noun": "distinct values", "example": "in {rows} row(s)"},
         )
         if rows is not None:
             suite.expect(
                 "expect_column_sum_to_be_between",
                 table,
-                column="rows",
+                column=VALUE_ROWS,
                 min_value=rows,
                 max_value=rows,
                 meta={

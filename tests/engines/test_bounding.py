@@ -189,7 +189,7 @@ def test_lazy_streaming_over_parquet(tmp_path):
     assert isinstance(eng.frame, pl.LazyFrame)
     parts = eng.grouped_parts(["g"], _parts(), ["x"])
     assert parts["__rows"].sum() == eng.rows() == eng.frame.collect(engine="streaming").height
-    assert eng.category_counts(["g"])["g"]["count"].sum() == eng.rows()
+    assert eng.category_counts(["g"])["g"]["rows"].sum() == eng.rows()
     _caps(eng.frame.collect(engine="streaming"), unit, ["g"])
 
 

@@ -300,8 +300,8 @@ def test_a_pram_value_outside_its_categories_a_null_and_the_row_count():
 def test_pram_value_counts_from_the_engine_replace_reading_the_table():
     """Spark counts the values; the table then gives only the dtypes (it is not read)."""
     counts = {
-        "region": pl.DataFrame({"region": ["N", "X", None], "rows": [2, 1, 1]}),
-        "sex": pl.DataFrame({"sex": pl.Series(["f", "m"], dtype=SEX), "rows": [3, 1]}),
+        "region": pl.DataFrame({"value": ["N", "X", None], "rows": [2, 1, 1]}),
+        "sex": pl.DataFrame({"value": pl.Series(["f", "m"], dtype=SEX), "rows": [3, 1]}),
     }
     schema_only = pram_table().clear()
     text = failed(check_release(PRAM, schema_only, input_rows=5, value_counts=counts))

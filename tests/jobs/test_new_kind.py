@@ -86,7 +86,7 @@ class TallyRelease(Release[pl.DataFrame]):
 
     def _exact_inputs(self) -> list[Any]:
         counts = self.engine.category_counts([self.column])[self.column]
-        hits = counts.filter(pl.col(self.column) == self.value)["count"].sum()
+        hits = counts.filter(pl.col("value") == self.value)["rows"].sum()
         return [[float(hits)]]
 
     def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
