@@ -273,9 +273,10 @@ def test_category_counts_of_enums_and_booleans_are_polars_counts():
     for c in got:
         want = frame.group_by(pl.col(c).alias("value")).agg(pl.len().alias("rows"))
         assert got[c].schema == want.schema
-        assert got[c].sort("value", nulls_last=True).rows() == want.sort(
-            "value", nulls_last=True
-        ).rows()
+        assert (
+            got[c].sort("value", nulls_last=True).rows()
+            == want.sort("value", nulls_last=True).rows()
+        )
     assert got["region"].filter(pl.col("value").is_null())["rows"].item() > 0
     empty = PolarsEngine(frame.head(0)).category_counts(["band"])["band"]
     assert empty.height == 0 and empty.schema == got["band"].schema
