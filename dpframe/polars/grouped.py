@@ -1498,13 +1498,17 @@ def _expect_per_statistic(
     exact: bool = False,
 ) -> None:
     """A derived table of one row per group and statistic (``table``: its name, frame and
-    the columns shown beside the keys and ``"statistic"``), whose ``target`` column (with
-    the keys and the noun of a message) must be at most 0 (exactly 0 if ``exact``)."""
+    the columns shown beside the keys and ``"__statistic"``), whose ``target`` column (with
+    the keys and the noun of a message) must be at most 0 (exactly 0 if ``exact``).
+
+    A derived table's own columns are named ``__...``, as no key may be
+    (:func:`~dpframe.core.constraints.check_key_name`): whatever its keys are named, they
+    sit beside them without a clash."""
     name, frame, shown = table
     column, keys, noun = target
-    suite.add_table(name, for_gx(frame), [*keys, "statistic", *shown])
+    suite.add_table(name, for_gx(frame), [*keys, "__statistic", *shown])
     bounds = {"min_value": 0.0, "max_value": 0.0} if exact else {"max_value": 0.0}
-    meta = {"subject_from": "statistic", "noun": noun, "rule": rule, "example": example}
+    meta = {"subject_from": "__statistic", "noun": noun, "rule": rule, "example": example}
     suite.expect(
         "expect_column_values_to_be_between",
         name,
@@ -1524,23 +1528,23 @@ def _expect_integers(
         parts = [
             frame.select(
                 *[pl.col(k).cast(pl.String) for k in keys],
-                pl.lit(c).alias("statistic"),
-                pl.col(c).cast(pl.Float64, strict=False).alias("value"),
+                pl.lit(c).alias("__statistic"),
+                pl.col(c).cast(pl.Float64, strict=False).alias("__value"),
             )
             for c in counts
         ]
         ints = pl.concat(parts).with_columns(
-            pl.when(pl.col("value").is_finite())
-            .then((pl.col("value") - pl.col("value").round()).abs())
+            pl.when(pl.col("__value").is_finite())
+            .then((pl.col("__value") - pl.col("__value").round()).abs())
             .otherwise(0.0)
-            .alias("fraction")
+            .alias("__fraction")
         )
         _expect_per_statistic(
             suite,
-            ("integers", ints, ["value"]),
-            ("fraction", keys, "values"),
+            ("integers", ints, ["__value"]),
+            ("__fraction", keys, "values"),
             "not an integer (a count is released with integer noise)",
-            "{value}",
+            "{__value}",
             exact=True,
         )
 
@@ -1559,23 +1563,23 @@ def _expect_distinct_within_counts(
     parts = [
         frame.select(
             *[pl.col(k).cast(pl.String) for k in keys],
-            pl.lit(d).alias("statistic"),
-            pl.col(d).cast(f64, strict=False).alias("persons"),
-            pl.col(c).cast(f64, strict=False).alias("rows"),
-            pl.lit(c).alias("of"),
+            pl.lit(d).alias("__statistic"),
+            pl.col(d).cast(f64, strict=False).alias("__persons"),
+            pl.col(c).cast(f64, strict=False).alias("__rows"),
+            pl.lit(c).alias("__of"),
             (pl.col(d).cast(f64, strict=False) - pl.col(c).cast(f64, strict=False))
             .fill_null(0.0)
-            .alias("excess"),
+            .alias("__excess"),
         )
         for d in distinct
         for c in counts
     ]
     _expect_per_statistic(
         suite,
-        ("distinct_persons", pl.concat(parts), ["persons", "rows", "of"]),
-        ("excess", keys, "groups"),
+        ("distinct_persons", pl.concat(parts), ["__persons", "__rows", "__of"]),
+        ("__excess", keys, "groups"),
         "above the released count of rows (a person counted in a group keeps a row there)",
-        "{persons} persons > {of} {rows}",
+        "{__persons} persons > {__of} {__rows}",
     )
 
 
@@ -1602,26 +1606,26 @@ def _expect_correlations(
             parts.append(
                 frame.select(
                     *[pl.col(k).cast(pl.String) for k in keys],
-                    pl.lit(col).alias("statistic"),
-                    corr.alias("corr"),
-                    expected.alias("expected"),
-                    pl.lit(f"{cv} / sqrt({vx} * {vy})").alias("of"),
+                    pl.lit(col).alias("__statistic"),
+                    corr.alias("__corr"),
+                    expected.alias("__expected"),
+                    pl.lit(f"{cv} / sqrt({vx} * {vy})").alias("__of"),
                     pl.when(defined & present)
                     .then((corr - expected).abs() - RTOL * (1 + expected.abs()))
                     .when(defined != present)
                     .then(1.0)
                     .otherwise(0.0)
-                    .alias("off"),
+                    .alias("__off"),
                 )
             )
         _expect_per_statistic(
             suite,
-            ("correlations", pl.concat(parts), ["corr", "expected", "of"]),
-            ("off", keys, "groups"),
+            ("correlations", pl.concat(parts), ["__corr", "__expected", "__of"]),
+            ("__off", keys, "groups"),
             "inconsistent with the released cov and variances (a correlation is "
             "cov / sqrt(var_x var_y) clipped to [-1, 1], and NaN/null exactly where a "
             "variance is 0)",
-            "corr {corr}, expected {expected} = {of}",
+            "corr {__corr}, expected {__expected} = {__of}",
         )
 
 
@@ -1642,21 +1646,21 @@ def _expect_cauchy_schwarz(
             parts.append(
                 frame.select(
                     *[table_column(frame, k, pl.String) for k in keys],
-                    pl.lit(col).alias("statistic"),
-                    table_column(frame, col).cast(pl.Float64).alias("cov"),
-                    bound.alias("bound"),
-                    pl.lit(f"sqrt({vx} * {vy})").alias("bound_of"),
+                    pl.lit(col).alias("__statistic"),
+                    table_column(frame, col).cast(pl.Float64).alias("__cov"),
+                    bound.alias("__bound"),
+                    pl.lit(f"sqrt({vx} * {vy})").alias("__bound_of"),
                 )
             )
         pairs = pl.concat(parts, how="vertical_relaxed").with_columns(
-            (pl.col("cov").abs() - pl.col("bound") * (1 + RTOL)).alias("excess")
+            (pl.col("__cov").abs() - pl.col("__bound") * (1 + RTOL)).alias("__excess")
         )
         _expect_per_statistic(
             suite,
-            ("pairs", pairs, ["cov", "bound", "bound_of"]),
-            ("excess", keys, "groups"),
+            ("pairs", pairs, ["__cov", "__bound", "__bound_of"]),
+            ("__excess", keys, "groups"),
             "beyond Cauchy-Schwarz |cov| <= sqrt(var_x var_y)",
-            "|{cov}| > {bound_of} = {bound}",
+            "|{__cov}| > {__bound_of} = {__bound}",
         )
 
 
@@ -1675,22 +1679,22 @@ def _expect_monotone_quantiles(
     parts = [
         frame.select(
             *[table_column(frame, k, pl.String) for k in keys],
-            pl.lit(a).alias("statistic"),
-            table_column(frame, a).cast(pl.Float64, strict=False).alias("value"),
-            pl.lit(b).alias("next"),
-            table_column(frame, b).cast(pl.Float64, strict=False).alias("next_value"),
+            pl.lit(a).alias("__statistic"),
+            table_column(frame, a).cast(pl.Float64, strict=False).alias("__value"),
+            pl.lit(b).alias("__next"),
+            table_column(frame, b).cast(pl.Float64, strict=False).alias("__next_value"),
         )
         for a, b in pairs
     ]
     ordered = pl.concat(parts, how="vertical_relaxed").with_columns(
-        (pl.col("value") - pl.col("next_value")).alias("excess")
+        (pl.col("__value") - pl.col("__next_value")).alias("__excess")
     )
     _expect_per_statistic(
         suite,
-        ("quantiles", ordered, ["value", "next", "next_value"]),
-        ("excess", keys, "groups"),
+        ("quantiles", ordered, ["__value", "__next", "__next_value"]),
+        ("__excess", keys, "groups"),
         "above the next quantile (quantiles are non-decreasing in q)",
-        "{value} > {next} = {next_value}",
+        "{__value} > {__next} = {__next_value}",
     )
 
 
@@ -1732,32 +1736,32 @@ def _expect_sizes(
         parts.append(
             sized.filter(missing).select(
                 *keys,
-                pl.lit(col).alias("statistic"),
-                pl.col("__size").cast(pl.Float64).alias("size"),
-                (pl.col("__size").cast(pl.Float64) - (need - 1)).alias("size_over"),
+                pl.lit(col).alias("__statistic"),
+                pl.col("__size").cast(pl.Float64).alias("__size"),
+                (pl.col("__size").cast(pl.Float64) - (need - 1)).alias("__size_over"),
             )
         )
     empty = pl.DataFrame(
         schema={
             **{k: schema.get(k, pl.String) for k in keys},
-            "statistic": pl.String,
-            "size": pl.Float64,
-            "size_over": pl.Float64,
+            "__statistic": pl.String,
+            "__size": pl.Float64,
+            "__size_over": pl.Float64,
         }
     )
     nulls = pl.concat([empty, *parts], how="vertical_relaxed")
-    suite.add_table("nulls", for_gx(nulls), [*keys, "statistic", "size"])
+    suite.add_table("nulls", for_gx(nulls), [*keys, "__statistic", "__size"])
     suite.expect(
         "expect_column_values_to_be_between",
         "nulls",
-        column="size_over",
+        column="__size_over",
         max_value=0.0,
         meta={
-            "subject_from": "statistic",
+            "subject_from": "__statistic",
             "noun": "null values",
             "rule": "are in groups that should have a value (a null is allowed only "
             "where the public size is 0, or at most 1 for a variance or covariance)",
-            "example": "size {size}",
+            "example": "size {__size}",
             "where": keys,
         },
     )
@@ -1803,24 +1807,24 @@ def _expect_each_key_once(
     """Every public key released exactly once."""
     have_keys = all(k in frame.schema for k in keys)
     if have_keys:
-        counts = frame.group_by(keys).agg(pl.len().alias("rows"))
+        counts = frame.group_by(keys).agg(pl.len().alias("__rows"))
         key_table = public.join(counts, on=keys, how="left", nulls_equal=True).with_columns(
-            pl.col("rows").fill_null(0)
+            pl.col("__rows").fill_null(0)
         )
     else:
-        key_table = public.with_columns(pl.lit(None, dtype=pl.UInt32).alias("rows"))
+        key_table = public.with_columns(pl.lit(None, dtype=pl.UInt32).alias("__rows"))
     suite.add_table("keys", for_gx(key_table), keys)
     suite.expect(
         "expect_column_values_to_be_between",
         "keys",
-        column="rows",
+        column="__rows",
         min_value=1,
         max_value=1,
         meta={
             "subject": "keys",
             "noun": "public keys",
             "rule": "not released exactly once",
-            "example": "{rows} rows",
+            "example": "{__rows} rows",
             "where": keys,
         },
     )

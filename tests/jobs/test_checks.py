@@ -437,3 +437,60 @@ def test_import_dpframe_does_not_import_great_expectations():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
+
+
+#: every column a grouped check's derived tables hold beside the keys
+DERIVED = ["statistic", "value", "fraction", "persons", "rows", "of", "excess", "corr"]
+DERIVED += ["expected", "off", "cov", "bound", "bound_of", "next", "next_value"]
+DERIVED += ["size", "size_over"]
+
+
+def test_keys_named_as_the_derived_tables_columns_are_checked_as_any_keys():
+    """Keys named as every column of the derived tables (counts' integers, distinct
+    persons within counts, correlations, Cauchy-Schwarz, quantiles in order, nulls by
+    public size, keys released once): a valid table passes, a doctored one fails naming
+    its group. Each of these tables failed with a duplicate column, after the charge."""
+    stats = [
+        *grouped_spec().statistics,
+        StatisticSpec(stat="count_distinct", name="people", epsilon=0.1),
+        StatisticSpec(
+            stat="quantile", column="income", q=[0.25, 0.75], lower=0, upper=100, epsilon=0.1
+        ),
+    ]
+    spec = grouped_spec().model_copy(update={"by": DERIVED, "statistics": stats})
+    groups = {k: ["N", "S", "E"] for k in DERIVED}
+    margins = pl.DataFrame(groups).with_columns(n=pl.Series([10, 0, 1]))
+    frame = grouped_table(
+        people=[4, 0, 1], income_q25=[10.0, 50.0, 3.0], income_q75=[60.0, 50.0, 3.0]
+    ).drop("region")
+    frame = pl.DataFrame(groups).hstack(frame)
+    # S has size 0 (no mean, no proportion, no variance); E has size 1 (no variance)
+    frame = frame.with_columns(
+        *[
+            pl.when(pl.col("value") == "S").then(None).otherwise(pl.col(c)).alias(c)
+            for c in ["income_mean", "owner_proportion"]
+        ],
+        *[
+            pl.when(pl.col("value") == "N").then(pl.col(c)).otherwise(None).alias(c)
+            for c in ["income_var", "a_b_var_a", "a_b_var_b", "a_b_cov", "a_b_corr"]
+        ],
+    )
+    ok = check_release(spec, frame, margins=margins, sizes="n")
+    assert ok.success, ok.report()
+    bad = frame.with_columns(
+        count=pl.Series([10, 0, 0]),  # fewer rows than persons in E
+        people=pl.Series([4, 0, 2]),
+        income_q25=pl.Series([70.0, 50.0, 3.0]),  # above the next quantile in N
+        a_b_cov=pl.Series([0.21, None, None]),  # beyond Cauchy-Schwarz in N
+        income_mean=pl.Series([None, None, 3.0]),  # null where the size is 10
+    )
+    text = failed(check_release(spec, bad, margins=margins, sizes="n"))
+    where = ", ".join(f"{k}={{!r}}" for k in DERIVED)
+    for message, group in [
+        ("people: 1 of 3 groups above the released count of rows", "E"),
+        ("income_q25: 1 of 3 groups above the next quantile", "N"),
+        ("a_b_cov: 1 of 3 groups beyond Cauchy-Schwarz", "N"),
+        ("income_mean: 1 of", "N"),
+    ]:
+        assert message in text, text
+        assert where.format(*[group] * len(DERIVED)) in text, text

@@ -67,7 +67,7 @@ def test_a_doctored_table_fails_in_the_data_context(run_folder, tmp_path):
     copy = tmp_path / "by_region.checks"
     shutil.copytree((run_folder / "by_region.checks").resolve(), copy)
     keys = pl.read_parquet(copy / "keys.parquet")
-    keys.with_columns(pl.col("rows") * 2).write_parquet(copy / "keys.parquet")  # each key twice
+    keys.with_columns(pl.col("__rows") * 2).write_parquet(copy / "keys.parquet")  # each key twice
     result = _checkpoint(tmp_path, [copy]).run()
     assert not result.success
     failed = [
@@ -76,4 +76,4 @@ def test_a_doctored_table_fails_in_the_data_context(run_folder, tmp_path):
         for r in v.results
         if not r.success
     ]
-    assert failed == ["rows"]
+    assert failed == ["__rows"]
