@@ -53,6 +53,7 @@ from dpframe.core.constraints import (
     AUTO_BOUNDS_EXPONENTS,
     AUTO_BOUNDS_SHARE,
     QUANTILE_STATISTICS,
+    RESERVED_PREFIX,
     check,
     check_auto_bounds,
     check_bounds_epsilon,
@@ -88,6 +89,7 @@ __all__ = [
     "Part",
     "Statistic",
     "StatisticPlan",
+    "check_statistic_names",
     "count",
     "count_distinct",
     "cov",
@@ -1142,7 +1144,57 @@ def _plan_cov_public(stat: Statistic, sizes: np.ndarray) -> StatisticPlan:
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not name:
         raise InvalidParameterError(f"name must be a non-empty string, got {name!r}")
+    if name.startswith(RESERVED_PREFIX):  # its parts would read as dpframe's own columns
+        raise InvalidParameterError(
+            f"name {name!r} starts with {RESERVED_PREFIX!r}, as the names of dpframe's own "
+            "columns do (a bad-value count, the rows kept); give the statistic another name"
+        )
     return name
+
+
+def check_statistic_names(statistics: Sequence[Statistic]) -> None:
+    """Refuse statistics of one release that share a name, before anything is read or
+    charged.
+
+    A statistic's name names everything the release makes of it: its exact aggregates
+    (``<name>:<part>``, e.g. a quantile's histogram ``<name>:hist``), its bounds pass
+    and its accuracy columns (``<name>_noisy_n``), not only its released columns. Two
+    statistics of one name would share them: the second quantile of a column would be
+    read off the first one's histogram. As a last guard, two statistics whose exact
+    aggregates still share a name (a name holding ``:``) are refused too.
+
+    Examples
+    --------
+    >>> a = quantile("x", [0.25], lower=0, upper=1, epsilon=1.0)
+    >>> b = quantile("x", [0.75], lower=0, upper=9, epsilon=1.0)
+    >>> check_statistic_names([a, b])
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.InvalidParameterError: statistics are named ['x_quantile'] more than once...
+    """
+    names = [s.name for s in statistics]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InvalidParameterError(
+            f"statistics are named {repeated} more than once: a statistic's name names its "
+            "exact aggregates and accuracy columns too, so each needs its own; "
+            + advise(
+                python="pass name= to each (two quantiles of a column: one "
+                "quantile(column, [q1, q2]), or name= on each)",
+                spec="give each statistic its own name = ... (two quantiles of a column: "
+                "one statistic with q = [q1, q2])",
+            )
+        )
+    owner: dict[str, str] = {}
+    for s in statistics:
+        if s.auto_columns():  # its parts are made once its bounds pass drew them
+            continue
+        for p in [*s.parts(False), *s.parts(True)]:
+            if owner.setdefault(p.name, s.name) != s.name:
+                raise InvalidParameterError(
+                    f"statistics {owner[p.name]!r} and {s.name!r} would share the exact "
+                    f"aggregate {p.name!r}; give one of them a name without ':'"
+                )
 
 
 def _check_column(column: Any, what: str = "column") -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import threading
 import uuid
 import weakref
@@ -143,7 +144,7 @@ class ColumnRelease(RunnerRelease):
         self.entry: LedgerEntry | None = None
         self._once = Once()
         # every parameter is checked now, not at collect time
-        self._plan(1, {k: np.ones(1) for k in row_params})
+        self._plan(1, self._stand_ins())
         with _PENDING_LOCK:
             _PENDING.add(self)
 
@@ -160,6 +161,22 @@ class ColumnRelease(RunnerRelease):
     @property
     def neighbours(self) -> str:
         return self.accountant.neighbours if self.accountant is not None else "substitute"
+
+    def _stand_ins(self) -> dict[str, np.ndarray]:
+        """A valid value of each per-row parameter, to check the others with at
+        declaration (its rows' own values are checked when the release reads them): a
+        per-row bound one below (above) the other, fixed, bound; both per row: 0 and 1."""
+
+        def real(v: Any) -> float | None:  # a fixed bound, if a usable number (else the
+            # plan refuses it, whatever the stand-ins)
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            return float(v) if ok else None
+
+        fixed_lower, fixed_upper = real(self.lower), real(self.upper)
+        lower = fixed_upper - 1.0 if fixed_upper is not None else 0.0
+        upper = fixed_lower + 1.0 if fixed_lower is not None else lower + 1.0
+        values = {"lower": lower, "upper": upper}
+        return {k: np.full(1, values.get(k, 1.0)) for k in self.row_params}
 
     def _plan(self, n_rows: int, arrays: dict[str, np.ndarray]) -> ColumnPlan | GaussianColumnPlan:
         if self.mechanism == "gaussian":
@@ -222,7 +239,7 @@ class ColumnRelease(RunnerRelease):
         return [
             {
                 "statistic": self.column,
-                "mechanism": self._plan(1, {k: np.ones(1) for k in self.row_params}).mechanism,
+                "mechanism": self._plan(1, self._stand_ins()).mechanism,
                 "epsilon": self.epsilon or 0.0,
                 "delta": 0.0,
                 "rho": self.rho,

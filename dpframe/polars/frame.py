@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from dpframe.core.accountant import LedgerEntry
+from dpframe.core.advice import advise
 from dpframe.core.budget import exact
 from dpframe.core.constraints import (
     AUTO,
@@ -96,6 +97,27 @@ __all__ = [
 ]
 
 
+#: The column of a covariance matrix that names each row's variable.
+COVARIANCE_LABEL = "column"
+#: The column of a proportions release that holds each category's proportion.
+PROPORTION = "proportion"
+
+
+def refuse_output_name(columns: Sequence[str], own: str, what: str) -> None:
+    """Refuse, before anything is read or charged, an input column named as the column
+    ``own`` a release adds to its output beside the columns' own (it would be overwritten
+    in the released table)."""
+    if own in columns:
+        rename = advise(
+            python=f"rename it first, e.g. frame.rename({{{own!r}: '{own}_'}})",
+            spec="rename the column in the input file and in the spec",
+        )
+        raise InvalidParameterError(
+            f"{what}: column {own!r} has the name of the column the release adds to its "
+            f"table; {rename}"
+        )
+
+
 def check_public_size(n: int, rows: int) -> None:
     """The declared public size must be the data's (the sensitivities assume it)."""
     if n != rows:
@@ -121,6 +143,7 @@ def check_covariance_arguments(
         raise InvalidParameterError(f"columns must be two or more distinct names, got {names}")
     if not all(isinstance(c, str) for c in names):
         raise InvalidParameterError(f"columns must be column names, got {names}")
+    refuse_output_name(names, COVARIANCE_LABEL, "a covariance matrix")
     if bounds == AUTO:
         bounds = [(AUTO, AUTO)] * len(names)
     if isinstance(bounds, str) or not isinstance(bounds, Sequence):
@@ -472,7 +495,7 @@ class CovarianceMatrixRelease(Release[pl.DataFrame]):
     def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
         self.result = outputs[0]
         values = self.result.values
-        return pl.DataFrame({"column": self.columns}).with_columns(
+        return pl.DataFrame({COVARIANCE_LABEL: self.columns}).with_columns(
             [pl.Series(c, values[:, j], dtype=pl.Float64) for j, c in enumerate(self.columns)]
         )
 
@@ -601,6 +624,7 @@ class ProportionsRelease(Release[pl.DataFrame]):
         self.dtype = dtype if dtype is not None else self.engine.schema().get(column)
         if not isinstance(column, str):
             raise InvalidParameterError(f"column must be a column name, got {column!r}")
+        refuse_output_name([column], PROPORTION, "proportions")
         self.column = column
         self.categories = declared_categories(
             self.engine.schema(), column, categories, "proportions"
@@ -623,7 +647,7 @@ class ProportionsRelease(Release[pl.DataFrame]):
     def output_types(self) -> dict[str, str]:
         """The released columns and their dtypes (the category column's is the input's if
         an Enum or an integer)."""
-        return {self.column: str(self._categories().dtype), "proportion": "Float64"}
+        return {self.column: str(self._categories().dtype), PROPORTION: "Float64"}
 
     #: where a spec's error95 target may stand: on the release (its epsilon)
     accuracy_parts: ClassVar[tuple[str, ...]] = ("release",)
@@ -709,7 +733,7 @@ class ProportionsRelease(Release[pl.DataFrame]):
     def _finish(self, outputs: tuple[Any, ...]) -> pl.DataFrame:
         self.result = outputs[0]
         return pl.DataFrame([self._categories()]).with_columns(
-            pl.Series("proportion", self.result.values, dtype=pl.Float64)
+            pl.Series(PROPORTION, self.result.values, dtype=pl.Float64)
         )
 
 
@@ -780,7 +804,7 @@ def proportions_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], ta
     suite.expect(
         "expect_table_columns_to_match_set",
         "main",
-        column_set=[col, "proportion"],
+        column_set=[col, PROPORTION],
         exact_match=True,
     )
     suite.expect(
@@ -798,11 +822,11 @@ def proportions_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], ta
         meta={"expected": f"the declared categories {cats}"},
     )
     suite.expect("expect_column_values_to_be_unique", "main", column=col, meta=where)
-    suite.expect("expect_column_values_to_not_be_null", "main", column="proportion", meta=where)
+    suite.expect("expect_column_values_to_not_be_null", "main", column=PROPORTION, meta=where)
     suite.expect(
         "expect_column_values_to_be_between",
         "main",
-        column="proportion",
+        column=PROPORTION,
         min_value=0.0,
         max_value=1.0,
         meta={**where, "rule": "outside [0, 1]"},
@@ -810,7 +834,7 @@ def proportions_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], ta
     suite.expect(
         "expect_column_sum_to_be_between",
         "main",
-        column="proportion",
+        column=PROPORTION,
         min_value=1.0 - tolerance,
         max_value=1.0 + tolerance,
         meta={"expected": f"1 within {tolerance:g}"},
@@ -820,14 +844,14 @@ def proportions_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], ta
 
 def covariance_output_types(columns: Sequence[str]) -> dict[str, str]:
     """A covariance matrix's columns and dtypes: the variable's name, one Float64 each."""
-    return {"column": "String", **{c: "Float64" for c in columns}}
+    return {COVARIANCE_LABEL: "String", **{c: "Float64" for c in columns}}
 
 
 def _cells(frame: pl.DataFrame, cols: list[str]) -> dict[tuple[str, str], float | None]:
     """The matrix by name (rows located by the "column" column, not by position)."""
     cell: dict[tuple[str, str], float | None] = {}
-    if "column" in frame.columns:
-        names = frame["column"].cast(pl.String).to_list()
+    if COVARIANCE_LABEL in frame.columns:
+        names = frame[COVARIANCE_LABEL].cast(pl.String).to_list()
         for i in cols:
             r = names.index(i) if i in names else None
             for j in cols:
@@ -933,10 +957,13 @@ def covariance_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], tab
     suite, lazy = start(arguments, table)
     frame = lazy.collect() if isinstance(lazy, pl.LazyFrame) else lazy
     cols = list(arguments["columns"])
-    suite.add_table("main", for_gx(frame), ["column"])
-    where = {"where": ["column"], "where_label": "row"}
+    suite.add_table("main", for_gx(frame), [COVARIANCE_LABEL])
+    where = {"where": [COVARIANCE_LABEL], "where_label": "row"}
     suite.expect(
-        "expect_table_columns_to_match_set", "main", column_set=["column", *cols], exact_match=True
+        "expect_table_columns_to_match_set",
+        "main",
+        column_set=[COVARIANCE_LABEL, *cols],
+        exact_match=True,
     )
     suite.expect(
         "expect_table_row_count_to_equal",
@@ -944,15 +971,15 @@ def covariance_suite(arguments: Mapping[str, Any], facts: Mapping[str, Any], tab
         value=len(cols),
         meta={"expected": "one row per variable"},
     )
-    suite.expect("expect_column_values_to_not_be_null", "main", column="column", meta=where)
+    suite.expect("expect_column_values_to_not_be_null", "main", column=COVARIANCE_LABEL, meta=where)
     suite.expect(
         "expect_column_distinct_values_to_equal_set",
         "main",
-        column="column",
+        column=COVARIANCE_LABEL,
         value_set=cols,
         meta={"expected": f"the variables {cols}"},
     )
-    suite.expect("expect_column_values_to_be_unique", "main", column="column", meta=where)
+    suite.expect("expect_column_values_to_be_unique", "main", column=COVARIANCE_LABEL, meta=where)
     for c in cols:
         suite.expect("expect_column_values_to_not_be_null", "main", column=c, meta=where)
 

@@ -83,6 +83,7 @@ from dpframe.mechanisms.statistics import (
     Part,
     Statistic,
     StatisticPlan,
+    check_statistic_names,
     is_nonnegative,
     plan_statistic,
 )
@@ -313,6 +314,15 @@ class GroupedSpec(SpecEntry):
             data.pop("private_keys", None)
         return data
 
+    @field_validator("statistics")
+    @classmethod
+    def _distinct_names(cls, v: list[StatisticSpec]) -> list[StatisticSpec]:
+        try:
+            check_statistic_names([statistic(s) for s in v])
+        except InvalidParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
     @field_validator("by")
     @classmethod
     def _distinct_keys(cls, v: list[str]) -> list[str]:
@@ -526,6 +536,7 @@ class GroupBy:
                     f"agg() takes dpframe.agg statistics, got {type(s).__name__}: use "
                     "dpframe.agg.count(...) or dpframe.agg.sum(...)"
                 )
+        check_statistic_names(stats)
         names = [out for s in stats for out in s.outputs()]
         clash = sorted({n for n in names if names.count(n) > 1 or n in self.keys})
         if clash:
@@ -919,7 +930,8 @@ class GroupedRelease(Release[pl.DataFrame]):
         Raises
         ------
         InvalidParameterError
-            Before the release is collected (there is nothing to describe yet).
+            Before the release is collected (there is nothing to describe yet), or if a
+            column it would add has a key column's name (``<key>_error95``).
 
         Examples
         --------
@@ -948,6 +960,16 @@ class GroupedRelease(Release[pl.DataFrame]):
         for plan, out in zip(plans, drawn, strict=True):
             columns.update(plan.accuracy(out, level))
         columns.update(_clamped_distinct_errors(plans, drawn, level))
+        clash = sorted(set(columns) & set(self._keys_frame.columns))
+        if clash:  # a key would be overwritten
+            raise InvalidParameterError(
+                f"accuracy(): its columns {clash} have the names of key columns; "
+                + advise(
+                    python="pass name= to the statistic (or rename the key column)",
+                    spec="give the statistic its own name = ... (or rename the key column)",
+                )
+                + " (the release itself is unchanged)"
+            )
         series = []
         for name, values in columns.items():
             if name.endswith("_uninformative"):

@@ -563,6 +563,27 @@ add(
     grouped(amean(), amean()),
     ("income_mean", "name"),
 )
+add(
+    A,
+    "agg.quantile twice on the same column (one name: their histograms would meet)",
+    grouped(
+        lambda: dpframe.agg.quantile("income", [0.25], lower=0, upper=100, epsilon=0.5),
+        lambda: dpframe.agg.quantile("income", [0.75], lower=0, upper=50, epsilon=0.5),
+    ),
+    ("income_quantile", "name"),
+)
+add(
+    A,
+    "agg.mean and agg.cov of one name= (their accuracy columns would meet)",
+    grouped(amean(name="s"), acov(name="s")),
+    ("'s'", "name"),
+)
+add(
+    A,
+    "agg.count name='__bad__income' (dpframe's own prefix: a bad-value count)",
+    grouped(count(name="__bad__income")),
+    ("__bad__income", "name"),
+)
 add(A, "agg.var lower=NaN", grouped(avar(lower=NAN)), "lower")
 add(A, "agg.var epsilon=-0.5", grouped(avar(epsilon=-0.5)), "epsilon")
 add(
@@ -966,6 +987,12 @@ add(
     ("columns must", "got str", "a string"),
 )
 add(A, "covariance_matrix column missing", covm(columns=("income", "nope")), "nope")
+add(
+    A,
+    "covariance_matrix of a column named 'column' (the matrix's row labels)",
+    covm(columns=("column", "score"), frame=PEOPLE.rename({"income": "column"})),
+    "column",
+)
 add(A, "covariance_matrix on a String column", covm(columns=("income", "tenure")), "tenure")
 add(A, "covariance_matrix bounds count mismatch", covm(bounds=((0, 100),)), "bounds")
 add(
@@ -1018,6 +1045,12 @@ def props(column="band", frame=None, **kw):
 
 
 add(A, "proportions column missing", props(column="nope"), "nope")
+add(
+    A,
+    "proportions of a column named 'proportion' (the released values' column)",
+    props(column="proportion", frame=PEOPLE.rename({"band": "proportion"})),
+    "proportion",
+)
 add(A, "proportions column=1", props(column=1), "column")
 add(A, "proportions String column without categories", props(column="tenure"), "categories")
 add(

@@ -152,6 +152,21 @@ def test_per_row_bounds_and_sensitivities():
     assert entry.details["per_row_parameters"] == ["upper", "sensitivity"]
 
 
+def test_both_bounds_per_row():
+    """Both bounds as expressions (they were checked at declaration with the same
+    stand-in for each, 1 < 1, and always refused): each row within its own bounds."""
+    acct = Accountant(epsilon=1.0)
+    df = pl.DataFrame({"x": [0.5, 2.0, 30.0], "lo": [0.0, 1.0, 20.0], "hi": [1.0, 3.0, 40.0]})
+    lo, hi = pl.col("lo"), pl.col("hi")
+    out = df.with_columns(
+        pl.col("x").dp.truncated_laplace(
+            1.0, lo, hi, 0.1, composition="parallel", public_groups=True, accountant=acct
+        )
+    )
+    assert out.select(pl.col("x").is_between(lo, hi).all()).item()
+    assert acct.ledger[0].details["per_row_parameters"] == ["lower", "upper"]
+
+
 def test_per_row_parameters_are_validated_at_run_time():
     acct = Accountant(epsilon=1.0)
     df = pl.DataFrame({"p": [0.5, 0.5], "n": [10, None]})

@@ -142,3 +142,19 @@ def test_summarize_says_where_the_error_depends_on_the_data():
         )
         assert "uninformative where its noisy count is <=" in summary[name]["note"]
     assert summary["count"]["error95"] is not None and summary["count"]["note"] == "count"
+
+
+def test_an_accuracy_column_named_as_a_key_is_refused_and_the_release_kept():
+    """A key named ``count_error95`` would be overwritten by the count's half-widths:
+    accuracy() refuses, naming it; the released table is unchanged."""
+    df = survey(2_000).rename({"g": "count_error95"})
+    margins = MARGINS.rename({"g": "count_error95"})
+    with Accountant(epsilon=1.0):
+        release = dpframe.group_by(df, "count_error95", margins=margins).agg(
+            dpframe.agg.count(epsilon=0.5)
+        )
+        table = release.collect()
+    with pytest.raises(InvalidParameterError, match=r"\['count_error95'\].*key column"):
+        release.accuracy()
+    assert table["count_error95"].to_list() == ["N", "S", "E", "W"]
+    assert release.accuracy(level=0.9).columns == ["count_error95", "count_error90"]
