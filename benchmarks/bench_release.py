@@ -138,6 +138,7 @@ lf.select("region", "age_band").sink_parquet(dst)
 NO_CHECKS = r"""
 import sys
 import dpframe.jobs.job as job
+from dpframe.engines.polars import PolarsEngine
 from dpframe.jobs import load_spec, run
 from dpframe.jobs.checks import CheckResult
 
@@ -146,7 +147,7 @@ from dpframe.jobs.checks import CheckResult
 job.start_checker = lambda: False
 job.validate = lambda suite: CheckResult(suite.release, True, [], {}, {}, 0)
 job.save_check = lambda result, folder, data_docs=False: []
-job._written_counts = lambda engine, path, columns: {}
+PolarsEngine.written_counts = lambda self, path, columns: {}
 result = run(load_spec(sys.argv[1]), progress=False)
 print(f"published {len(result.outputs)} releases, epsilon {result.epsilon:g}")
 """
@@ -216,7 +217,7 @@ wrap(Release, "prepare", lambda a, k: f"prepare {a[0].name} ({a[0].kind}): exact
 wrap(Release, "draw", lambda a, k: f"charge + draw {a[0].name} (first passes too)")
 wrap(MicrodataRelease, "write_armed", lambda a, k: f"write {Path(str(a[2])).name} (PRAM sink)")
 wrap(job, "write_parquet", lambda a, k: f"write {a[1].name}")
-wrap(job, "_written_counts", lambda a, k: f"count {Path(str(a[1])).name} (for its check)")
+wrap(PolarsEngine, "written_counts", lambda a, k: f"count {Path(str(a[1])).name} (for its check)")
 wrap(checks, "_gx", "import great_expectations (in the job)", once="great_expectations")
 wrap(job, "validate", lambda a, k: f"check {a[0].release} ({a[0].kind})")
 wrap(job, "save_check", lambda a, k: f"save check {a[0].release}")

@@ -89,7 +89,6 @@ __all__ = [
     "Part",
     "Statistic",
     "StatisticPlan",
-    "check_statistic_names",
     "count",
     "count_distinct",
     "cov",
@@ -1152,6 +1151,13 @@ def _check_name(name: Any) -> str:
     return name
 
 
+def _name_of(name: Any, default: str) -> str:
+    """A statistic's name: ``name`` if given (:func:`_check_name`), else ``default``, made
+    of its columns' names (a column named as dpframe's own is refused as a column, before
+    any read: :func:`dpframe.engines.driver.check_sources`)."""
+    return default if name is None else _check_name(name)
+
+
 def check_statistic_names(statistics: Sequence[Statistic]) -> None:
     """Refuse statistics of one release that share a name, before anything is read or
     charged.
@@ -1248,7 +1254,7 @@ def _bounded(
     lo, hi = check_auto_bounds(lower, upper)
     stat = Statistic(
         kind,
-        _check_name(f"{column}_{kind}" if name is None else name),
+        _name_of(name, f"{column}_{kind}"),
         check_epsilon(epsilon),
         column,
         lo,
@@ -1399,7 +1405,7 @@ def sum(
     mech, eps, options = _noise(mechanism, epsilon, rho, sigma)
     stat = Statistic(
         "sum",
-        _check_name(f"{column}_sum" if name is None else name),
+        _name_of(name, f"{column}_sum"),
         eps,
         column,
         lo,
@@ -1529,7 +1535,7 @@ def cov(
     ly, uy = check_auto_bounds(lower_y, upper_y, ("lower_y", "upper_y"))
     stat = Statistic(
         "cov",
-        _check_name(f"{x}_{y}" if name is None else name),
+        _name_of(name, f"{x}_{y}"),
         check_epsilon(epsilon),
         x,
         lx,
