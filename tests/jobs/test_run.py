@@ -887,3 +887,50 @@ def test_a_spec_refuses_an_unknown_nulls_policy(tmp_path):
     (tmp_path / "release.toml").write_text(NULLS_SPEC.format(nulls='"ignore"'))
     with pytest.raises(dpframe.jobs.SpecError, match=r"release 'by_region' > nulls"):
         load_spec(tmp_path / "release.toml")
+
+
+COUNTED_SPEC = """
+version = 1
+[input]
+path = "in.parquet"
+[privacy]
+unit = "record"
+neighbours = "substitute"
+budget = {{ epsilon = 10 }}
+ledger = "ledger.jsonl"
+[output]
+folder = "released"
+[[release]]
+name = "micro"
+kind = "pram"
+columns = [{columns}]
+[[release]]
+name = "shares"
+kind = "proportions"
+column = "count"
+categories = {cats}
+epsilon = 0.5
+"""
+
+
+def test_columns_named_as_the_count_tables_columns_are_counted_and_checked(tmp_path):
+    """PRAM columns named ``count``, ``rows`` and ``value`` (the columns of an engine's
+    count of each value, and of a PRAM check's table of them) and the proportions of
+    ``count``, through a job: counted before the charge, checked after it and in a
+    later check of the published folder. Each failed with a duplicate column: ``count``
+    before its charge, ``rows`` in the check of the written file, after it."""
+    from dpframe.jobs import check_folder
+
+    names, cats = ["count", "rows", "value"], ["a", "b", "c"]
+    df = pl.DataFrame({c: [cats[(i + j) % 3] for i in range(12)] for j, c in enumerate(names)})
+    df.write_parquet(tmp_path / "in.parquet")
+    columns = ", ".join(f'{{ column = "{c}", epsilon = 0.5, categories = {cats} }}' for c in names)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(COUNTED_SPEC.format(columns=columns, cats=cats).replace("'", '"'))
+    got = run(load_spec(spec), progress=False)
+    assert all(c.success for c in got.checks)
+    assert all(c.success for c in check_folder(got.folder))  # the file read, not counted
+    assert got.epsilon == 2.0  # three columns at 0.5 each, and the shares at 0.5
+    written = pl.read_parquet(got.outputs["micro"])
+    assert written.columns == names and written.height == 12
+    assert written.select(pl.all().is_in(cats).all()).row(0) == (True, True, True)
