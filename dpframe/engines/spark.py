@@ -26,8 +26,10 @@ proportions need them declared (never taken from data).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
+import operator
 import os
 import uuid
 from collections.abc import Sequence
@@ -445,17 +447,29 @@ def _bounded_rows(sdf: Any, unit: PrivacyUnit, keys: list[str], source: RandomSo
     person, r = plain[cast(str, unit.person)], unit.max_rows
     keys = [plain[k] for k in keys]
     rows = _with_codes(sdf.withColumn(_ID, sf.monotonically_increasing_id()), schema, person, keys)
-    on = [_PC, _GC]
-    pairs = rows.groupBy(*on).agg(sf.count(sf.lit(1)).alias(_N))
+    # a pair is its person's and keys' values, never their codes: the codes (the rule's
+    # priorities) are fixed by earlier Spark jobs, and an input read differently since
+    # could give two groups one code; by values, a person keeps at most max_groups
+    # groups, with at most max_rows rows each, in any evaluation
+    on = [person, *keys]
+    pairs = rows.groupBy(*on).agg(
+        sf.count(sf.lit(1)).alias(_N), sf.min(_PC).alias(_PC), sf.min(_GC).alias(_GC)
+    )
     if keys:
-        rank = sf.row_number().over(Window.partitionBy(_PC).orderBy(_V, _GC))
+        rank = sf.row_number().over(Window.partitionBy(person).orderBy(_V, _GC))
         pairs = _with_priority(pairs, key).withColumn(_R, rank)
         pairs = pairs.filter(sf.col(_R) <= unit.max_groups)
     # every kept row numbered in its pair, in input order; the cap is applied to these
     # numbers in the same evaluation (it holds even if the input changed since the count)
     position = sf.row_number().over(Window.partitionBy(*on).orderBy(_ID)) - 1
-    flagged = pairs.select(*on, (sf.col(_N) > r).alias("__bound_big"))
-    numbered = rows.join(flagged, on=on).withColumn(_POS, position.cast("long"))
+    joined = [f"__bound_j{j}" for j in range(len(on))]
+    flagged = pairs.select(
+        *[sf.col(c).alias(j) for c, j in zip(on, joined, strict=True)],
+        (sf.col(_N) > r).alias("__bound_big"),
+    )
+    same = [rows[c].eqNullSafe(flagged[j]) for c, j in zip(on, joined, strict=True)]
+    numbered = rows.join(flagged, on=functools.reduce(operator.and_, same)).drop(*joined)
+    numbered = numbered.withColumn(_POS, position.cast("long"))
     kept = numbered.filter(~sf.col("__bound_big") & (sf.col(_POS) < r))
     # an oversized pair: the rows of its r smallest row priorities (distinct in a pair)
     oversized = _with_row_priority(numbered.filter(sf.col("__bound_big")), rows_key)

@@ -297,3 +297,39 @@ def test_bounds_above_the_data_keep_everything_on_both_paths(kernel):
         assert out["s"].to_list() == [4.0, 1.0, 1.0]
     framed = bounded_frame(lf, PrivacyUnit("pid", max_rows=2**40, max_groups=2**40), ["g"])
     assert framed.collect().height == 6
+
+
+def test_spark_keeps_max_groups_by_key_values_when_the_input_changes(spark, tmp_path, monkeypatch):
+    """A Spark frame read differently after its codes were fixed (a key from a
+    non-deterministic UDF, standing for a table updated between Spark jobs): the mixed
+    radix widths came from the first read, so on the second three groups of one person
+    shared a group code and the person kept all three under max_groups=1. The pairs are
+    now the key values, whatever the codes."""
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import LongType
+
+    from dpframe.engines import spark as spark_engine
+
+    flag = tmp_path / "phase"
+    flag.write_text("0")
+
+    def k2_of(real):  # phase 0: every k2 reads 0; then the real values
+        return 0 if flag.read_text() == "0" else int(real)
+
+    k2 = sf.udf(k2_of, LongType()).asNondeterministic()
+    rows = [(p, k, 2 - k) for p in range(3) for k in range(3)]  # (0,2), (1,1), (2,0) each
+    base = spark.createDataFrame(rows, "pid long, k1 long, k2raw long")
+    sdf = base.select("pid", "k1", k2("k2raw").alias("k2"))
+    real = spark_engine._with_codes
+
+    def codes_then_change(*args, **kwargs):
+        out = real(*args, **kwargs)  # its Spark jobs fixed the codes' widths
+        flag.write_text("1")
+        return out
+
+    monkeypatch.setattr(spark_engine, "_with_codes", codes_then_change)
+    unit = PrivacyUnit("pid", max_rows=3, max_groups=1)
+    kept = pl.from_arrow(spark_engine.bounded_spark(sdf, unit, ["k1", "k2"]).toArrow())
+    groups = kept.group_by("pid").agg(pl.struct("k1", "k2").n_unique().alias("groups"))
+    assert groups["groups"].to_list() == [1, 1, 1]
+    assert set(kept.select(pl.col("k1") + pl.col("k2")).to_series()) == {2}  # real k2 read
