@@ -450,18 +450,24 @@ class PolarsEngine:
         counts = rows.select(*keys, pl.col(cell).alias(BIN), pl.col(ROWS).alias(COUNT))
         return agg, _histogram_rows(names, margins, [counts])
 
-    def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
+    def category_counts(
+        self, columns: Sequence[str], per_person: tuple[str, int] | None = None
+    ) -> dict[str, pl.DataFrame]:
         """For each column, its values (``value``) and their records (``rows``): enums and
         booleans counted by their codes in one read
         (:func:`dpframe.engines.dense_parts.code_counts`), other columns by polars'
-        ``group_by``, every query sharing one scan."""
+        ``group_by``, every query sharing one scan. ``per_person=(person, k)``: each
+        person's first ``k`` records of the read only (a window over the person, in
+        memory)."""
         from dpframe.engines.dense_parts import code_counts, coded
 
         schema = self.schema()
+        frame = self.frame
+        if per_person is not None:
+            person, k = per_person
+            frame = frame.filter(pl.int_range(pl.len()).over(person) < k)
         queries = {
-            c: self.frame.select(pl.col(c).alias(VALUE))
-            .group_by(VALUE)
-            .agg(pl.len().alias(VALUE_ROWS))
+            c: frame.select(pl.col(c).alias(VALUE)).group_by(VALUE).agg(pl.len().alias(VALUE_ROWS))
             for c in columns
         }
         coded_ = [c for c in dict.fromkeys(columns) if coded(schema[c])]
@@ -470,7 +476,7 @@ class PolarsEngine:
             zip(rest, pl.collect_all([queries[c] for c in rest], engine="streaming"), strict=True)
         )
         if coded_:
-            counted = code_counts(self.frame, coded_)
+            counted = code_counts(frame, coded_)
             found |= {c: _conform(counted[c], queries[c].collect_schema()) for c in coded_}
         return {c: found[c] for c in columns}
 

@@ -139,11 +139,16 @@ class Engine(Protocol):
         of the same records, read once where the engine can."""
         ...
 
-    def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
+    def category_counts(
+        self, columns: Sequence[str], per_person: tuple[str, int] | None = None
+    ) -> dict[str, pl.DataFrame]:
         """For each column, a table of its values (``value``, in the column's dtype; null
         counted as a value) and their records (``rows``): the names of
         :data:`dpframe.engines.driver.VALUE` and :data:`~dpframe.engines.driver.VALUE_ROWS`,
-        whatever the column's own name."""
+        whatever the column's own name. With ``per_person=(person, k)``, only each
+        person's first ``k`` records of this read are counted: whatever the read returns,
+        one person moves at most ``k`` records of each table (a bound that holds by
+        construction, not by a check on another read)."""
         ...
 
     def without_missing(self, missing: MissingValues, columns: Sequence[str]) -> Engine:

@@ -627,13 +627,25 @@ class SparkEngine:
         """:meth:`grouped_parts`, then :meth:`grouped_histograms` (two Spark jobs)."""
         return self.grouped_parts(keys, parts, sources), self.grouped_histograms(hists, margins)
 
-    def category_counts(self, columns: Sequence[str]) -> dict[str, pl.DataFrame]:
+    def category_counts(
+        self, columns: Sequence[str], per_person: tuple[str, int] | None = None
+    ) -> dict[str, pl.DataFrame]:
+        from pyspark.sql import Window
         from pyspark.sql import functions as sf
 
+        frame, names = self.frame, {c: _quoted(c) for c in columns}
+        if per_person is not None:  # each person's first k records of this evaluation
+            person, k = per_person
+            order = Window.partitionBy(_col(person)).orderBy(sf.monotonically_increasing_id())
+            names = {c: f"__count_c{j}" for j, c in enumerate(dict.fromkeys(columns))}
+            frame = frame.select(
+                *[_col(c).alias(n) for c, n in names.items()],
+                sf.row_number().over(order).alias("__count_n"),
+            ).filter(sf.col("__count_n") <= k)
         # on a projection of its own names: the column may be named "value" or "rows"
         return {
             c: pl.from_arrow(
-                self.frame.select(_col(c).alias(VALUE))
+                frame.select(sf.col(names[c]).alias(VALUE))
                 .groupBy(VALUE)
                 .agg(sf.count(sf.lit(1)).alias(VALUE_ROWS))
                 .toArrow()

@@ -333,3 +333,18 @@ def test_spark_keeps_max_groups_by_key_values_when_the_input_changes(spark, tmp_
     groups = kept.group_by("pid").agg(pl.struct("k1", "k2").n_unique().alias("groups"))
     assert groups["groups"].to_list() == [1, 1, 1]
     assert set(kept.select(pl.col("k1") + pl.col("k2")).to_series()) == {2}  # real k2 read
+
+
+def test_category_counts_of_each_person_s_first_rows_alike_on_both_engines(spark):
+    """``per_person=(person, k)``: a person moves at most k records of each table, on
+    both engines alike (what a DP prior under a person unit counts)."""
+    from dpframe.engines.spark import SparkEngine
+
+    df = pl.DataFrame({"pid": [1] * 5 + [2] * 2 + [3], "c": ["a"] * 5 + ["b"] * 2 + ["a"]})
+    got = [
+        engine.category_counts(["c", "pid"], per_person=("pid", 2))
+        for engine in (PolarsEngine(df.lazy()), SparkEngine(spark.createDataFrame(df.to_arrow())))
+    ]
+    for counts in got:
+        assert counts["c"].sort("value").rows() == [("a", 3), ("b", 2)]
+        assert counts["pid"].sort("value").rows() == [(1, 2), (2, 2), (3, 1)]

@@ -60,8 +60,8 @@ def test_an_input_file_rewritten_after_the_check_is_caught_before_publishing(
     pl.DataFrame({"c": ["a", "b", "a", "b"], "pid": [1, 1, 2, 2]}).write_parquet(src)
     real = PolarsEngine.category_counts
 
-    def counts_then_rewrite(self, columns):
-        out = real(self, columns)
+    def counts_then_rewrite(self, columns, per_person=None):
+        out = real(self, columns, per_person)
         pl.DataFrame({"c": ["a", "b", "a", "b"], "pid": [1, 1, 1, 2]}).write_parquet(src)
         return out
 
@@ -84,3 +84,38 @@ def test_a_person_release_writes_what_it_randomized(tmp_path, keep):
     written = pl.read_parquet(out)
     assert written.columns == ["c", *keep] and written.height == 100
     assert dpframe.read_provenance(out).epsilon == 1.0
+
+
+def test_a_dp_prior_counts_each_person_s_rows_up_to_max_rows_on_its_own_read(tmp_path, monkeypatch):
+    """``prior="dp"``: the persons' rows are checked on one read, the prior's histogram
+    counted on another. Old: a file swapped between the two (200 persons of one row,
+    then one person of 200 rows) put one person's 200 rows into the prior's histogram,
+    charged for max_rows=1 (a loss of 2 x 200 / 2 = 200 times the prior's charge). The
+    histogram now counts each person's first max_rows records of its own read."""
+    src, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    one_each = pl.DataFrame({"c": ["a"] * 200, "pid": list(range(200))})
+    one_person = pl.DataFrame({"c": ["b"] * 200, "pid": [7] * 200})
+    one_each.write_parquet(src)
+    real_largest, real_counts = PolarsEngine.largest_person_rows, PolarsEngine.category_counts
+    counted = []
+
+    def largest_then_swap(self, person):
+        rows = real_largest(self, person)
+        one_person.write_parquet(src)
+        return rows
+
+    def counts_then_restore(self, columns, per_person=None):
+        counts = real_counts(self, columns, per_person=per_person)
+        one_each.write_parquet(src)
+        counted.append(counts["c"])
+        return counts
+
+    monkeypatch.setattr(PolarsEngine, "largest_person_rows", largest_then_swap)
+    monkeypatch.setattr(PolarsEngine, "category_counts", counts_then_restore)
+    columns = [{**COLUMNS[0], "epsilon": 2.0, "prior": "dp"}]
+    with dpframe.Accountant(epsilon=10):
+        rel = dpframe.pram.release(pl.scan_parquet(src), columns, unit="pid", max_rows=1)
+        rel.write(out)
+    (counts,) = counted
+    assert counts.rows() == [("b", 1)]  # pid 7's first row of the swapped read, only
+    assert pl.read_parquet(out).height == 200  # the restored file, randomized
