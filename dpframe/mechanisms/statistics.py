@@ -1166,8 +1166,8 @@ def check_statistic_names(statistics: Sequence[Statistic]) -> None:
     (``<name>:<part>``, e.g. a quantile's histogram ``<name>:hist``), its bounds pass
     and its accuracy columns (``<name>_noisy_n``), not only its released columns. Two
     statistics of one name would share them: the second quantile of a column would be
-    read off the first one's histogram. As a last guard, two statistics whose exact
-    aggregates still share a name (a name holding ``:``) are refused too.
+    read off the first one's histogram. Distinct names give distinct exact aggregates:
+    each is ``<name>:<part>``, and no part's own name holds a ``:``.
 
     Examples
     --------
@@ -1191,16 +1191,6 @@ def check_statistic_names(statistics: Sequence[Statistic]) -> None:
                 "one statistic with q = [q1, q2])",
             )
         )
-    owner: dict[str, str] = {}
-    for s in statistics:
-        if s.auto_columns():  # its parts are made once its bounds pass drew them
-            continue
-        for p in [*s.parts(False), *s.parts(True)]:
-            if owner.setdefault(p.name, s.name) != s.name:
-                raise InvalidParameterError(
-                    f"statistics {owner[p.name]!r} and {s.name!r} would share the exact "
-                    f"aggregate {p.name!r}; give one of them a name without ':'"
-                )
 
 
 def _check_column(column: Any, what: str = "column") -> str:
