@@ -106,7 +106,16 @@ PROPORTION = "proportion"
 def refuse_output_name(columns: Sequence[str], own: str, what: str) -> None:
     """Refuse, before anything is read or charged, an input column named as the column
     ``own`` a release adds to its output beside the columns' own (it would be overwritten
-    in the released table)."""
+    in the released table).
+
+    Examples
+    --------
+    >>> refuse_output_name(["vote"], PROPORTION, "proportions")  # nothing to refuse
+    >>> refuse_output_name(["proportion"], PROPORTION, "proportions")
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.InvalidParameterError: proportions: column 'proportion' has the name of...
+    """
     if own in columns:
         rename = advise(
             python=f"rename it first, e.g. frame.rename({{{own!r}: '{own}_'}})",
