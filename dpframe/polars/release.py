@@ -378,7 +378,7 @@ class Release(Generic[ResultT]):
     ) -> None:
         self.id = uuid.uuid4().hex
         self.engine: Engine = engine_for(frame)
-        self.accountant = resolve_accountant(accountant)
+        self._accountant = resolve_accountant(accountant)
         if neighbours is not None:  # a release planned before its accountant is opened
             check("neighbours", neighbours)
             if self.accountant is not None and self.accountant.neighbours != neighbours:
@@ -403,6 +403,22 @@ class Release(Generic[ResultT]):
         self._passes_drawn: dict[str, list[MechanismPlan]] = {}
         self._lock = threading.Lock()
         self.ledger: tuple[LedgerEntry, ...] = ()
+
+    @property
+    def accountant(self) -> Accountant | None:
+        """The accountant the release charges: fixed when it is built, as its plans were
+        made for that accountant's neighbour relation and unit (``release.accountant =
+        ...`` is refused: a plan made for add-remove neighbours, charged on a substitute
+        ledger, would be recorded at half its loss)."""
+        return self._accountant
+
+    @accountant.setter
+    def accountant(self, value: Any) -> None:
+        raise InvalidParameterError(
+            "a release's accountant is fixed when it is built (its plans were made for that "
+            "accountant's neighbour relation and unit): build the release again with "
+            "accountant=..."
+        )
 
     @property
     def neighbours(self) -> str:
@@ -606,6 +622,12 @@ class Release(Generic[ResultT]):
         and draw it too. Each pass is charged before it draws (a failure after a charge
         leaves its entries in the ledger); the entries of all of them come back, with
         the release's own outputs."""
+        if accountant is not None and accountant.neighbours != self.neighbours:
+            raise InvalidParameterError(
+                f"{self.kind}: planned for {self.neighbours!r} neighbours, asked to be "
+                f"charged on a ledger of {accountant.neighbours!r} neighbours; build it "
+                "with that ledger's accountant (nothing was charged)"
+            )
         passes = {self.neighbours: self._first_plans()}
         if passes[self.neighbours]:  # kept: after they are drawn they still count
             with contextlib.suppress(DPFrameError):  # not plannable: no comparison

@@ -260,3 +260,32 @@ def test_a_statistic_replaced_after_planning_is_not_drawn():
     released = out.sort("g")["x_sum"].to_numpy()
     assert np.all(np.abs(released - exact) < 1000), "drew another column than planned"
     assert [e.details["upper"] for e in acct.ledger] == [10]
+
+
+def test_a_release_s_accountant_is_fixed_when_it_is_built(tmp_path):
+    """A count planned for add-remove neighbours (sensitivity 1) and charged on a
+    substitute ledger (sensitivity 2) was recorded at half its loss: the release's
+    accountant can no longer be replaced, and a ledger of another relation handed to
+    ``draw`` (a job's) is refused, nothing charged; PRAM alike (its plan refuses
+    add-remove neighbours when built on one)."""
+    from dpframe.errors import InvalidParameterError
+
+    df = _data()
+    add_remove = dpframe.Accountant(epsilon=1.0, neighbours="add_remove")
+    substitute = dpframe.Accountant(epsilon=1.0)
+    margins = df.select(pl.col("g").unique())
+    rel = dpframe.group_by(df, "g", margins=margins, accountant=add_remove).agg(
+        dpframe.agg.count(epsilon=1.0)
+    )
+    with pytest.raises(InvalidParameterError, match="accountant is fixed"):
+        rel.accountant = substitute
+    with pytest.raises(InvalidParameterError, match="planned for 'add_remove' neighbours"):
+        rel.draw(rel.prepare(), substitute, note="another ledger")
+    cats = sorted(df["c"].unique().to_list())
+    pram = dpframe.pram.release(
+        df, [{"column": "c", "epsilon": 0.5, "categories": cats}], accountant=substitute
+    )
+    with pytest.raises(InvalidParameterError, match="accountant is fixed"):
+        pram.accountant = add_remove
+    assert substitute.ledger == () and add_remove.ledger == ()
+    assert rel.collect().height == margins.height and add_remove.spent.epsilon == 1.0
